@@ -1,0 +1,13 @@
+//! Compiles the wire contract with protox (a pure-Rust protobuf compiler), so no
+//! machine needs a system `protoc` to build fleetop.
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto/fleetop.proto");
+    let fds = protox::compile(["proto/fleetop.proto"], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        // `fleetop-agent sample --format json` prints the wire types as they are.
+        .type_attribute(".", "#[derive(serde::Serialize)]")
+        .compile_fds(fds)?;
+    Ok(())
+}

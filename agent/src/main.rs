@@ -1,0 +1,186 @@
+//! `fleetop-agent`: the per-node sampler and gRPC server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use fleetop_agent::backend::{self, Backend, BackendOptions};
+use fleetop_agent::server::{self, AgentOptions};
+use fleetop_agent::sim::{Model, Scenario, SimConfig};
+
+/// fleetop's node agent: samples GPUs (NVML), InfiniBand ports and the host,
+/// and streams them to fleetop consoles over gRPC.
+#[derive(Debug, Parser)]
+#[command(version, after_help = scenario_help())]
+struct Cli {
+    /// Address to serve gRPC on.
+    #[arg(long, default_value = "0.0.0.0:50051")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    node: NodeArgs,
+    /// How much history to keep for consoles that connect later.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    history: Duration,
+    /// Simulation only: invent this much history at start.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    sim_history: Option<Duration>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Args)]
+struct NodeArgs {
+    /// Where GPU data comes from.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// Sampling interval.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Root of the InfiniBand sysfs tree.
+    #[arg(long, default_value = fleetop_agent::ib::DEFAULT_ROOT)]
+    ib_sysfs: PathBuf,
+    /// Root of procfs, where GPU processes' Slurm jobs are looked up.
+    #[arg(long, default_value = "/proc", hide = true)]
+    proc_root: PathBuf,
+    /// Simulation: number of GPUs.
+    #[arg(long, default_value_t = 8)]
+    sim_gpus: u32,
+    /// Simulation: number of InfiniBand ports.
+    #[arg(long, default_value_t = 8)]
+    sim_ib_ports: u32,
+    /// Simulation: GPU model.
+    #[arg(long, value_enum, default_value_t = Model::H100)]
+    sim_model: Model,
+    /// Simulation: what happens on the node (listed below).
+    #[arg(long, value_enum, default_value_t = Scenario::Training)]
+    sim_scenario: Scenario,
+    /// Simulation: seed; the same seed gives the same node.
+    #[arg(long, default_value_t = 1)]
+    sim_seed: u64,
+    /// Simulation: host name to report (default: this machine's).
+    #[arg(long)]
+    sim_hostname: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Take one sample of this node and print it, without a server.
+    Sample {
+        /// Take exactly one sample (the only mode).
+        #[arg(long, required = true)]
+        once: bool,
+        #[arg(long, value_enum, default_value_t = Format::Json)]
+        format: Format,
+        #[command(flatten)]
+        node: NodeArgs,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Json,
+}
+
+fn scenario_help() -> String {
+    use clap::ValueEnum;
+    let mut s = String::from("Simulation scenarios (--sim-scenario):\n");
+    for sc in Scenario::all() {
+        if let Some(v) = sc.to_possible_value() {
+            let help = v.get_help().map(|h| h.to_string()).unwrap_or_default();
+            s.push_str(&format!("  {:<18} {help}\n", v.get_name()));
+        }
+    }
+    s
+}
+
+impl NodeArgs {
+    fn options(&self, start_ms: i64) -> BackendOptions {
+        BackendOptions {
+            backend: self.backend,
+            ib_sysfs: self.ib_sysfs.clone(),
+            proc_root: self.proc_root.clone(),
+            sim: SimConfig {
+                hostname: self.sim_hostname.clone().unwrap_or_else(|| {
+                    sysinfo::System::host_name().unwrap_or_else(|| "sim".into())
+                }),
+                gpus: self.sim_gpus,
+                ib_ports: self.sim_ib_ports,
+                model: self.sim_model,
+                scenario: self.sim_scenario,
+                seed: self.sim_seed,
+                start_ms,
+                interval_ms: self.interval.as_millis().max(1) as u32,
+            },
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Logs go to stderr; stdout is kept for `sample --format json`.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLEETOP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fleetop-agent: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(Command::Sample { node, .. }) = &cli.command {
+        return sample_once(node);
+    }
+    let now = fleetop_agent::now_ms();
+    let history_ms = cli.sim_history.map(|d| d.as_millis() as i64).unwrap_or(0);
+    let start_ms = now - history_ms;
+    let (collector, note) = backend::build(&cli.node.options(start_ms))?;
+    if let Some(note) = note {
+        eprintln!("fleetop-agent: {note}");
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(cli.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cli.listen))?;
+        let opts = AgentOptions {
+            interval: cli.node.interval,
+            history: cli.history,
+            backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0).then_some(start_ms),
+        };
+        let handle = server::serve(collector, opts, listener).await?;
+        tracing::info!("serving on {}", handle.addr);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("stopping");
+        handle.stop().await;
+        Ok(())
+    })
+}
+
+/// One sample, printed as JSON: the node description and the sample.
+fn sample_once(node: &NodeArgs) -> anyhow::Result<()> {
+    let now = fleetop_agent::now_ms();
+    let (mut collector, note) = backend::build(&node.options(now - fleetop_agent::sim::ONSET_MS))?;
+    if let Some(note) = note {
+        eprintln!("fleetop-agent: {note}");
+    }
+    // CPU usage is a difference of two readings: give it a moment.
+    std::thread::sleep(Duration::from_millis(250));
+    let sample = collector.sample(fleetop_agent::now_ms());
+    let doc = serde_json::json!({ "info": collector.info(), "sample": sample });
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(())
+}

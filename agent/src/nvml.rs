@@ -1,0 +1,433 @@
+//! NVIDIA GPUs through NVML (nvml-wrapper, which loads libnvidia-ml at run
+//! time, so building needs no driver and no CUDA toolkit).
+//!
+//! Device handles are created once. XID errors come from an NVML event set
+//! waited on by a thread of its own, not from polling. The few readings
+//! nvml-wrapper cannot make as we need them (the raw clocks-event bitmask with
+//! unknown bits kept, NVLink field values with the link in `scopeId`, remapped
+//! rows) call the sys layer directly.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+
+use nvml_wrapper::Device;
+use nvml_wrapper::Nvml;
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor, TemperatureThreshold,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper_sys::bindings::{
+    field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS, NVML_NVLINK_MAX_LINKS,
+};
+
+use crate::jobs;
+use crate::proto::{GpuInfo, GpuProcess, GpuSample, NodeInfo, NvLinkInfo, Sample, XidEvent};
+use crate::sampler::Sampler;
+
+/// NVML could not be used on this machine; the message is one line for people.
+#[derive(Debug, thiserror::Error)]
+#[error("NVML not available: {0}")]
+pub struct NvmlUnavailable(String);
+
+/// XID events seen by the event thread, waiting for the next sample: (GPU index, event).
+type XidQueue = Arc<Mutex<Vec<(u32, XidEvent)>>>;
+
+struct Gpu {
+    index: u32,
+    dev: Device<'static>,
+    /// NVLink links this GPU has (those NVML answers for), in wire order.
+    links: Vec<u32>,
+}
+
+pub struct NvmlSampler {
+    nvml: &'static Nvml,
+    gpus: Vec<Gpu>,
+    xids: XidQueue,
+    proc_root: PathBuf,
+}
+
+/// Loads NVML once for the life of the process.
+///
+/// The handle is leaked on purpose: device handles borrow it and the XID
+/// thread waits on it for as long as the agent runs.
+pub fn open() -> Result<&'static Nvml, NvmlUnavailable> {
+    match Nvml::init() {
+        Ok(n) => Ok(Box::leak(Box::new(n))),
+        Err(NvmlError::LibloadingError(e)) => Err(NvmlUnavailable(format!(
+            "libnvidia-ml.so could not be loaded ({e}); is the NVIDIA driver installed?"
+        ))),
+        Err(NvmlError::DriverNotLoaded) => Err(NvmlUnavailable(
+            "the NVIDIA kernel driver is not loaded".into(),
+        )),
+        Err(e) => Err(NvmlUnavailable(e.to_string())),
+    }
+}
+
+impl NvmlSampler {
+    /// Opens every GPU NVML sees. A GPU that cannot be opened is skipped with a
+    /// warning; the others are still sampled.
+    pub fn new(nvml: &'static Nvml, proc_root: PathBuf) -> Result<Self, NvmlUnavailable> {
+        let count = nvml
+            .device_count()
+            .map_err(|e| NvmlUnavailable(format!("cannot count GPUs: {e}")))?;
+        let mut gpus = Vec::new();
+        for index in 0..count {
+            match nvml.device_by_index(index) {
+                Ok(dev) => {
+                    let links = (0..NVML_NVLINK_MAX_LINKS)
+                        .filter(|&l| dev.link_wrapper_for(l).is_active().is_ok())
+                        .collect();
+                    gpus.push(Gpu { index, dev, links });
+                }
+                Err(e) => tracing::warn!("GPU {index}: cannot open: {e}"),
+            }
+        }
+        let xids: XidQueue = Arc::default();
+        spawn_xid_thread(nvml, gpus.iter().map(|g| g.index).collect(), Arc::downgrade(&xids));
+        Ok(NvmlSampler {
+            nvml,
+            gpus,
+            xids,
+            proc_root,
+        })
+    }
+}
+
+/// Waits on an NVML event set for critical XID errors and queues them for the
+/// sampler. Ends when the sampler (the queue's owner) is gone.
+fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Vec<(u32, XidEvent)>>>) {
+    let spawned = std::thread::Builder::new()
+        .name("nvml-xid".into())
+        .spawn(move || {
+            // A failed registration frees the whole set, so first find the
+            // GPUs that accept event registration, each in a throwaway set.
+            let accepts = |i: u32| {
+                let Ok(set) = nvml.create_event_set() else { return false };
+                match nvml.device_by_index(i).map(|d| d.register_events(EventTypes::CRITICAL_XID_ERROR, set)) {
+                    Ok(Ok(_)) => true,
+                    Ok(Err(e)) => {
+                        tracing::warn!("GPU {i}: XID events unavailable: {}", e.error);
+                        false
+                    }
+                    Err(_) => false,
+                }
+            };
+            let accepted: Vec<u32> = indices.into_iter().filter(|&i| accepts(i)).collect();
+            let mut set = match nvml.create_event_set() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("XID events unavailable: {e}");
+                    return;
+                }
+            };
+            for i in accepted {
+                let Ok(dev) = nvml.device_by_index(i) else { continue };
+                match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+                    Ok(s) => set = s,
+                    Err(e) => {
+                        tracing::warn!("XID events unavailable: {}", e.error);
+                        return;
+                    }
+                }
+            }
+            loop {
+                let Some(queue) = queue.upgrade() else { return };
+                match set.wait(1000) {
+                    Ok(ev) => {
+                        let xid = match ev.event_data {
+                            Some(XidError::Value(v)) => v as u32,
+                            _ => 0,
+                        };
+                        let index = ev.device.index().unwrap_or(u32::MAX);
+                        if let Ok(mut q) = queue.lock() {
+                            q.push((
+                                index,
+                                XidEvent {
+                                    xid,
+                                    time_ms: crate::now_ms(),
+                                },
+                            ));
+                        }
+                    }
+                    Err(NvmlError::Timeout) => {}
+                    Err(e) => {
+                        tracing::warn!("XID event wait failed, stopping XID events: {e}");
+                        return;
+                    }
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start the XID event thread: {e}");
+    }
+}
+
+/// Field values read in one NVML call per GPU: HBM temperature, then per
+/// link its state and data throughput counters (KiB), the link in `scopeId`.
+fn field_request(links: &[u32]) -> Vec<nvmlFieldValue_t> {
+    let mut ids = vec![(field_id::NVML_FI_DEV_MEMORY_TEMP, 0)];
+    for &l in links {
+        ids.push((field_id::NVML_FI_DEV_NVLINK_GET_STATE, l));
+        ids.push((field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l));
+        ids.push((field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, l));
+    }
+    ids.into_iter()
+        .map(|(id, scope)| {
+            // SAFETY: nvmlFieldValue_t is plain old data; all-zero is a valid value.
+            let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+            v.fieldId = id;
+            v.scopeId = scope;
+            v
+        })
+        .collect()
+}
+
+/// The value of one answered field as an integer; `None` if NVML refused it.
+#[allow(non_upper_case_globals)] // bindgen's names for NVML's C enum
+fn field_u64(v: &nvmlFieldValue_t) -> Option<u64> {
+    use nvml_wrapper_sys::bindings::*;
+    if v.nvmlReturn != nvmlReturn_enum_NVML_SUCCESS {
+        return None;
+    }
+    // SAFETY: valueType says which member of the union NVML wrote.
+    unsafe {
+        Some(match v.valueType {
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => v.value.uiVal as u64,
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => v.value.ulVal as u64,
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => v.value.ullVal,
+            nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG => v.value.sllVal.max(0) as u64,
+            nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT => v.value.siVal.max(0) as u64,
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT => v.value.usVal as u64,
+            nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE => v.value.dVal.max(0.0) as u64,
+            _ => return None,
+        })
+    }
+}
+
+/// Short, stable text for an NVML error, as carried in `GpuSample.error`.
+fn error_text(e: &NvmlError) -> String {
+    match e {
+        NvmlError::GpuLost => "gpu_lost".into(),
+        NvmlError::NotSupported => "not_supported".into(),
+        other => format!("nvml: {other}"),
+    }
+}
+
+impl NvmlSampler {
+    fn sample_gpu(&self, g: &Gpu, xids: &[(u32, XidEvent)]) -> GpuSample {
+        let mut s = GpuSample {
+            index: g.index,
+            xids: xids
+                .iter()
+                .filter(|(i, _)| *i == g.index)
+                .map(|(_, e)| *e)
+                .collect(),
+            ..Default::default()
+        };
+        // Utilization answers first; if the GPU is lost there is no point in
+        // asking the rest (each call would take NVML's timeout).
+        match g.dev.utilization_rates() {
+            Ok(u) => {
+                s.util_pct = u.gpu;
+                s.mem_util_pct = u.memory;
+            }
+            Err(e @ NvmlError::GpuLost) | Err(e @ NvmlError::Unknown) => {
+                s.error = error_text(&e);
+                return s;
+            }
+            Err(e) => s.error = error_text(&e),
+        }
+        let d = &g.dev;
+        if let Ok(m) = d.memory_info() {
+            s.mem_used_bytes = m.used;
+        }
+        s.temp_c = d.temperature(TemperatureSensor::Gpu).unwrap_or(0);
+        s.power_mw = d.power_usage().unwrap_or(0);
+        s.power_limit_mw = d.enforced_power_limit().unwrap_or(0);
+        s.energy_mj = d.total_energy_consumption().unwrap_or(0);
+        s.sm_clock_mhz = d.clock_info(Clock::SM).unwrap_or(0);
+        s.mem_clock_mhz = d.clock_info(Clock::Memory).unwrap_or(0);
+        s.throttle_reasons = self.raw_clock_event_reasons(d).unwrap_or(0);
+        s.pcie_tx_kbps = d.pcie_throughput(PcieUtilCounter::Send).unwrap_or(0);
+        s.pcie_rx_kbps = d.pcie_throughput(PcieUtilCounter::Receive).unwrap_or(0);
+        s.pcie_replay_count = d.pcie_replay_counter().map(u64::from).unwrap_or(0);
+        s.ecc_corrected_volatile = d
+            .total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+            .unwrap_or(0);
+        s.ecc_uncorrected_volatile = d
+            .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            .unwrap_or(0);
+        if let Some((pending, failed)) = self.remapped_rows(d) {
+            s.remapped_rows_pending = pending;
+            s.remapped_rows_failed = failed;
+        } else {
+            // Pre-Ampere GPUs retire pages instead of remapping rows.
+            use nvml_wrapper::enum_wrappers::device::RetirementCause;
+            s.retired_pages = [
+                RetirementCause::MultipleSingleBitEccErrors,
+                RetirementCause::DoubleBitEccError,
+            ]
+            .into_iter()
+            .filter_map(|c| d.retired_pages(c).ok())
+            .map(|p| p.len() as u32)
+            .sum();
+        }
+        self.read_fields(g, &mut s);
+        if let Ok(procs) = d.running_compute_processes() {
+            s.processes = procs
+                .into_iter()
+                .map(|p| GpuProcess {
+                    pid: p.pid,
+                    used_mem_bytes: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => b,
+                        UsedGpuMemory::Unavailable => 0,
+                    },
+                    job_id: jobs::job_id_of_pid(&self.proc_root, p.pid).unwrap_or(0),
+                })
+                .collect();
+        }
+        s
+    }
+
+    /// The raw clocks-event bitmask, unknown bits kept (nvml-wrapper's typed
+    /// call truncates bits it does not know).
+    fn raw_clock_event_reasons(&self, d: &Device) -> Option<u64> {
+        let lib = self.nvml.lib();
+        let sym = lib
+            .nvmlDeviceGetCurrentClocksEventReasons
+            .as_ref()
+            .or(lib.nvmlDeviceGetCurrentClocksThrottleReasons.as_ref())
+            .ok()?;
+        let mut mask = 0u64;
+        // SAFETY: a valid device handle and a pointer to a u64 NVML writes.
+        let rc = unsafe { sym(d.handle(), &mut mask) };
+        (rc == nvmlReturn_enum_NVML_SUCCESS).then_some(mask)
+    }
+
+    /// Rows pending remap and whether a remap failed (Ampere and later).
+    fn remapped_rows(&self, d: &Device) -> Option<(u32, u32)> {
+        let sym = self.nvml.lib().nvmlDeviceGetRemappedRows.as_ref().ok()?;
+        let (mut corr, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
+        // SAFETY: a valid device handle and pointers to four u32 NVML writes.
+        let rc = unsafe { sym(d.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
+        (rc == nvmlReturn_enum_NVML_SUCCESS).then_some((pending, failed))
+    }
+
+    /// HBM temperature and NVLink state and throughput in one field-values call.
+    fn read_fields(&self, g: &Gpu, s: &mut GpuSample) {
+        let Ok(sym) = self.nvml.lib().nvmlDeviceGetFieldValues.as_ref() else {
+            return;
+        };
+        let mut req = field_request(&g.links);
+        // SAFETY: a valid device handle and a buffer of req.len() field values.
+        let rc = unsafe { sym(g.dev.handle(), req.len() as i32, req.as_mut_ptr()) };
+        if rc != nvmlReturn_enum_NVML_SUCCESS {
+            return;
+        }
+        s.hbm_temp_c = field_u64(&req[0]).unwrap_or(0) as u32;
+        for (i, chunk) in req[1..].chunks(3).enumerate() {
+            // A link whose state NVML cannot give counts as down.
+            if field_u64(&chunk[0]) != Some(1) {
+                s.nvlink_down_mask |= 1 << i;
+            }
+            s.nvlink_tx_kib.push(field_u64(&chunk[1]).unwrap_or(0));
+            s.nvlink_rx_kib.push(field_u64(&chunk[2]).unwrap_or(0));
+        }
+    }
+}
+
+impl Sampler for NvmlSampler {
+    fn describe(&mut self, info: &mut NodeInfo) {
+        info.backend = "nvml".into();
+        info.driver_version = self.nvml.sys_driver_version().unwrap_or_default();
+        if let Ok(v) = self.nvml.sys_cuda_driver_version() {
+            info.cuda_version = format!(
+                "{}.{}",
+                nvml_wrapper::cuda_driver_version_major(v),
+                nvml_wrapper::cuda_driver_version_minor(v)
+            );
+        }
+        for g in &self.gpus {
+            let d = &g.dev;
+            info.gpus.push(GpuInfo {
+                index: g.index,
+                uuid: d.uuid().unwrap_or_default(),
+                model: d.name().unwrap_or_default(),
+                pci_bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+                mem_total_bytes: d.memory_info().map(|m| m.total).unwrap_or(0),
+                power_limit_mw: d.enforced_power_limit().unwrap_or(0),
+                max_sm_clock_mhz: d.max_clock_info(Clock::SM).unwrap_or(0),
+                max_mem_clock_mhz: d.max_clock_info(Clock::Memory).unwrap_or(0),
+                slowdown_temp_c: d
+                    .temperature_threshold(TemperatureThreshold::Slowdown)
+                    .unwrap_or(0),
+                shutdown_temp_c: d
+                    .temperature_threshold(TemperatureThreshold::Shutdown)
+                    .unwrap_or(0),
+                nvlinks: g
+                    .links
+                    .iter()
+                    .map(|&l| NvLinkInfo {
+                        link: l,
+                        peer_pci_bus_id: d
+                            .link_wrapper_for(l)
+                            .remote_pci_info()
+                            .map(|p| p.bus_id)
+                            .unwrap_or_default(),
+                    })
+                    .collect(),
+            });
+        }
+    }
+
+    fn sample(&mut self, _now_ms: i64, out: &mut Sample) {
+        let xids = self
+            .xids
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default();
+        for g in &self.gpus {
+            out.gpus.push(self.sample_gpu(g, &xids));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_request_puts_the_link_in_scope_id() {
+        let req = field_request(&[0, 5]);
+        assert_eq!(req.len(), 1 + 2 * 3);
+        assert_eq!(req[0].fieldId, field_id::NVML_FI_DEV_MEMORY_TEMP);
+        assert_eq!(req[4].fieldId, field_id::NVML_FI_DEV_NVLINK_GET_STATE);
+        assert_eq!(req[4].scopeId, 5);
+        assert_eq!(req[5].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
+        assert_eq!(req[6].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+        assert_eq!(req[6].scopeId, 5);
+    }
+
+    #[test]
+    fn field_values_decode_by_type_and_refusal() {
+        use nvml_wrapper_sys::bindings::*;
+        let mut v = field_request(&[])[0];
+        v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v.value.ullVal = 1 << 40;
+        assert_eq!(field_u64(&v), Some(1 << 40));
+        v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
+        v.value = nvmlValue_t { uiVal: 71 };
+        assert_eq!(field_u64(&v), Some(71));
+        v.nvmlReturn = nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+        assert_eq!(field_u64(&v), None);
+    }
+
+    #[test]
+    fn lost_gpu_is_named_plainly() {
+        assert_eq!(error_text(&NvmlError::GpuLost), "gpu_lost");
+        assert_eq!(error_text(&NvmlError::NotSupported), "not_supported");
+    }
+}

@@ -1,0 +1,278 @@
+//! The agent's gRPC server: samples on its own clock into a bounded ring
+//! buffer, whatever the number of subscribers, and streams the node
+//! description, then history, then live samples to each subscriber.
+//!
+//! Each subscriber gets a producer task feeding a small bounded channel (the
+//! tonic streaming pattern). Live samples reach producers through a broadcast
+//! channel, so a slow subscriber only ever lags itself: it skips samples and
+//! never blocks sampling or the other subscribers.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prost::Message;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Request, Response, Status};
+
+use crate::proto::agent_message::Kind;
+use crate::proto::agent_server::{Agent, AgentServer};
+use crate::proto::{AgentMessage, NodeInfo, Sample, SubscribeRequest};
+use crate::sampler::Collector;
+
+/// How an agent samples and what it keeps.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    pub interval: Duration,
+    /// How much history the ring buffer keeps (default 10 minutes).
+    pub history: Duration,
+    /// For a simulated node: invent history from this time (ms since the
+    /// epoch) up to now at start, so a console sees a lived-in node at once.
+    pub backfill_from_ms: Option<i64>,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions {
+            interval: Duration::from_secs(1),
+            history: Duration::from_secs(600),
+            backfill_from_ms: None,
+        }
+    }
+}
+
+struct Shared {
+    info: NodeInfo,
+    ring: Mutex<VecDeque<Arc<Sample>>>,
+    capacity: usize,
+    live: broadcast::Sender<Arc<Sample>>,
+    /// Protobuf bytes of messages sent to subscribers (for benchmarks).
+    bytes_sent: AtomicU64,
+    /// Samples taken since start (for benchmarks and tests).
+    samples_taken: AtomicU64,
+}
+
+impl Shared {
+    fn push(&self, s: Sample) {
+        let s = Arc::new(s);
+        self.samples_taken.fetch_add(1, Ordering::Relaxed);
+        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        if ring.len() == self.capacity {
+            ring.pop_front();
+        }
+        ring.push_back(s.clone());
+        // Sent under the ring lock so a new subscriber sees every sample
+        // exactly once: either in its backlog or on its receiver.
+        let _ = self.live.send(s);
+    }
+
+    fn subscribe(&self, since_ms: Option<i64>) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let rx = self.live.subscribe();
+        let backlog = match since_ms {
+            None => Vec::new(),
+            Some(t) => ring.iter().filter(|s| s.time_ms >= t).cloned().collect(),
+        };
+        (backlog, rx)
+    }
+}
+
+/// A running agent. Dropping it stops the agent.
+pub struct AgentHandle {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    server: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+}
+
+impl AgentHandle {
+    /// Protobuf bytes sent to all subscribers so far.
+    pub fn bytes_sent(&self) -> u64 {
+        self.shared.bytes_sent.load(Ordering::Relaxed)
+    }
+
+    pub fn samples_taken(&self) -> u64 {
+        self.shared.samples_taken.load(Ordering::Relaxed)
+    }
+
+    /// Stops sampling and serving, ends every subscriber's stream, and waits
+    /// for the server to finish.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+
+    /// Waits until the server ends (it only ends when stopped or on error).
+    pub async fn wait(mut self) -> Result<(), tonic::transport::Error> {
+        match self.server.take() {
+            Some(server) => server.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for AgentHandle {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Starts sampling with `collector` and serving on `listener`.
+pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListener) -> std::io::Result<AgentHandle> {
+    let addr = listener.local_addr()?;
+    let interval_ms = opts.interval.as_millis().max(1) as i64;
+    let capacity = ((opts.history.as_millis() as i64 / interval_ms).max(1)) as usize;
+    let mut info = collector.info().clone();
+    info.sample_interval_ms = interval_ms as u32;
+    let (live, _) = broadcast::channel(16);
+    let shared = Arc::new(Shared {
+        info,
+        ring: Mutex::new(VecDeque::with_capacity(capacity)),
+        capacity,
+        live,
+        bytes_sent: AtomicU64::new(0),
+        samples_taken: AtomicU64::new(0),
+    });
+    let (stop, stop_rx) = watch::channel(false);
+
+    let mut collector = collector;
+    if let Some(from) = opts.backfill_from_ms {
+        let shared = shared.clone();
+        collector = tokio::task::spawn_blocking(move || {
+            let now = crate::now_ms();
+            let start = from.max(now - capacity as i64 * interval_ms);
+            let mut t = start - start.rem_euclid(interval_ms);
+            while t < now {
+                if let Some(s) = collector.sample(t) {
+                    shared.push(s);
+                }
+                t += interval_ms;
+            }
+            collector
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+    }
+    tokio::spawn(sample_loop(collector, opts.interval, shared.clone(), stop_rx.clone()));
+
+    let svc = AgentService {
+        shared: shared.clone(),
+        stop: stop_rx.clone(),
+    };
+    let mut shutdown = stop_rx;
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(AgentServer::new(svc))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+                let _ = shutdown.wait_for(|s| *s).await;
+            }),
+    );
+    Ok(AgentHandle {
+        addr,
+        shared,
+        stop,
+        server: Some(server),
+    })
+}
+
+/// Samples on the agent's own clock. Driver calls block, so each sample is
+/// taken on the blocking pool; a hung driver call stalls only this loop.
+async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut collector = Some(collector);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let Some(mut c) = collector.take() else { return };
+        let taken = tokio::task::spawn_blocking(move || {
+            let s = c.sample(crate::now_ms());
+            (c, s)
+        })
+        .await;
+        match taken {
+            Ok((c, s)) => {
+                collector = Some(c);
+                if let Some(s) = s {
+                    shared.push(s);
+                }
+            }
+            Err(e) => {
+                tracing::error!("sampler panicked, sampling stopped: {e}");
+                return;
+            }
+        }
+    }
+}
+
+struct AgentService {
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+}
+
+#[tonic::async_trait]
+impl Agent for AgentService {
+    type SubscribeStream = ReceiverStream<Result<AgentMessage, Status>>;
+
+    async fn subscribe(&self, req: Request<SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
+        let req = req.into_inner();
+        let since = if req.no_backfill {
+            None
+        } else if req.backfill_s == 0 {
+            Some(i64::MIN)
+        } else {
+            Some(crate::now_ms() - i64::from(req.backfill_s) * 1000)
+        };
+        let (backlog, mut live) = self.shared.subscribe(since);
+        let mut info = self.shared.info.clone();
+        info.agent_time_ms = crate::now_ms();
+        let shared = self.shared.clone();
+        let mut stop = self.stop.clone();
+        let (tx, rx) = mpsc::channel(32);
+        tokio::spawn(async move {
+            let send = |msg: AgentMessage| {
+                shared.bytes_sent.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
+                tx.send(Ok(msg))
+            };
+            let wrap = |s: &Sample| AgentMessage {
+                kind: Some(Kind::Sample(s.clone())),
+            };
+            if send(AgentMessage { kind: Some(Kind::Info(info)) }).await.is_err() {
+                return;
+            }
+            for s in &backlog {
+                if send(wrap(s)).await.is_err() {
+                    return;
+                }
+            }
+            drop(backlog);
+            loop {
+                let next = tokio::select! {
+                    r = live.recv() => r,
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                match next {
+                    Ok(s) => {
+                        if send(wrap(&s)).await.is_err() {
+                            return; // the subscriber is gone
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::debug!("slow subscriber skipped {n} samples");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
