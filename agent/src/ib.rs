@@ -236,7 +236,10 @@ mod tests {
         assert_eq!(p0.rate_gbps, 400);
         assert_eq!(p0.tx_bytes, 4000, "port_xmit_data counts 4-octet words");
         assert_eq!(p0.rx_bytes, 0, "N/A is skipped");
-        let sym = ERROR_COUNTERS.iter().position(|(n, _)| *n == "symbol_error").expect("idx");
+        let sym = ERROR_COUNTERS
+            .iter()
+            .position(|(n, _)| *n == "symbol_error")
+            .expect("idx");
         let ooo = ERROR_COUNTERS
             .iter()
             .position(|(n, _)| *n == "hw_counters/out_of_sequence")

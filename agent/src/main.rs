@@ -155,7 +155,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let opts = AgentOptions {
             interval: cli.node.interval,
             history: cli.history,
-            backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0).then_some(start_ms),
+            backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0)
+                .then_some(start_ms),
         };
         let handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);

@@ -20,7 +20,7 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper_sys::bindings::{
-    field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS, NVML_NVLINK_MAX_LINKS,
+    NVML_NVLINK_MAX_LINKS, field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS,
 };
 
 use crate::jobs;
@@ -86,7 +86,11 @@ impl NvmlSampler {
             }
         }
         let xids: XidQueue = Arc::default();
-        spawn_xid_thread(nvml, gpus.iter().map(|g| g.index).collect(), Arc::downgrade(&xids));
+        spawn_xid_thread(
+            nvml,
+            gpus.iter().map(|g| g.index).collect(),
+            Arc::downgrade(&xids),
+        );
         Ok(NvmlSampler {
             nvml,
             gpus,
@@ -98,15 +102,24 @@ impl NvmlSampler {
 
 /// Waits on an NVML event set for critical XID errors and queues them for the
 /// sampler. Ends when the sampler (the queue's owner) is gone.
-fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Vec<(u32, XidEvent)>>>) {
+fn spawn_xid_thread(
+    nvml: &'static Nvml,
+    indices: Vec<u32>,
+    queue: Weak<Mutex<Vec<(u32, XidEvent)>>>,
+) {
     let spawned = std::thread::Builder::new()
         .name("nvml-xid".into())
         .spawn(move || {
             // A failed registration frees the whole set, so first find the
             // GPUs that accept event registration, each in a throwaway set.
             let accepts = |i: u32| {
-                let Ok(set) = nvml.create_event_set() else { return false };
-                match nvml.device_by_index(i).map(|d| d.register_events(EventTypes::CRITICAL_XID_ERROR, set)) {
+                let Ok(set) = nvml.create_event_set() else {
+                    return false;
+                };
+                match nvml
+                    .device_by_index(i)
+                    .map(|d| d.register_events(EventTypes::CRITICAL_XID_ERROR, set))
+                {
                     Ok(Ok(_)) => true,
                     Ok(Err(e)) => {
                         tracing::warn!("GPU {i}: XID events unavailable: {}", e.error);
@@ -124,7 +137,9 @@ fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Ve
                 }
             };
             for i in accepted {
-                let Ok(dev) = nvml.device_by_index(i) else { continue };
+                let Ok(dev) = nvml.device_by_index(i) else {
+                    continue;
+                };
                 match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
                     Ok(s) => set = s,
                     Err(e) => {
@@ -406,8 +421,14 @@ mod tests {
         assert_eq!(req[0].fieldId, field_id::NVML_FI_DEV_MEMORY_TEMP);
         assert_eq!(req[4].fieldId, field_id::NVML_FI_DEV_NVLINK_GET_STATE);
         assert_eq!(req[4].scopeId, 5);
-        assert_eq!(req[5].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
-        assert_eq!(req[6].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+        assert_eq!(
+            req[5].fieldId,
+            field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+        );
+        assert_eq!(
+            req[6].fieldId,
+            field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+        );
         assert_eq!(req[6].scopeId, 5);
     }
 

@@ -71,7 +71,10 @@ impl Shared {
         let _ = self.live.send(s);
     }
 
-    fn subscribe(&self, since_ms: Option<i64>) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
+    fn subscribe(
+        &self,
+        since_ms: Option<i64>,
+    ) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let rx = self.live.subscribe();
         let backlog = match since_ms {
@@ -125,7 +128,11 @@ impl Drop for AgentHandle {
 }
 
 /// Starts sampling with `collector` and serving on `listener`.
-pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListener) -> std::io::Result<AgentHandle> {
+pub async fn serve(
+    collector: Collector,
+    opts: AgentOptions,
+    listener: TcpListener,
+) -> std::io::Result<AgentHandle> {
     let addr = listener.local_addr()?;
     let interval_ms = opts.interval.as_millis().max(1) as i64;
     let capacity = ((opts.history.as_millis() as i64 / interval_ms).max(1)) as usize;
@@ -160,7 +167,12 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         .await
         .map_err(std::io::Error::other)?;
     }
-    tokio::spawn(sample_loop(collector, opts.interval, shared.clone(), stop_rx.clone()));
+    tokio::spawn(sample_loop(
+        collector,
+        opts.interval,
+        shared.clone(),
+        stop_rx.clone(),
+    ));
 
     let svc = AgentService {
         shared: shared.clone(),
@@ -184,7 +196,12 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
 
 /// Samples on the agent's own clock. Driver calls block, so each sample is
 /// taken on the blocking pool; a hung driver call stalls only this loop.
-async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+async fn sample_loop(
+    collector: Collector,
+    every: Duration,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut collector = Some(collector);
@@ -193,7 +210,9 @@ async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>,
             _ = tick.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let Some(mut c) = collector.take() else { return };
+        let Some(mut c) = collector.take() else {
+            return;
+        };
         let taken = tokio::task::spawn_blocking(move || {
             let s = c.sample(crate::now_ms());
             (c, s)
@@ -223,7 +242,10 @@ struct AgentService {
 impl Agent for AgentService {
     type SubscribeStream = ReceiverStream<Result<AgentMessage, Status>>;
 
-    async fn subscribe(&self, req: Request<SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
+    async fn subscribe(
+        &self,
+        req: Request<SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
         let req = req.into_inner();
         let since = if req.no_backfill {
             None
@@ -240,13 +262,20 @@ impl Agent for AgentService {
         let (tx, rx) = mpsc::channel(32);
         tokio::spawn(async move {
             let send = |msg: AgentMessage| {
-                shared.bytes_sent.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
+                shared
+                    .bytes_sent
+                    .fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
                 tx.send(Ok(msg))
             };
             let wrap = |s: &Sample| AgentMessage {
                 kind: Some(Kind::Sample(s.clone())),
             };
-            if send(AgentMessage { kind: Some(Kind::Info(info)) }).await.is_err() {
+            if send(AgentMessage {
+                kind: Some(Kind::Info(info)),
+            })
+            .await
+            .is_err()
+            {
                 return;
             }
             for s in &backlog {
@@ -254,7 +283,16 @@ impl Agent for AgentService {
                     return;
                 }
             }
+            let sent = backlog.len() as u64;
             drop(backlog);
+            if send(AgentMessage {
+                kind: Some(Kind::CaughtUp(sent)),
+            })
+            .await
+            .is_err()
+            {
+                return;
+            }
             loop {
                 let next = tokio::select! {
                     r = live.recv() => r,

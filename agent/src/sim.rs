@@ -186,12 +186,19 @@ fn noise(seed: u64, gpu: u32, step: i64, salt: u64) -> f64 {
 pub struct SimNode {
     cfg: SimConfig,
     spec: ModelSpec,
+    /// Time of the previous sample: XIDs are events, reported once, in the
+    /// first sample after the problem starts.
+    last_ms: Option<i64>,
 }
 
 impl SimNode {
     pub fn new(cfg: SimConfig) -> Self {
         let spec = cfg.model.spec();
-        SimNode { cfg, spec }
+        SimNode {
+            cfg,
+            spec,
+            last_ms: None,
+        }
     }
 
     fn problem_active(&self, now_ms: i64) -> bool {
@@ -204,6 +211,16 @@ impl SimNode {
 
     fn job_id(&self) -> u64 {
         4000 + self.cfg.seed % 997
+    }
+
+    /// True for the first sample at or after the problem's onset.
+    fn first_after_onset(&self, now_ms: i64) -> bool {
+        let onset = self.cfg.start_ms + ONSET_MS;
+        now_ms >= onset
+            && match self.last_ms {
+                Some(last) => last < onset,
+                None => now_ms - onset < i64::from(self.cfg.interval_ms),
+            }
     }
 
     fn gpu_sample(&self, gpu: u32, now_ms: i64) -> GpuSample {
@@ -269,12 +286,20 @@ impl SimNode {
             });
         }
         s.pcie_tx_kbps = if busy { (2_000_000.0 * n(9)) as u32 } else { 0 };
-        s.pcie_rx_kbps = if busy { (3_000_000.0 * n(10)) as u32 } else { 0 };
+        s.pcie_rx_kbps = if busy {
+            (3_000_000.0 * n(10)) as u32
+        } else {
+            0
+        };
         s.pcie_replay_count = 0;
         s.ecc_corrected_volatile = noise(c.seed, gpu, 0, 11).lt(&0.2) as u64;
 
         // NVLink counters, in KiB: a steady share of link bandwidth while busy.
-        let link_share = if busy { 0.25 + 0.1 * noise(c.seed, gpu, 0, 12) } else { 0.0 };
+        let link_share = if busy {
+            0.25 + 0.1 * noise(c.seed, gpu, 0, 12)
+        } else {
+            0.0
+        };
         let kib_per_s = sp.nvlink_gbps * 1e9 / 1024.0 * link_share;
         for l in 0..sp.nvlinks {
             let mut t = elapsed_s;
@@ -298,7 +323,7 @@ impl SimNode {
 
     fn apply_problem(&self, s: &mut GpuSample, now_ms: i64, step: i64) {
         let sp = &self.spec;
-        let onset_step = self.step(self.cfg.start_ms + ONSET_MS);
+        let onset = self.first_after_onset(now_ms);
         match self.cfg.scenario {
             Scenario::ThermalThrottle => {
                 s.temp_c = sp.slowdown_c + 2 + (step % 3) as u32;
@@ -327,15 +352,21 @@ impl SimNode {
                     error: "gpu_lost".into(),
                     ..Default::default()
                 };
-                if step == onset_step {
-                    s.xids.push(XidEvent { xid: 79, time_ms: now_ms });
+                if onset {
+                    s.xids.push(XidEvent {
+                        xid: 79,
+                        time_ms: now_ms,
+                    });
                 }
             }
             Scenario::EccUncorrectable => {
                 s.ecc_uncorrected_volatile = 2;
                 s.remapped_rows_pending = 1;
-                if step == onset_step {
-                    s.xids.push(XidEvent { xid: 94, time_ms: now_ms });
+                if onset {
+                    s.xids.push(XidEvent {
+                        xid: 94,
+                        time_ms: now_ms,
+                    });
                 }
             }
             _ => {}
@@ -394,7 +425,12 @@ impl Sampler for SimNode {
             let bus = |i: u32| format!("00000000:{:02X}:00.0", 0x18 + i * 0x10);
             info.gpus.push(GpuInfo {
                 index: g,
-                uuid: format!("GPU-{:08x}-{:04x}-sim0-{:012x}", mix(c.seed) as u32, g, mix(c.seed ^ u64::from(g)) >> 16),
+                uuid: format!(
+                    "GPU-{:08x}-{:04x}-sim0-{:012x}",
+                    mix(c.seed) as u32,
+                    g,
+                    mix(c.seed ^ u64::from(g)) >> 16
+                ),
                 model: sp.name.into(),
                 pci_bus_id: bus(g),
                 mem_total_bytes: sp.mem_bytes,
@@ -446,6 +482,7 @@ impl Sampler for SimNode {
         for p in 0..c.ib_ports {
             out.ib_ports.push(self.ib_sample(p, now_ms));
         }
+        self.last_ms = Some(now_ms);
     }
 
     fn is_hung(&self, now_ms: i64) -> bool {
@@ -506,10 +543,17 @@ mod tests {
         let before = at(&mut n, ONSET_MS - 1000);
         assert_eq!(before.gpus[t].throttle_reasons & throttle::TROUBLE, 0);
         let after = at(&mut n, ONSET_MS + 5000);
-        assert_ne!(after.gpus[t].throttle_reasons & throttle::HW_THERMAL_SLOWDOWN, 0);
+        assert_ne!(
+            after.gpus[t].throttle_reasons & throttle::HW_THERMAL_SLOWDOWN,
+            0
+        );
         assert!(after.gpus[t].temp_c > 87);
         let others = after.gpus.iter().filter(|g| g.index as usize != t);
-        assert!(others.into_iter().all(|g| g.throttle_reasons & throttle::TROUBLE == 0));
+        assert!(
+            others
+                .into_iter()
+                .all(|g| g.throttle_reasons & throttle::TROUBLE == 0)
+        );
     }
 
     #[test]
@@ -517,7 +561,8 @@ mod tests {
         let seed = 3;
         let mut n = node(Scenario::Xid79, seed);
         let t = target_gpu(seed, 8) as usize;
-        let first = at(&mut n, ONSET_MS);
+        at(&mut n, ONSET_MS - 600);
+        let first = at(&mut n, ONSET_MS + 400);
         assert_eq!(first.gpus[t].error, "gpu_lost");
         assert_eq!(first.gpus[t].xids.len(), 1);
         assert_eq!(first.gpus[t].xids[0].xid, 79);

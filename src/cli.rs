@@ -1,0 +1,91 @@
+//! The command line (the contract scripts and tests rely on; see DESIGN.md).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// fleetop: a terminal console for GPU clusters.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Config file (default: $XDG_CONFIG_HOME/fleetop/config.toml).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Where the nodes come from. With none, the config's hosts, or the local node.
+#[derive(Debug, Clone, Args)]
+pub struct SourceArgs {
+    /// Agents to watch, as a Slurm hostlist with optional :port ("gpu[01-64],login1:6000").
+    #[arg(long, conflicts_with_all = ["hostfile", "demo"])]
+    pub hosts: Option<String>,
+    /// A file with one hostlist expression per line.
+    #[arg(long, conflicts_with = "demo")]
+    pub hostfile: Option<PathBuf>,
+    /// A simulated cluster: real agents on loopback with the simulated backend.
+    #[arg(long)]
+    pub demo: bool,
+    /// Agent port where a host gives none.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Demo: number of nodes.
+    #[arg(long, default_value_t = 32)]
+    pub nodes: u32,
+    /// Demo: GPUs per node.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub gpus: u32,
+    /// Demo: seed; the same seed gives the same cluster.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Open the console on a simulated cluster (real agents on loopback).
+    Demo {
+        #[arg(long, default_value_t = 32)]
+        nodes: u32,
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=16))]
+        gpus: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Print snapshots of the fleet as JSON on stdout (logs go to stderr).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// One snapshot, then exit.
+    #[arg(long, conflicts_with = "count")]
+    pub once: bool,
+    /// This many snapshots, then exit (default: until interrupted).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Time between snapshots.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    /// How long to wait for nodes to answer before the first snapshot.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print the JSON Schema of a snapshot and exit.
+    #[arg(long)]
+    pub print_schema: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One pretty document per snapshot.
+    Json,
+    /// One compact document per line.
+    Ndjson,
+}

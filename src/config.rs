@@ -1,0 +1,117 @@
+//! The config file (`$XDG_CONFIG_HOME/fleetop/config.toml`, or `--config`).
+//! Every key is optional; a bad file is refused whole with its path and line.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::detect::Thresholds;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Hostlist expression of the agents to watch (e.g. "gpu[01-64]").
+    pub hosts: Option<String>,
+    /// A hostfile, one hostlist expression per line.
+    pub hostfile: Option<PathBuf>,
+    /// Agent port where a host gives none.
+    pub port: Option<u16>,
+    pub thresholds: Thresholds,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config '{path}': {error}")]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// Where the config lives by default.
+pub fn default_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("fleetop").join("config.toml"))
+}
+
+/// Loads `path`, or the default file if it exists, or the defaults.
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => match default_path() {
+            Some(p) if p.exists() => p,
+            _ => return Ok(Config::default()),
+        },
+    };
+    let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::Read {
+        path: path.clone(),
+        error,
+    })?;
+    parse(&text, &path)
+}
+
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1))
+            .unwrap_or(1);
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            line,
+            message: e.message().trim().replace('\n', " "),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = parse("", Path::new("c.toml")).expect("parses");
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn thresholds_override_key_by_key() {
+        let c = parse(
+            "hosts = \"gpu[01-04]\"\n[thresholds]\nidle_window = \"90s\"\nidle_util_pct = 2\n",
+            Path::new("c.toml"),
+        )
+        .expect("parses");
+        assert_eq!(c.hosts.as_deref(), Some("gpu[01-04]"));
+        assert_eq!(c.thresholds.idle_window, Duration::from_secs(90));
+        assert_eq!(c.thresholds.idle_util_pct, 2);
+        assert_eq!(
+            c.thresholds.stale_intervals,
+            Thresholds::default().stale_intervals
+        );
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let e = parse(
+            "port = 50051\n\n[thresholds]\nidle_windw = \"5m\"\n",
+            Path::new("/etc/f.toml"),
+        )
+        .expect_err("unknown key");
+        let msg = e.to_string();
+        assert!(msg.starts_with("/etc/f.toml:4: "), "{msg}");
+        assert!(msg.contains("idle_windw"), "{msg}");
+        let e = parse(
+            "[thresholds]\nidle_window = \"five\"\n",
+            Path::new("f.toml"),
+        )
+        .expect_err("bad duration");
+        assert!(e.to_string().starts_with("f.toml:2: "), "{e}");
+        assert!(e.to_string().contains("five"), "{e}");
+    }
+}

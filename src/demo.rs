@@ -1,0 +1,157 @@
+//! The demo cluster: real agents with the simulated backend, served in this
+//! process on loopback ephemeral ports, with scenarios mixed so that every
+//! kind of flag appears (given at least as many nodes as problem scenarios).
+
+use fleetop_agent::backend::{self, Backend, BackendOptions};
+use fleetop_agent::server::{self, AgentHandle, AgentOptions};
+use fleetop_agent::sim::{Model, Scenario, SimConfig};
+
+use crate::hostlist::Target;
+
+/// The scenarios that each show a problem, placed once each in a demo.
+pub const PROBLEMS: [Scenario; 11] = [
+    Scenario::Idle,
+    Scenario::ThermalThrottle,
+    Scenario::Hot,
+    Scenario::PowerBrake,
+    Scenario::PowerCap,
+    Scenario::Xid79,
+    Scenario::EccUncorrectable,
+    Scenario::NvlinkDown,
+    Scenario::IbDown,
+    Scenario::IbErrors,
+    Scenario::Hang,
+];
+
+/// One simulated node of the demo.
+#[derive(Debug, Clone)]
+pub struct DemoNode {
+    pub target: Target,
+    pub sim: SimConfig,
+}
+
+/// Running demo agents; dropping this stops them.
+pub struct Demo {
+    pub nodes: Vec<DemoNode>,
+    agents: Vec<AgentHandle>,
+}
+
+impl Demo {
+    pub fn targets(&self) -> Vec<Target> {
+        self.nodes.iter().map(|n| n.target.clone()).collect()
+    }
+
+    pub async fn stop(self) {
+        for a in self.agents {
+            a.stop().await;
+        }
+    }
+}
+
+fn mix(z: u64) -> u64 {
+    let z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    let z = (z ^ (z >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    z ^ (z >> 33)
+}
+
+/// The layout of a demo cluster: names, models and scenarios, from the seed.
+pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
+    let width = nodes.to_string().len().max(2);
+    // Problem scenarios go to seeded positions; the rest mostly train.
+    let mut order: Vec<u32> = (0..nodes).collect();
+    order.sort_by_key(|&i| mix(seed ^ (u64::from(i) << 17)));
+    let mut scenario = vec![Scenario::Training; nodes as usize];
+    for (k, &pos) in order.iter().enumerate() {
+        scenario[pos as usize] = match PROBLEMS.get(k) {
+            Some(p) => *p,
+            None if mix(seed + u64::from(pos)) % 6 == 0 => Scenario::Quiet,
+            None => Scenario::Training,
+        };
+    }
+    (0..nodes)
+        .map(|i| {
+            let node_seed = mix(seed.wrapping_mul(1_000_003) + u64::from(i));
+            // A mixed fleet: mostly H100, some H200 and A100 racks.
+            let model = match i * 8 / nodes.max(1) {
+                0..=4 => Model::H100,
+                5 | 6 => Model::H200,
+                _ => Model::A100,
+            };
+            SimConfig {
+                hostname: format!("gpu{:0width$}", i + 1),
+                gpus,
+                ib_ports: gpus.clamp(1, 8),
+                model,
+                scenario: scenario[i as usize],
+                seed: node_seed,
+                start_ms,
+                interval_ms: 1000,
+            }
+        })
+        .collect()
+}
+
+/// Starts the demo agents with ten minutes of invented history each.
+pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
+    let history = std::time::Duration::from_secs(600);
+    let start_ms = fleetop_agent::now_ms() - history.as_millis() as i64;
+    let mut demo = Demo {
+        nodes: Vec::new(),
+        agents: Vec::new(),
+    };
+    for sim in plan(nodes, gpus, seed, start_ms) {
+        let opts = BackendOptions {
+            backend: Backend::Sim,
+            ib_sysfs: Default::default(),
+            proc_root: Default::default(),
+            sim: sim.clone(),
+        };
+        let (collector, _) = backend::build(&opts).map_err(std::io::Error::other)?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let agent = server::serve(
+            collector,
+            AgentOptions {
+                history,
+                backfill_from_ms: Some(start_ms),
+                ..Default::default()
+            },
+            listener,
+        )
+        .await?;
+        demo.nodes.push(DemoNode {
+            target: Target {
+                name: sim.hostname.clone(),
+                host: agent.addr.ip().to_string(),
+                port: agent.addr.port(),
+            },
+            sim,
+        });
+        demo.agents.push(agent);
+    }
+    Ok(demo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_places_every_problem_once_and_is_seeded() {
+        let p = plan(32, 8, 7, 0);
+        for s in PROBLEMS {
+            assert_eq!(p.iter().filter(|c| c.scenario == s).count(), 1, "{s:?}");
+        }
+        assert_eq!(p[0].hostname, "gpu01");
+        let names: Vec<_> = p.iter().map(|c| (c.hostname.clone(), c.scenario)).collect();
+        let again: Vec<_> = plan(32, 8, 7, 0)
+            .iter()
+            .map(|c| (c.hostname.clone(), c.scenario))
+            .collect();
+        assert_eq!(names, again);
+        let other: Vec<_> = plan(32, 8, 8, 0)
+            .iter()
+            .map(|c| (c.hostname.clone(), c.scenario))
+            .collect();
+        assert_ne!(names, other);
+    }
+}

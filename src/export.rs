@@ -1,0 +1,390 @@
+//! The JSON export: typed documents (also the source of the JSON Schema in
+//! `docs/export.schema.json`) and their construction from the store.
+//!
+//! Field names carry their unit. A reading that is not known is `null`, never
+//! a made-up zero.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use fleetop_agent::{ib, throttle};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::flags::{Flag, FlagKind, Severity, Subject};
+use crate::store::{Link, NodeState, NodeStatus, Store};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One snapshot of the fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    pub schema_version: u32,
+    /// RFC 3339.
+    pub generated_at: String,
+    pub nodes: Vec<Node>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    /// host:port of the agent.
+    pub address: String,
+    pub status: Status,
+    /// Why the node is not ok (the connection error, the age of its data).
+    pub status_detail: Option<String>,
+    /// Host name the agent reports.
+    pub hostname: Option<String>,
+    pub agent: Option<AgentDesc>,
+    /// RFC 3339 time of the latest sample.
+    pub sampled_at: Option<String>,
+    pub host: Option<Host>,
+    pub gpus: Vec<Gpu>,
+    pub ib_ports: Vec<IbPort>,
+    pub flags: Vec<FlagOut>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Stale,
+    Unreachable,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDesc {
+    pub version: String,
+    /// "nvml", "sim:<scenario>" or "none".
+    pub backend: String,
+    pub driver_version: String,
+    pub cuda_version: String,
+    pub sample_interval_ms: u32,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    pub cpu_pct: f64,
+    pub mem_used_bytes: u64,
+    pub mem_total_bytes: u64,
+    pub load1: f64,
+    pub uptime_s: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub pci_bus_id: String,
+    /// What went wrong reading this GPU ("gpu_lost", ...); readings are null then.
+    pub error: Option<String>,
+    pub util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: u64,
+    pub temp_c: Option<u32>,
+    pub hbm_temp_c: Option<u32>,
+    pub slowdown_temp_c: Option<u32>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub energy_j: Option<f64>,
+    pub sm_clock_mhz: Option<u32>,
+    pub sm_clock_max_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    pub throttle_reasons: Vec<String>,
+    /// The raw NVML clocks-event bitmask.
+    pub throttle_mask: Option<u64>,
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    pub pcie_rx_bytes_per_s: Option<f64>,
+    pub pcie_replay_count: Option<u64>,
+    pub ecc_corrected_volatile: Option<u64>,
+    pub ecc_uncorrected_volatile: Option<u64>,
+    pub retired_pages: Option<u32>,
+    pub remapped_rows_pending: Option<u32>,
+    /// XIDs reported with the latest sample.
+    pub xids: Vec<u32>,
+    pub nvlink: Vec<NvLink>,
+    pub processes: Vec<Process>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NvLink {
+    pub link: u32,
+    pub active: bool,
+    pub peer_pci_bus_id: String,
+    pub tx_bytes_per_s: Option<f64>,
+    pub rx_bytes_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    pub pid: u32,
+    pub used_mem_bytes: u64,
+    /// Slurm job id, when the process runs in a job's cgroup.
+    pub job_id: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IbPort {
+    pub device: String,
+    pub port: u32,
+    pub link_layer: String,
+    pub state: String,
+    pub phys_state: String,
+    pub rate_gbps: u32,
+    pub tx_bytes_per_s: Option<f64>,
+    pub rx_bytes_per_s: Option<f64>,
+    /// Increase of each readable error counter since the previous sample.
+    pub errors: BTreeMap<String, u64>,
+    /// Counters stuck at their maximum: their true increase is unknown.
+    pub saturated: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlagOut {
+    pub kind: FlagKind,
+    pub severity: Severity,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu: Option<u32>,
+    /// "<device>/<port>", e.g. "mlx5_0/1".
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ib_port: Option<String>,
+    /// RFC 3339 time the condition began.
+    pub since: String,
+    pub detail: String,
+    pub evidence: BTreeMap<String, f64>,
+}
+
+/// The JSON Schema of a snapshot, as committed in `docs/export.schema.json`.
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(Snapshot);
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+}
+
+pub fn rfc3339(ms: i64) -> String {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+        .to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The snapshot of the whole store at console time `now_ms`.
+pub fn snapshot(store: &Store, now_ms: i64) -> Snapshot {
+    Snapshot {
+        schema_version: SCHEMA_VERSION,
+        generated_at: rfc3339(now_ms),
+        nodes: store.nodes.iter().map(|n| node(n, store, now_ms)).collect(),
+    }
+}
+
+fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
+    let status = n.status(now_ms, &store.thresholds);
+    let status_detail = match (status, &n.link) {
+        (NodeStatus::Ok, _) => None,
+        (_, Link::Down { error, .. }) => Some(error.clone()),
+        (NodeStatus::Connecting, _) => Some("no answer yet".into()),
+        _ => n
+            .sample_age_ms(now_ms)
+            .map(|a| format!("no sample for {} s", a / 1000)),
+    };
+    let info = n.info.as_ref();
+    let last = n.last.as_ref();
+    let gpus = info
+        .map(|i| i.gpus.iter().map(|g| gpu(n, g)).collect())
+        .unwrap_or_default();
+    let ib_ports = info
+        .map(|i| {
+            i.ib_ports
+                .iter()
+                .enumerate()
+                .map(|(k, p)| ib_port(n, k, p))
+                .collect()
+        })
+        .unwrap_or_default();
+    Node {
+        name: n.target.name.clone(),
+        address: n.target.address(),
+        status: match status {
+            NodeStatus::Ok => Status::Ok,
+            NodeStatus::Stale => Status::Stale,
+            NodeStatus::Unreachable | NodeStatus::Connecting => Status::Unreachable,
+        },
+        status_detail,
+        hostname: info.map(|i| i.hostname.clone()),
+        agent: info.map(|i| AgentDesc {
+            version: i.agent_version.clone(),
+            backend: i.backend.clone(),
+            driver_version: i.driver_version.clone(),
+            cuda_version: i.cuda_version.clone(),
+            sample_interval_ms: i.sample_interval_ms,
+            note: (!i.gpu_backend_note.is_empty()).then(|| i.gpu_backend_note.clone()),
+        }),
+        sampled_at: last.map(|s| rfc3339(s.time_ms)),
+        host: last.and_then(|s| s.host.as_ref()).map(|h| Host {
+            cpu_pct: f64::from(h.cpu_permille) / 10.0,
+            mem_used_bytes: h.mem_used_bytes,
+            mem_total_bytes: h.mem_total_bytes,
+            load1: f64::from(h.load1_x100) / 100.0,
+            uptime_s: h.uptime_s,
+        }),
+        gpus,
+        ib_ports,
+        flags: n.detector.active().map(|f| flag_out(n, f)).collect(),
+    }
+}
+
+fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
+    let s = n.gpu(g.index);
+    // Readings only from a GPU that answered.
+    let ok = s.filter(|s| s.error.is_empty());
+    let nz = |v: u32| (v > 0).then_some(v);
+    let rates = n
+        .derived
+        .gpus
+        .iter()
+        .zip(n.last.iter().flat_map(|l| &l.gpus))
+        .find(|(_, x)| x.index == g.index)
+        .map(|(r, _)| r);
+    Gpu {
+        index: g.index,
+        uuid: g.uuid.clone(),
+        model: g.model.clone(),
+        pci_bus_id: g.pci_bus_id.clone(),
+        error: s.filter(|s| !s.error.is_empty()).map(|s| s.error.clone()),
+        util_pct: ok.map(|s| s.util_pct),
+        mem_util_pct: ok.map(|s| s.mem_util_pct),
+        mem_used_bytes: ok.map(|s| s.mem_used_bytes),
+        mem_total_bytes: g.mem_total_bytes,
+        temp_c: ok.map(|s| s.temp_c),
+        hbm_temp_c: ok.and_then(|s| nz(s.hbm_temp_c)),
+        slowdown_temp_c: nz(g.slowdown_temp_c),
+        power_w: ok.map(|s| f64::from(s.power_mw) / 1000.0),
+        power_limit_w: ok
+            .map(|s| s.power_limit_mw)
+            .or(Some(g.power_limit_mw))
+            .and_then(nz)
+            .map(|mw| f64::from(mw) / 1000.0),
+        energy_j: ok.map(|s| s.energy_mj as f64 / 1000.0),
+        sm_clock_mhz: ok.map(|s| s.sm_clock_mhz),
+        sm_clock_max_mhz: nz(g.max_sm_clock_mhz),
+        mem_clock_mhz: ok.map(|s| s.mem_clock_mhz),
+        throttle_reasons: ok
+            .map(|s| throttle::names(s.throttle_reasons))
+            .unwrap_or_default(),
+        throttle_mask: ok.map(|s| s.throttle_reasons),
+        pcie_tx_bytes_per_s: ok.map(|s| f64::from(s.pcie_tx_kbps) * 1000.0),
+        pcie_rx_bytes_per_s: ok.map(|s| f64::from(s.pcie_rx_kbps) * 1000.0),
+        pcie_replay_count: ok.map(|s| s.pcie_replay_count),
+        ecc_corrected_volatile: ok.map(|s| s.ecc_corrected_volatile),
+        ecc_uncorrected_volatile: ok.map(|s| s.ecc_uncorrected_volatile),
+        retired_pages: ok.map(|s| s.retired_pages),
+        remapped_rows_pending: ok.map(|s| s.remapped_rows_pending),
+        xids: s
+            .map(|s| s.xids.iter().map(|x| x.xid).collect())
+            .unwrap_or_default(),
+        nvlink: g
+            .nvlinks
+            .iter()
+            .enumerate()
+            .map(|(i, l)| NvLink {
+                link: l.link,
+                active: ok.is_some_and(|s| s.nvlink_down_mask & (1 << i) == 0),
+                peer_pci_bus_id: l.peer_pci_bus_id.clone(),
+                tx_bytes_per_s: rates
+                    .and_then(|r| r.nvlink_tx_bytes_per_s.get(i).copied().flatten()),
+                rx_bytes_per_s: rates
+                    .and_then(|r| r.nvlink_rx_bytes_per_s.get(i).copied().flatten()),
+            })
+            .collect(),
+        processes: ok
+            .map(|s| {
+                s.processes
+                    .iter()
+                    .map(|p| Process {
+                        pid: p.pid,
+                        used_mem_bytes: p.used_mem_bytes,
+                        job_id: (p.job_id != 0).then_some(p.job_id),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn ib_port(n: &NodeState, k: usize, p: &fleetop_agent::proto::IbPortInfo) -> IbPort {
+    let s = n
+        .last
+        .as_ref()
+        .and_then(|l| l.ib_ports.iter().find(|x| x.port as usize == k));
+    let r = n.derived.ib.get(k);
+    let mut errors = BTreeMap::new();
+    let mut saturated = Vec::new();
+    for (i, d) in r
+        .map(|r| r.errors.as_slice())
+        .unwrap_or(&[])
+        .iter()
+        .enumerate()
+    {
+        let name = ib::counter_name(i).to_string();
+        match d {
+            Some(fleetop_agent::counters::Delta::Exact(v)) => {
+                errors.insert(name, *v);
+            }
+            Some(fleetop_agent::counters::Delta::Saturated(v)) => {
+                errors.insert(name.clone(), *v);
+                saturated.push(name);
+            }
+            Some(fleetop_agent::counters::Delta::Reset) | None => {}
+        }
+    }
+    IbPort {
+        device: p.device.clone(),
+        port: p.port,
+        link_layer: p.link_layer.clone(),
+        state: s.map(|s| s.state.clone()).unwrap_or_default(),
+        phys_state: s.map(|s| s.phys_state.clone()).unwrap_or_default(),
+        rate_gbps: s.map(|s| s.rate_gbps).unwrap_or(0),
+        tx_bytes_per_s: r.and_then(|r| r.tx_bytes_per_s),
+        rx_bytes_per_s: r.and_then(|r| r.rx_bytes_per_s),
+        errors,
+        saturated,
+    }
+}
+
+/// "mlx5_0/1" for IB port index `k` of a node.
+pub fn ib_port_name(n: &NodeState, k: u32) -> String {
+    n.info
+        .as_ref()
+        .and_then(|i| i.ib_ports.get(k as usize))
+        .map(|p| format!("{}/{}", p.device, p.port))
+        .unwrap_or_else(|| format!("port{k}"))
+}
+
+fn flag_out(n: &NodeState, f: &Flag) -> FlagOut {
+    FlagOut {
+        kind: f.kind,
+        severity: f.severity,
+        gpu: match f.subject {
+            Subject::Gpu(g) => Some(g),
+            _ => None,
+        },
+        ib_port: match f.subject {
+            Subject::IbPort(p) => Some(ib_port_name(n, p)),
+            _ => None,
+        },
+        since: rfc3339(f.since_ms),
+        detail: f.detail.clone(),
+        evidence: f.evidence.clone(),
+    }
+}

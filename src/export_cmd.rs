@@ -1,0 +1,86 @@
+//! `fleetop export`: snapshots of the fleet as JSON on stdout, nothing else.
+
+use std::io::Write;
+use std::time::Duration;
+
+use crate::cli::{ExportArgs, Format};
+use crate::config::Config;
+use crate::export;
+use crate::session::Session;
+use crate::store::{Link, NodeStatus};
+
+pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
+    if args.print_schema {
+        print!("{}", export::schema_json());
+        return Ok(());
+    }
+    let mut session = Session::start(&args.source, &cfg).await?;
+    session.settle(args.timeout).await;
+    ensure_some_answered(&session)?;
+
+    let count = if args.once { Some(1) } else { args.count };
+    let mut stdout = std::io::stdout().lock();
+    let mut emitted = 0u64;
+    let mut tick = tokio::time::interval(args.interval);
+    tick.tick().await; // the first tick is now
+    loop {
+        session.drain();
+        let now = fleetop_agent::now_ms();
+        session.store.tick(now);
+        let snap = export::snapshot(&session.store, now);
+        let text = match args.format {
+            Format::Json => serde_json::to_string_pretty(&snap)?,
+            Format::Ndjson => serde_json::to_string(&snap)?,
+        };
+        writeln!(stdout, "{text}")?;
+        stdout.flush()?;
+        emitted += 1;
+        if count.is_some_and(|c| emitted >= c) {
+            break;
+        }
+        // Apply updates as they come while waiting for the next snapshot.
+        loop {
+            tokio::select! {
+                _ = tick.tick() => break,
+                u = session.updates.recv() => match u {
+                    Some(u) => session.store.apply(u, fleetop_agent::now_ms()),
+                    None => tokio::time::sleep(Duration::from_millis(50)).await,
+                },
+            }
+        }
+    }
+    if let Some(d) = session.demo.take() {
+        d.stop().await;
+    }
+    Ok(())
+}
+
+/// Fails with one line naming every node and why, when none answered.
+fn ensure_some_answered(session: &Session) -> anyhow::Result<()> {
+    let now = fleetop_agent::now_ms();
+    let th = &session.store.thresholds;
+    let nodes = &session.store.nodes;
+    if nodes
+        .iter()
+        .any(|n| n.status(now, th) != NodeStatus::Unreachable && n.info.is_some())
+    {
+        return Ok(());
+    }
+    let reasons: Vec<String> = nodes
+        .iter()
+        .take(5)
+        .map(|n| match &n.link {
+            Link::Down { error, .. } => {
+                format!("{} ({}): {error}", n.target.name, n.target.address())
+            }
+            _ => format!("{} ({}): no answer", n.target.name, n.target.address()),
+        })
+        .collect();
+    let more = nodes.len().saturating_sub(5);
+    let tail = if more > 0 {
+        format!("; and {more} more")
+    } else {
+        String::new()
+    };
+    anyhow::bail!("no node answered: {}{tail}", reasons.join("; "))
+}

@@ -1,0 +1,129 @@
+//! What a flag is: a kind, a severity, what it is about, when it began, and
+//! the numbers that raised it. Detectors (`detect`) raise and clear them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The kinds of trouble (and waste) the console flags.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FlagKind {
+    /// A GPU held by a job or process sits under the utilization threshold for the idle window.
+    Idle,
+    /// HW slowdown, SW/HW thermal slowdown or HW power brake, debounced.
+    Throttled,
+    /// Sustained software power cap (normal at full load; informational).
+    PowerCapped,
+    /// An XID error was reported recently.
+    Xid,
+    /// Volatile uncorrectable ECC errors.
+    EccUncorrected,
+    /// The GPU does not answer (fallen off the bus).
+    GpuLost,
+    NvlinkDown,
+    IbDown,
+    /// InfiniBand error counters are rising.
+    IbErrors,
+    /// No sample from the node for several intervals.
+    Stale,
+    /// Temperature near the GPU's slowdown threshold.
+    Hot,
+}
+
+impl FlagKind {
+    pub const ALL: [FlagKind; 11] = [
+        FlagKind::Idle,
+        FlagKind::Throttled,
+        FlagKind::PowerCapped,
+        FlagKind::Xid,
+        FlagKind::EccUncorrected,
+        FlagKind::GpuLost,
+        FlagKind::NvlinkDown,
+        FlagKind::IbDown,
+        FlagKind::IbErrors,
+        FlagKind::Stale,
+        FlagKind::Hot,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FlagKind::Idle => "idle",
+            FlagKind::Throttled => "throttled",
+            FlagKind::PowerCapped => "power_capped",
+            FlagKind::Xid => "xid",
+            FlagKind::EccUncorrected => "ecc_uncorrected",
+            FlagKind::GpuLost => "gpu_lost",
+            FlagKind::NvlinkDown => "nvlink_down",
+            FlagKind::IbDown => "ib_down",
+            FlagKind::IbErrors => "ib_errors",
+            FlagKind::Stale => "stale",
+            FlagKind::Hot => "hot",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<FlagKind> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warn,
+    Crit,
+}
+
+/// What a flag is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Subject {
+    Node,
+    Gpu(u32),
+    /// Index into the node's InfiniBand ports.
+    IbPort(u32),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flag {
+    pub kind: FlagKind,
+    pub severity: Severity,
+    pub subject: Subject,
+    /// When the condition began (ms since the epoch, the agent's clock).
+    pub since_ms: i64,
+    /// One line for people.
+    pub detail: String,
+    /// The numbers behind it.
+    pub evidence: BTreeMap<String, f64>,
+}
+
+/// A flag that was active and is no longer, kept a while so people see it went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClearedFlag {
+    pub flag: Flag,
+    pub cleared_ms: i64,
+}

@@ -1,0 +1,45 @@
+//! Logs go to a file while the TUI owns the terminal, and to stderr for
+//! headless commands: never over the screen, never on stdout.
+
+use std::path::PathBuf;
+
+use tracing_subscriber::EnvFilter;
+
+fn filter(default: &str) -> EnvFilter {
+    EnvFilter::try_from_env("FLEETOP_LOG").unwrap_or_else(|_| EnvFilter::new(default))
+}
+
+/// The log file of the TUI: `$XDG_STATE_HOME/fleetop/fleetop.log`.
+pub fn log_path() -> PathBuf {
+    dirs::state_dir()
+        .or_else(dirs::cache_dir)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("fleetop")
+        .join("fleetop.log")
+}
+
+/// For the TUI. A log file that cannot be opened means no logs, not no console.
+pub fn to_file() -> Option<PathBuf> {
+    let path = log_path();
+    std::fs::create_dir_all(path.parent()?).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .ok()?;
+    tracing_subscriber::fmt()
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .with_env_filter(filter("info"))
+        .try_init()
+        .ok()?;
+    Some(path)
+}
+
+/// For headless commands.
+pub fn to_stderr() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter("warn"))
+        .try_init();
+}

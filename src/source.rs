@@ -1,0 +1,195 @@
+//! Sources: one task per node that connects to its agent, subscribes, and
+//! forwards what arrives as `Update`s on one channel. A dead or slow node
+//! only ever delays its own task. Broken connections are retried with
+//! exponential backoff and jitter, so a fleet that restarts does not
+//! reconnect in lockstep.
+
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+use fleetop_agent::proto::SubscribeRequest;
+use fleetop_agent::proto::agent_client::AgentClient;
+use fleetop_agent::proto::agent_message::Kind;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tonic::transport::Endpoint;
+
+use crate::hostlist::Target;
+use crate::store::{Event, Update};
+
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    pub connect_timeout: Duration,
+    pub backoff_start: Duration,
+    pub backoff_max: Duration,
+    /// History to ask for on connect (0: all the agent has).
+    pub backfill_s: u32,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions {
+            connect_timeout: Duration::from_secs(5),
+            backoff_start: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+            backfill_s: 0,
+        }
+    }
+}
+
+/// Exponential backoff with "equal jitter": half the delay fixed, half random.
+#[derive(Debug)]
+pub struct Backoff {
+    next: Duration,
+    start: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    pub fn new(start: Duration, max: Duration) -> Self {
+        Backoff {
+            next: start,
+            start,
+            max,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.next = self.start;
+    }
+
+    /// The delay before the next attempt.
+    pub fn delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        // A fresh RandomState is randomly keyed: a dependency-free random number.
+        let r = std::collections::hash_map::RandomState::new().hash_one(d) % 1000;
+        d / 2 + (d / 2) * r as u32 / 1000
+    }
+}
+
+/// Starts one source task per target; node `i` of the store is `targets[i]`.
+pub fn spawn_all(
+    targets: &[Target],
+    opts: &SourceOptions,
+    tx: mpsc::Sender<Update>,
+) -> Vec<JoinHandle<()>> {
+    targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tokio::spawn(run_node(i, t.clone(), opts.clone(), tx.clone())))
+        .collect()
+}
+
+async fn run_node(node: usize, target: Target, opts: SourceOptions, tx: mpsc::Sender<Update>) {
+    let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
+    let send = |event| tx.send(Update { node, event });
+    loop {
+        match stream_once(node, &target, &opts, &tx, &mut backoff).await {
+            Ok(()) => {
+                if send(Event::Down("agent closed the stream".into()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::debug!("{}: {e}", target.name);
+                if send(Event::Down(e)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff.delay()) => {}
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+/// One connection: subscribe and forward until the stream ends or breaks.
+async fn stream_once(
+    node: usize,
+    target: &Target,
+    opts: &SourceOptions,
+    tx: &mpsc::Sender<Update>,
+    backoff: &mut Backoff,
+) -> Result<(), String> {
+    let uri = format!("http://{}", target.address());
+    let endpoint = Endpoint::from_shared(uri.clone())
+        .map_err(|e| format!("bad address {uri}: {e}"))?
+        .connect_timeout(opts.connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5));
+    let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
+    let mut client = AgentClient::new(channel).max_decoding_message_size(64 << 20);
+    let req = SubscribeRequest {
+        backfill_s: opts.backfill_s,
+        no_backfill: false,
+    };
+    let mut stream = tokio::time::timeout(opts.connect_timeout, client.subscribe(req))
+        .await
+        .map_err(|_| "no answer to subscribe".to_string())?
+        .map_err(|s| format!("subscribe refused: {}", s.message()))?
+        .into_inner();
+    let mut first = true;
+    loop {
+        let msg = stream
+            .message()
+            .await
+            .map_err(|s| format!("stream broke: {}", s.message()))?;
+        let Some(msg) = msg else { return Ok(()) };
+        let event = match msg.kind {
+            Some(Kind::Info(info)) => Event::Info(Box::new(info)),
+            Some(Kind::Sample(s)) => Event::Sample(Box::new(s)),
+            Some(Kind::CaughtUp(_)) => Event::CaughtUp,
+            None => continue,
+        };
+        if first {
+            // Only a connection that delivers counts as a recovery.
+            backoff.reset();
+            first = false;
+        }
+        if tx.send(Update { node, event }).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+/// "transport error: tcp connect error: Connection refused (os error 111)".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_its_cap_with_jitter() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(1000));
+        let delays: Vec<Duration> = (0..8).map(|_| b.delay()).collect();
+        for (i, d) in delays.iter().enumerate() {
+            let full = Duration::from_millis((100u64 << i).min(1000));
+            assert!(
+                *d >= full / 2 && *d <= full,
+                "attempt {i}: {d:?} not in [{:?}, {full:?}]",
+                full / 2
+            );
+        }
+        b.reset();
+        assert!(b.delay() <= Duration::from_millis(100));
+    }
+}
