@@ -59,7 +59,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     toml::from_str(text).map_err(|e| {
         let line = e
             .span()
-            .map(|s| text[..s.start.min(text.len())].lines().count().max(1))
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
             .unwrap_or(1);
         ConfigError::Parse {
             path: path.to_path_buf(),

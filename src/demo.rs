@@ -64,7 +64,7 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
     for (k, &pos) in order.iter().enumerate() {
         scenario[pos as usize] = match PROBLEMS.get(k) {
             Some(p) => *p,
-            None if mix(seed + u64::from(pos)) % 6 == 0 => Scenario::Quiet,
+            None if mix(seed + u64::from(pos)).is_multiple_of(6) => Scenario::Quiet,
             None => Scenario::Training,
         };
     }

@@ -592,3 +592,212 @@ fn ib_flags(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetop_agent::proto::{GpuInfo, GpuProcess, IbPortInfo, IbSample};
+
+    fn info() -> NodeInfo {
+        NodeInfo {
+            gpus: vec![GpuInfo {
+                index: 0,
+                slowdown_temp_c: 87,
+                ..Default::default()
+            }],
+            ib_ports: vec![IbPortInfo {
+                device: "mlx5_0".into(),
+                port: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn gpu(f: impl FnOnce(&mut GpuSample)) -> GpuSample {
+        let mut g = GpuSample {
+            util_pct: 95,
+            temp_c: 60,
+            sm_clock_mhz: 1900,
+            ..Default::default()
+        };
+        f(&mut g);
+        g
+    }
+
+    /// Feeds one GPU sample per second from t=0 and returns the active kinds after each.
+    fn run(samples: Vec<GpuSample>, th: &Thresholds) -> Vec<Vec<FlagKind>> {
+        let mut d = NodeDetector::default();
+        let info = info();
+        samples
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let s = Sample {
+                    time_ms: i as i64 * 1000,
+                    gpus: vec![g],
+                    ..Default::default()
+                };
+                d.on_sample(&info, &s, &Derived::default(), th);
+                d.active().map(|f| f.kind).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flickering_hw_slowdown_bit_is_not_a_flag() {
+        let th = Thresholds::default();
+        let flick =
+            |on: bool| gpu(|g| g.throttle_reasons = if on { throttle::HW_SLOWDOWN } else { 0 });
+        let seq = vec![
+            flick(true),
+            flick(false),
+            flick(true),
+            flick(true),
+            flick(false),
+            flick(true),
+        ];
+        assert!(run(seq, &th).iter().all(|k| k.is_empty()));
+    }
+
+    #[test]
+    fn sustained_throttle_raises_once_and_clears_after_clean_samples() {
+        let th = Thresholds::default();
+        let hot = || gpu(|g| g.throttle_reasons = throttle::HW_THERMAL_SLOWDOWN);
+        let mut seq = vec![hot(), hot(), hot(), hot()];
+        seq.extend((0..6).map(|_| gpu(|_| {})));
+        let out = run(seq, &th);
+        let raised: Vec<bool> = out
+            .iter()
+            .map(|k| k.contains(&FlagKind::Throttled))
+            .collect();
+        // Raised on the 3rd sample, held through 4 clean ones, cleared on the 5th.
+        assert_eq!(
+            raised,
+            [
+                false, false, true, true, true, true, true, true, false, false
+            ]
+        );
+    }
+
+    #[test]
+    fn throttle_flag_starts_when_the_condition_did() {
+        let th = Thresholds::default();
+        let mut d = NodeDetector::default();
+        for t in 0..4 {
+            let g = gpu(|g| g.throttle_reasons = throttle::HW_POWER_BRAKE_SLOWDOWN);
+            let s = Sample {
+                time_ms: 5000 + t * 1000,
+                gpus: vec![g],
+                ..Default::default()
+            };
+            d.on_sample(&info(), &s, &Derived::default(), &th);
+        }
+        let f = d.active().next().expect("flag");
+        assert_eq!(
+            (f.kind, f.since_ms, f.severity),
+            (FlagKind::Throttled, 5000, Severity::Crit)
+        );
+        assert!(f.detail.contains("hw_power_brake_slowdown"), "{}", f.detail);
+    }
+
+    #[test]
+    fn hot_has_hysteresis_in_degrees() {
+        let th = Thresholds::default(); // hot at 82 °C for an 87 °C slowdown
+        let temps = [83, 83, 83, 81, 81, 81, 81, 81, 79, 79, 79, 79, 79];
+        let seq = temps.iter().map(|&t| gpu(|g| g.temp_c = t)).collect();
+        let raised: Vec<bool> = run(seq, &th)
+            .iter()
+            .map(|k| k.contains(&FlagKind::Hot))
+            .collect();
+        // 81 °C keeps a raised flag (within 2 °C); five samples under 80 clear it.
+        assert_eq!(
+            raised,
+            [
+                false, false, true, true, true, true, true, true, true, true, true, true, false
+            ]
+        );
+    }
+
+    #[test]
+    fn idle_needs_a_held_gpu_for_the_whole_window() {
+        let th = Thresholds {
+            idle_window: Duration::from_secs(10),
+            ..Default::default()
+        };
+        let held = || {
+            gpu(|g| {
+                g.util_pct = 0;
+                g.processes.push(GpuProcess {
+                    pid: 1,
+                    used_mem_bytes: 1,
+                    job_id: 4411,
+                });
+            })
+        };
+        let empty = || gpu(|g| g.util_pct = 0);
+        let out = run((0..12).map(|_| held()).collect(), &th);
+        assert!(!out[9].contains(&FlagKind::Idle), "9 s < window");
+        assert!(out[10].contains(&FlagKind::Idle));
+        assert!(
+            run((0..15).map(|_| empty()).collect(), &th)
+                .iter()
+                .all(|k| k.is_empty()),
+            "an empty GPU is not waste"
+        );
+        let mut d = NodeDetector::default();
+        for t in 0..12 {
+            let s = Sample {
+                time_ms: t * 1000,
+                gpus: vec![held()],
+                ..Default::default()
+            };
+            d.on_sample(&info(), &s, &Derived::default(), &th);
+        }
+        let f = d.active().next().expect("idle");
+        assert!(f.detail.contains("job 4411"), "{}", f.detail);
+    }
+
+    #[test]
+    fn ib_errors_hold_for_a_while_then_clear() {
+        use fleetop_agent::counters::Delta;
+        let th = Thresholds {
+            ib_errors_hold: Duration::from_secs(3),
+            ..Default::default()
+        };
+        let mut d = NodeDetector::default();
+        let port = IbSample {
+            state: "ACTIVE".into(),
+            ..Default::default()
+        };
+        let mut kinds = Vec::new();
+        for t in 0..8 {
+            let mut errors = vec![None; fleetop_agent::ib::ERROR_COUNTERS.len()];
+            errors[0] = Some(Delta::Exact(if t == 1 { 5 } else { 0 }));
+            let derived = Derived {
+                ib: vec![crate::store::IbRates {
+                    errors,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            let s = Sample {
+                time_ms: t * 1000,
+                ib_ports: vec![port.clone()],
+                ..Default::default()
+            };
+            d.on_sample(&info(), &s, &derived, &th);
+            kinds.push(d.active().any(|f| f.kind == FlagKind::IbErrors));
+        }
+        assert_eq!(kinds, [false, true, true, true, true, false, false, false]);
+        assert_eq!(
+            d.cleared().count(),
+            1,
+            "the cleared flag is kept for display"
+        );
+        assert!(
+            d.cleared()
+                .all(|c| c.flag.detail.contains("symbol_error +5"))
+        );
+    }
+}

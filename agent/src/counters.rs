@@ -61,7 +61,9 @@ impl Delta {
 /// A decrease counts as a wrap only for narrow counters whose previous value
 /// was in the upper half of their range and whose new value is in the lower
 /// half; anything else that goes down is a reset. This keeps a reset of a
-/// small counter from being read as an enormous wrap.
+/// small counter from being read as an enormous wrap. A value above the
+/// width's maximum shows the counter is wider than assumed (IB's extended
+/// 64-bit data counters): it cannot have wrapped at that width either.
 pub fn delta(prev: u64, cur: u64, width: CounterWidth) -> Delta {
     let max = width.max();
     if cur >= prev {
@@ -71,7 +73,7 @@ pub fn delta(prev: u64, cur: u64, width: CounterWidth) -> Delta {
         } else {
             Delta::Exact(d)
         }
-    } else if width.bits < 64 && prev > max / 2 && cur <= max / 2 {
+    } else if width.bits < 64 && prev <= max && prev > max / 2 && cur <= max / 2 {
         // Distance to the top, plus one raw step to reach zero, plus cur.
         Delta::Exact((max - prev) + width.scale + cur)
     } else {
@@ -124,6 +126,14 @@ mod tests {
         assert_eq!(delta(1_000, 10, DATA32), Delta::Reset);
         assert_eq!(delta(1_000, 10, CounterWidth::U64), Delta::Reset);
         assert_eq!(delta(200, 3, CounterWidth::bits(16)), Delta::Reset);
+    }
+
+    #[test]
+    fn wider_than_assumed_counter_going_back_is_a_reset() {
+        // A 64-bit extended data counter past the 32-bit range, then reset.
+        let prev = 1u64 << 40;
+        assert_eq!(delta(prev, 4_096, DATA32), Delta::Reset);
+        assert_eq!(delta(prev, prev + 8, DATA32), Delta::Exact(8));
     }
 
     #[test]

@@ -210,12 +210,14 @@ fn field_u64(v: &nvmlFieldValue_t) -> Option<u64> {
     // SAFETY: valueType says which member of the union NVML wrote.
     unsafe {
         Some(match v.valueType {
-            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => v.value.uiVal as u64,
-            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => v.value.ulVal as u64,
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => u64::from(v.value.uiVal),
+            // c_ulong is 64-bit on the Linux targets NVML supports.
+            #[allow(clippy::useless_conversion)]
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => u64::from(v.value.ulVal),
             nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => v.value.ullVal,
             nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG => v.value.sllVal.max(0) as u64,
             nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT => v.value.siVal.max(0) as u64,
-            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT => v.value.usVal as u64,
+            nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_SHORT => u64::from(v.value.usVal),
             nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE => v.value.dVal.max(0.0) as u64,
             _ => return None,
         })

@@ -69,7 +69,7 @@ impl App {
                 *kinds.entry(f.kind).or_default() += 1;
             }
         }
-        let mean = if util_n > 0 { util_sum / util_n } else { 0 };
+        let mean = util_sum.checked_div(util_n).unwrap_or(0);
         let mut spans = vec![
             Span::styled(
                 " fleetop ",

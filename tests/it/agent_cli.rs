@@ -1,0 +1,94 @@
+//! The agent's command line: NVML missing is one clear line; `sample --once`
+//! reads a real (test-written) InfiniBand sysfs tree and the host.
+
+use std::process::Command;
+
+use crate::agent_bin;
+
+/// Whether this machine has an NVIDIA driver (then the no-NVML tests skip).
+fn has_nvml() -> bool {
+    [
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+        "/usr/lib64/libnvidia-ml.so.1",
+        "/usr/lib/libnvidia-ml.so.1",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists())
+}
+
+#[test]
+fn backend_nvml_without_a_driver_fails_in_one_line() {
+    if has_nvml() {
+        eprintln!("skipped: this machine has NVML");
+        return;
+    }
+    let out = Command::new(agent_bin())
+        .args(["--backend", "nvml", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("NVML not available"), "{err}");
+}
+
+#[test]
+fn sample_once_without_nvml_reads_host_and_infiniband() {
+    if has_nvml() {
+        eprintln!("skipped: this machine has NVML");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = dir.path().join("mlx5_0/ports/1");
+    std::fs::create_dir_all(port.join("counters")).expect("mkdir");
+    std::fs::write(port.join("state"), "4: ACTIVE\n").expect("w");
+    std::fs::write(port.join("rate"), "200 Gb/sec (4X HDR)\n").expect("w");
+    std::fs::write(port.join("counters/port_xmit_data"), "25\n").expect("w");
+    std::fs::write(port.join("counters/symbol_error"), "N/A (no PMA)\n").expect("w");
+
+    let out = Command::new(agent_bin())
+        .args(["sample", "--once", "--format", "json", "--ib-sysfs"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NVML not available") && err.contains("host and InfiniBand data only"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(doc["info"]["backend"], "none");
+    assert_eq!(doc["info"]["ib_ports"][0]["device"], "mlx5_0");
+    let ib = &doc["sample"]["ib_ports"][0];
+    assert_eq!(ib["state"], "ACTIVE");
+    assert_eq!(ib["rate_gbps"], 200);
+    assert_eq!(ib["tx_bytes"], 100);
+    assert_eq!(
+        ib["errors_present_mask"], 0,
+        "N/A is skipped, not read as 0"
+    );
+    assert!(
+        doc["sample"]["host"]["mem_total_bytes"]
+            .as_u64()
+            .expect("mem")
+            > 0
+    );
+    assert!(doc["sample"]["gpus"].as_array().expect("array").is_empty());
+}
+
+#[test]
+fn help_lists_every_scenario() {
+    let out = Command::new(agent_bin())
+        .arg("--help")
+        .output()
+        .expect("runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for s in fleetop_agent::sim::Scenario::all() {
+        assert!(help.contains(&s.name()), "{} missing from --help", s.name());
+    }
+}

@@ -1,0 +1,163 @@
+//! The agent's stream, in-process on loopback: description first, then
+//! history, then live samples; a slow subscriber blocks no one; garbage on the
+//! port breaks nothing.
+
+use std::time::Duration;
+
+use fleetop_agent::backend::{self, Backend, BackendOptions};
+use fleetop_agent::proto::SubscribeRequest;
+use fleetop_agent::proto::agent_client::AgentClient;
+use fleetop_agent::proto::agent_message::Kind;
+use fleetop_agent::server::{self, AgentHandle, AgentOptions};
+use fleetop_agent::sim::{Model, Scenario, SimConfig};
+
+async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
+    let sim = SimConfig {
+        hostname: "s1".into(),
+        gpus: 2,
+        ib_ports: 1,
+        model: Model::H200,
+        scenario: Scenario::Training,
+        seed: 9,
+        start_ms: fleetop_agent::now_ms(),
+        interval_ms: interval_ms as u32,
+    };
+    let opts = BackendOptions {
+        backend: Backend::Sim,
+        ib_sysfs: Default::default(),
+        proc_root: Default::default(),
+        sim,
+    };
+    let (collector, _) = backend::build(&opts).expect("sim builds");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let opts = AgentOptions {
+        interval: Duration::from_millis(interval_ms),
+        history: Duration::from_secs(history_s),
+        backfill_from_ms: None,
+    };
+    server::serve(collector, opts, listener)
+        .await
+        .expect("serves")
+}
+
+async fn client(h: &AgentHandle) -> AgentClient<tonic::transport::Channel> {
+    AgentClient::connect(format!("http://{}", h.addr))
+        .await
+        .expect("connects")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn description_then_bounded_history_then_live() {
+    // 20 ms samples, 1 s of history: the ring holds 50.
+    let agent = start(20, 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut stream = client(&agent)
+        .await
+        .subscribe(SubscribeRequest::default())
+        .await
+        .expect("ok")
+        .into_inner();
+
+    let first = stream.message().await.expect("ok").expect("a message");
+    let Some(Kind::Info(info)) = first.kind else {
+        panic!("first message must be the description: {first:?}")
+    };
+    assert_eq!(info.hostname, "s1");
+    assert_eq!(info.gpus.len(), 2);
+    assert_eq!(info.gpus[0].model, "NVIDIA H200");
+    assert_eq!(info.sample_interval_ms, 20);
+
+    let mut history = Vec::new();
+    let sent = loop {
+        match stream.message().await.expect("ok").and_then(|m| m.kind) {
+            Some(Kind::Sample(s)) => history.push(s),
+            Some(Kind::CaughtUp(n)) => break n,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(sent as usize, history.len());
+    assert!(
+        (45..=50).contains(&history.len()),
+        "ring bounded at 50, got {}",
+        history.len()
+    );
+    assert!(
+        history.windows(2).all(|w| w[1].seq == w[0].seq + 1),
+        "history in order, no gaps"
+    );
+
+    let Some(Kind::Sample(live)) = stream.message().await.expect("ok").and_then(|m| m.kind) else {
+        panic!("live samples follow");
+    };
+    assert!(live.seq > history.last().map(|s| s.seq).unwrap_or(0));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_never_reads_blocks_neither_sampling_nor_others() {
+    let agent = start(10, 60).await;
+    // The stuck subscriber: subscribes, never reads.
+    let _stuck = client(&agent)
+        .await
+        .subscribe(SubscribeRequest {
+            no_backfill: true,
+            ..Default::default()
+        })
+        .await
+        .expect("ok")
+        .into_inner();
+    let before = agent.samples_taken();
+    let mut reader = client(&agent)
+        .await
+        .subscribe(SubscribeRequest {
+            no_backfill: true,
+            ..Default::default()
+        })
+        .await
+        .expect("ok")
+        .into_inner();
+    let mut live = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while live < 150 {
+        let msg = tokio::time::timeout_at(deadline, reader.message())
+            .await
+            .expect("the healthy subscriber keeps receiving")
+            .expect("ok")
+            .expect("stream open");
+        if let Some(Kind::Sample(_)) = msg.kind {
+            live += 1;
+        }
+    }
+    // 150 samples at 10 ms went by while the other subscriber read nothing:
+    // far more than its channel and the broadcast buffer hold.
+    assert!(agent.samples_taken() - before >= 150);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_grpc_port_breaks_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let agent = start(50, 10).await;
+    for junk in [
+        &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+        b"\x00\x01\x02\xff garbage",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\xff\xff\xff\xff",
+    ] {
+        let mut s = tokio::net::TcpStream::connect(agent.addr)
+            .await
+            .expect("connect");
+        let _ = s.write_all(junk).await;
+        let _ = s.shutdown().await;
+    }
+    let mut stream = client(&agent)
+        .await
+        .subscribe(SubscribeRequest::default())
+        .await
+        .expect("still serves")
+        .into_inner();
+    let first = stream.message().await.expect("ok").expect("message");
+    assert!(matches!(first.kind, Some(Kind::Info(_))));
+    agent.stop().await;
+}

@@ -1,0 +1,184 @@
+//! `fleetop export --demo`: real agents on loopback with known scenarios; the
+//! export must flag exactly what each scenario does, and nothing on healthy nodes.
+
+use std::collections::BTreeSet;
+
+use fleetop::demo;
+use fleetop::export::{Snapshot, Status};
+use fleetop::flags::FlagKind;
+use fleetop_agent::sim::{self, Scenario};
+
+use crate::fleetop;
+
+fn expected(s: Scenario) -> &'static [FlagKind] {
+    use FlagKind::*;
+    match s {
+        Scenario::Training | Scenario::Quiet => &[],
+        Scenario::Idle => &[Idle],
+        Scenario::ThermalThrottle => &[Throttled, Hot],
+        Scenario::Hot => &[Hot],
+        Scenario::PowerBrake => &[Throttled],
+        Scenario::PowerCap => &[PowerCapped],
+        Scenario::Xid79 => &[Xid, GpuLost],
+        Scenario::EccUncorrectable => &[Xid, EccUncorrected],
+        Scenario::NvlinkDown => &[NvlinkDown],
+        Scenario::IbDown => &[IbDown],
+        Scenario::IbErrors => &[IbErrors],
+        Scenario::Hang => &[Stale],
+    }
+}
+
+#[test]
+fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
+    let (nodes, gpus, seed) = (16, 4, 7);
+    let out = fleetop()
+        .args(["export", "--demo", "--once", "--format", "json"])
+        .args([
+            "--nodes",
+            &nodes.to_string(),
+            "--gpus",
+            &gpus.to_string(),
+            "--seed",
+            &seed.to_string(),
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snap: Snapshot =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON snapshot, nothing else");
+    assert_eq!(snap.schema_version, 1);
+    assert_eq!(snap.nodes.len(), nodes as usize);
+
+    let plan = demo::plan(nodes, gpus, seed, 0);
+    let mut seen = BTreeSet::new();
+    for (node, cfg) in snap.nodes.iter().zip(&plan) {
+        assert_eq!(node.name, cfg.hostname);
+        let kinds: BTreeSet<FlagKind> = node.flags.iter().map(|f| f.kind).collect();
+        let want: BTreeSet<FlagKind> = expected(cfg.scenario).iter().copied().collect();
+        assert_eq!(
+            kinds, want,
+            "{} ({:?}) flags: {:#?}",
+            node.name, cfg.scenario, node.flags
+        );
+        seen.extend(kinds);
+
+        let target = sim::target_gpu(cfg.seed, gpus);
+        for f in &node.flags {
+            match f.kind {
+                // A job holds every GPU of an idle node.
+                FlagKind::Idle => assert!(f.gpu.is_some()),
+                FlagKind::Stale => assert_eq!((f.gpu, &f.ib_port), (None, &None)),
+                FlagKind::IbDown | FlagKind::IbErrors => {
+                    let port = sim::target_ib_port(cfg.seed, cfg.ib_ports);
+                    assert_eq!(
+                        f.ib_port.as_deref(),
+                        Some(format!("mlx5_{port}/1").as_str()),
+                        "{f:?}"
+                    );
+                }
+                _ => assert_eq!(f.gpu, Some(target), "{} {f:?}", node.name),
+            }
+            assert!(!f.detail.is_empty());
+        }
+        match cfg.scenario {
+            Scenario::Hang => assert_eq!(node.status, Status::Stale),
+            _ => assert_eq!(node.status, Status::Ok, "{}", node.name),
+        }
+        if cfg.scenario == Scenario::Idle {
+            assert_eq!(
+                node.flags.len(),
+                gpus as usize,
+                "every held GPU of the idle node"
+            );
+        }
+    }
+    let all: BTreeSet<FlagKind> = FlagKind::ALL.into_iter().collect();
+    assert_eq!(seen, all, "the demo shows every kind of flag");
+}
+
+#[test]
+fn evidence_and_readings_are_plausible() {
+    let out = fleetop()
+        .args([
+            "export", "--demo", "--once", "--nodes", "12", "--gpus", "2", "--seed", "3",
+        ])
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("json");
+    let plan = demo::plan(12, 2, 3, 0);
+    for (node, cfg) in snap.nodes.iter().zip(&plan) {
+        let agent = node.agent.as_ref().expect("agent description");
+        assert_eq!(agent.backend, format!("sim:{}", cfg.scenario.name()));
+        for g in &node.gpus {
+            if g.error.is_some() {
+                assert_eq!(g.util_pct, None, "a lost GPU has no readings");
+                continue;
+            }
+            let (used, total) = (g.mem_used_bytes.expect("mem"), g.mem_total_bytes);
+            assert!(used <= total && total > 70 << 30, "{used} of {total}");
+            assert!(g.power_w.expect("power") <= g.power_limit_w.expect("limit"));
+            if cfg.scenario == Scenario::Training {
+                assert!(g.util_pct.expect("util") >= 90);
+                assert_eq!(g.processes.len(), 1);
+                // Rates come from counters in consecutive samples.
+                assert!(
+                    g.nvlink
+                        .iter()
+                        .all(|l| l.active && l.tx_bytes_per_s.is_some_and(|r| r > 1e9))
+                );
+            }
+        }
+        for p in &node.ib_ports {
+            if p.state == "ACTIVE" && cfg.scenario == Scenario::Training {
+                assert!(p.tx_bytes_per_s.is_some_and(|r| r > 1e9), "{p:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ndjson_count_gives_one_compact_document_per_line() {
+    let out = fleetop()
+        .args([
+            "export", "--demo", "--nodes", "3", "--gpus", "1", "--count", "3",
+        ])
+        .args(["--interval", "300ms", "--format", "ndjson"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let times: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<Snapshot>(l)
+                .expect("each line is a snapshot")
+                .generated_at
+        })
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+}
+
+#[test]
+fn the_committed_schema_matches_the_export_types() {
+    let out = fleetop()
+        .args(["export", "--print-schema"])
+        .output()
+        .expect("runs");
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/export.schema.json"
+    ))
+    .expect("docs/export.schema.json exists");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        committed,
+        "regenerate with: cargo run -- export --print-schema > docs/export.schema.json"
+    );
+}

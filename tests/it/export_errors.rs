@@ -1,0 +1,100 @@
+//! Bad input and unreachable nodes: one clear line on stderr, nothing on stdout.
+
+use crate::{fleetop, free_port};
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = fleetop().args(args).output().expect("runs");
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(
+        out.stdout.is_empty(),
+        "stdout must stay clean: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(needle), "{needle:?} not in {err:?}");
+}
+
+#[test]
+fn bad_hostlists_are_refused_with_the_expression() {
+    fails_with(
+        &["export", "--once", "--hosts", "gpu[05-01]"],
+        "bad hostlist 'gpu[05-01]'",
+    );
+    fails_with(
+        &["export", "--once", "--hosts", "gpu[01-04"],
+        "unclosed '['",
+    );
+    fails_with(&["export", "--once", "--hosts", "gpu01:99999"], "99999");
+}
+
+#[test]
+fn a_bad_hostfile_names_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hosts.txt");
+    std::fs::write(&path, "# rack 1\ngpu[01-04]\n\ngpu[1-\n").expect("write");
+    let p = path.to_string_lossy().to_string();
+    fails_with(
+        &["export", "--once", "--hostfile", &p],
+        &format!("{p}:4: bad hostlist 'gpu[1-'"),
+    );
+    fails_with(
+        &["export", "--once", "--hostfile", "/nonexistent/hosts"],
+        "cannot read hostfile '/nonexistent/hosts'",
+    );
+}
+
+#[test]
+fn a_bad_config_names_its_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.toml");
+    std::fs::write(
+        &path,
+        "port = 50051\n[thresholds]\nidle_window = \"soon\"\n",
+    )
+    .expect("write");
+    let p = path.to_string_lossy().to_string();
+    fails_with(
+        &["--config", &p, "export", "--once", "--demo"],
+        &format!("{p}:3: "),
+    );
+}
+
+#[test]
+fn no_node_answering_is_an_error_naming_the_nodes() {
+    let port = free_port();
+    let hosts = format!("127.0.0.1:{port}");
+    fails_with(
+        &["export", "--once", "--timeout", "3s", "--hosts", &hosts],
+        "no node answered",
+    );
+    fails_with(
+        &["export", "--once", "--timeout", "3s", "--hosts", &hosts],
+        &hosts,
+    );
+}
+
+#[test]
+fn garbage_on_the_port_is_an_unreachable_node_not_a_crash() {
+    // A server that answers every connection with junk, then hangs up.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten().take(20) {
+            use std::io::Write;
+            let mut s = s;
+            let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nthis is not gRPC\x00\xff\xfe");
+        }
+    });
+    fails_with(
+        &[
+            "export",
+            "--once",
+            "--timeout",
+            "3s",
+            "--hosts",
+            &format!("127.0.0.1:{port}"),
+        ],
+        "no node answered",
+    );
+}

@@ -1,0 +1,38 @@
+//! fleetop's integration tests: real agents on loopback (in-process and as
+//! processes), the real binaries, JSON read back into the typed export.
+
+mod agent_cli;
+mod agent_stream;
+mod export_demo;
+mod export_errors;
+mod stale_restart;
+
+use std::path::PathBuf;
+
+/// The `fleetop` binary under test.
+pub fn fleetop() -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::new(env!("CARGO_BIN_EXE_fleetop"));
+    // Keep tests away from the user's own config and logs.
+    c.env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .env_remove("FLEETOP_LOG");
+    c
+}
+
+/// The `fleetop-agent` binary, built beside `fleetop` by `cargo test --workspace`.
+pub fn agent_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_fleetop")).with_file_name("fleetop-agent");
+    assert!(
+        p.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` (it builds the agent too)",
+        p.display()
+    );
+    p
+}
+
+/// A free loopback port (bound, then released for a child process to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}

@@ -1,0 +1,108 @@
+//! An agent killed mid-stream turns its node stale, and back to ok when it is
+//! restarted on the same port: real agent processes, the real export.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleetop::export::{Snapshot, Status};
+
+use crate::{agent_bin, free_port};
+
+/// Starts a simulated agent process and waits until it accepts connections.
+fn start_agent(port: u16) -> Child {
+    let child = Command::new(agent_bin())
+        .args([
+            "--backend",
+            "sim",
+            "--sim-gpus",
+            "2",
+            "--sim-hostname",
+            "n1",
+            "--interval",
+            "200ms",
+        ])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("FLEETOP_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "agent did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Reads snapshots until one has `want` as the node's status.
+fn wait_for(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    want: Status,
+    within: Duration,
+) -> Snapshot {
+    let start = Instant::now();
+    for line in lines.by_ref() {
+        let snap: Snapshot = serde_json::from_str(&line.expect("a line")).expect("ndjson snapshot");
+        if snap.nodes[0].status == want {
+            return snap;
+        }
+        assert!(
+            start.elapsed() < within,
+            "no {want:?} within {within:?}; last: {:?}",
+            snap.nodes[0]
+        );
+    }
+    panic!("export ended before the node was {want:?}");
+}
+
+#[test]
+fn killed_agent_goes_stale_and_recovers_on_restart() {
+    let port = free_port();
+    let mut agent = start_agent(port);
+    let mut export = Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .args([
+            "export",
+            "--hosts",
+            &format!("127.0.0.1:{port}"),
+            "--format",
+            "ndjson",
+        ])
+        .args(["--interval", "200ms", "--count", "300", "--timeout", "5s"])
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("export starts");
+    let mut lines = BufReader::new(export.stdout.take().expect("stdout")).lines();
+
+    let ok = wait_for(&mut lines, Status::Ok, Duration::from_secs(10));
+    assert_eq!(ok.nodes[0].hostname.as_deref(), Some("n1"));
+
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+    let stale = wait_for(&mut lines, Status::Stale, Duration::from_secs(10));
+    assert!(
+        stale.nodes[0]
+            .flags
+            .iter()
+            .any(|f| f.kind == fleetop::flags::FlagKind::Stale)
+    );
+
+    let mut agent = start_agent(port);
+    let back = wait_for(&mut lines, Status::Ok, Duration::from_secs(20));
+    assert!(
+        back.nodes[0]
+            .flags
+            .iter()
+            .all(|f| f.kind != fleetop::flags::FlagKind::Stale)
+    );
+
+    let _ = export.kill();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let _ = export.wait();
+}
