@@ -135,6 +135,8 @@ async fn stream_once(
         .map_err(|s| format!("subscribe refused: {}", s.message()))?
         .into_inner();
     let mut first = true;
+    // The last whole sample of this stream: the base of the next delta.
+    let mut last: Option<fleetop_agent::proto::Sample> = None;
     loop {
         let msg = stream
             .message()
@@ -143,7 +145,12 @@ async fn stream_once(
         let Some(msg) = msg else { return Ok(()) };
         let event = match msg.kind {
             Some(Kind::Info(info)) => Event::Info(Box::new(info)),
-            Some(Kind::Sample(s)) => Event::Sample(Box::new(s)),
+            Some(Kind::Sample(s)) => {
+                let whole = fleetop_agent::wire::decode(last.as_ref(), s)
+                    .map_err(|e| format!("bad stream: {e}"))?;
+                last = Some(whole.clone());
+                Event::Sample(Box::new(whole))
+            }
             Some(Kind::CaughtUp(_)) => Event::CaughtUp,
             None => continue,
         };

@@ -14,6 +14,7 @@ pub mod sampler;
 pub mod server;
 pub mod sim;
 pub mod throttle;
+pub mod wire;
 
 /// The generated wire types and gRPC client/server (see `proto/fleetop.proto`).
 pub mod proto {

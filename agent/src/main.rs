@@ -66,6 +66,18 @@ struct NodeArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run many simulated agents in this one process, for load tests: writes
+    /// their addresses to a hostfile and, on exit, what they sent to stderr.
+    #[command(hide = true)]
+    Swarm {
+        #[arg(long, default_value_t = 256)]
+        count: u32,
+        /// Where to write the agents' addresses, one per line.
+        #[arg(long)]
+        hostfile: PathBuf,
+        #[command(flatten)]
+        node: NodeArgs,
+    },
     /// Take one sample of this node and print it, without a server.
     Sample {
         /// Take exactly one sample (the only mode).
@@ -137,8 +149,14 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Some(Command::Sample { node, .. }) = &cli.command {
-        return sample_once(node);
+    match &cli.command {
+        Some(Command::Sample { node, .. }) => return sample_once(node),
+        Some(Command::Swarm {
+            count,
+            hostfile,
+            node,
+        }) => return swarm(*count, hostfile, node),
+        None => {}
     }
     let now = fleetop_agent::now_ms();
     let history_ms = cli.sim_history.map(|d| d.as_millis() as i64).unwrap_or(0);
@@ -160,13 +178,51 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         };
         let handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        stop_signal().await?;
         tracing::info!("stopping");
         handle.stop().await;
+        Ok(())
+    })
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn stop_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+fn swarm(count: u32, hostfile: &std::path::Path, node: &NodeArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let mut agents = Vec::new();
+        let mut lines = String::new();
+        for i in 0..count {
+            let mut opts = node.options(fleetop_agent::now_ms());
+            opts.backend = Backend::Sim;
+            opts.sim.hostname = format!("sim{:04}", i + 1);
+            opts.sim.seed = node.sim_seed.wrapping_add(u64::from(i));
+            let (collector, _) = backend::build(&opts)?;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let opts = AgentOptions {
+                interval: node.interval,
+                ..Default::default()
+            };
+            let h = server::serve(collector, opts, listener).await?;
+            lines.push_str(&format!("{}\n", h.addr));
+            agents.push(h);
+        }
+        std::fs::write(hostfile, lines)?;
+        stop_signal().await?;
+        let bytes: u64 = agents.iter().map(|a| a.bytes_sent()).sum();
+        let samples: u64 = agents.iter().map(|a| a.samples_taken()).sum();
+        eprintln!(
+            "swarm: agents={count} samples={samples} gpu_samples={} protobuf_bytes_sent={bytes}",
+            samples * u64::from(node.sim_gpus)
+        );
         Ok(())
     })
 }

@@ -267,8 +267,16 @@ impl Agent for AgentService {
                     .fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
                 tx.send(Ok(msg))
             };
-            let wrap = |s: &Sample| AgentMessage {
-                kind: Some(Kind::Sample(s.clone())),
+            // Each sample goes out encoded against the previous one sent on
+            // this stream (see `wire`); a lagging subscriber's skipped
+            // samples are then simply not in its chain.
+            let mut last_sent: Option<Arc<Sample>> = None;
+            let mut wrap = |s: &Arc<Sample>| {
+                let msg = AgentMessage {
+                    kind: Some(Kind::Sample(crate::wire::encode(last_sent.as_deref(), s))),
+                };
+                last_sent = Some(s.clone());
+                msg
             };
             if send(AgentMessage {
                 kind: Some(Kind::Info(info)),
@@ -279,7 +287,8 @@ impl Agent for AgentService {
                 return;
             }
             for s in &backlog {
-                if send(wrap(s)).await.is_err() {
+                let msg = wrap(s);
+                if send(msg).await.is_err() {
                     return;
                 }
             }
@@ -300,7 +309,8 @@ impl Agent for AgentService {
                 };
                 match next {
                     Ok(s) => {
-                        if send(wrap(&s)).await.is_err() {
+                        let msg = wrap(&s);
+                        if send(msg).await.is_err() {
                             return; // the subscriber is gone
                         }
                     }
