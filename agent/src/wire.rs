@@ -30,11 +30,15 @@ fn same_shape(prev: &Sample, cur: &Sample) -> bool {
         && prev.ib_ports.iter().zip(&cur.ib_ports).all(|(a, b)| {
             a.port == b.port
                 && a.errors.len() == b.errors.len()
-                // An empty state means "unchanged" in a delta: a state that
-                // really became empty can only travel whole.
-                && !(b.state.is_empty() && !a.state.is_empty())
-                && !(b.phys_state.is_empty() && !a.phys_state.is_empty())
+                && word_can_travel_as_delta(&a.state, &b.state)
+                && word_can_travel_as_delta(&a.phys_state, &b.phys_state)
         })
+}
+
+/// An empty word means "unchanged" in a delta: a word that really became
+/// empty can only travel in a whole sample.
+fn word_can_travel_as_delta(prev: &str, cur: &str) -> bool {
+    !cur.is_empty() || prev.is_empty()
 }
 
 /// Applies `op` to every counter of `cur` with its counterpart in `prev`.
