@@ -73,7 +73,7 @@ fn ingest(c: &mut Criterion) {
         b.iter_batched(
             || {
                 t += 1000;
-                collectors
+                let updates: Vec<Update> = collectors
                     .iter_mut()
                     .enumerate()
                     .filter_map(|(i, col)| {
@@ -82,13 +82,14 @@ fn ingest(c: &mut Criterion) {
                             event: Event::Sample(Box::new(s)),
                         })
                     })
-                    .collect::<Vec<_>>()
+                    .collect();
+                (t, updates)
             },
-            |updates| {
+            |(now, updates)| {
                 for u in updates {
-                    store.apply(u, t);
+                    store.apply(u, now);
                 }
-                store.tick(t);
+                store.tick(now);
                 black_box(&store);
             },
             BatchSize::LargeInput,
