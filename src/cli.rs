@@ -34,7 +34,7 @@ pub struct SourceArgs {
     #[arg(long)]
     pub port: Option<u16>,
     /// Demo: number of nodes.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nodes: u32,
     /// Demo: GPUs per node.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=16))]
@@ -48,7 +48,7 @@ pub struct SourceArgs {
 pub enum Command {
     /// Open the console on a simulated cluster (real agents on loopback).
     Demo {
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
         nodes: u32,
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=16))]
         gpus: u32,
@@ -67,15 +67,15 @@ pub struct ExportArgs {
     #[arg(long, conflicts_with = "count")]
     pub once: bool,
     /// This many snapshots, then exit (default: until interrupted).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Time between snapshots.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = fleetop_agent::parse_interval)]
     pub interval: Duration,
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
     /// How long to wait for nodes to answer before the first snapshot.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = fleetop_agent::parse_interval)]
     pub timeout: Duration,
     /// Print the JSON Schema of a snapshot and exit.
     #[arg(long)]

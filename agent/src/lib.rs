@@ -25,10 +25,33 @@ pub mod proto {
 /// The agent's version, sent to every subscriber in its node description.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Parses a command-line interval ("500ms", "1s", "10m"); zero is refused,
+/// since nothing can be done every zero seconds.
+pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Wall-clock milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn intervals_must_be_positive() {
+        assert_eq!(
+            super::parse_interval("250ms"),
+            Ok(std::time::Duration::from_millis(250))
+        );
+        assert!(super::parse_interval("0s").is_err());
+        assert!(super::parse_interval("soon").is_err());
+    }
 }

@@ -21,10 +21,10 @@ struct Cli {
     #[command(flatten)]
     node: NodeArgs,
     /// How much history to keep for consoles that connect later.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = fleetop_agent::parse_interval)]
     history: Duration,
     /// Simulation only: invent this much history at start.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = fleetop_agent::parse_interval)]
     sim_history: Option<Duration>,
     #[command(subcommand)]
     command: Option<Command>,
@@ -36,7 +36,7 @@ struct NodeArgs {
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
     /// Sampling interval.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = fleetop_agent::parse_interval)]
     interval: Duration,
     /// Root of the InfiniBand sysfs tree.
     #[arg(long, default_value = fleetop_agent::ib::DEFAULT_ROOT)]

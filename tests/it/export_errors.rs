@@ -98,3 +98,13 @@ fn garbage_on_the_port_is_an_unreachable_node_not_a_crash() {
         "no node answered",
     );
 }
+
+#[test]
+fn a_zero_interval_is_refused_not_a_panic() {
+    let out = fleetop()
+        .args(["export", "--demo", "--interval", "0s"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be longer than zero"));
+}

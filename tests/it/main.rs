@@ -1,7 +1,6 @@
 //! fleetop's integration tests: real agents on loopback (in-process and as
 //! processes), the real binaries, JSON read back into the typed export.
 
-mod agent_cli;
 mod agent_stream;
 mod export_demo;
 mod export_errors;
@@ -18,7 +17,8 @@ pub fn fleetop() -> assert_cmd::Command {
     c
 }
 
-/// The `fleetop-agent` binary, built beside `fleetop` by `cargo test --workspace`.
+/// The `fleetop-agent` binary, built beside `fleetop` by `cargo test --workspace`
+/// (the agent's own integration tests make cargo build it).
 pub fn agent_bin() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_BIN_EXE_fleetop")).with_file_name("fleetop-agent");
     assert!(

@@ -1,9 +1,9 @@
 //! The agent's command line: NVML missing is one clear line; `sample --once`
-//! reads a real (test-written) InfiniBand sysfs tree and the host.
+//! reads a real (test-written) InfiniBand sysfs tree and the host. (Having
+//! integration tests also makes `cargo test --workspace` build the agent
+//! binary, which the console's tests run.)
 
 use std::process::Command;
-
-use crate::agent_bin;
 
 /// Whether this machine has an NVIDIA driver (then the no-NVML tests skip).
 fn has_nvml() -> bool {
@@ -22,7 +22,7 @@ fn backend_nvml_without_a_driver_fails_in_one_line() {
         eprintln!("skipped: this machine has NVML");
         return;
     }
-    let out = Command::new(agent_bin())
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
         .args(["--backend", "nvml", "--listen", "127.0.0.1:0"])
         .output()
         .expect("runs");
@@ -46,7 +46,7 @@ fn sample_once_without_nvml_reads_host_and_infiniband() {
     std::fs::write(port.join("counters/port_xmit_data"), "25\n").expect("w");
     std::fs::write(port.join("counters/symbol_error"), "N/A (no PMA)\n").expect("w");
 
-    let out = Command::new(agent_bin())
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
         .args(["sample", "--once", "--format", "json", "--ib-sysfs"])
         .arg(dir.path())
         .output()
@@ -83,7 +83,7 @@ fn sample_once_without_nvml_reads_host_and_infiniband() {
 
 #[test]
 fn help_lists_every_scenario() {
-    let out = Command::new(agent_bin())
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
         .arg("--help")
         .output()
         .expect("runs");
@@ -91,4 +91,14 @@ fn help_lists_every_scenario() {
     for s in fleetop_agent::sim::Scenario::all() {
         assert!(help.contains(&s.name()), "{} missing from --help", s.name());
     }
+}
+
+#[test]
+fn a_zero_interval_is_refused_not_a_panic() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .args(["--backend", "sim", "--interval", "0ms"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be longer than zero"));
 }
