@@ -90,6 +90,13 @@ def agent_bench():
           f"rss {rss:.1f} MB (peak {hwm:.1f} MB) over {SECONDS}s")
 
 
+def swarm_stats(swarm):
+    """Asks the swarm for its running totals (SIGUSR1) and reads the line."""
+    swarm.send_signal(signal.SIGUSR1)
+    line = swarm.stderr.readline()
+    return {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
+
+
 def fanin_bench(nodes=256, interval="1s"):
     with tempfile.TemporaryDirectory() as d:
         hostfile = os.path.join(d, "hosts")
@@ -103,21 +110,22 @@ def fanin_bench(nodes=256, interval="1s"):
                                     "--format", "ndjson", "--interval", interval],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(WARMUP)
+        stats0 = swarm_stats(swarm)
         lo0 = lo_bytes()
         cpu = measure(console.pid, SECONDS)
         lo1 = lo_bytes()
+        stats1 = swarm_stats(swarm)
         rss = rss_mb(console.pid)
         hwm = rss_mb(console.pid, "VmHWM")
         swarm_cpu = measure(swarm.pid, 5)
         console.terminate(); console.wait()
         swarm.send_signal(signal.SIGTERM)
-        _, err = swarm.communicate()
-        stats = dict(kv.split("=") for kv in err.strip().splitlines()[-1].split()[1:])
-        gpu_samples = int(stats["gpu_samples"])
-        per_gpu = int(stats["protobuf_bytes_sent"]) / max(gpu_samples, 1)
+        swarm.wait()
+        gpu_samples = stats1["gpu_samples"] - stats0["gpu_samples"]
+        per_gpu = (stats1["protobuf_bytes_sent"] - stats0["protobuf_bytes_sent"]) / max(gpu_samples, 1)
         window_gpu_samples = nodes * 8 * SECONDS
         print(f"fan-in ({nodes} agents x 8 GPUs at 1 Hz, export every {interval}): console cpu {cpu:.2f}% "
-              f"of one core, rss {rss:.1f} MB (peak {hwm:.1f} MB); protobuf {per_gpu:.1f} B per GPU-sample; "
+              f"of one core, rss {rss:.1f} MB (peak {hwm:.1f} MB); protobuf {per_gpu:.1f} B per GPU-sample in the window; "
               f"loopback {(lo1 - lo0) / window_gpu_samples:.1f} B per GPU-sample (both directions, "
               f"TCP/IP and HTTP/2 included); swarm helper cpu {swarm_cpu:.1f}%")
 

@@ -104,6 +104,7 @@ pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
             backend: Backend::Sim,
             ib_sysfs: Default::default(),
             proc_root: Default::default(),
+            nvlink_counters_every: fleetop_agent::sampler::NVLINK_COUNTERS_EVERY,
             sim: sim.clone(),
         };
         let (collector, _) = backend::build(&opts).map_err(std::io::Error::other)?;

@@ -69,6 +69,9 @@ pub struct Derived {
     pub ib: Vec<IbRates>,
 }
 
+/// Per-GPU NVLink throughput. NVLink counters come in every few samples
+/// (`NodeInfo.nvlink_counters_every`): these rates are over the last two
+/// samples that carried them, and hold until the next.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuRates {
     pub nvlink_tx_bytes_per_s: Vec<Option<f64>>,
@@ -110,6 +113,9 @@ pub struct History {
     pub gpus: Vec<VecDeque<Point>>,
 }
 
+/// NVLink counters of one GPU at one time: (time, tx KiB, rx KiB) per link.
+type NvlinkReading = (i64, Vec<u64>, Vec<u64>);
+
 #[derive(Debug, Clone)]
 pub struct NodeState {
     pub target: Target,
@@ -123,6 +129,8 @@ pub struct NodeState {
     /// The agent's history has all arrived on the current connection.
     pub caught_up: bool,
     pub detector: NodeDetector,
+    /// Per GPU position: the last NVLink counters seen.
+    nvlink_base: Vec<Option<NvlinkReading>>,
 }
 
 impl NodeState {
@@ -137,6 +145,7 @@ impl NodeState {
             link: Link::Connecting,
             caught_up: false,
             detector: NodeDetector::default(),
+            nvlink_base: Vec::new(),
         }
     }
 
@@ -182,15 +191,36 @@ impl NodeState {
             if s.time_ms <= prev.time_ms {
                 return;
             }
-            self.derived = derive(prev, &s);
+            self.derived.ib = derive_ib(prev, &s);
         } else {
-            self.derived = Derived::default();
+            self.derived.ib = Vec::new();
         }
+        self.update_nvlink_rates(&s);
         self.push_history(&s, history_len);
         if let Some(info) = &self.info {
             self.detector.on_sample(info, &s, &self.derived, th);
         }
         self.last = Some(s);
+    }
+
+    fn update_nvlink_rates(&mut self, s: &Sample) {
+        let n = s.gpus.len();
+        self.nvlink_base.resize(n, None);
+        self.derived.gpus.resize_with(n, GpuRates::default);
+        for (i, g) in s.gpus.iter().enumerate() {
+            if g.nvlink_tx_kib.is_empty() && g.nvlink_rx_kib.is_empty() {
+                continue; // not a counter-carrying sample: rates hold
+            }
+            if let Some((t0, tx0, rx0)) = &self.nvlink_base[i] {
+                let dt = s.time_ms - t0;
+                self.derived.gpus[i] = GpuRates {
+                    nvlink_tx_bytes_per_s: kib_rates(tx0, &g.nvlink_tx_kib, dt),
+                    nvlink_rx_bytes_per_s: kib_rates(rx0, &g.nvlink_rx_kib, dt),
+                };
+            }
+            self.nvlink_base[i] =
+                Some((s.time_ms, g.nvlink_tx_kib.clone(), g.nvlink_rx_kib.clone()));
+        }
     }
 
     fn push_history(&mut self, s: &Sample, cap: usize) {
@@ -242,38 +272,22 @@ fn pct(v: f64, total: f64) -> u8 {
     }
 }
 
-/// Rates between two samples of the same node.
-pub fn derive(prev: &Sample, cur: &Sample) -> Derived {
-    let dt = cur.time_ms - prev.time_ms;
-    let gpus = cur
-        .gpus
+/// Bytes per second of KiB counters, link by link; `None` where unknown.
+fn kib_rates(before: &[u64], after: &[u64], dt_ms: i64) -> Vec<Option<f64>> {
+    after
         .iter()
-        .map(|g| {
-            let p = prev.gpus.iter().find(|p| p.index == g.index);
-            let rate = |a: &[u64], b: &[u64]| -> Vec<Option<f64>> {
-                b.iter()
-                    .enumerate()
-                    .map(|(i, &v)| {
-                        let before = a.get(i)?;
-                        // NVLink counters are KiB.
-                        counters::rate_per_s(*before, v, CounterWidth::U64, dt).map(|r| r * 1024.0)
-                    })
-                    .collect()
-            };
-            GpuRates {
-                nvlink_tx_bytes_per_s: rate(
-                    p.map(|p| p.nvlink_tx_kib.as_slice()).unwrap_or(&[]),
-                    &g.nvlink_tx_kib,
-                ),
-                nvlink_rx_bytes_per_s: rate(
-                    p.map(|p| p.nvlink_rx_kib.as_slice()).unwrap_or(&[]),
-                    &g.nvlink_rx_kib,
-                ),
-            }
+        .enumerate()
+        .map(|(i, &v)| {
+            let b = before.get(i)?;
+            counters::rate_per_s(*b, v, CounterWidth::U64, dt_ms).map(|r| r * 1024.0)
         })
-        .collect();
-    let ib = cur
-        .ib_ports
+        .collect()
+}
+
+/// InfiniBand rates and error deltas between two samples of the same node.
+pub fn derive_ib(prev: &Sample, cur: &Sample) -> Vec<IbRates> {
+    let dt = cur.time_ms - prev.time_ms;
+    cur.ib_ports
         .iter()
         .map(|q| {
             let Some(p) = prev.ib_ports.iter().find(|p| p.port == q.port) else {
@@ -300,8 +314,7 @@ pub fn derive(prev: &Sample, cur: &Sample) -> Derived {
                 errors,
             }
         })
-        .collect();
-    Derived { gpus, ib }
+        .collect()
 }
 
 /// Every node the console watches.
@@ -395,18 +408,23 @@ mod tests {
         }
     }
 
+    fn feed(st: &mut Store, s: Sample) {
+        st.apply(
+            Update {
+                node: 0,
+                event: Event::Sample(Box::new(s)),
+            },
+            0,
+        );
+    }
+
     #[test]
-    fn rates_come_from_counters_and_resets_give_none() {
-        let mut a = Sample {
+    fn ib_rates_come_from_counters_and_resets_give_none() {
+        let a = Sample {
             time_ms: 1000,
-            gpus: vec![GpuSample {
-                nvlink_tx_kib: vec![1000, 5],
-                nvlink_rx_kib: vec![0, 5],
-                ..Default::default()
-            }],
             ib_ports: vec![IbSample {
                 tx_bytes: 4_000,
-                rx_bytes: 10_000,
+                rx_bytes: 1 << 40,
                 errors: vec![0; ib::ERROR_COUNTERS.len()],
                 errors_present_mask: 1,
                 ..Default::default()
@@ -415,23 +433,65 @@ mod tests {
         };
         let mut b = a.clone();
         b.time_ms = 3000;
-        b.gpus[0].nvlink_tx_kib = vec![3048, 1];
         b.ib_ports[0].tx_bytes = 8_000;
+        b.ib_ports[0].rx_bytes = 5;
         b.ib_ports[0].errors[0] = 7;
-        let d = derive(&a, &b);
-        assert_eq!(d.gpus[0].nvlink_tx_bytes_per_s[0], Some(1024.0 * 1024.0));
+        let d = derive_ib(&a, &b);
+        assert_eq!(d[0].tx_bytes_per_s, Some(2000.0));
         assert_eq!(
-            d.gpus[0].nvlink_tx_bytes_per_s[1], None,
+            d[0].rx_bytes_per_s, None,
             "a counter that went back is a reset"
         );
-        assert_eq!(d.ib[0].tx_bytes_per_s, Some(2000.0));
-        assert_eq!(d.ib[0].errors[0], Some(Delta::Exact(7)));
-        assert_eq!(d.ib[0].errors[1], None, "unreadable counters have no delta");
-        a.time_ms = 3000;
+        assert_eq!(d[0].errors[0], Some(Delta::Exact(7)));
+        assert_eq!(d[0].errors[1], None, "unreadable counters have no delta");
+        let mut c = b.clone();
+        c.time_ms = 3000;
         assert_eq!(
-            derive(&a, &b).ib[0].tx_bytes_per_s,
+            derive_ib(&b, &c)[0].tx_bytes_per_s,
             None,
             "no time, no rate"
+        );
+    }
+
+    #[test]
+    fn nvlink_rates_hold_between_counter_carrying_samples() {
+        let mut st = Store::new(vec![target()], Thresholds::default());
+        st.apply(
+            Update {
+                node: 0,
+                event: Event::Info(Box::default()),
+            },
+            0,
+        );
+        let with = |t: i64, kib: u64| Sample {
+            time_ms: t,
+            gpus: vec![GpuSample {
+                nvlink_tx_kib: vec![kib, 9],
+                nvlink_rx_kib: vec![kib, 9],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let without = |t: i64| Sample {
+            time_ms: t,
+            gpus: vec![GpuSample::default()],
+            ..Default::default()
+        };
+        feed(&mut st, with(0, 1000));
+        feed(&mut st, without(1000));
+        assert_eq!(
+            st.nodes[0].derived.gpus[0].nvlink_tx_bytes_per_s,
+            Vec::<Option<f64>>::new(),
+            "no rate from one reading"
+        );
+        feed(&mut st, with(2000, 3048));
+        let r = &st.nodes[0].derived.gpus[0];
+        assert_eq!(r.nvlink_tx_bytes_per_s, [Some(1024.0 * 1024.0), Some(0.0)]);
+        feed(&mut st, without(3000));
+        assert_eq!(
+            st.nodes[0].derived.gpus[0].nvlink_tx_bytes_per_s[0],
+            Some(1024.0 * 1024.0),
+            "held"
         );
     }
 

@@ -26,6 +26,8 @@ pub struct BackendOptions {
     pub ib_sysfs: PathBuf,
     pub proc_root: PathBuf,
     pub sim: SimConfig,
+    /// Per-link NVLink counters go out in every this-many samples.
+    pub nvlink_counters_every: u32,
 }
 
 /// The collector for these options, and a one-line note when `auto` fell
@@ -37,7 +39,9 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), NvmlU
     };
     if opts.backend == Backend::Sim {
         let sim: Box<dyn Sampler> = Box::new(SimNode::new(opts.sim.clone()));
-        return Ok((Collector::new(vec![sim], base), None));
+        let mut collector = Collector::new(vec![sim], base);
+        collector.set_nvlink_counters_every(opts.nvlink_counters_every);
+        return Ok((collector, None));
     }
     let mut samplers: Vec<Box<dyn Sampler>> = Vec::new();
     let mut note = None;
@@ -50,6 +54,7 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), NvmlU
     samplers.push(Box::new(HostSampler::new()));
     let note = note.map(|n| format!("{n}; serving host and InfiniBand data only"));
     let mut collector = Collector::new(samplers, base);
+    collector.set_nvlink_counters_every(opts.nvlink_counters_every);
     if let Some(n) = &note {
         collector.set_note(n.clone());
     }

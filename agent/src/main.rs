@@ -41,6 +41,9 @@ struct NodeArgs {
     /// Root of the InfiniBand sysfs tree.
     #[arg(long, default_value = fleetop_agent::ib::DEFAULT_ROOT)]
     ib_sysfs: PathBuf,
+    /// Send per-link NVLink counters in every N-th sample (link state is in every one).
+    #[arg(long, default_value_t = fleetop_agent::sampler::NVLINK_COUNTERS_EVERY, value_parser = clap::value_parser!(u32).range(1..))]
+    nvlink_counters_every: u32,
     /// Root of procfs, where GPU processes' Slurm jobs are looked up.
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
@@ -113,6 +116,7 @@ impl NodeArgs {
             backend: self.backend,
             ib_sysfs: self.ib_sysfs.clone(),
             proc_root: self.proc_root.clone(),
+            nvlink_counters_every: self.nvlink_counters_every,
             sim: SimConfig {
                 hostname: self.sim_hostname.clone().unwrap_or_else(|| {
                     sysinfo::System::host_name().unwrap_or_else(|| "sim".into())
@@ -216,13 +220,29 @@ fn swarm(count: u32, hostfile: &std::path::Path, node: &NodeArgs) -> anyhow::Res
             agents.push(h);
         }
         std::fs::write(hostfile, lines)?;
-        stop_signal().await?;
-        let bytes: u64 = agents.iter().map(|a| a.bytes_sent()).sum();
-        let samples: u64 = agents.iter().map(|a| a.samples_taken()).sum();
-        eprintln!(
-            "swarm: agents={count} samples={samples} gpu_samples={} protobuf_bytes_sent={bytes}",
-            samples * u64::from(node.sim_gpus)
-        );
+        // SIGUSR1 prints the running totals (for measurement windows); Ctrl-C
+        // or SIGTERM prints them and ends.
+        let report = || {
+            let bytes: u64 = agents.iter().map(|a| a.bytes_sent()).sum();
+            let samples: u64 = agents.iter().map(|a| a.samples_taken()).sum();
+            eprintln!(
+                "swarm: agents={count} samples={samples} gpu_samples={} protobuf_bytes_sent={bytes}",
+                samples * u64::from(node.sim_gpus)
+            );
+        };
+        let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
+        let stop = stop_signal();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = usr1.recv() => report(),
+                r = &mut stop => {
+                    r?;
+                    break;
+                }
+            }
+        }
+        report();
         Ok(())
     })
 }

@@ -27,6 +27,9 @@ pub struct Collector {
     seq: u64,
 }
 
+/// Default for how often per-link NVLink counters are sent (every 10th sample).
+pub const NVLINK_COUNTERS_EVERY: u32 = 10;
+
 impl Collector {
     /// Builds the collector and its static node description.
     pub fn new(mut samplers: Vec<Box<dyn Sampler>>, base: NodeInfo) -> Self {
@@ -34,11 +37,17 @@ impl Collector {
         for s in &mut samplers {
             s.describe(&mut info);
         }
+        info.nvlink_counters_every = NVLINK_COUNTERS_EVERY;
         Collector {
             samplers,
             info,
             seq: 0,
         }
+    }
+
+    /// Sends per-link NVLink counters in every `n`-th sample only.
+    pub fn set_nvlink_counters_every(&mut self, n: u32) {
+        self.info.nvlink_counters_every = n.max(1);
     }
 
     /// Records why the node has no GPU data (sent to every subscriber).
@@ -67,6 +76,13 @@ impl Collector {
         };
         for s in &mut self.samplers {
             s.sample(now_ms, &mut out);
+        }
+        // The first sample, then every n-th, carries the NVLink counters.
+        if !(self.seq - 1).is_multiple_of(u64::from(self.info.nvlink_counters_every.max(1))) {
+            for g in &mut out.gpus {
+                g.nvlink_tx_kib.clear();
+                g.nvlink_rx_kib.clear();
+            }
         }
         Some(out)
     }

@@ -26,6 +26,7 @@ async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
         backend: Backend::Sim,
         ib_sysfs: Default::default(),
         proc_root: Default::default(),
+        nvlink_counters_every: fleetop_agent::sampler::NVLINK_COUNTERS_EVERY,
         sim,
     };
     let (collector, _) = backend::build(&opts).expect("sim builds");
