@@ -14,6 +14,10 @@ pub struct Cli {
     /// Config file (default: $XDG_CONFIG_HOME/fleetop/config.toml).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
+    /// Colour theme: default, light, high-contrast, colorblind, mono, a user
+    /// theme in $XDG_CONFIG_HOME/fleetop/themes, or a path. NO_COLOR forces mono.
+    #[arg(long, global = true)]
+    pub theme: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

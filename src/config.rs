@@ -16,16 +16,15 @@ pub struct Config {
     pub hostfile: Option<PathBuf>,
     /// Agent port where a host gives none.
     pub port: Option<u16>,
+    /// Colour theme (see `--theme`).
+    pub theme: Option<String>,
     pub thresholds: Thresholds,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config '{path}': {error}")]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{path}:{line}: {message}")]
     Parse {
         path: PathBuf,
@@ -90,10 +89,7 @@ mod tests {
         assert_eq!(c.hosts.as_deref(), Some("gpu[01-04]"));
         assert_eq!(c.thresholds.idle_window, Duration::from_secs(90));
         assert_eq!(c.thresholds.idle_util_pct, 2);
-        assert_eq!(
-            c.thresholds.stale_intervals,
-            Thresholds::default().stale_intervals
-        );
+        assert_eq!(c.thresholds.stale_intervals, Thresholds::default().stale_intervals);
     }
 
     #[test]
@@ -106,11 +102,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.starts_with("/etc/f.toml:4: "), "{msg}");
         assert!(msg.contains("idle_windw"), "{msg}");
-        let e = parse(
-            "[thresholds]\nidle_window = \"five\"\n",
-            Path::new("f.toml"),
-        )
-        .expect_err("bad duration");
+        let e = parse("[thresholds]\nidle_window = \"five\"\n", Path::new("f.toml")).expect_err("bad duration");
         assert!(e.to_string().starts_with("f.toml:2: "), "{e}");
         assert!(e.to_string().contains("five"), "{e}");
     }

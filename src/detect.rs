@@ -74,8 +74,7 @@ impl Default for Thresholds {
 
 fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    humantime::parse_duration(&s)
-        .map_err(|e| serde::de::Error::custom(format!("bad duration '{s}': {e}")))
+    humantime::parse_duration(&s).map_err(|e| serde::de::Error::custom(format!("bad duration '{s}': {e}")))
 }
 
 fn ms(d: Duration) -> i64 {
@@ -252,13 +251,7 @@ impl NodeDetector {
 
     /// Makes the active set match `want`, keeping the start time of flags
     /// that stay and moving the ones that go to the cleared list.
-    fn reconcile(
-        &mut self,
-        want: Vec<Flag>,
-        keep: impl Fn(&(FlagKind, Subject)) -> bool,
-        t: i64,
-        th: &Thresholds,
-    ) {
+    fn reconcile(&mut self, want: Vec<Flag>, keep: impl Fn(&(FlagKind, Subject)) -> bool, t: i64, th: &Thresholds) {
         let mut next: BTreeMap<(FlagKind, Subject), Flag> = BTreeMap::new();
         for f in want {
             next.insert((f.kind, f.subject), f);
@@ -275,10 +268,7 @@ impl NodeDetector {
     }
 
     fn push_cleared(&mut self, flag: Flag, t: i64, th: &Thresholds) {
-        self.cleared.push_back(ClearedFlag {
-            flag,
-            cleared_ms: t,
-        });
+        self.cleared.push_back(ClearedFlag { flag, cleared_ms: t });
         while let Some(front) = self.cleared.front() {
             if t - front.cleared_ms > ms(th.cleared_keep) || self.cleared.len() > 64 {
                 self.cleared.pop_front();
@@ -307,14 +297,7 @@ fn flag(
     }
 }
 
-fn gpu_flags(
-    st: &mut GpuState,
-    g: &GpuSample,
-    t: i64,
-    slowdown_c: u32,
-    th: &Thresholds,
-    out: &mut Vec<Flag>,
-) {
+fn gpu_flags(st: &mut GpuState, g: &GpuSample, t: i64, slowdown_c: u32, th: &Thresholds, out: &mut Vec<Flag>) {
     let subject = Subject::Gpu(g.index);
     let (raise, clear) = (th.throttle_raise_samples, th.clear_samples);
 
@@ -336,14 +319,7 @@ fn gpu_flags(
                 .collect();
             let ev: Vec<(&str, f64)> = st.xids.iter().map(|&x| ("xid", f64::from(x))).collect();
             let sev = if hw { Severity::Crit } else { Severity::Warn };
-            out.push(flag(
-                FlagKind::Xid,
-                sev,
-                subject,
-                first,
-                text.join("; "),
-                &ev,
-            ));
+            out.push(flag(FlagKind::Xid, sev, subject, first, text.join("; "), &ev));
         }
         _ => {
             st.xid_first = None;
@@ -371,9 +347,7 @@ fn gpu_flags(
     let trouble = g.throttle_reasons & throttle::TROUBLE;
     if let Some(since) = st.throttled.update(trouble != 0, t, raise, clear) {
         // While raised, name what the latest sample shows (or what raised it).
-        let hw = throttle::HW_SLOWDOWN
-            | throttle::HW_THERMAL_SLOWDOWN
-            | throttle::HW_POWER_BRAKE_SLOWDOWN;
+        let hw = throttle::HW_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN | throttle::HW_POWER_BRAKE_SLOWDOWN;
         let sev = if trouble == 0 || trouble & hw != 0 {
             Severity::Crit
         } else {
@@ -405,9 +379,7 @@ fn gpu_flags(
     } else {
         st.capped_run_start = None;
     }
-    let sustained = st
-        .capped_run_start
-        .is_some_and(|s| t - s >= ms(th.power_cap_window));
+    let sustained = st.capped_run_start.is_some_and(|s| t - s >= ms(th.power_cap_window));
     if let Some(since) = st.capped.update(sustained, t, 1, clear) {
         let start = st.capped_run_start.unwrap_or(since);
         out.push(flag(
@@ -493,9 +465,7 @@ fn gpu_flags(
     } else {
         st.low_util_since = None;
     }
-    let idle_long = st
-        .low_util_since
-        .is_some_and(|s| t - s >= ms(th.idle_window));
+    let idle_long = st.low_util_since.is_some_and(|s| t - s >= ms(th.idle_window));
     if let Some(since) = st.idle.update(idle_long, t, 1, 1) {
         let start = st.low_util_since.unwrap_or(since);
         let mins = (t - start) / 60_000;
@@ -535,10 +505,7 @@ fn ib_flags(
 ) {
     let subject = Subject::IbPort(p.port);
     let down = !p.state.is_empty() && p.state != "ACTIVE";
-    if let Some(since) = st
-        .down
-        .update(down, t, th.link_down_samples, th.clear_samples)
-    {
+    if let Some(since) = st.down.update(down, t, th.link_down_samples, th.clear_samples) {
         out.push(flag(
             FlagKind::IbDown,
             Severity::Crit,
@@ -555,9 +522,7 @@ fn ib_flags(
         };
         if v > 0 {
             rose = true;
-            *st.errors_seen
-                .entry(fleetop_agent::ib::counter_name(i))
-                .or_default() += v;
+            *st.errors_seen.entry(fleetop_agent::ib::counter_name(i)).or_default() += v;
         }
     }
     if rose {
@@ -566,16 +531,8 @@ fn ib_flags(
     }
     match (st.errors_first, st.errors_last) {
         (Some(first), Some(last)) if t - last <= ms(th.ib_errors_hold) => {
-            let list: Vec<String> = st
-                .errors_seen
-                .iter()
-                .map(|(k, v)| format!("{k} +{v}"))
-                .collect();
-            let ev: Vec<(&str, f64)> = st
-                .errors_seen
-                .iter()
-                .map(|(k, v)| (*k, *v as f64))
-                .collect();
+            let list: Vec<String> = st.errors_seen.iter().map(|(k, v)| format!("{k} +{v}")).collect();
+            let ev: Vec<(&str, f64)> = st.errors_seen.iter().map(|(k, v)| (*k, *v as f64)).collect();
             out.push(flag(
                 FlagKind::IbErrors,
                 Severity::Warn,
@@ -647,8 +604,7 @@ mod tests {
     #[test]
     fn a_flickering_hw_slowdown_bit_is_not_a_flag() {
         let th = Thresholds::default();
-        let flick =
-            |on: bool| gpu(|g| g.throttle_reasons = if on { throttle::HW_SLOWDOWN } else { 0 });
+        let flick = |on: bool| gpu(|g| g.throttle_reasons = if on { throttle::HW_SLOWDOWN } else { 0 });
         let seq = vec![
             flick(true),
             flick(false),
@@ -667,17 +623,9 @@ mod tests {
         let mut seq = vec![hot(), hot(), hot(), hot()];
         seq.extend((0..6).map(|_| gpu(|_| {})));
         let out = run(seq, &th);
-        let raised: Vec<bool> = out
-            .iter()
-            .map(|k| k.contains(&FlagKind::Throttled))
-            .collect();
+        let raised: Vec<bool> = out.iter().map(|k| k.contains(&FlagKind::Throttled)).collect();
         // Raised on the 3rd sample, held through 4 clean ones, cleared on the 5th.
-        assert_eq!(
-            raised,
-            [
-                false, false, true, true, true, true, true, true, false, false
-            ]
-        );
+        assert_eq!(raised, [false, false, true, true, true, true, true, true, false, false]);
     }
 
     #[test]
@@ -706,10 +654,7 @@ mod tests {
         let th = Thresholds::default(); // hot at 82 °C for an 87 °C slowdown
         let temps = [83, 83, 83, 81, 81, 81, 81, 81, 79, 79, 79, 79, 79];
         let seq = temps.iter().map(|&t| gpu(|g| g.temp_c = t)).collect();
-        let raised: Vec<bool> = run(seq, &th)
-            .iter()
-            .map(|k| k.contains(&FlagKind::Hot))
-            .collect();
+        let raised: Vec<bool> = run(seq, &th).iter().map(|k| k.contains(&FlagKind::Hot)).collect();
         // 81 °C keeps a raised flag (within 2 °C); five samples under 80 clear it.
         assert_eq!(
             raised,
@@ -790,14 +735,7 @@ mod tests {
             kinds.push(d.active().any(|f| f.kind == FlagKind::IbErrors));
         }
         assert_eq!(kinds, [false, true, true, true, true, false, false, false]);
-        assert_eq!(
-            d.cleared().count(),
-            1,
-            "the cleared flag is kept for display"
-        );
-        assert!(
-            d.cleared()
-                .all(|c| c.flag.detail.contains("symbol_error +5"))
-        );
+        assert_eq!(d.cleared().count(), 1, "the cleared flag is kept for display");
+        assert!(d.cleared().all(|c| c.flag.detail.contains("symbol_error +5")));
     }
 }

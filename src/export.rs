@@ -194,9 +194,7 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
         (NodeStatus::Ok, _) => None,
         (_, Link::Down { error, .. }) => Some(error.clone()),
         (NodeStatus::Connecting, _) => Some("no answer yet".into()),
-        _ => n
-            .sample_age_ms(now_ms)
-            .map(|a| format!("no sample for {} s", a / 1000)),
+        _ => n.sample_age_ms(now_ms).map(|a| format!("no sample for {} s", a / 1000)),
     };
     let info = n.info.as_ref();
     let last = n.last.as_ref();
@@ -204,13 +202,7 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
         .map(|i| i.gpus.iter().map(|g| gpu(n, g)).collect())
         .unwrap_or_default();
     let ib_ports = info
-        .map(|i| {
-            i.ib_ports
-                .iter()
-                .enumerate()
-                .map(|(k, p)| ib_port(n, k, p))
-                .collect()
-        })
+        .map(|i| i.ib_ports.iter().enumerate().map(|(k, p)| ib_port(n, k, p)).collect())
         .unwrap_or_default();
     Node {
         name: n.target.name.clone(),
@@ -279,9 +271,7 @@ fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
         sm_clock_mhz: ok.map(|s| s.sm_clock_mhz),
         sm_clock_max_mhz: nz(g.max_sm_clock_mhz),
         mem_clock_mhz: ok.map(|s| s.mem_clock_mhz),
-        throttle_reasons: ok
-            .map(|s| throttle::names(s.throttle_reasons))
-            .unwrap_or_default(),
+        throttle_reasons: ok.map(|s| throttle::names(s.throttle_reasons)).unwrap_or_default(),
         throttle_mask: ok.map(|s| s.throttle_reasons),
         pcie_tx_bytes_per_s: ok.map(|s| f64::from(s.pcie_tx_kbps) * 1000.0),
         pcie_rx_bytes_per_s: ok.map(|s| f64::from(s.pcie_rx_kbps) * 1000.0),
@@ -290,9 +280,7 @@ fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
         ecc_uncorrected_volatile: ok.map(|s| s.ecc_uncorrected_volatile),
         retired_pages: ok.map(|s| s.retired_pages),
         remapped_rows_pending: ok.map(|s| s.remapped_rows_pending),
-        xids: s
-            .map(|s| s.xids.iter().map(|x| x.xid).collect())
-            .unwrap_or_default(),
+        xids: s.map(|s| s.xids.iter().map(|x| x.xid).collect()).unwrap_or_default(),
         nvlink: g
             .nvlinks
             .iter()
@@ -301,10 +289,8 @@ fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
                 link: l.link,
                 active: ok.is_some_and(|s| s.nvlink_down_mask & (1 << i) == 0),
                 peer_pci_bus_id: l.peer_pci_bus_id.clone(),
-                tx_bytes_per_s: rates
-                    .and_then(|r| r.nvlink_tx_bytes_per_s.get(i).copied().flatten()),
-                rx_bytes_per_s: rates
-                    .and_then(|r| r.nvlink_rx_bytes_per_s.get(i).copied().flatten()),
+                tx_bytes_per_s: rates.and_then(|r| r.nvlink_tx_bytes_per_s.get(i).copied().flatten()),
+                rx_bytes_per_s: rates.and_then(|r| r.nvlink_rx_bytes_per_s.get(i).copied().flatten()),
             })
             .collect(),
         processes: ok
@@ -330,12 +316,7 @@ fn ib_port(n: &NodeState, k: usize, p: &fleetop_agent::proto::IbPortInfo) -> IbP
     let r = n.derived.ib.get(k);
     let mut errors = BTreeMap::new();
     let mut saturated = Vec::new();
-    for (i, d) in r
-        .map(|r| r.errors.as_slice())
-        .unwrap_or(&[])
-        .iter()
-        .enumerate()
-    {
+    for (i, d) in r.map(|r| r.errors.as_slice()).unwrap_or(&[]).iter().enumerate() {
         let name = ib::counter_name(i).to_string();
         match d {
             Some(fleetop_agent::counters::Delta::Exact(v)) => {

@@ -58,11 +58,7 @@ pub enum HostlistError {
     #[error("bad hostlist '{expr}': '{piece}' is not a number or range")]
     BadRange { expr: String, piece: String },
     #[error("bad hostlist '{expr}': range {lo}-{hi} goes backwards")]
-    Backwards {
-        expr: String,
-        lo: String,
-        hi: String,
-    },
+    Backwards { expr: String, lo: String, hi: String },
     #[error("bad hostlist '{expr}': expands to more than {} hosts", MAX_HOSTS)]
     TooMany { expr: String },
     #[error("bad port in '{item}': '{port}' is not a number in 1..=65535")]
@@ -78,10 +74,7 @@ pub enum HostlistError {
 #[derive(Debug, thiserror::Error)]
 pub enum HostfileError {
     #[error("cannot read hostfile '{}': {}", .path.display(), .error)]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{}:{}: {}", .path.display(), .line, .error)]
     Line {
         path: PathBuf,
@@ -293,9 +286,9 @@ fn generate(segments: &[Segment]) -> Vec<String> {
             Segment::Ranges(ranges) => acc
                 .iter()
                 .flat_map(|prefix| {
-                    ranges.iter().flat_map(move |r| {
-                        (r.lo..=r.hi).map(move |n| format!("{prefix}{n:0width$}", width = r.width))
-                    })
+                    ranges
+                        .iter()
+                        .flat_map(move |r| (r.lo..=r.hi).map(move |n| format!("{prefix}{n:0width$}", width = r.width)))
                 })
                 .collect(),
         };
@@ -332,10 +325,7 @@ fn parse_target_item(item: &str, default_port: u16) -> Result<(Vec<String>, u16)
         .flatten();
     match (depth_zero_colons.next(), depth_zero_colons.next()) {
         (None, _) => Ok((expand(item)?, default_port)),
-        (Some(i), None) => Ok((
-            expand(item[..i].trim_end())?,
-            parse_port(item, &item[i + 1..])?,
-        )),
+        (Some(i), None) => Ok((expand(item[..i].trim_end())?, parse_port(item, &item[i + 1..])?)),
         (Some(_), Some(_)) => Ok((vec![ipv6(item)?], default_port)),
     }
 }
@@ -361,10 +351,7 @@ fn ipv6(addr: &str) -> Result<String, HostlistError> {
 
 fn dedup<T: Eq + Hash + Clone>(items: Vec<T>) -> Vec<T> {
     let mut seen = HashSet::new();
-    items
-        .into_iter()
-        .filter(|x| seen.insert(x.clone()))
-        .collect()
+    items.into_iter().filter(|x| seen.insert(x.clone())).collect()
 }
 
 #[cfg(test)]
@@ -384,10 +371,7 @@ mod tests {
                 &["rack1-gpu01", "rack1-gpu02", "rack2-gpu01", "rack2-gpu02"],
             ),
             ("gpu[1-2].ib", &["gpu1.ib", "gpu2.ib"]),
-            (
-                "gpu[01-02,05],login1",
-                &["gpu01", "gpu02", "gpu05", "login1"],
-            ),
+            ("gpu[01-02,05],login1", &["gpu01", "gpu02", "gpu05", "login1"]),
             ("n[3,1,2]", &["n3", "n1", "n2"]),
             ("n[ 1 - 2 , 4 ]", &["n1", "n2", "n4"]),
             (" a , b ", &["a", "b"]),
@@ -407,10 +391,7 @@ mod tests {
     #[test]
     fn rejects_bad_expressions() {
         let cases = [
-            (
-                "gpu[05-01]",
-                "bad hostlist 'gpu[05-01]': range 05-01 goes backwards",
-            ),
+            ("gpu[05-01]", "bad hostlist 'gpu[05-01]': range 05-01 goes backwards"),
             ("gpu[01-04", "bad hostlist 'gpu[01-04': unclosed '['"),
             ("a,,b", "bad hostlist 'a,,b': empty host name"),
             (
@@ -456,10 +437,7 @@ mod tests {
 
     #[test]
     fn parses_targets() {
-        let got = parse_targets(
-            "gpu[01-02,09],login1,10.0.0.5:6000,[::1]:7000,gpu[10-11]:6001",
-            50051,
-        );
+        let got = parse_targets("gpu[01-02,09],login1,10.0.0.5:6000,[::1]:7000,gpu[10-11]:6001", 50051);
         let want = vec![
             t("gpu01", 50051),
             t("gpu02", 50051),
@@ -510,8 +488,7 @@ mod tests {
 
     /// Writes `content` to a fresh file in a per-process, per-test temp directory.
     fn hostfile(test: &str, content: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("fleetop-hostlist-{}-{test}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("fleetop-hostlist-{}-{test}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
         let path = dir.join("hosts.txt");
         std::fs::write(&path, content).expect("write hostfile");
@@ -520,46 +497,33 @@ mod tests {
 
     #[test]
     fn reads_hostfile() {
-        let path = hostfile(
-            "good",
-            "# fleet\n\ngpu[01-02]  # rack 1\n  login1:6000 \r\ngpu01\n",
-        );
+        let path = hostfile("good", "# fleet\n\ngpu[01-02]  # rack 1\n  login1:6000 \r\ngpu01\n");
         let got = read_hostfile(&path, 50051).expect("good hostfile");
-        assert_eq!(
-            got,
-            vec![t("gpu01", 50051), t("gpu02", 50051), t("login1", 6000)]
-        );
+        assert_eq!(got, vec![t("gpu01", 50051), t("gpu02", 50051), t("login1", 6000)]);
         let _ = std::fs::remove_dir_all(path.parent().expect("temp dir"));
     }
 
     #[test]
     fn hostfile_errors() {
         let path = hostfile("badline", "gpu01\n# comment\ngpu[1-\n");
-        let err = read_hostfile(&path, 1)
-            .expect_err("bad hostfile")
-            .to_string();
+        let err = read_hostfile(&path, 1).expect_err("bad hostfile").to_string();
         assert_eq!(
             err,
             format!("{}:3: bad hostlist 'gpu[1-': unclosed '['", path.display())
         );
 
         let path = hostfile("empty", "\n  # nothing here\n");
-        let err = read_hostfile(&path, 1)
-            .expect_err("bad hostfile")
-            .to_string();
+        let err = read_hostfile(&path, 1).expect_err("bad hostfile").to_string();
         assert_eq!(err, format!("hostfile '{}' lists no hosts", path.display()));
 
         let missing = path.with_file_name("missing.txt");
-        let err = read_hostfile(&missing, 1)
-            .expect_err("bad hostfile")
-            .to_string();
+        let err = read_hostfile(&missing, 1).expect_err("bad hostfile").to_string();
         assert!(
             err.starts_with(&format!("cannot read hostfile '{}': ", missing.display())),
             "{err}"
         );
         for test in ["badline", "empty"] {
-            let dir = std::env::temp_dir()
-                .join(format!("fleetop-hostlist-{}-{test}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!("fleetop-hostlist-{}-{test}", std::process::id()));
             let _ = std::fs::remove_dir_all(dir);
         }
     }

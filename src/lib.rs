@@ -49,8 +49,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 seed,
                 ..cli.source
             };
-            tui::run(&rt, source, cfg)
+            tui::run(&rt, source, cli.theme.as_deref(), cfg)
         }
-        None => tui::run(&rt, cli.source, cfg),
+        None => tui::run(&rt, cli.source, cli.theme.as_deref(), cfg),
     }
 }

@@ -22,11 +22,7 @@ pub fn log_path() -> PathBuf {
 pub fn to_file() -> Option<PathBuf> {
     let path = log_path();
     std::fs::create_dir_all(path.parent()?).ok()?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .ok()?;
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).ok()?;
     tracing_subscriber::fmt()
         .with_writer(std::sync::Mutex::new(file))
         .with_ansi(false)

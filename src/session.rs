@@ -54,19 +54,11 @@ impl Session {
         let store = Store::new(targets, cfg.thresholds.clone());
         let (tx, updates) = mpsc::channel(8192);
         source::spawn_all(
-            &store
-                .nodes
-                .iter()
-                .map(|n| n.target.clone())
-                .collect::<Vec<_>>(),
+            &store.nodes.iter().map(|n| n.target.clone()).collect::<Vec<_>>(),
             &SourceOptions::default(),
             tx,
         );
-        Ok(Session {
-            store,
-            updates,
-            demo,
-        })
+        Ok(Session { store, updates, demo })
     }
 
     /// Applies every update already waiting; true if there were any.
@@ -108,9 +100,7 @@ impl Session {
 fn settled(n: &NodeState, now_ms: i64) -> bool {
     match &n.link {
         Link::Down { .. } => true,
-        Link::Connected { since_ms } => {
-            n.caught_up && (n.last.is_some() || now_ms - since_ms > 3 * n.interval_ms())
-        }
+        Link::Connected { since_ms } => n.caught_up && (n.last.is_some() || now_ms - since_ms > 3 * n.interval_ms()),
         Link::Connecting => false,
     }
 }

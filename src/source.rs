@@ -69,11 +69,7 @@ impl Backoff {
 }
 
 /// Starts one source task per target; node `i` of the store is `targets[i]`.
-pub fn spawn_all(
-    targets: &[Target],
-    opts: &SourceOptions,
-    tx: mpsc::Sender<Update>,
-) -> Vec<JoinHandle<()>> {
+pub fn spawn_all(targets: &[Target], opts: &SourceOptions, tx: mpsc::Sender<Update>) -> Vec<JoinHandle<()>> {
     targets
         .iter()
         .enumerate()
@@ -87,10 +83,7 @@ async fn run_node(node: usize, target: Target, opts: SourceOptions, tx: mpsc::Se
     loop {
         match stream_once(node, &target, &opts, &tx, &mut backoff).await {
             Ok(()) => {
-                if send(Event::Down("agent closed the stream".into()))
-                    .await
-                    .is_err()
-                {
+                if send(Event::Down("agent closed the stream".into())).await.is_err() {
                     return;
                 }
             }
@@ -146,8 +139,7 @@ async fn stream_once(
         let event = match msg.kind {
             Some(Kind::Info(info)) => Event::Info(Box::new(info)),
             Some(Kind::Sample(s)) => {
-                let whole = fleetop_agent::wire::decode(last.as_ref(), s)
-                    .map_err(|e| format!("bad stream: {e}"))?;
+                let whole = fleetop_agent::wire::decode(last.as_ref(), s).map_err(|e| format!("bad stream: {e}"))?;
                 last = Some(whole.clone());
                 Event::Sample(Box::new(whole))
             }

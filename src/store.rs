@@ -159,9 +159,7 @@ impl NodeState {
 
     /// How old the latest sample is at console time `now_ms`.
     pub fn sample_age_ms(&self, now_ms: i64) -> Option<i64> {
-        self.last
-            .as_ref()
-            .map(|s| now_ms - (s.time_ms - self.clock_offset_ms))
+        self.last.as_ref().map(|s| now_ms - (s.time_ms - self.clock_offset_ms))
     }
 
     /// The node's status at console time `now_ms`.
@@ -171,9 +169,10 @@ impl NodeState {
             (None, Link::Down { .. }) => NodeStatus::Unreachable,
             (None, _) => NodeStatus::Connecting,
             (Some(age), _) if age <= stale_after => NodeStatus::Ok,
-            (Some(_), Link::Down { since_ms, .. })
-                if now_ms - since_ms >= th.unreachable_after.as_millis() as i64 =>
-            {
+            // Old samples while the history is still arriving say nothing
+            // about the node being stale.
+            (Some(_), Link::Connected { .. }) if !self.caught_up => NodeStatus::Connecting,
+            (Some(_), Link::Down { since_ms, .. }) if now_ms - since_ms >= th.unreachable_after.as_millis() as i64 => {
                 NodeStatus::Unreachable
             }
             (Some(_), _) => NodeStatus::Stale,
@@ -218,8 +217,7 @@ impl NodeState {
                     nvlink_rx_bytes_per_s: kib_rates(rx0, &g.nvlink_rx_kib, dt),
                 };
             }
-            self.nvlink_base[i] =
-                Some((s.time_ms, g.nvlink_tx_kib.clone(), g.nvlink_rx_kib.clone()));
+            self.nvlink_base[i] = Some((s.time_ms, g.nvlink_tx_kib.clone(), g.nvlink_rx_kib.clone()));
         }
     }
 
@@ -301,11 +299,7 @@ pub fn derive_ib(prev: &Sample, cur: &Sample) -> Vec<IbRates> {
                     if !present(q.errors_present_mask) || !present(p.errors_present_mask) {
                         return None;
                     }
-                    Some(counters::delta(
-                        *p.errors.get(i)?,
-                        *q.errors.get(i)?,
-                        *width,
-                    ))
+                    Some(counters::delta(*p.errors.get(i)?, *q.errors.get(i)?, *width))
                 })
                 .collect();
             IbRates {
@@ -382,11 +376,7 @@ impl Store {
                         Link::Down { error, .. } => format!("; agent unreachable: {error}"),
                         _ => "; agent connected but not sampling".into(),
                     };
-                    Some((
-                        last,
-                        age_ms,
-                        format!("no sample for {} s{why}", age_ms / 1000),
-                    ))
+                    Some((last, age_ms, format!("no sample for {} s{why}", age_ms / 1000)))
                 }
                 _ => None,
             };
@@ -438,19 +428,12 @@ mod tests {
         b.ib_ports[0].errors[0] = 7;
         let d = derive_ib(&a, &b);
         assert_eq!(d[0].tx_bytes_per_s, Some(2000.0));
-        assert_eq!(
-            d[0].rx_bytes_per_s, None,
-            "a counter that went back is a reset"
-        );
+        assert_eq!(d[0].rx_bytes_per_s, None, "a counter that went back is a reset");
         assert_eq!(d[0].errors[0], Some(Delta::Exact(7)));
         assert_eq!(d[0].errors[1], None, "unreadable counters have no delta");
         let mut c = b.clone();
         c.time_ms = 3000;
-        assert_eq!(
-            derive_ib(&b, &c)[0].tx_bytes_per_s,
-            None,
-            "no time, no rate"
-        );
+        assert_eq!(derive_ib(&b, &c)[0].tx_bytes_per_s, None, "no time, no rate");
     }
 
     #[test]
@@ -523,6 +506,13 @@ mod tests {
             },
             10_000,
         );
+        st.apply(
+            Update {
+                node: 0,
+                event: Event::CaughtUp,
+            },
+            10_000,
+        );
         assert_eq!(st.nodes[0].status(12_000, &th), NodeStatus::Ok);
         assert_eq!(st.nodes[0].status(14_000, &th), NodeStatus::Stale);
         st.apply(
@@ -541,6 +531,55 @@ mod tests {
         );
         assert_eq!(st.nodes[0].status(20_000, &th), NodeStatus::Stale);
         assert_eq!(st.nodes[0].status(44_000, &th), NodeStatus::Unreachable);
+    }
+
+    #[test]
+    fn history_still_arriving_is_not_stale() {
+        let th = Thresholds::default();
+        let mut st = Store::new(vec![target()], th.clone());
+        let info = NodeInfo {
+            sample_interval_ms: 1000,
+            agent_time_ms: 100_000,
+            ..Default::default()
+        };
+        st.apply(
+            Update {
+                node: 0,
+                event: Event::Info(Box::new(info)),
+            },
+            100_000,
+        );
+        let old = Sample {
+            time_ms: 10_000,
+            ..Default::default()
+        };
+        st.apply(
+            Update {
+                node: 0,
+                event: Event::Sample(Box::new(old)),
+            },
+            100_000,
+        );
+        st.tick(100_000);
+        assert_eq!(st.nodes[0].status(100_000, &th), NodeStatus::Connecting);
+        assert_eq!(
+            st.nodes[0].detector.active().count(),
+            0,
+            "no stale flag while history arrives"
+        );
+        st.apply(
+            Update {
+                node: 0,
+                event: Event::CaughtUp,
+            },
+            100_000,
+        );
+        st.tick(100_000);
+        assert_eq!(
+            st.nodes[0].status(100_000, &th),
+            NodeStatus::Stale,
+            "a hung agent is stale once caught up"
+        );
     }
 
     #[test]

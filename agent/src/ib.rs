@@ -118,10 +118,7 @@ fn read_u64(path: &Path) -> Option<u64> {
 
 /// "4: ACTIVE" -> "ACTIVE"; "5: LinkUp" -> "LinkUp".
 pub fn parse_state(s: &str) -> String {
-    s.split_once(':')
-        .map(|(_, w)| w.trim())
-        .unwrap_or(s.trim())
-        .to_string()
+    s.split_once(':').map(|(_, w)| w.trim()).unwrap_or(s.trim()).to_string()
 }
 
 /// "400 Gb/sec (4X NDR)" -> 400; "2.5 Gb/sec (1X SDR)" -> 2 (whole Gb/s).

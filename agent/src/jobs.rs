@@ -53,11 +53,7 @@ mod tests {
     fn reads_proc_tree() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(dir.path().join("42")).expect("mkdir");
-        std::fs::write(
-            dir.path().join("42/cgroup"),
-            "0::/slurmstepd.scope/job_7/step_0\n",
-        )
-        .expect("write");
+        std::fs::write(dir.path().join("42/cgroup"), "0::/slurmstepd.scope/job_7/step_0\n").expect("write");
         assert_eq!(job_id_of_pid(dir.path(), 42), Some(7));
         assert_eq!(job_id_of_pid(dir.path(), 43), None);
     }

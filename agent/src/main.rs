@@ -118,9 +118,10 @@ impl NodeArgs {
             proc_root: self.proc_root.clone(),
             nvlink_counters_every: self.nvlink_counters_every,
             sim: SimConfig {
-                hostname: self.sim_hostname.clone().unwrap_or_else(|| {
-                    sysinfo::System::host_name().unwrap_or_else(|| "sim".into())
-                }),
+                hostname: self
+                    .sim_hostname
+                    .clone()
+                    .unwrap_or_else(|| sysinfo::System::host_name().unwrap_or_else(|| "sim".into())),
                 gpus: self.sim_gpus,
                 ib_ports: self.sim_ib_ports,
                 model: self.sim_model,
@@ -155,11 +156,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Sample { node, .. }) => return sample_once(node),
-        Some(Command::Swarm {
-            count,
-            hostfile,
-            node,
-        }) => return swarm(*count, hostfile, node),
+        Some(Command::Swarm { count, hostfile, node }) => return swarm(*count, hostfile, node),
         None => {}
     }
     let now = fleetop_agent::now_ms();
@@ -177,8 +174,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let opts = AgentOptions {
             interval: cli.node.interval,
             history: cli.history,
-            backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0)
-                .then_some(start_ms),
+            backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0).then_some(start_ms),
         };
         let handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);

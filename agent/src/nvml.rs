@@ -19,9 +19,7 @@ use nvml_wrapper::enum_wrappers::device::{
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper_sys::bindings::{
-    NVML_NVLINK_MAX_LINKS, field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS,
-};
+use nvml_wrapper_sys::bindings::{NVML_NVLINK_MAX_LINKS, field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS};
 
 use crate::jobs;
 use crate::proto::{GpuInfo, GpuProcess, GpuSample, NodeInfo, NvLinkInfo, Sample, XidEvent};
@@ -59,9 +57,7 @@ pub fn open() -> Result<&'static Nvml, NvmlUnavailable> {
         Err(NvmlError::LibloadingError(e)) => Err(NvmlUnavailable(format!(
             "libnvidia-ml.so could not be loaded ({e}); is the NVIDIA driver installed?"
         ))),
-        Err(NvmlError::DriverNotLoaded) => Err(NvmlUnavailable(
-            "the NVIDIA kernel driver is not loaded".into(),
-        )),
+        Err(NvmlError::DriverNotLoaded) => Err(NvmlUnavailable("the NVIDIA kernel driver is not loaded".into())),
         Err(e) => Err(NvmlUnavailable(e.to_string())),
     }
 }
@@ -86,11 +82,7 @@ impl NvmlSampler {
             }
         }
         let xids: XidQueue = Arc::default();
-        spawn_xid_thread(
-            nvml,
-            gpus.iter().map(|g| g.index).collect(),
-            Arc::downgrade(&xids),
-        );
+        spawn_xid_thread(nvml, gpus.iter().map(|g| g.index).collect(), Arc::downgrade(&xids));
         Ok(NvmlSampler {
             nvml,
             gpus,
@@ -102,79 +94,73 @@ impl NvmlSampler {
 
 /// Waits on an NVML event set for critical XID errors and queues them for the
 /// sampler. Ends when the sampler (the queue's owner) is gone.
-fn spawn_xid_thread(
-    nvml: &'static Nvml,
-    indices: Vec<u32>,
-    queue: Weak<Mutex<Vec<(u32, XidEvent)>>>,
-) {
-    let spawned = std::thread::Builder::new()
-        .name("nvml-xid".into())
-        .spawn(move || {
-            // A failed registration frees the whole set, so first find the
-            // GPUs that accept event registration, each in a throwaway set.
-            let accepts = |i: u32| {
-                let Ok(set) = nvml.create_event_set() else {
-                    return false;
-                };
-                match nvml
-                    .device_by_index(i)
-                    .map(|d| d.register_events(EventTypes::CRITICAL_XID_ERROR, set))
-                {
-                    Ok(Ok(_)) => true,
-                    Ok(Err(e)) => {
-                        tracing::warn!("GPU {i}: XID events unavailable: {}", e.error);
-                        false
-                    }
-                    Err(_) => false,
-                }
+fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Vec<(u32, XidEvent)>>>) {
+    let spawned = std::thread::Builder::new().name("nvml-xid".into()).spawn(move || {
+        // A failed registration frees the whole set, so first find the
+        // GPUs that accept event registration, each in a throwaway set.
+        let accepts = |i: u32| {
+            let Ok(set) = nvml.create_event_set() else {
+                return false;
             };
-            let accepted: Vec<u32> = indices.into_iter().filter(|&i| accepts(i)).collect();
-            let mut set = match nvml.create_event_set() {
-                Ok(s) => s,
+            match nvml
+                .device_by_index(i)
+                .map(|d| d.register_events(EventTypes::CRITICAL_XID_ERROR, set))
+            {
+                Ok(Ok(_)) => true,
+                Ok(Err(e)) => {
+                    tracing::warn!("GPU {i}: XID events unavailable: {}", e.error);
+                    false
+                }
+                Err(_) => false,
+            }
+        };
+        let accepted: Vec<u32> = indices.into_iter().filter(|&i| accepts(i)).collect();
+        let mut set = match nvml.create_event_set() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("XID events unavailable: {e}");
+                return;
+            }
+        };
+        for i in accepted {
+            let Ok(dev) = nvml.device_by_index(i) else {
+                continue;
+            };
+            match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+                Ok(s) => set = s,
                 Err(e) => {
-                    tracing::warn!("XID events unavailable: {e}");
+                    tracing::warn!("XID events unavailable: {}", e.error);
                     return;
                 }
-            };
-            for i in accepted {
-                let Ok(dev) = nvml.device_by_index(i) else {
-                    continue;
-                };
-                match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
-                    Ok(s) => set = s,
-                    Err(e) => {
-                        tracing::warn!("XID events unavailable: {}", e.error);
-                        return;
+            }
+        }
+        loop {
+            let Some(queue) = queue.upgrade() else { return };
+            match set.wait(1000) {
+                Ok(ev) => {
+                    let xid = match ev.event_data {
+                        Some(XidError::Value(v)) => v as u32,
+                        _ => 0,
+                    };
+                    let index = ev.device.index().unwrap_or(u32::MAX);
+                    if let Ok(mut q) = queue.lock() {
+                        q.push((
+                            index,
+                            XidEvent {
+                                xid,
+                                time_ms: crate::now_ms(),
+                            },
+                        ));
                     }
                 }
-            }
-            loop {
-                let Some(queue) = queue.upgrade() else { return };
-                match set.wait(1000) {
-                    Ok(ev) => {
-                        let xid = match ev.event_data {
-                            Some(XidError::Value(v)) => v as u32,
-                            _ => 0,
-                        };
-                        let index = ev.device.index().unwrap_or(u32::MAX);
-                        if let Ok(mut q) = queue.lock() {
-                            q.push((
-                                index,
-                                XidEvent {
-                                    xid,
-                                    time_ms: crate::now_ms(),
-                                },
-                            ));
-                        }
-                    }
-                    Err(NvmlError::Timeout) => {}
-                    Err(e) => {
-                        tracing::warn!("XID event wait failed, stopping XID events: {e}");
-                        return;
-                    }
+                Err(NvmlError::Timeout) => {}
+                Err(e) => {
+                    tracing::warn!("XID event wait failed, stopping XID events: {e}");
+                    return;
                 }
             }
-        });
+        }
+    });
     if let Err(e) = spawned {
         tracing::warn!("cannot start the XID event thread: {e}");
     }
@@ -237,11 +223,7 @@ impl NvmlSampler {
     fn sample_gpu(&self, g: &Gpu, xids: &[(u32, XidEvent)]) -> GpuSample {
         let mut s = GpuSample {
             index: g.index,
-            xids: xids
-                .iter()
-                .filter(|(i, _)| *i == g.index)
-                .map(|(_, e)| *e)
-                .collect(),
+            xids: xids.iter().filter(|(i, _)| *i == g.index).map(|(_, e)| *e).collect(),
             ..Default::default()
         };
         // Utilization answers first; if the GPU is lost there is no point in
@@ -378,12 +360,8 @@ impl Sampler for NvmlSampler {
                 power_limit_mw: d.enforced_power_limit().unwrap_or(0),
                 max_sm_clock_mhz: d.max_clock_info(Clock::SM).unwrap_or(0),
                 max_mem_clock_mhz: d.max_clock_info(Clock::Memory).unwrap_or(0),
-                slowdown_temp_c: d
-                    .temperature_threshold(TemperatureThreshold::Slowdown)
-                    .unwrap_or(0),
-                shutdown_temp_c: d
-                    .temperature_threshold(TemperatureThreshold::Shutdown)
-                    .unwrap_or(0),
+                slowdown_temp_c: d.temperature_threshold(TemperatureThreshold::Slowdown).unwrap_or(0),
+                shutdown_temp_c: d.temperature_threshold(TemperatureThreshold::Shutdown).unwrap_or(0),
                 nvlinks: g
                     .links
                     .iter()
@@ -423,14 +401,8 @@ mod tests {
         assert_eq!(req[0].fieldId, field_id::NVML_FI_DEV_MEMORY_TEMP);
         assert_eq!(req[4].fieldId, field_id::NVML_FI_DEV_NVLINK_GET_STATE);
         assert_eq!(req[4].scopeId, 5);
-        assert_eq!(
-            req[5].fieldId,
-            field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
-        );
-        assert_eq!(
-            req[6].fieldId,
-            field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
-        );
+        assert_eq!(req[5].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
+        assert_eq!(req[6].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
         assert_eq!(req[6].scopeId, 5);
     }
 

@@ -38,11 +38,7 @@ impl Collector {
             s.describe(&mut info);
         }
         info.nvlink_counters_every = NVLINK_COUNTERS_EVERY;
-        Collector {
-            samplers,
-            info,
-            seq: 0,
-        }
+        Collector { samplers, info, seq: 0 }
     }
 
     /// Sends per-link NVLink counters in every `n`-th sample only.

@@ -71,10 +71,7 @@ impl Shared {
         let _ = self.live.send(s);
     }
 
-    fn subscribe(
-        &self,
-        since_ms: Option<i64>,
-    ) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
+    fn subscribe(&self, since_ms: Option<i64>) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let rx = self.live.subscribe();
         let backlog = match since_ms {
@@ -128,11 +125,7 @@ impl Drop for AgentHandle {
 }
 
 /// Starts sampling with `collector` and serving on `listener`.
-pub async fn serve(
-    collector: Collector,
-    opts: AgentOptions,
-    listener: TcpListener,
-) -> std::io::Result<AgentHandle> {
+pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListener) -> std::io::Result<AgentHandle> {
     let addr = listener.local_addr()?;
     let interval_ms = opts.interval.as_millis().max(1) as i64;
     let capacity = ((opts.history.as_millis() as i64 / interval_ms).max(1)) as usize;
@@ -167,12 +160,7 @@ pub async fn serve(
         .await
         .map_err(std::io::Error::other)?;
     }
-    tokio::spawn(sample_loop(
-        collector,
-        opts.interval,
-        shared.clone(),
-        stop_rx.clone(),
-    ));
+    tokio::spawn(sample_loop(collector, opts.interval, shared.clone(), stop_rx.clone()));
 
     let svc = AgentService {
         shared: shared.clone(),
@@ -196,12 +184,7 @@ pub async fn serve(
 
 /// Samples on the agent's own clock. Driver calls block, so each sample is
 /// taken on the blocking pool; a hung driver call stalls only this loop.
-async fn sample_loop(
-    collector: Collector,
-    every: Duration,
-    shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
-) {
+async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut collector = Some(collector);
@@ -242,10 +225,7 @@ struct AgentService {
 impl Agent for AgentService {
     type SubscribeStream = ReceiverStream<Result<AgentMessage, Status>>;
 
-    async fn subscribe(
-        &self,
-        req: Request<SubscribeRequest>,
-    ) -> Result<Response<Self::SubscribeStream>, Status> {
+    async fn subscribe(&self, req: Request<SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
         let req = req.into_inner();
         let since = if req.no_backfill {
             None
@@ -262,9 +242,7 @@ impl Agent for AgentService {
         let (tx, rx) = mpsc::channel(32);
         tokio::spawn(async move {
             let send = |msg: AgentMessage| {
-                shared
-                    .bytes_sent
-                    .fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
+                shared.bytes_sent.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
                 tx.send(Ok(msg))
             };
             // Each sample goes out encoded against the previous one sent on

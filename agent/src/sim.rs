@@ -7,8 +7,7 @@
 //! where the old one was.
 
 use crate::proto::{
-    GpuInfo, GpuProcess, GpuSample, HostSample, IbPortInfo, IbSample, NodeInfo, NvLinkInfo, Sample,
-    XidEvent,
+    GpuInfo, GpuProcess, GpuSample, HostSample, IbPortInfo, IbSample, NodeInfo, NvLinkInfo, Sample, XidEvent,
 };
 use crate::sampler::Sampler;
 use crate::{ib, throttle};
@@ -286,11 +285,7 @@ impl SimNode {
             });
         }
         s.pcie_tx_kbps = if busy { (2_000_000.0 * n(9)) as u32 } else { 0 };
-        s.pcie_rx_kbps = if busy {
-            (3_000_000.0 * n(10)) as u32
-        } else {
-            0
-        };
+        s.pcie_rx_kbps = if busy { (3_000_000.0 * n(10)) as u32 } else { 0 };
         s.pcie_replay_count = 0;
         s.ecc_corrected_volatile = noise(c.seed, gpu, 0, 11).lt(&0.2) as u64;
 
@@ -543,17 +538,10 @@ mod tests {
         let before = at(&mut n, ONSET_MS - 1000);
         assert_eq!(before.gpus[t].throttle_reasons & throttle::TROUBLE, 0);
         let after = at(&mut n, ONSET_MS + 5000);
-        assert_ne!(
-            after.gpus[t].throttle_reasons & throttle::HW_THERMAL_SLOWDOWN,
-            0
-        );
+        assert_ne!(after.gpus[t].throttle_reasons & throttle::HW_THERMAL_SLOWDOWN, 0);
         assert!(after.gpus[t].temp_c > 87);
         let others = after.gpus.iter().filter(|g| g.index as usize != t);
-        assert!(
-            others
-                .into_iter()
-                .all(|g| g.throttle_reasons & throttle::TROUBLE == 0)
-        );
+        assert!(others.into_iter().all(|g| g.throttle_reasons & throttle::TROUBLE == 0));
     }
 
     #[test]

@@ -14,8 +14,7 @@ pub const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
 pub const DISPLAY_CLOCK_SETTING: u64 = 0x100;
 
 /// The reasons that are real trouble: DCGM's diagnostics fail on exactly these.
-pub const TROUBLE: u64 =
-    HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN;
+pub const TROUBLE: u64 = HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN;
 
 const NAMES: [(u64, &str); 9] = [
     (GPU_IDLE, "gpu_idle"),

@@ -120,9 +120,7 @@ pub fn decode(prev: Option<&Sample>, mut got: Sample) -> Result<Sample, OutOfSeq
     }
     let have = prev.map(|p| p.seq).unwrap_or(0);
     let Some(prev) = prev.filter(|p| {
-        p.seq == got.delta_from_seq
-            && p.gpus.len() == got.gpus.len()
-            && p.ib_ports.len() == got.ib_ports.len()
+        p.seq == got.delta_from_seq && p.gpus.len() == got.gpus.len() && p.ib_ports.len() == got.ib_ports.len()
     }) else {
         return Err(OutOfSequence {
             seq: got.seq,

@@ -1,47 +1,164 @@
-//! The console's state and the pure function that changes it.
+//! The console's state and the pure function that changes it. Nothing here
+//! does I/O or reads the clock: time arrives in actions.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::store::{Store, Update};
+use crate::flags::{Flag, Subject};
+use crate::store::{NodeState, Store, Update};
+use crate::tui::theme::Theme;
+use crate::tui::view::{self, Filter, Metric, Sort};
 
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]
 pub enum Action {
-    Quit,
-    Up,
-    Down,
-    PageUp,
-    PageDown,
-    Top,
-    Bottom,
-    /// The clock moved (ages, stale judgement).
+    Key(KeyEvent),
+    /// The clock moved (ages, stale judgement), to this time.
     Tick(i64),
-    /// The terminal needs a full redraw (resize).
-    Redraw,
-    /// Something arrived from a node.
-    Store(Update),
+    /// Something arrived from a node, at this time.
+    Store(Update, i64),
+    /// The terminal's size (at start and on every resize).
+    Resize(u16, u16),
+    Quit,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Screen {
+    Heatmap,
+    Detail,
+    Alerts,
+}
+
+/// The panes of the node detail's lower half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    History,
+    Nvlink,
+    Infiniband,
+    Processes,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 4] = [Pane::History, Pane::Nvlink, Pane::Infiniband, Pane::Processes];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::History => "1 history",
+            Pane::Nvlink => "2 NVLink",
+            Pane::Infiniband => "3 InfiniBand",
+            Pane::Processes => "4 processes",
+        }
+    }
+}
+
+/// How alerts are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertSort {
+    Severity,
+    Age,
+    Node,
+    Kind,
+}
+
+impl AlertSort {
+    pub fn next(self) -> Self {
+        match self {
+            AlertSort::Severity => AlertSort::Age,
+            AlertSort::Age => AlertSort::Node,
+            AlertSort::Node => AlertSort::Kind,
+            AlertSort::Kind => AlertSort::Severity,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AlertSort::Severity => "severity",
+            AlertSort::Age => "age",
+            AlertSort::Node => "node",
+            AlertSort::Kind => "kind",
+        }
+    }
+}
+
+/// Whether the fleet is drawn as one row per node or as a dense wall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wall {
+    /// A wall above `WALL_AUTO_NODES` nodes.
+    Auto,
+    On,
+    Off,
+}
+
+/// From this many nodes the heatmap becomes a wall on its own.
+pub const WALL_AUTO_NODES: usize = 256;
 
 pub struct App {
     pub store: Store,
+    pub theme: Theme,
     pub now_ms: i64,
-    /// Index of the selected node.
-    pub selected: usize,
+    pub screen: Screen,
+    pub metric: Metric,
+    pub sort: Sort,
+    pub wall: Wall,
+    pub filter: Filter,
+    pub filter_text: String,
+    /// The filter being typed, while `/` is open.
+    pub input: Option<String>,
+    /// A one-line message for the footer (a bad filter, ...).
+    pub message: Option<String>,
+    /// Position in the visible node list.
+    pub cursor: usize,
+    /// Nodes marked with space (node indices), for actions.
+    pub marked: BTreeSet<usize>,
+    /// The node shown in detail (node index) and its selected GPU position.
+    pub detail_node: usize,
+    pub detail_gpu: usize,
+    pub pane: Pane,
+    pub alert_cursor: usize,
+    pub alert_sort: AlertSort,
+    pub help: bool,
     pub quit: bool,
     pub log_path: Option<PathBuf>,
+    /// The terminal's size, for layout-dependent moves (the wall's rows).
+    pub size: (u16, u16),
     changed: bool,
 }
 
+/// One row of the alerts screen.
+pub struct AlertRow<'a> {
+    pub node: usize,
+    pub flag: &'a Flag,
+    /// When it cleared, for flags that have.
+    pub cleared_ms: Option<i64>,
+}
+
 impl App {
-    pub fn new(store: Store, log_path: Option<PathBuf>) -> Self {
+    pub fn new(store: Store, theme: Theme, now_ms: i64) -> Self {
         App {
             store,
-            now_ms: fleetop_agent::now_ms(),
-            selected: 0,
+            theme,
+            now_ms,
+            screen: Screen::Heatmap,
+            metric: Metric::Util,
+            sort: Sort::Name,
+            wall: Wall::Auto,
+            filter: Filter::All,
+            filter_text: String::new(),
+            input: None,
+            message: None,
+            cursor: 0,
+            marked: BTreeSet::new(),
+            detail_node: 0,
+            detail_gpu: 0,
+            pane: Pane::History,
+            alert_cursor: 0,
+            alert_sort: AlertSort::Severity,
+            help: false,
             quit: false,
-            log_path,
+            log_path: None,
+            size: (80, 24),
             changed: true,
         }
     }
@@ -50,41 +167,297 @@ impl App {
     pub fn take_changed(&mut self) -> bool {
         std::mem::take(&mut self.changed)
     }
+
+    /// The nodes shown, in order (node indices).
+    pub fn visible(&self) -> Vec<usize> {
+        view::visible(&self.store, &self.filter, self.sort, self.metric, self.now_ms)
+    }
+
+    pub fn wall_active(&self) -> bool {
+        match self.wall {
+            Wall::Auto => self.store.nodes.len() > WALL_AUTO_NODES,
+            Wall::On => true,
+            Wall::Off => false,
+        }
+    }
+
+    /// The node under the cursor.
+    pub fn current_node(&self) -> Option<usize> {
+        self.visible().get(self.cursor).copied()
+    }
+
+    pub fn detail(&self) -> Option<&NodeState> {
+        self.store.nodes.get(self.detail_node)
+    }
+
+    /// Active flags of the visible nodes, then recently cleared ones, in the
+    /// chosen order.
+    pub fn alerts(&self) -> Vec<AlertRow<'_>> {
+        let visible = self.visible();
+        let mut rows: Vec<AlertRow<'_>> = visible
+            .iter()
+            .flat_map(|&i| {
+                let n = &self.store.nodes[i];
+                n.detector.active().map(move |f| AlertRow {
+                    node: i,
+                    flag: f,
+                    cleared_ms: None,
+                })
+            })
+            .collect();
+        let name = |i: usize| self.store.nodes[i].target.name.as_str();
+        let key = |r: &AlertRow<'_>| (std::cmp::Reverse(r.flag.severity), r.flag.since_ms);
+        match self.alert_sort {
+            AlertSort::Severity => rows.sort_by(|a, b| key(a).cmp(&key(b)).then(name(a.node).cmp(name(b.node)))),
+            AlertSort::Age => rows.sort_by_key(|r| r.flag.since_ms),
+            AlertSort::Node => rows.sort_by(|a, b| name(a.node).cmp(name(b.node)).then(key(a).cmp(&key(b)))),
+            AlertSort::Kind => rows.sort_by(|a, b| a.flag.kind.cmp(&b.flag.kind).then(key(a).cmp(&key(b)))),
+        }
+        let mut cleared: Vec<AlertRow<'_>> = visible
+            .iter()
+            .flat_map(|&i| {
+                self.store.nodes[i].detector.cleared().map(move |c| AlertRow {
+                    node: i,
+                    flag: &c.flag,
+                    cleared_ms: Some(c.cleared_ms),
+                })
+            })
+            .collect();
+        cleared.sort_by_key(|r| std::cmp::Reverse(r.cleared_ms));
+        rows.extend(cleared);
+        rows
+    }
+
+    fn open_detail(&mut self, node: usize, gpu: Option<u32>) {
+        self.detail_node = node;
+        self.detail_gpu = gpu
+            .and_then(|g| {
+                self.store
+                    .nodes
+                    .get(node)?
+                    .last
+                    .as_ref()?
+                    .gpus
+                    .iter()
+                    .position(|x| x.index == g)
+            })
+            .unwrap_or(0);
+        self.screen = Screen::Detail;
+    }
+
+    fn gpu_count(&self) -> usize {
+        self.detail()
+            .and_then(|n| n.last.as_ref())
+            .map(|s| s.gpus.len())
+            .unwrap_or(0)
+    }
+
+    /// Cells per row of the dense wall at the current size.
+    pub fn wall_columns(&self) -> usize {
+        let area = ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1);
+        crate::tui::ui::wall_geometry(crate::tui::ui::body_area(area), self.visible().len()).0
+    }
 }
 
-pub fn key_action(k: KeyEvent) -> Option<Action> {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    Some(match k.code {
-        KeyCode::Char('c') if ctrl => Action::Quit,
-        KeyCode::Char('q') | KeyCode::Esc => Action::Quit,
-        KeyCode::Char('j') | KeyCode::Down => Action::Down,
-        KeyCode::Char('k') | KeyCode::Up => Action::Up,
-        KeyCode::PageDown => Action::PageDown,
-        KeyCode::PageUp => Action::PageUp,
-        KeyCode::Char('g') | KeyCode::Home => Action::Top,
-        KeyCode::Char('G') | KeyCode::End => Action::Bottom,
-        _ => return None,
-    })
+fn moved(pos: usize, delta: isize, len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    (pos as isize + delta).clamp(0, len as isize - 1) as usize
 }
 
 pub fn update(app: &mut App, action: Action) {
-    let last = app.store.nodes.len().saturating_sub(1);
     match action {
         Action::Quit => app.quit = true,
-        Action::Up => app.selected = app.selected.saturating_sub(1),
-        Action::Down => app.selected = (app.selected + 1).min(last),
-        Action::PageUp => app.selected = app.selected.saturating_sub(10),
-        Action::PageDown => app.selected = (app.selected + 10).min(last),
-        Action::Top => app.selected = 0,
-        Action::Bottom => app.selected = last,
         Action::Tick(now) => {
             app.now_ms = now;
             app.store.tick(now);
         }
-        Action::Redraw => {}
-        Action::Store(u) => {
-            app.store.apply(u, fleetop_agent::now_ms());
+        Action::Store(u, now) => {
+            app.store.apply(u, now);
             app.changed = true;
         }
+        Action::Resize(w, h) => app.size = (w, h),
+        Action::Key(k) => on_key(app, k),
+    }
+    // Keep cursors inside what is shown.
+    let n = app.visible().len();
+    app.cursor = app.cursor.min(n.saturating_sub(1));
+    let g = app.gpu_count();
+    app.detail_gpu = app.detail_gpu.min(g.saturating_sub(1));
+}
+
+fn on_key(app: &mut App, k: KeyEvent) {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && matches!(k.code, KeyCode::Char('c')) {
+        app.quit = true;
+        return;
+    }
+    if let Some(text) = app.input.as_mut() {
+        match k.code {
+            KeyCode::Char(c) if !ctrl => text.push(c),
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Esc => app.input = None,
+            KeyCode::Enter => {
+                let text = app.input.take().unwrap_or_default();
+                match Filter::parse(&text) {
+                    Ok(f) => {
+                        app.filter = f;
+                        app.filter_text = text.trim().to_string();
+                        app.message = None;
+                        app.cursor = 0;
+                        app.alert_cursor = 0;
+                    }
+                    Err(e) => app.message = Some(e),
+                }
+            }
+            _ => {}
+        }
+        return;
+    }
+    if app.help {
+        // Any key closes help; q still quits.
+        app.help = false;
+        if k.code == KeyCode::Char('q') {
+            app.quit = true;
+        }
+        return;
+    }
+    app.message = None;
+    match k.code {
+        KeyCode::Char('q') => app.quit = true,
+        KeyCode::Char('?') => app.help = true,
+        KeyCode::Char('/') => app.input = Some(app.filter_text.clone()),
+        KeyCode::Tab => {
+            app.screen = match app.screen {
+                Screen::Heatmap => Screen::Alerts,
+                Screen::Alerts => Screen::Detail,
+                Screen::Detail => Screen::Heatmap,
+            }
+        }
+        KeyCode::BackTab => {
+            app.screen = match app.screen {
+                Screen::Heatmap => Screen::Detail,
+                Screen::Alerts => Screen::Heatmap,
+                Screen::Detail => Screen::Alerts,
+            }
+        }
+        KeyCode::Char('m') => app.metric = app.metric.next(),
+        KeyCode::Esc => match app.screen {
+            Screen::Detail | Screen::Alerts => app.screen = Screen::Heatmap,
+            Screen::Heatmap => {
+                app.filter = Filter::All;
+                app.filter_text.clear();
+            }
+        },
+        _ => match app.screen {
+            Screen::Heatmap => heatmap_key(app, k),
+            Screen::Detail => detail_key(app, k),
+            Screen::Alerts => alerts_key(app, k),
+        },
+    }
+}
+
+/// Up/down/page/home/end as a signed move (`page` steps a page).
+fn vertical(k: &KeyEvent, page: isize) -> Option<isize> {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    Some(match k.code {
+        KeyCode::Char('j') | KeyCode::Down => 1,
+        KeyCode::Char('k') | KeyCode::Up => -1,
+        KeyCode::PageDown => page,
+        KeyCode::Char('d') if ctrl => page,
+        KeyCode::PageUp => -page,
+        KeyCode::Char('u') if ctrl => -page,
+        KeyCode::Char('g') | KeyCode::Home => isize::MIN / 2,
+        KeyCode::Char('G') | KeyCode::End => isize::MAX / 2,
+        _ => return None,
+    })
+}
+
+fn heatmap_key(app: &mut App, k: KeyEvent) {
+    let len = app.visible().len();
+    let wall = app.wall_active();
+    // On the wall, up and down move a row of cells.
+    let step = if wall { app.wall_columns() as isize } else { 1 };
+    if let Some(d) = vertical(&k, 10) {
+        app.cursor = moved(app.cursor, d.saturating_mul(step), len);
+        return;
+    }
+    match k.code {
+        KeyCode::Char('h') | KeyCode::Left if wall => app.cursor = moved(app.cursor, -1, len),
+        KeyCode::Char('l') | KeyCode::Right if wall => app.cursor = moved(app.cursor, 1, len),
+        KeyCode::Enter => {
+            if let Some(n) = app.current_node() {
+                app.open_detail(n, None);
+            }
+        }
+        KeyCode::Char('s') => app.sort = app.sort.next(),
+        KeyCode::Char('w') => app.wall = if app.wall_active() { Wall::Off } else { Wall::On },
+        KeyCode::Char(' ') => {
+            if let Some(n) = app.current_node() {
+                if app.marked.contains(&n) {
+                    app.marked.remove(&n);
+                } else {
+                    app.marked.insert(n);
+                }
+            }
+            app.cursor = moved(app.cursor, 1, len);
+        }
+        KeyCode::Char('u') => app.marked.clear(),
+        _ => {}
+    }
+}
+
+fn detail_key(app: &mut App, k: KeyEvent) {
+    let len = app.gpu_count();
+    if let Some(d) = vertical(&k, 8) {
+        app.detail_gpu = moved(app.detail_gpu, d, len);
+        return;
+    }
+    let pane_at = |i: usize| Pane::ALL[i % Pane::ALL.len()];
+    let cur = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
+    match k.code {
+        KeyCode::Char(c @ '1'..='4') => app.pane = pane_at(c as usize - '1' as usize),
+        KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
+        KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
+        // Next / previous node without going back to the heatmap.
+        KeyCode::Char('n') | KeyCode::Char('p') => {
+            let vis = app.visible();
+            if let Some(pos) = vis.iter().position(|&i| i == app.detail_node) {
+                let next = moved(pos, if k.code == KeyCode::Char('n') { 1 } else { -1 }, vis.len());
+                app.detail_node = vis[next];
+                app.cursor = next;
+            }
+        }
+        _ => {}
+    }
+}
+
+fn alerts_key(app: &mut App, k: KeyEvent) {
+    let len = app.alerts().len();
+    if let Some(d) = vertical(&k, 10) {
+        app.alert_cursor = moved(app.alert_cursor, d, len);
+        return;
+    }
+    match k.code {
+        KeyCode::Char('s') => app.alert_sort = app.alert_sort.next(),
+        KeyCode::Enter => {
+            let target = app.alerts().get(app.alert_cursor).map(|r| {
+                let gpu = match r.flag.subject {
+                    Subject::Gpu(g) => Some(g),
+                    _ => None,
+                };
+                (r.node, gpu)
+            });
+            if let Some((node, gpu)) = target {
+                app.open_detail(node, gpu);
+                if let Some(pos) = app.visible().iter().position(|&i| i == node) {
+                    app.cursor = pos;
+                }
+            }
+        }
+        _ => {}
     }
 }

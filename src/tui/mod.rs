@@ -3,7 +3,9 @@
 //! event channel that merges keys, ticks, signals and store updates.
 
 pub mod app;
+pub mod theme;
 pub mod ui;
+pub mod view;
 
 use std::time::Duration;
 
@@ -15,21 +17,32 @@ use tokio::sync::mpsc;
 use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::session::Session;
+use crate::store::Update;
 use app::{Action, App};
+use theme::{ColorDepth, Theme};
 
 /// Runs the console until the user quits, the terminal goes away, or SIGTERM.
-pub fn run(rt: &tokio::runtime::Runtime, source: SourceArgs, cfg: Config) -> anyhow::Result<()> {
+pub fn run(rt: &tokio::runtime::Runtime, source: SourceArgs, theme: Option<&str>, cfg: Config) -> anyhow::Result<()> {
+    // Everything that can fail on bad input fails before the terminal is
+    // taken, so the error prints plainly and nothing is left half-drawn.
+    let depth = ColorDepth::detect();
+    let spec = theme.or(cfg.theme.as_deref()).unwrap_or("default");
+    let theme = Theme::load(spec, Theme::user_dir().as_deref(), depth)?;
     let log_path = crate::logging::to_file();
-    // Start before taking the terminal, so a bad hostlist prints plainly.
-    let session = rt.block_on(Session::start(&source, &cfg))?;
+    let mut session = rt.block_on(Session::start(&source, &cfg))?;
     let (tx, rx) = mpsc::channel(1024);
     spawn_input_thread(tx.clone());
     let _signals = rt.spawn(forward_signals(tx));
+    let mut app = App::new(session.store.clone(), theme, fleetop_agent::now_ms());
+    app.log_path = log_path;
     // ratatui::init installs a panic hook that restores the terminal first.
     let mut terminal = ratatui::init();
-    let mut app = App::new(session.store.clone(), log_path);
-    let result = rt.block_on(event_loop(&mut terminal, &mut app, session, rx));
+    let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
+    let result = rt.block_on(event_loop(&mut terminal, &mut app, updates, rx, fleetop_agent::now_ms));
     ratatui::restore();
+    if let Some(d) = session.demo.take() {
+        rt.block_on(d.stop());
+    }
     result
 }
 
@@ -38,8 +51,8 @@ fn spawn_input_thread(tx: mpsc::Sender<Action>) {
     std::thread::spawn(move || {
         loop {
             let action = match event::read() {
-                Ok(TermEvent::Key(k)) if k.kind != KeyEventKind::Release => app::key_action(k),
-                Ok(TermEvent::Resize(..)) => Some(Action::Redraw),
+                Ok(TermEvent::Key(k)) if k.kind != KeyEventKind::Release => Some(Action::Key(k)),
+                Ok(TermEvent::Resize(w, h)) => Some(Action::Resize(w, h)),
                 Ok(_) => None,
                 // The terminal is gone (SSH dropped): quit.
                 Err(_) => Some(Action::Quit),
@@ -55,10 +68,7 @@ fn spawn_input_thread(tx: mpsc::Sender<Action>) {
 
 async fn forward_signals(tx: mpsc::Sender<Action>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
+    let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
         return;
     };
     tokio::select! {
@@ -68,19 +78,26 @@ async fn forward_signals(tx: mpsc::Sender<Action>) {
     let _ = tx.send(Action::Quit).await;
 }
 
-/// The main loop, generic over the backend so tests can drive it on `TestBackend`.
+/// The main loop, generic over the backend so tests drive the real app on
+/// `TestBackend`; `clock` gives the time (tests give a fixed one).
 pub async fn event_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     app: &mut App,
-    mut session: Session,
+    mut updates: mpsc::Receiver<Update>,
     mut actions: mpsc::Receiver<Action>,
+    clock: impl Fn() -> i64,
 ) -> anyhow::Result<()>
 where
     B::Error: Send + Sync + 'static,
 {
+    let size = terminal.size()?;
+    app::update(app, Action::Resize(size.width, size.height));
+    app::update(app, Action::Tick(clock()));
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
     // Updates are coalesced: the screen is redrawn at most this often.
     let mut frame = tokio::time::interval(Duration::from_millis(200));
+    let mut updates_open = true;
     let mut dirty = true;
     while !app.quit {
         if dirty {
@@ -95,26 +112,25 @@ where
                 }
                 None => app.quit = true,
             },
-            u = session.updates.recv() => {
-                if let Some(u) = u {
-                    app::update(app, Action::Store(u));
+            u = updates.recv(), if updates_open => match u {
+                Some(u) => {
+                    let now = clock();
+                    app::update(app, Action::Store(u, now));
+                    // Take everything already waiting; draw on the next frame.
+                    while let Ok(u) = updates.try_recv() {
+                        app::update(app, Action::Store(u, now));
+                    }
                 }
-                // Take everything already waiting, then draw on the next frame.
-                while let Ok(u) = session.updates.try_recv() {
-                    app::update(app, Action::Store(u));
-                }
-            }
+                None => updates_open = false,
+            },
             _ = frame.tick() => {
                 dirty |= app.take_changed();
             }
             _ = tick.tick() => {
-                app::update(app, Action::Tick(fleetop_agent::now_ms()));
+                app::update(app, Action::Tick(clock()));
                 dirty = true;
             }
         }
-    }
-    if let Some(d) = session.demo.take() {
-        d.stop().await;
     }
     Ok(())
 }

@@ -30,17 +30,13 @@ async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
         sim,
     };
     let (collector, _) = backend::build(&opts).expect("sim builds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let opts = AgentOptions {
         interval: Duration::from_millis(interval_ms),
         history: Duration::from_secs(history_s),
         backfill_from_ms: None,
     };
-    server::serve(collector, opts, listener)
-        .await
-        .expect("serves")
+    server::serve(collector, opts, listener).await.expect("serves")
 }
 
 async fn client(h: &AgentHandle) -> AgentClient<tonic::transport::Channel> {
@@ -146,9 +142,7 @@ async fn garbage_on_the_grpc_port_breaks_nothing() {
         b"\x00\x01\x02\xff garbage",
         b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\xff\xff\xff\xff",
     ] {
-        let mut s = tokio::net::TcpStream::connect(agent.addr)
-            .await
-            .expect("connect");
+        let mut s = tokio::net::TcpStream::connect(agent.addr).await.expect("connect");
         let _ = s.write_all(junk).await;
         let _ = s.shutdown().await;
     }

@@ -43,13 +43,8 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
         ])
         .output()
         .expect("runs");
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let snap: Snapshot =
-        serde_json::from_slice(&out.stdout).expect("stdout is one JSON snapshot, nothing else");
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("stdout is one JSON snapshot, nothing else");
     assert_eq!(snap.schema_version, 1);
     assert_eq!(snap.nodes.len(), nodes as usize);
 
@@ -74,11 +69,7 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
                 FlagKind::Stale => assert_eq!((f.gpu, &f.ib_port), (None, &None)),
                 FlagKind::IbDown | FlagKind::IbErrors => {
                     let port = sim::target_ib_port(cfg.seed, cfg.ib_ports);
-                    assert_eq!(
-                        f.ib_port.as_deref(),
-                        Some(format!("mlx5_{port}/1").as_str()),
-                        "{f:?}"
-                    );
+                    assert_eq!(f.ib_port.as_deref(), Some(format!("mlx5_{port}/1").as_str()), "{f:?}");
                 }
                 _ => assert_eq!(f.gpu, Some(target), "{} {f:?}", node.name),
             }
@@ -89,11 +80,7 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
             _ => assert_eq!(node.status, Status::Ok, "{}", node.name),
         }
         if cfg.scenario == Scenario::Idle {
-            assert_eq!(
-                node.flags.len(),
-                gpus as usize,
-                "every held GPU of the idle node"
-            );
+            assert_eq!(node.flags.len(), gpus as usize, "every held GPU of the idle node");
         }
     }
     let all: BTreeSet<FlagKind> = FlagKind::ALL.into_iter().collect();
@@ -144,9 +131,7 @@ fn evidence_and_readings_are_plausible() {
 #[test]
 fn ndjson_count_gives_one_compact_document_per_line() {
     let out = fleetop()
-        .args([
-            "export", "--demo", "--nodes", "3", "--gpus", "1", "--count", "3",
-        ])
+        .args(["export", "--demo", "--nodes", "3", "--gpus", "1", "--count", "3"])
         .args(["--interval", "300ms", "--format", "ndjson"])
         .output()
         .expect("runs");
@@ -167,15 +152,9 @@ fn ndjson_count_gives_one_compact_document_per_line() {
 
 #[test]
 fn the_committed_schema_matches_the_export_types() {
-    let out = fleetop()
-        .args(["export", "--print-schema"])
-        .output()
-        .expect("runs");
-    let committed = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/export.schema.json"
-    ))
-    .expect("docs/export.schema.json exists");
+    let out = fleetop().args(["export", "--print-schema"]).output().expect("runs");
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/export.schema.json"))
+        .expect("docs/export.schema.json exists");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         committed,

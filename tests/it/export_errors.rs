@@ -21,10 +21,7 @@ fn bad_hostlists_are_refused_with_the_expression() {
         &["export", "--once", "--hosts", "gpu[05-01]"],
         "bad hostlist 'gpu[05-01]'",
     );
-    fails_with(
-        &["export", "--once", "--hosts", "gpu[01-04"],
-        "unclosed '['",
-    );
+    fails_with(&["export", "--once", "--hosts", "gpu[01-04"], "unclosed '['");
     fails_with(&["export", "--once", "--hosts", "gpu01:99999"], "99999");
 }
 
@@ -48,16 +45,9 @@ fn a_bad_hostfile_names_its_line() {
 fn a_bad_config_names_its_file_and_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("config.toml");
-    std::fs::write(
-        &path,
-        "port = 50051\n[thresholds]\nidle_window = \"soon\"\n",
-    )
-    .expect("write");
+    std::fs::write(&path, "port = 50051\n[thresholds]\nidle_window = \"soon\"\n").expect("write");
     let p = path.to_string_lossy().to_string();
-    fails_with(
-        &["--config", &p, "export", "--once", "--demo"],
-        &format!("{p}:3: "),
-    );
+    fails_with(&["--config", &p, "export", "--once", "--demo"], &format!("{p}:3: "));
 }
 
 #[test]
@@ -68,10 +58,7 @@ fn no_node_answering_is_an_error_naming_the_nodes() {
         &["export", "--once", "--timeout", "3s", "--hosts", &hosts],
         "no node answered",
     );
-    fails_with(
-        &["export", "--once", "--timeout", "3s", "--hosts", &hosts],
-        &hosts,
-    );
+    fails_with(&["export", "--once", "--timeout", "3s", "--hosts", &hosts], &hosts);
 }
 
 #[test]

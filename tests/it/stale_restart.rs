@@ -40,11 +40,7 @@ fn start_agent(port: u16) -> Child {
 }
 
 /// Reads snapshots until one has `want` as the node's status.
-fn wait_for(
-    lines: &mut impl Iterator<Item = std::io::Result<String>>,
-    want: Status,
-    within: Duration,
-) -> Snapshot {
+fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, want: Status, within: Duration) -> Snapshot {
     let start = Instant::now();
     for line in lines.by_ref() {
         let snap: Snapshot = serde_json::from_str(&line.expect("a line")).expect("ndjson snapshot");
@@ -65,13 +61,7 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
     let port = free_port();
     let mut agent = start_agent(port);
     let mut export = Command::new(env!("CARGO_BIN_EXE_fleetop"))
-        .args([
-            "export",
-            "--hosts",
-            &format!("127.0.0.1:{port}"),
-            "--format",
-            "ndjson",
-        ])
+        .args(["export", "--hosts", &format!("127.0.0.1:{port}"), "--format", "ndjson"])
         .args(["--interval", "200ms", "--count", "300", "--timeout", "5s"])
         .env("XDG_CONFIG_HOME", "/nonexistent")
         .stdout(Stdio::piped())

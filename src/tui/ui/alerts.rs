@@ -1,0 +1,94 @@
+//! Every active flag of the visible nodes, then the recently cleared ones,
+//! dimmed. Enter opens the node.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Row, Table, Widget};
+
+use super::{block, line_at, severity_style};
+use crate::export::ib_port_name;
+use crate::flags::{Severity, Subject};
+use crate::tui::app::App;
+use crate::tui::view::human_age;
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let rows = app.alerts();
+    let active = rows.iter().filter(|r| r.cleared_ms.is_none()).count();
+    let title = format!(
+        " alerts · {active} active, {} cleared recently · sort {} ",
+        rows.len() - active,
+        app.alert_sort.name()
+    );
+    let b = block(t, title);
+    let inner = b.inner(area);
+    b.render(area, buf);
+    if rows.is_empty() {
+        line_at(Line::from(Span::styled("nothing flagged", t.ok)), inner, 0, buf);
+        return;
+    }
+    let height = inner.height.saturating_sub(1) as usize;
+    let first = app.alert_cursor.saturating_sub(height.saturating_sub(1));
+    let wide = inner.width >= 120;
+    let table_rows = rows.iter().enumerate().skip(first).take(height).map(|(pos, r)| {
+        let n = &app.store.nodes[r.node];
+        let f = r.flag;
+        let subject = match f.subject {
+            Subject::Node => "node".to_string(),
+            Subject::Gpu(g) => format!("gpu{g}"),
+            Subject::IbPort(p) => ib_port_name(n, p),
+        };
+        // A cleared flag says so where the severity was, and its age is
+        // the time since it cleared.
+        let (sev, age) = match r.cleared_ms {
+            None => (
+                match f.severity {
+                    Severity::Crit => "CRIT",
+                    Severity::Warn => "WARN",
+                    Severity::Info => "INFO",
+                },
+                human_age(app.now_ms - f.since_ms),
+            ),
+            Some(c) => ("gone", human_age(app.now_ms - c)),
+        };
+        let mut detail = f.detail.clone();
+        if wide && !f.evidence.is_empty() {
+            let ev: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            detail.push_str(&format!("  [{}]", ev.join(" ")));
+        }
+        let row = Row::new(vec![
+            Cell::from(Span::styled(sev, severity_style(t, f.severity))),
+            Cell::from(n.target.name.clone()),
+            Cell::from(subject),
+            Cell::from(f.kind.name()),
+            Cell::from(age),
+            Cell::from(detail),
+        ]);
+        match (pos == app.alert_cursor, r.cleared_ms) {
+            (true, _) => row.style(t.selected),
+            (false, Some(_)) => row.style(t.muted.add_modifier(Modifier::DIM)),
+            (false, None) => row,
+        }
+    });
+    let node_w = rows
+        .iter()
+        .map(|r| app.store.nodes[r.node].target.name.chars().count())
+        .max()
+        .unwrap_or(4);
+    let kind_w = rows.iter().map(|r| r.flag.kind.name().len()).max().unwrap_or(4);
+    let widths = [
+        Constraint::Length(4),
+        Constraint::Length(node_w.clamp(4, 16) as u16),
+        Constraint::Length(8),
+        Constraint::Length(kind_w as u16),
+        Constraint::Length(4),
+        Constraint::Min(10),
+    ];
+    let header = Row::new(["sev", "node", "what", "kind", "age", "detail"]).style(t.title);
+    Table::new(table_rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .render(inner, buf);
+}

@@ -1,0 +1,404 @@
+//! The node detail: a table of its GPUs, and below it history, NVLink,
+//! InfiniBand and processes (one pane at 80 columns, two side by side when
+//! the terminal is wide).
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Row, Sparkline, Table, Widget};
+
+use super::{block, line_at, severity_style, status_span};
+use crate::export::ib_port_name;
+use crate::flags::Subject;
+use crate::store::{NodeState, Point};
+use crate::tui::app::{App, Pane};
+use crate::tui::theme::Theme;
+use crate::tui::view::{gpu_info, human_rate};
+use fleetop_agent::ib::counter_name;
+use fleetop_agent::throttle;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Some(n) = app.detail() else {
+        block(t, " node ").render(area, buf);
+        return;
+    };
+    let status = n.status(app.now_ms, &app.store.thresholds);
+    let mut title = vec![
+        Span::raw(format!(" {} ", n.target.name)),
+        status_span(t, status),
+        Span::raw(" "),
+    ];
+    if let Some(i) = &n.info {
+        title.push(Span::styled(
+            format!(
+                "{} · {} · driver {} CUDA {} ",
+                i.hostname, i.backend, i.driver_version, i.cuda_version
+            ),
+            t.muted,
+        ));
+    }
+    let b = block(t, Line::from(title));
+    let inner = b.inner(area);
+    b.render(area, buf);
+
+    let gpus = n.last.as_ref().map(|s| s.gpus.len()).unwrap_or(0);
+    let host_line = host_summary(n);
+    let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
+    let [host, table, lower] =
+        Layout::vertical([Constraint::Length(1), Constraint::Length(table_h), Constraint::Min(0)]).areas(inner);
+    line_at(Line::from(Span::styled(host_line, t.muted)), host, 0, buf);
+    render_gpu_table(app, n, table, buf);
+    if lower.height < 3 {
+        return;
+    }
+    // Two panes side by side where there is room for both.
+    if lower.width >= 140 {
+        let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(lower);
+        let i = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
+        render_pane(app, n, app.pane, left, buf);
+        render_pane(app, n, Pane::ALL[(i + 1) % Pane::ALL.len()], right, buf);
+    } else {
+        render_pane(app, n, app.pane, lower, buf);
+    }
+}
+
+fn host_summary(n: &NodeState) -> String {
+    let Some(h) = n.last.as_ref().and_then(|s| s.host.as_ref()) else {
+        return n.target.address();
+    };
+    format!(
+        "{}  cpu {:.0}%  mem {:.0}/{:.0} GiB  load {:.2}  up {}d",
+        n.target.address(),
+        f64::from(h.cpu_permille) / 10.0,
+        h.mem_used_bytes as f64 / GIB,
+        h.mem_total_bytes as f64 / GIB,
+        f64::from(h.load1_x100) / 100.0,
+        h.uptime_s / 86_400
+    )
+}
+
+/// Throttle reasons for people, without the noise of "gpu_idle".
+fn throttle_text(mask: u64) -> String {
+    let names = throttle::names(mask & !throttle::GPU_IDLE);
+    if names.is_empty() { "-".into() } else { names.join(",") }
+}
+
+fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Some(s) = &n.last else {
+        line_at(Line::from(Span::styled("no sample yet", t.muted)), area, 0, buf);
+        return;
+    };
+    // Columns in order of importance; the last ones go first when narrow.
+    let all: [(&str, u16); 10] = [
+        ("GPU", 4),
+        ("util", 5),
+        ("mem GiB", 11),
+        ("temp", 8),
+        ("power W", 10),
+        ("SM MHz", 10),
+        ("throttle", 22),
+        ("ECC c/u", 8),
+        ("XID", 5),
+        ("flags", 18),
+    ];
+    let mut keep = all.len();
+    while keep > 4 && all[..keep].iter().map(|(_, w)| w + 1).sum::<u16>() > area.width {
+        keep -= 1;
+    }
+    let cols = &all[..keep];
+    let rows = s.gpus.iter().enumerate().map(|(pos, g)| {
+        let gi = gpu_info(n, g.index);
+        let flags: Vec<Span<'_>> = n
+            .detector
+            .active()
+            .filter(|f| f.subject == Subject::Gpu(g.index))
+            .map(|f| Span::styled(format!("{} ", f.kind.name()), severity_style(t, f.severity)))
+            .collect();
+        let cells: Vec<Cell<'_>> = if !g.error.is_empty() {
+            vec![
+                Cell::from(g.index.to_string()),
+                Cell::from(Span::styled(g.error.clone(), t.crit)),
+            ]
+        } else {
+            let total = gi.map(|i| i.mem_total_bytes).unwrap_or(0) as f64;
+            let xids: Vec<String> = g.xids.iter().map(|x| x.xid.to_string()).collect();
+            let hot = gi
+                .map(|i| i.slowdown_temp_c)
+                .filter(|&c| c > 0)
+                .is_some_and(|c| g.temp_c + 5 >= c);
+            vec![
+                Cell::from(g.index.to_string()),
+                Cell::from(format!("{:>3}%", g.util_pct)),
+                Cell::from(format!("{:>4.1}/{:.0}", g.mem_used_bytes as f64 / GIB, total / GIB)),
+                Cell::from(Span::styled(
+                    format!(
+                        "{}°C {}",
+                        g.temp_c,
+                        if g.hbm_temp_c > 0 {
+                            format!("{}", g.hbm_temp_c)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    if hot { t.warn } else { Style::new() },
+                )),
+                Cell::from(format!(
+                    "{:.0}/{:.0}",
+                    f64::from(g.power_mw) / 1e3,
+                    f64::from(g.power_limit_mw) / 1e3
+                )),
+                Cell::from(format!(
+                    "{}/{}",
+                    g.sm_clock_mhz,
+                    gi.map(|i| i.max_sm_clock_mhz).unwrap_or(0)
+                )),
+                Cell::from(Span::styled(
+                    throttle_text(g.throttle_reasons),
+                    if g.throttle_reasons & throttle::TROUBLE != 0 {
+                        t.crit
+                    } else {
+                        Style::new()
+                    },
+                )),
+                Cell::from(Span::styled(
+                    format!("{}/{}", g.ecc_corrected_volatile, g.ecc_uncorrected_volatile),
+                    if g.ecc_uncorrected_volatile > 0 {
+                        t.crit
+                    } else {
+                        Style::new()
+                    },
+                )),
+                Cell::from(Span::styled(
+                    if xids.is_empty() { "-".into() } else { xids.join(",") },
+                    t.crit,
+                )),
+                Cell::from(Line::from(flags.clone())),
+            ]
+        };
+        let mut cells = cells;
+        cells.truncate(keep);
+        // Flags always show, even for a GPU with only an error.
+        if cells.len() == 2 && keep > 2 {
+            cells.resize(keep - 1, Cell::from(""));
+            cells.push(Cell::from(Line::from(flags)));
+        }
+        let row = Row::new(cells);
+        if pos == app.detail_gpu {
+            row.style(t.selected)
+        } else {
+            row
+        }
+    });
+    let widths: Vec<Constraint> = cols.iter().map(|(_, w)| Constraint::Length(*w)).collect();
+    let header = Row::new(cols.iter().map(|(h, _)| Cell::from(*h))).style(t.title);
+    Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .render(area, buf);
+}
+
+fn pane_block<'a>(t: &Theme, pane: Pane) -> ratatui::widgets::Block<'a> {
+    let tabs: Vec<Span<'a>> = Pane::ALL
+        .iter()
+        .map(|p| {
+            let style = if *p == pane { t.title } else { t.muted };
+            Span::styled(format!(" {} ", p.title()), style)
+        })
+        .collect();
+    block(t, Line::from(tabs))
+}
+
+fn render_pane(app: &App, n: &NodeState, pane: Pane, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let b = pane_block(t, pane);
+    let inner = b.inner(area);
+    b.render(area, buf);
+    match pane {
+        Pane::History => render_history(app, n, inner, buf),
+        Pane::Nvlink => render_nvlink(app, n, inner, buf),
+        Pane::Infiniband => render_ib(t, n, inner, buf),
+        Pane::Processes => render_processes(t, n, inner, buf),
+    }
+}
+
+/// Sparklines of the selected GPU over the kept history.
+fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Some(ring) = n.history.gpus.get(app.detail_gpu) else {
+        return;
+    };
+    let series: [(&str, fn(&Point) -> u8); 4] = [
+        ("util %", |p| p.util_pct),
+        ("mem %", |p| p.mem_pct),
+        ("temp °C", |p| p.temp_c),
+        ("power %", |p| p.power_pct),
+    ];
+    let label_w = 16u16;
+    // One row a series, a blank row between where there is room.
+    let rows = area.height.clamp(1, 4);
+    let pitch = if area.height >= 8 { 2 } else { 1 };
+    let span_s = n
+        .history
+        .times
+        .back()
+        .zip(n.history.times.front())
+        .map(|(b, a)| (b - a) / 1000)
+        .unwrap_or(0);
+    for (k, (name, get)) in series.iter().enumerate().take(rows as usize) {
+        let y = area.y + k as u16 * pitch;
+        let h = 1;
+        let width = area.width.saturating_sub(label_w) as usize;
+        // The newest points that fit, oldest first; no reading draws nothing.
+        let data: Vec<Option<u64>> = ring
+            .iter()
+            .skip(ring.len().saturating_sub(width))
+            .map(|p| Some(u64::from(get(p))).filter(|&v| v != 255))
+            .collect();
+        let now = data
+            .last()
+            .copied()
+            .flatten()
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "-".into());
+        let label = format!("{name:<8}{now:>4}");
+        buf.set_stringn(area.x, y, &label, label_w as usize, t.muted);
+        // Every series is on a 0..100 scale (percent, or °C).
+        Sparkline::default()
+            .data(data.iter().map(|v| v.map(|x| x.min(100))).collect::<Vec<_>>())
+            .max(100)
+            .style(t.title)
+            .render(
+                Rect {
+                    x: area.x + label_w,
+                    y,
+                    width: area.width.saturating_sub(label_w),
+                    height: h,
+                },
+                buf,
+            );
+    }
+    if area.height > rows * pitch {
+        let note = format!("GPU {} · last {} min", app.detail_gpu, span_s / 60);
+        line_at(Line::from(Span::styled(note, t.muted)), area, area.height - 1, buf);
+    }
+}
+
+fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu)) else {
+        return;
+    };
+    let Some(gi) = gpu_info(n, g.index) else { return };
+    if gi.nvlinks.is_empty() {
+        line_at(Line::from(Span::styled("no NVLink on this GPU", t.muted)), area, 0, buf);
+        return;
+    }
+    let rates = n.derived.gpus.get(app.detail_gpu);
+    let row = |i: usize| {
+        let l = &gi.nvlinks[i];
+        let down = g.nvlink_down_mask & (1 << i) != 0;
+        let rate = |v: Option<&Vec<Option<f64>>>| human_rate(v.and_then(|r| r.get(i).copied().flatten()));
+        Row::new(vec![
+            Cell::from(format!("{}", l.link)),
+            Cell::from(Span::styled(
+                if down { "down" } else { "up" },
+                if down { t.crit } else { t.ok },
+            )),
+            Cell::from(rate(rates.map(|r| &r.nvlink_tx_bytes_per_s))),
+            Cell::from(rate(rates.map(|r| &r.nvlink_rx_bytes_per_s))),
+        ])
+    };
+    // 18 links do not fit one column at 24 rows: as many columns as fit.
+    const COL_W: u16 = 36;
+    let per_col = area.height.saturating_sub(1).max(1) as usize;
+    let cols = (area.width / COL_W).max(1) as usize;
+    let links: Vec<usize> = (0..gi.nvlinks.len()).collect();
+    for (c, chunk) in links.chunks(per_col).take(cols).enumerate() {
+        let widths = [4, 5, 11, 11].map(Constraint::Length);
+        let header = Row::new(["link", "state", "tx", "rx"]).style(t.title);
+        let col = Rect {
+            x: area.x + c as u16 * COL_W,
+            width: COL_W.min(area.width),
+            ..area
+        };
+        Table::new(chunk.iter().map(|&i| row(i)), widths)
+            .header(header)
+            .render(col, buf);
+    }
+}
+
+fn render_ib(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
+    let Some(s) = &n.last else { return };
+    if s.ib_ports.is_empty() {
+        line_at(Line::from(Span::styled("no InfiniBand ports", t.muted)), area, 0, buf);
+        return;
+    }
+    let rows = s.ib_ports.iter().map(|p| {
+        let r = n.derived.ib.get(p.port as usize);
+        let errors: Vec<String> = r
+            .map(|r| {
+                r.errors
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, d)| {
+                        d.and_then(|d| d.value())
+                            .filter(|&v| v > 0)
+                            .map(|v| format!("{} +{v}", counter_name(i)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let active = p.state == "ACTIVE";
+        Row::new(vec![
+            Cell::from(ib_port_name(n, p.port)),
+            Cell::from(Span::styled(p.state.clone(), if active { t.ok } else { t.crit })),
+            Cell::from(format!("{}G", p.rate_gbps)),
+            Cell::from(human_rate(r.and_then(|r| r.tx_bytes_per_s))),
+            Cell::from(human_rate(r.and_then(|r| r.rx_bytes_per_s))),
+            Cell::from(Span::styled(
+                if errors.is_empty() {
+                    "-".into()
+                } else {
+                    errors.join(" ")
+                },
+                t.warn,
+            )),
+        ])
+    });
+    let widths = [10, 7, 5, 10, 10, 30].map(Constraint::Length);
+    let header = Row::new(["port", "state", "rate", "tx", "rx", "errors/interval"]).style(t.title);
+    Table::new(rows, widths).header(header).render(area, buf);
+}
+
+fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
+    let Some(s) = &n.last else { return };
+    let rows: Vec<Row<'_>> = s
+        .gpus
+        .iter()
+        .flat_map(|g| g.processes.iter().map(move |p| (g.index, p)))
+        .map(|(gpu, p)| {
+            Row::new(vec![
+                Cell::from(gpu.to_string()),
+                Cell::from(p.pid.to_string()),
+                Cell::from(format!("{:.1} GiB", p.used_mem_bytes as f64 / GIB)),
+                Cell::from(if p.job_id != 0 {
+                    p.job_id.to_string()
+                } else {
+                    "-".into()
+                }),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        line_at(Line::from(Span::styled("no GPU processes", t.muted)), area, 0, buf);
+        return;
+    }
+    let widths = [4, 8, 10, 10].map(Constraint::Length);
+    let header = Row::new(["GPU", "pid", "memory", "job"]).style(t.title);
+    Table::new(rows, widths).header(header).render(area, buf);
+}

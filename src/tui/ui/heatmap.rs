@@ -1,0 +1,340 @@
+//! The fleet heatmap: a row per node, a cell per GPU coloured by the metric;
+//! or, for big fleets, the dense wall: a cell per node.
+
+use std::collections::BTreeMap;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::{block, line_at, severity_style, status_span};
+use crate::flags::{FlagKind, Severity};
+use crate::store::{NodeState, NodeStatus};
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+use crate::tui::view::{self, Metric};
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let vis = app.visible();
+    let mode = if app.wall_active() { "wall" } else { "nodes" };
+    let shown = if vis.len() == app.store.nodes.len() {
+        format!("{} {mode}", vis.len())
+    } else {
+        format!("{} of {} {mode}", vis.len(), app.store.nodes.len())
+    };
+    let title = format!(" {shown} · {} ", app.metric.name());
+    let b = block(&app.theme, title);
+    let inner = b.inner(area);
+    b.render(area, buf);
+    if inner.height < 2 {
+        return;
+    }
+    let legend = Rect {
+        y: inner.y + inner.height - 1,
+        height: 1,
+        ..inner
+    };
+    let body = Rect {
+        height: inner.height - 1,
+        ..inner
+    };
+    if vis.is_empty() {
+        let msg = if app.store.nodes.is_empty() {
+            "no nodes"
+        } else {
+            "no node matches the filter (Esc clears it)"
+        };
+        line_at(Line::from(Span::styled(msg, app.theme.muted)), body, 0, buf);
+    } else if app.wall_active() {
+        render_wall(app, &vis, body, buf);
+    } else {
+        render_rows(app, &vis, body, buf);
+    }
+    render_legend(&app.theme, app.metric, legend, buf);
+}
+
+/// The colour bar and its ends.
+fn render_legend(t: &Theme, metric: Metric, area: Rect, buf: &mut Buffer) {
+    let (lo, hi) = metric.scale();
+    let mut spans = vec![Span::styled(format!("{lo} "), t.muted)];
+    let steps = 20;
+    for i in 0..steps {
+        let f = f64::from(i) / f64::from(steps - 1);
+        spans.push(heat_span(t, f, if t.is_mono() { shade(f) } else { " " }.to_string()));
+    }
+    spans.push(Span::styled(format!(" {hi}"), t.muted));
+    spans.push(Span::styled("   ERR: no reading", t.muted));
+    Line::from(spans).render(area, buf);
+}
+
+/// Shade glyphs stand in for colour where there is none (NO_COLOR).
+fn shade(f: f64) -> &'static str {
+    match (f * 4.0).round() as u8 {
+        0 => "·",
+        1 => "░",
+        2 => "▒",
+        3 => "▓",
+        _ => "█",
+    }
+}
+
+fn heat_span(t: &Theme, f: f64, text: String) -> Span<'static> {
+    if t.is_mono() {
+        Span::raw(text)
+    } else {
+        Span::styled(text, Style::new().fg(t.heat_fg(f)).bg(t.heat(f)))
+    }
+}
+
+/// Which columns fit, widest first: GPU cell width, and whether the status
+/// and mean columns are shown.
+struct RowLayout {
+    name_w: usize,
+    cell_w: usize,
+    status: bool,
+    mean: bool,
+}
+
+fn row_layout(width: usize, gpus: usize, name_w: usize) -> RowLayout {
+    const FLAGS_MIN: usize = 12;
+    for (cell_w, status, mean) in [
+        (4, true, true),
+        (3, true, true),
+        (3, false, true),
+        (2, false, true),
+        (2, false, false),
+        (1, false, false),
+    ] {
+        let used = 2 + name_w + 1 + if status { 6 } else { 0 } + gpus * cell_w + if mean { 5 } else { 0 } + FLAGS_MIN;
+        if used <= width {
+            return RowLayout {
+                name_w,
+                cell_w,
+                status,
+                mean,
+            };
+        }
+    }
+    RowLayout {
+        name_w: name_w.min(8),
+        cell_w: 1,
+        status: false,
+        mean: false,
+    }
+}
+
+/// Flags of a node grouped by kind: "idle×8 xid gpu_lost".
+fn flag_summary(t: &Theme, n: &NodeState) -> Vec<Span<'static>> {
+    let mut by_kind: BTreeMap<FlagKind, (usize, Severity)> = BTreeMap::new();
+    for f in n.detector.active() {
+        let e = by_kind.entry(f.kind).or_insert((0, f.severity));
+        e.0 += 1;
+        e.1 = e.1.max(f.severity);
+    }
+    let mut v: Vec<(FlagKind, usize, Severity)> = by_kind.into_iter().map(|(k, (c, s))| (k, c, s)).collect();
+    v.sort_by_key(|(k, _, s)| (std::cmp::Reverse(*s), *k));
+    v.into_iter()
+        .flat_map(|(k, c, s)| {
+            let text = if c > 1 {
+                format!("{}×{c} ", k.name())
+            } else {
+                format!("{} ", k.name())
+            };
+            [Span::styled(text, severity_style(t, s))]
+        })
+        .collect()
+}
+
+fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let nodes = &app.store.nodes;
+    let max_gpus = vis
+        .iter()
+        .map(|&i| nodes[i].info.as_ref().map(|x| x.gpus.len()).unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    let name_w = vis
+        .iter()
+        .map(|&i| nodes[i].target.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 16);
+    let lay = row_layout(area.width as usize, max_gpus, name_w);
+    let rows = area.height as usize;
+    // Keep the cursor on screen: scroll so it is on the last row at most.
+    let first = app.cursor.saturating_sub(rows.saturating_sub(1));
+    for (row, (pos, &i)) in vis.iter().enumerate().skip(first).take(rows).enumerate() {
+        let n = &nodes[i];
+        let mut spans = Vec::with_capacity(max_gpus + 8);
+        let marked = app.marked.contains(&i);
+        spans.push(Span::styled(if marked { "● " } else { "  " }, t.title));
+        let name_style = if pos == app.cursor { t.selected } else { t.base };
+        let name: String = n.target.name.chars().take(lay.name_w).collect();
+        spans.push(Span::styled(format!("{name:<w$}", w = lay.name_w), name_style));
+        spans.push(Span::raw(" "));
+        let status = n.status(app.now_ms, &app.store.thresholds);
+        if lay.status {
+            let s = status_span(t, status);
+            let pad = 6usize.saturating_sub(s.content.chars().count());
+            spans.push(s);
+            spans.push(Span::raw(" ".repeat(pad)));
+        }
+        let info = n.info.as_ref();
+        let stale = status != NodeStatus::Ok;
+        for g in n.last.iter().flat_map(|s| &s.gpus) {
+            let gi = info.and_then(|x| x.gpus.iter().find(|y| y.index == g.index));
+            let text = fit(&app.metric.cell_text(g, gi), lay.cell_w);
+            match app.metric.frac(g, gi) {
+                // Old data is shown, but muted: it may no longer be true.
+                Some(f) if !stale => spans.push(heat_span(t, f, text)),
+                Some(_) => spans.push(Span::styled(text, t.muted)),
+                None => spans.push(Span::styled(text, t.crit.add_modifier(Modifier::REVERSED))),
+            }
+        }
+        let missing = max_gpus.saturating_sub(n.last.as_ref().map(|s| s.gpus.len()).unwrap_or(0));
+        spans.push(Span::raw(" ".repeat(missing * lay.cell_w)));
+        if lay.mean {
+            let mean = view::node_mean(n, app.metric)
+                .map(|f| format!("{:>4.0}%", f * 100.0))
+                .unwrap_or_else(|| "    -".into());
+            spans.push(Span::styled(mean, t.muted));
+        }
+        spans.push(Span::raw(" "));
+        spans.extend(flag_summary(t, n));
+        line_at(Line::from(spans), area, row as u16, buf);
+    }
+}
+
+/// `s` in exactly `w` columns: right-aligned with a gap before where it fits
+/// (cells must not touch), else filling the cell. A number too long saturates
+/// at the largest that fits ("100" in two columns is "99"), never a cut "10".
+fn fit(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n < w {
+        format!("{s:>w$}")
+    } else if n == w {
+        s.to_string()
+    } else if s.chars().all(|c| c.is_ascii_digit()) {
+        "9".repeat(w)
+    } else {
+        s.chars().take(w).collect()
+    }
+}
+
+/// Cells per row and cell width of the dense wall for `n` nodes in `area`
+/// (the heatmap body): two columns a cell where that fits, one otherwise.
+pub fn wall_geometry(area: Rect, n: usize) -> (usize, usize) {
+    // The wall sits inside the block (top border) above the legend and status lines.
+    let w = area.width as usize;
+    let h = area.height.saturating_sub(3) as usize;
+    let cell_w = if n.div_ceil((w / 2).max(1)) <= h { 2 } else { 1 };
+    ((w / cell_w).max(1), cell_w)
+}
+
+fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let nodes = &app.store.nodes;
+    // The outer body (with border and legend) decides the geometry.
+    let (cols, cell_w) = wall_geometry(
+        Rect {
+            height: area.height + 2,
+            ..area
+        },
+        vis.len(),
+    );
+    let status_row = area.height.saturating_sub(1);
+    let rows = status_row as usize;
+    let cursor_row = app.cursor / cols;
+    let first_row = cursor_row.saturating_sub(rows.saturating_sub(1));
+    for (pos, &i) in vis.iter().enumerate().skip(first_row * cols).take(rows * cols) {
+        let n = &nodes[i];
+        let (r, c) = (pos / cols - first_row, pos % cols);
+        let status = n.status(app.now_ms, &app.store.thresholds);
+        let worst = view::worst_severity(n);
+        // The glyph says what colour cannot: flags and missing data.
+        let glyph = match (status, worst) {
+            (NodeStatus::Unreachable, _) => "x",
+            (NodeStatus::Stale | NodeStatus::Connecting, _) => "?",
+            (_, Some(Severity::Crit)) => "!",
+            (_, Some(Severity::Warn)) => "•",
+            _ => " ",
+        };
+        let frac = view::node_mean(n, app.metric);
+        let mut style = match frac {
+            Some(f) if !t.is_mono() && status == NodeStatus::Ok => Style::new().fg(t.heat_fg(f)).bg(t.heat(f)),
+            _ => t.muted,
+        };
+        if let Some(s) = worst.filter(|_| t.is_mono() || frac.is_none()) {
+            style = severity_style(t, s);
+        }
+        let text = if t.is_mono() && glyph == " " {
+            shade(frac.unwrap_or(0.0))
+        } else {
+            glyph
+        };
+        let mut cell = format!("{text:<cell_w$}");
+        if pos == app.cursor {
+            style = t.selected;
+            cell = format!("{:<cell_w$}", if glyph == " " { "◆" } else { glyph });
+        }
+        if app.marked.contains(&i) {
+            style = style.add_modifier(Modifier::UNDERLINED);
+        }
+        let x = area.x + (c * cell_w) as u16;
+        let y = area.y + r as u16;
+        if x < area.right() && y < area.bottom() {
+            buf.set_stringn(x, y, &cell, cell_w, style);
+        }
+    }
+    // What the cursor is on, in words.
+    if let Some(&i) = vis.get(app.cursor) {
+        let n = &nodes[i];
+        let mean = view::node_mean(n, app.metric)
+            .map(|f| format!("{:.0}%", f * 100.0))
+            .unwrap_or_else(|| "-".into());
+        let mut spans = vec![
+            Span::styled(n.target.name.clone(), t.title),
+            Span::raw(" "),
+            status_span(t, n.status(app.now_ms, &app.store.thresholds)),
+            Span::raw(format!("  mean {} {mean}  ", app.metric.name())),
+        ];
+        spans.extend(flag_summary(t, n));
+        spans.push(Span::styled("  ! crit  • warn  ? stale  x unreachable", t.muted));
+        line_at(Line::from(spans), area, status_row, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_drop_before_anything_overlaps() {
+        let wide = row_layout(200, 8, 8);
+        assert_eq!((wide.cell_w, wide.status, wide.mean), (4, true, true));
+        let narrow = row_layout(80, 8, 8);
+        assert!(2 + 8 + 1 + 8 * narrow.cell_w + 12 <= 80);
+        let tiny = row_layout(40, 16, 8);
+        assert_eq!((tiny.cell_w, tiny.status, tiny.mean), (1, false, false));
+    }
+
+    #[test]
+    fn wall_fits_a_thousand_nodes_at_80x24() {
+        let body = Rect::new(0, 2, 80, 21);
+        let (cols, w) = wall_geometry(body, 1024);
+        assert_eq!(w, 1);
+        assert!(cols * (21 - 3) >= 1024, "{cols} columns");
+        assert_eq!(wall_geometry(Rect::new(0, 0, 200, 60), 1024).1, 2);
+    }
+
+    #[test]
+    fn fit_right_aligns_with_a_gap() {
+        assert_eq!(fit("97", 4), "  97");
+        assert_eq!(fit("100", 3), "100");
+        assert_eq!(fit("100", 2), "99");
+        assert_eq!(fit("ERR", 2), "ER");
+        assert_eq!(fit("5", 2), " 5");
+    }
+}

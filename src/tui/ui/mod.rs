@@ -1,0 +1,283 @@
+//! Drawing: a function of `&App` alone, no I/O. Layout adapts to the
+//! terminal: columns drop before anything overlaps, down to 80x24 and below.
+
+mod alerts;
+mod detail;
+mod heatmap;
+
+use std::collections::BTreeMap;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
+
+use crate::flags::{FlagKind, Severity};
+use crate::store::NodeStatus;
+use crate::tui::app::{App, Screen};
+use crate::tui::theme::Theme;
+
+pub use heatmap::wall_geometry;
+
+/// Rows above and below the screens' body.
+const HEADER: u16 = 2;
+const FOOTER: u16 = 1;
+
+/// The body of a screen in a terminal of this size.
+pub fn body_area(area: Rect) -> Rect {
+    let [_, body, _] = split(area);
+    body
+}
+
+fn split(area: Rect) -> [Rect; 3] {
+    Layout::vertical([
+        Constraint::Length(HEADER),
+        Constraint::Min(1),
+        Constraint::Length(FOOTER),
+    ])
+    .areas(area)
+}
+
+impl Widget for &App {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        buf.set_style(area, self.theme.base);
+        let [header, body, footer] = split(area);
+        render_header(self, header, buf);
+        match self.screen {
+            Screen::Heatmap => heatmap::render(self, body, buf),
+            Screen::Detail => detail::render(self, body, buf),
+            Screen::Alerts => alerts::render(self, body, buf),
+        }
+        render_footer(self, footer, buf);
+        if self.help {
+            render_help(self, area, buf);
+        }
+    }
+}
+
+pub fn severity_style(t: &Theme, s: Severity) -> Style {
+    match s {
+        Severity::Crit => t.crit,
+        Severity::Warn => t.warn,
+        Severity::Info => t.info,
+    }
+}
+
+pub fn status_span(t: &Theme, s: NodeStatus) -> Span<'static> {
+    match s {
+        NodeStatus::Ok => Span::styled("ok", t.ok),
+        NodeStatus::Stale => Span::styled("stale", t.warn),
+        NodeStatus::Unreachable => Span::styled("unrch", t.crit),
+        NodeStatus::Connecting => Span::styled("conn", t.muted),
+    }
+}
+
+/// A bordered block with the theme's border and title styles.
+pub fn block<'a>(t: &Theme, title: impl Into<Line<'a>>) -> Block<'a> {
+    Block::new()
+        .borders(Borders::TOP)
+        .border_style(t.border)
+        .title(title.into().style(t.title))
+}
+
+/// Draws a line clipped to one row of `area` at row `row`.
+pub fn line_at(line: Line<'_>, area: Rect, row: u16, buf: &mut Buffer) {
+    if row < area.height {
+        line.render(
+            Rect {
+                y: area.y + row,
+                height: 1,
+                ..area
+            },
+            buf,
+        );
+    }
+}
+
+fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let th = &app.store.thresholds;
+    let mut by_status: BTreeMap<NodeStatus, usize> = BTreeMap::new();
+    let mut kinds: BTreeMap<FlagKind, (usize, Severity)> = BTreeMap::new();
+    let (mut gpus, mut util_sum, mut util_n, mut power_w) = (0usize, 0u64, 0u64, 0f64);
+    for n in &app.store.nodes {
+        *by_status.entry(n.status(app.now_ms, th)).or_default() += 1;
+        gpus += n.info.as_ref().map(|i| i.gpus.len()).unwrap_or(0);
+        for g in n.last.iter().flat_map(|s| &s.gpus).filter(|g| g.error.is_empty()) {
+            util_sum += u64::from(g.util_pct);
+            util_n += 1;
+            power_w += f64::from(g.power_mw) / 1000.0;
+        }
+        for f in n.detector.active() {
+            let e = kinds.entry(f.kind).or_insert((0, f.severity));
+            e.0 += 1;
+            e.1 = e.1.max(f.severity);
+        }
+    }
+    let count = |s| by_status.get(&s).copied().unwrap_or(0);
+    let mut line1 = vec![
+        Span::styled(" fleetop ", t.title.add_modifier(Modifier::REVERSED)),
+        Span::raw(format!(" {} nodes ", app.store.nodes.len())),
+        Span::styled(format!("{} ok", count(NodeStatus::Ok)), t.ok),
+    ];
+    for (s, label, style) in [
+        (NodeStatus::Stale, "stale", t.warn),
+        (NodeStatus::Unreachable, "unreachable", t.crit),
+        (NodeStatus::Connecting, "connecting", t.muted),
+    ] {
+        if count(s) > 0 {
+            line1.push(Span::raw(" "));
+            line1.push(Span::styled(format!("{} {label}", count(s)), style));
+        }
+    }
+    line1.push(Span::styled(" │ ", t.border));
+    line1.push(Span::raw(format!(
+        "{gpus} GPUs  util {}%  {:.1} kW",
+        util_sum.checked_div(util_n).unwrap_or(0),
+        power_w / 1000.0
+    )));
+    line_at(Line::from(line1), area, 0, buf);
+    let mut line2 = vec![Span::styled(" flags ", t.muted)];
+    if kinds.is_empty() {
+        line2.push(Span::styled("none", t.ok));
+    }
+    for (k, (c, sev)) in kinds {
+        line2.push(Span::styled(format!("{} {c}", k.name()), severity_style(t, sev)));
+        line2.push(Span::raw("  "));
+    }
+    line_at(Line::from(line2), area, 1, buf);
+}
+
+fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    if let Some(text) = &app.input {
+        let line = Line::from(vec![
+            Span::styled("/", t.title),
+            Span::raw(text.clone()),
+            Span::styled("█", t.muted),
+            Span::styled(
+                "   name, gpu[01-08], or a flag: throttled idle xid ...   Enter apply  Esc cancel",
+                t.muted,
+            ),
+        ]);
+        line.render(area, buf);
+        return;
+    }
+    if let Some(m) = &app.message {
+        Line::from(Span::styled(format!(" {m}"), t.warn)).render(area, buf);
+        return;
+    }
+    let keys: &[&str] = match app.screen {
+        Screen::Heatmap => &[
+            "? help",
+            "q quit",
+            "Tab alerts",
+            "Enter node",
+            "/ filter",
+            "m metric",
+            "s sort",
+            "w wall",
+            "space mark",
+        ],
+        Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-4 pane", "n/p node", "Tab screen"],
+        Screen::Alerts => &["? help", "Esc back", "j/k move", "Enter node", "s sort", "/ filter"],
+    };
+    let mut state = vec![format!("metric {}", app.metric.name())];
+    if app.screen == Screen::Heatmap {
+        state.push(format!("sort {}", app.sort.name()));
+    }
+    if !app.filter_text.is_empty() {
+        state.push(format!("filter {}", app.filter_text));
+    }
+    if !app.marked.is_empty() {
+        state.push(format!("{} marked", app.marked.len()));
+    }
+    let right = format!("{} ", state.join(" · "));
+    let w = area.width as usize;
+    // Key hints give way, whole, to the state when the terminal is narrow.
+    let room = w.saturating_sub(right.chars().count() + 2);
+    let mut hints = String::new();
+    for k in keys {
+        if hints.chars().count() + k.chars().count() + 2 > room {
+            break;
+        }
+        hints.push_str(k);
+        hints.push_str("  ");
+    }
+    let pad = w.saturating_sub(hints.chars().count() + right.chars().count() + 1);
+    Line::from(vec![
+        Span::styled(format!(" {hints}"), t.muted),
+        Span::raw(" ".repeat(pad)),
+        Span::styled(right, t.title),
+    ])
+    .render(area, buf);
+}
+
+/// Every key of the current screen.
+pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
+    let mut v = vec![
+        ("?", "this help (any key closes)"),
+        ("q  Ctrl-C", "quit"),
+        ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
+        ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
+        (
+            "/",
+            "filter nodes: text, hostlist gpu[01-08], flag kind (throttled), ok, unreachable",
+        ),
+        (
+            "m",
+            "cycle the metric: utilization, memory, temperature, power, SM clock",
+        ),
+    ];
+    match screen {
+        Screen::Heatmap => v.extend([
+            ("j k  ↓ ↑", "move (a row of cells on the wall)"),
+            ("h l  ← →", "move along the wall"),
+            ("g G  PgUp PgDn", "top, bottom, page"),
+            ("Enter", "open the node"),
+            ("s", "sort by name, metric, flags"),
+            ("w", "toggle the dense wall (one cell per node)"),
+            ("space", "mark / unmark the node (for actions)"),
+            ("u", "unmark all"),
+        ]),
+        Screen::Detail => v.extend([
+            ("j k  ↓ ↑", "select a GPU"),
+            ("1 2 3 4  h l", "pane: history, NVLink, InfiniBand, processes"),
+            ("n p", "next / previous node"),
+        ]),
+        Screen::Alerts => v.extend([
+            ("j k  ↓ ↑", "move"),
+            ("g G  PgUp PgDn", "top, bottom, page"),
+            ("Enter", "open the node of the alert"),
+            ("s", "sort by severity, age, node, kind"),
+        ]),
+    }
+    v
+}
+
+fn render_help(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let lines = help_lines(app.screen);
+    let h = (lines.len() as u16 + 2).min(area.height);
+    let w = 86.min(area.width);
+    let popup = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    Clear.render(popup, buf);
+    let text: Vec<Line<'_>> = lines
+        .iter()
+        .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<16}"), t.title), Span::raw(*what)]))
+        .collect();
+    Paragraph::new(text)
+        .style(t.base)
+        .block(
+            Block::bordered()
+                .border_style(t.border)
+                .title(Line::from(" keys ").style(t.title)),
+        )
+        .render(popup, buf);
+}

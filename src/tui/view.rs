@@ -1,0 +1,295 @@
+//! What the screens show, computed from the store: metrics as fractions for
+//! the heat scale, node summaries, the filter and the sort. Pure functions.
+
+use std::collections::BTreeSet;
+
+use fleetop_agent::proto::{GpuInfo, GpuSample};
+
+use crate::flags::{FlagKind, Severity};
+use crate::hostlist;
+use crate::store::{NodeState, NodeStatus, Store};
+
+/// The metric that colours the heatmap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Util,
+    Mem,
+    Temp,
+    Power,
+    Clock,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 5] = [Metric::Util, Metric::Mem, Metric::Temp, Metric::Power, Metric::Clock];
+
+    pub fn next(self) -> Metric {
+        let i = Self::ALL.iter().position(|m| *m == self).unwrap_or(0);
+        Self::ALL[(i + 1) % Self::ALL.len()]
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Util => "utilization",
+            Metric::Mem => "memory used",
+            Metric::Temp => "temperature",
+            Metric::Power => "power / limit",
+            Metric::Clock => "SM clock / max",
+        }
+    }
+
+    /// The two ends of the legend.
+    pub fn scale(self) -> (&'static str, &'static str) {
+        match self {
+            Metric::Temp => ("25°C", "slowdown"),
+            _ => ("0%", "100%"),
+        }
+    }
+
+    /// Where this GPU sits on the scale, 0..=1; `None` without a reading.
+    pub fn frac(self, g: &GpuSample, info: Option<&GpuInfo>) -> Option<f64> {
+        if !g.error.is_empty() {
+            return None;
+        }
+        let ratio = |a: f64, b: f64| (b > 0.0).then(|| (a / b).clamp(0.0, 1.0));
+        match self {
+            Metric::Util => Some(f64::from(g.util_pct.min(100)) / 100.0),
+            Metric::Mem => ratio(
+                g.mem_used_bytes as f64,
+                info.map(|i| i.mem_total_bytes).unwrap_or(0) as f64,
+            ),
+            Metric::Temp => {
+                let slow = info.map(|i| i.slowdown_temp_c).filter(|&c| c > 30).unwrap_or(87);
+                ratio(f64::from(g.temp_c).max(25.0) - 25.0, f64::from(slow) - 25.0)
+            }
+            Metric::Power => ratio(f64::from(g.power_mw), f64::from(g.power_limit_mw)),
+            Metric::Clock => ratio(
+                f64::from(g.sm_clock_mhz),
+                f64::from(info.map(|i| i.max_sm_clock_mhz).unwrap_or(0)),
+            ),
+        }
+    }
+
+    /// The number shown in a cell (at most 3 characters).
+    pub fn cell_text(self, g: &GpuSample, info: Option<&GpuInfo>) -> String {
+        if !g.error.is_empty() {
+            return "ERR".into();
+        }
+        match self {
+            Metric::Temp => format!("{}", g.temp_c.min(999)),
+            _ => self
+                .frac(g, info)
+                .map(|f| format!("{:.0}", f * 100.0))
+                .unwrap_or_else(|| "-".into()),
+        }
+    }
+}
+
+/// A node's mean of a metric over its GPUs that answered.
+pub fn node_mean(n: &NodeState, metric: Metric) -> Option<f64> {
+    let info = n.info.as_ref();
+    let vals: Vec<f64> = n
+        .last
+        .iter()
+        .flat_map(|s| &s.gpus)
+        .filter_map(|g| metric.frac(g, info.and_then(|i| i.gpus.iter().find(|x| x.index == g.index))))
+        .collect();
+    (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+}
+
+/// The info of GPU `index` on a node.
+pub fn gpu_info(n: &NodeState, index: u32) -> Option<&GpuInfo> {
+    n.info.as_ref()?.gpus.iter().find(|g| g.index == index)
+}
+
+pub fn worst_severity(n: &NodeState) -> Option<Severity> {
+    n.detector.active().map(|f| f.severity).max()
+}
+
+/// How the node list is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    Name,
+    /// The selected metric, highest first.
+    Metric,
+    /// Worst flags first.
+    Flags,
+}
+
+impl Sort {
+    pub fn next(self) -> Sort {
+        match self {
+            Sort::Name => Sort::Metric,
+            Sort::Metric => Sort::Flags,
+            Sort::Flags => Sort::Name,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Sort::Name => "name",
+            Sort::Metric => "metric",
+            Sort::Flags => "flags",
+        }
+    }
+}
+
+/// The node filter typed after `/`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Filter {
+    #[default]
+    All,
+    /// Nodes with an active flag of this kind (`/throttled`).
+    Kind(FlagKind),
+    /// Nodes by status (`/stale`, `/unreachable`, `/ok`).
+    Status(NodeStatus),
+    /// Nodes named in a hostlist expression (`/gpu[01-08]`).
+    Names(BTreeSet<String>),
+    /// Nodes whose name contains the text.
+    Substring(String),
+}
+
+impl Filter {
+    /// Reads what the user typed; a bracket that does not parse is an error
+    /// to show, not a silent substring search.
+    pub fn parse(text: &str) -> Result<Filter, String> {
+        let t = text.trim();
+        if t.is_empty() {
+            return Ok(Filter::All);
+        }
+        if let Some(k) = FlagKind::from_name(t) {
+            return Ok(Filter::Kind(k));
+        }
+        match t {
+            "ok" => return Ok(Filter::Status(NodeStatus::Ok)),
+            "unreachable" => return Ok(Filter::Status(NodeStatus::Unreachable)),
+            _ => {}
+        }
+        if t.contains('[') || t.contains(',') {
+            let names = hostlist::expand(t).map_err(|e| e.to_string())?;
+            return Ok(Filter::Names(names.into_iter().collect()));
+        }
+        Ok(Filter::Substring(t.to_string()))
+    }
+
+    pub fn matches(&self, n: &NodeState, now_ms: i64, store: &Store) -> bool {
+        match self {
+            Filter::All => true,
+            // `stale` is both a flag and a status: the flag covers it.
+            Filter::Kind(k) => n.detector.active().any(|f| f.kind == *k),
+            Filter::Status(s) => n.status(now_ms, &store.thresholds) == *s,
+            Filter::Names(set) => set.contains(&n.target.name),
+            Filter::Substring(s) => n.target.name.contains(s.as_str()),
+        }
+    }
+}
+
+/// Indices of the nodes to show, filtered and sorted.
+pub fn visible(store: &Store, filter: &Filter, sort: Sort, metric: Metric, now_ms: i64) -> Vec<usize> {
+    let mut v: Vec<usize> = store
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| filter.matches(n, now_ms, store))
+        .map(|(i, _)| i)
+        .collect();
+    let name = |i: &usize| store.nodes[*i].target.name.clone();
+    match sort {
+        Sort::Name => {}
+        Sort::Metric => v.sort_by(|a, b| {
+            let (x, y) = (node_mean(&store.nodes[*a], metric), node_mean(&store.nodes[*b], metric));
+            y.partial_cmp(&x)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| name(a).cmp(&name(b)))
+        }),
+        Sort::Flags => v.sort_by_key(|i| {
+            let n = &store.nodes[*i];
+            (
+                std::cmp::Reverse(worst_severity(n)),
+                std::cmp::Reverse(n.detector.active().count()),
+                n.target.name.clone(),
+            )
+        }),
+    }
+    v
+}
+
+/// "1.2 GB/s", "340 MB/s": rates as people read them.
+pub fn human_rate(bytes_per_s: Option<f64>) -> String {
+    match bytes_per_s {
+        None => "-".into(),
+        Some(b) if b >= 1e9 => format!("{:.1} GB/s", b / 1e9),
+        Some(b) if b >= 1e6 => format!("{:.0} MB/s", b / 1e6),
+        Some(b) if b >= 1e3 => format!("{:.0} kB/s", b / 1e3),
+        Some(b) => format!("{b:.0} B/s"),
+    }
+}
+
+/// "3m", "2h", "45s": how long ago.
+pub fn human_age(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_parses_kinds_statuses_hostlists_and_text() {
+        assert_eq!(Filter::parse("throttled"), Ok(Filter::Kind(FlagKind::Throttled)));
+        assert_eq!(Filter::parse(" "), Ok(Filter::All));
+        assert_eq!(
+            Filter::parse("unreachable"),
+            Ok(Filter::Status(NodeStatus::Unreachable))
+        );
+        let Ok(Filter::Names(n)) = Filter::parse("gpu[01-03]") else {
+            panic!("hostlist")
+        };
+        assert_eq!(n.len(), 3);
+        assert_eq!(Filter::parse("gpu1"), Ok(Filter::Substring("gpu1".into())));
+        assert!(Filter::parse("gpu[03-01]").is_err());
+    }
+
+    #[test]
+    fn metrics_are_fractions_of_their_limit() {
+        let info = GpuInfo {
+            mem_total_bytes: 100,
+            max_sm_clock_mhz: 2000,
+            slowdown_temp_c: 85,
+            ..Default::default()
+        };
+        let g = GpuSample {
+            util_pct: 50,
+            mem_used_bytes: 25,
+            temp_c: 55,
+            power_mw: 350_000,
+            power_limit_mw: 700_000,
+            sm_clock_mhz: 1000,
+            ..Default::default()
+        };
+        assert_eq!(Metric::Util.frac(&g, Some(&info)), Some(0.5));
+        assert_eq!(Metric::Mem.frac(&g, Some(&info)), Some(0.25));
+        assert_eq!(Metric::Temp.frac(&g, Some(&info)), Some(0.5));
+        assert_eq!(Metric::Power.frac(&g, Some(&info)), Some(0.5));
+        assert_eq!(Metric::Clock.frac(&g, Some(&info)), Some(0.5));
+        assert_eq!(Metric::Mem.frac(&g, None), None, "no total, no fraction");
+        let lost = GpuSample {
+            error: "gpu_lost".into(),
+            ..g
+        };
+        assert_eq!(Metric::Util.frac(&lost, Some(&info)), None);
+        assert_eq!(Metric::Util.cell_text(&lost, Some(&info)), "ERR");
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_rate(Some(12.3e9)), "12.3 GB/s");
+        assert_eq!(human_rate(None), "-");
+        assert_eq!(human_age(125_000), "2m");
+    }
+}
