@@ -109,7 +109,7 @@ shoot() {
     "$BIN" "${args[@]}" || return 1
 
   local deadline=$((SECONDS + 10 + nodes / 25))
-  until pane_text "$name" | grep -q fleetop; do
+  until alive "$name" && pane_text "$name" | grep -q fleetop; do   # (clap's errors say fleetop too)
     alive "$name" || { fail "$name" "fleetop exited (status $(pane "$name" '#{pane_dead_status}'))"; return 1; }
     [ $SECONDS -lt $deadline ] || { fail "$name" "no frame showing \"fleetop\" in time"; return 1; }
     sleep 0.2

@@ -95,3 +95,34 @@ fn a_zero_interval_is_refused_not_a_panic() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("must be longer than zero"));
 }
+
+#[test]
+fn a_bad_theme_is_refused_before_the_terminal_is_touched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mine.toml");
+    std::fs::write(&path, "parent = \"default\"\n[styles]\nwarn = { fg = \"yelow\" }\n").expect("write");
+    let p = path.to_string_lossy().to_string();
+    // Colour must be possible for the theme to be read at all.
+    let out = fleetop()
+        .env("COLORTERM", "truecolor")
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .args(["--theme", &p, "demo", "--nodes", "1"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("{p}:3: styles.warn.fg")) && err.contains("yelow"),
+        "{err}"
+    );
+    // Nothing was drawn: no escape sequences on stdout.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains('\u{1b}'));
+    let out = fleetop()
+        .env("COLORTERM", "truecolor")
+        .args(["--theme", "nope", "demo"])
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("theme 'nope': no such theme"));
+}

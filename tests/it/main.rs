@@ -5,6 +5,7 @@ mod agent_stream;
 mod export_demo;
 mod export_errors;
 mod stale_restart;
+mod tui;
 
 use std::path::PathBuf;
 

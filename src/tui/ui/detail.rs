@@ -226,13 +226,16 @@ fn render_pane(app: &App, n: &NodeState, pane: Pane, area: Rect, buf: &mut Buffe
     }
 }
 
+/// Reads one series out of a history point.
+type PointField = fn(&Point) -> u8;
+
 /// Sparklines of the selected GPU over the kept history.
 fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     let Some(ring) = n.history.gpus.get(app.detail_gpu) else {
         return;
     };
-    let series: [(&str, fn(&Point) -> u8); 4] = [
+    let series: [(&str, PointField); 4] = [
         ("util %", |p| p.util_pct),
         ("mem %", |p| p.mem_pct),
         ("temp °C", |p| p.temp_c),

@@ -1,0 +1,309 @@
+//! The console on `TestBackend`: the real event loop, fed a simulated fleet's
+//! updates and key presses, at a fixed time. Text is snapshotted with insta;
+//! colours, which text snapshots lose, are asserted on the buffer's styles.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use fleetop::detect::Thresholds;
+use fleetop::hostlist::Target;
+use fleetop::store::{Event, Store, Update};
+use fleetop::tui::app::{Action, App};
+use fleetop::tui::event_loop;
+use fleetop::tui::theme::{ColorDepth, Theme};
+use fleetop_agent::sampler::{Collector, Sampler};
+use fleetop_agent::sim::SimNode;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::Color;
+use tokio::sync::mpsc;
+
+/// The fixed "now" of every test (2026-01-01T00:00:00Z).
+const NOW: i64 = 1_767_225_600_000;
+
+/// Every update a console would receive from `nodes` simulated agents with
+/// `history_s` seconds of history ending at NOW.
+fn fleet_updates(nodes: u32, gpus: u32, history_s: i64) -> (Vec<Target>, Vec<Update>) {
+    let start = NOW - 600_000;
+    let plan = fleetop::demo::plan(nodes, gpus, 7, start);
+    let mut targets = Vec::new();
+    let mut updates = Vec::new();
+    for (i, cfg) in plan.into_iter().enumerate() {
+        targets.push(Target {
+            name: cfg.hostname.clone(),
+            host: "10.0.0.1".into(),
+            port: 50051,
+        });
+        let sim: Box<dyn Sampler> = Box::new(SimNode::new(cfg));
+        let mut c = Collector::new(vec![sim], Default::default());
+        let mut info = c.info().clone();
+        info.sample_interval_ms = 1000;
+        info.agent_time_ms = NOW;
+        updates.push(Update {
+            node: i,
+            event: Event::Info(Box::new(info)),
+        });
+        for t in (NOW - history_s * 1000..=NOW).step_by(1000) {
+            if let Some(s) = c.sample(t) {
+                updates.push(Update {
+                    node: i,
+                    event: Event::Sample(Box::new(s)),
+                });
+            }
+        }
+        updates.push(Update {
+            node: i,
+            event: Event::CaughtUp,
+        });
+    }
+    (targets, updates)
+}
+
+fn key(code: KeyCode) -> Action {
+    Action::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn keys(s: &str) -> Vec<Action> {
+    s.chars().map(|c| key(KeyCode::Char(c))).collect()
+}
+
+/// Runs the app's event loop on a `width` x `height` test terminal: all
+/// updates first, then the actions in order, then quit. Returns the screen.
+fn drive(theme: Theme, fleet: (Vec<Target>, Vec<Update>), size: (u16, u16), actions: Vec<Action>) -> Buffer {
+    let (targets, updates) = fleet;
+    // Paused time: timers (the frame and tick intervals) advance only when
+    // everything else waits, so every run sees the same frames.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let mut terminal = Terminal::new(TestBackend::new(size.0, size.1)).expect("terminal");
+        let mut app = App::new(Store::new(targets, Thresholds::default()), theme, NOW);
+        let (utx, urx) = mpsc::channel(updates.len() + 1);
+        let (atx, arx) = mpsc::channel(64);
+        let driver = async move {
+            for u in updates {
+                utx.send(u).await.expect("loop alive");
+            }
+            // Wait for the loop to take every update before the keys.
+            while utx.capacity() < utx.max_capacity() {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            // Let a frame pass, so the coalesced updates are drawn.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            for a in actions {
+                atx.send(a).await.expect("loop alive");
+                tokio::task::yield_now().await;
+            }
+            atx.send(Action::Quit).await.expect("loop alive");
+        };
+        let (res, ()) = tokio::join!(event_loop(&mut terminal, &mut app, urx, arx, || NOW), driver);
+        res.expect("loop ends cleanly");
+
+        terminal.backend().buffer().clone()
+    })
+}
+
+fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    (0..area.height)
+        .map(|y| {
+            let line: String = (0..area.width).map(|x| buf[(x, y)].symbol().to_string()).collect();
+            line.trim_end().to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn theme() -> Theme {
+    Theme::load("default", None, ColorDepth::TrueColor).expect("default theme")
+}
+
+/// Position of the first occurrence of `needle` on the screen.
+fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
+    text(buf).lines().enumerate().find_map(|(y, l)| {
+        let col = l.find(needle)?;
+        Some((l[..col].chars().count() as u16, y as u16))
+    })
+}
+
+#[test]
+fn heatmap_at_80x24() {
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (80, 24), vec![]);
+    insta::assert_snapshot!("heatmap_80x24", text(&buf));
+}
+
+#[test]
+fn heatmap_wide() {
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (200, 40), vec![]);
+    insta::assert_snapshot!("heatmap_200x40", text(&buf));
+}
+
+#[test]
+fn heat_cells_take_the_theme_colour_of_their_value_and_flags_their_severity() {
+    let t = theme();
+    let buf = drive(t.clone(), fleet_updates(16, 8, 600), (120, 30), vec![]);
+    // gpu01's first GPU cell: the number, on the heat colour of that number.
+    let (x, y) = find(&buf, "gpu01").expect("gpu01 row");
+    let row: String = (0..120).map(|i| buf[(i, y)].symbol().to_string()).collect();
+    let after_name = &row[(x as usize + 5)..];
+    let first = after_name
+        .split_whitespace()
+        .find(|w| w.parse::<u32>().is_ok())
+        .expect("a util cell");
+    let col = x + 5 + after_name.find(first).expect("cell") as u16;
+    let util: f64 = first.parse().expect("number");
+    assert_eq!(buf[(col, y)].bg, t.heat(util / 100.0), "cell {first} at {col},{y}");
+    // The cursor's node name is drawn selected.
+    assert_eq!(buf[(x, y)].bg, t.selected.bg.unwrap_or(Color::Reset));
+    // A crit flag in the list is drawn in the crit colour.
+    let (fx, fy) = find(&buf, "gpu_lost").expect("a lost GPU is flagged");
+    assert_eq!(buf[(fx, fy)].fg, t.crit.fg.unwrap_or(Color::Reset));
+}
+
+#[test]
+fn node_detail_at_80x24_and_wide() {
+    // Down twice, then open the third node.
+    let mut a = keys("jj");
+    a.push(key(KeyCode::Enter));
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (80, 24), a.clone());
+    insta::assert_snapshot!("detail_80x24", text(&buf));
+    a.extend(keys("2"));
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (200, 50), a);
+    insta::assert_snapshot!("detail_200x50_nvlink", text(&buf));
+}
+
+#[test]
+fn alerts_at_80x24_and_wide_and_enter_opens_the_node() {
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (80, 24), vec![key(KeyCode::Tab)]);
+    insta::assert_snapshot!("alerts_80x24", text(&buf));
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (200, 40), vec![key(KeyCode::Tab)]);
+    insta::assert_snapshot!("alerts_200x40", text(&buf));
+    // The first alert (most severe, oldest) opens its node, GPU selected.
+    let first_alert_node = text(&buf)
+        .lines()
+        .nth(4)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(String::from)
+        .expect("a row");
+    let buf = drive(
+        theme(),
+        fleet_updates(16, 8, 600),
+        (120, 30),
+        vec![key(KeyCode::Tab), key(KeyCode::Enter)],
+    );
+    let screen = text(&buf);
+    let title = screen.lines().nth(2).expect("title");
+    assert!(
+        title.contains(&first_alert_node),
+        "{title} should name {first_alert_node}"
+    );
+}
+
+#[test]
+fn help_lists_the_keys() {
+    let buf = drive(theme(), fleet_updates(4, 8, 60), (80, 24), keys("?"));
+    insta::assert_snapshot!("help_80x24", text(&buf));
+}
+
+#[test]
+fn filter_by_flag_kind_and_by_hostlist() {
+    let mut a = keys("/throttled");
+    a.push(key(KeyCode::Enter));
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (120, 30), a);
+    let screen = text(&buf);
+    assert!(screen.contains("2 of 16 nodes"), "{screen}");
+    let plan = fleetop::demo::plan(16, 8, 7, 0);
+    for cfg in &plan {
+        let throttled = matches!(
+            cfg.scenario,
+            fleetop_agent::sim::Scenario::ThermalThrottle | fleetop_agent::sim::Scenario::PowerBrake
+        );
+        let row = format!("  {} ", cfg.hostname);
+        assert_eq!(
+            screen.contains(&row),
+            throttled,
+            "{} ({:?})",
+            cfg.hostname,
+            cfg.scenario
+        );
+    }
+    let mut a = keys("/gpu[01-03]");
+    a.push(key(KeyCode::Enter));
+    let screen = text(&drive(theme(), fleet_updates(16, 8, 60), (120, 30), a));
+    assert!(
+        screen.contains("3 of 16 nodes") && screen.contains("gpu03") && !screen.contains("gpu04"),
+        "{screen}"
+    );
+    // A bad expression is said, not swallowed.
+    let mut a = keys("/gpu[03-01]");
+    a.push(key(KeyCode::Enter));
+    let screen = text(&drive(theme(), fleet_updates(4, 8, 60), (120, 30), a));
+    assert!(screen.contains("bad hostlist 'gpu[03-01]'"), "{screen}");
+}
+
+#[test]
+fn sort_by_flags_puts_critical_nodes_first_and_m_cycles_the_metric() {
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (120, 30), keys("ssm"));
+    let screen = text(&buf);
+    let first_row = screen.lines().nth(3).expect("first node row");
+    assert!(
+        first_row.contains("CRIT")
+            || first_row.contains("gpu_lost")
+            || first_row.contains("throttled")
+            || first_row.contains("ib_down")
+            || first_row.contains("nvlink_down")
+            || first_row.contains("xid"),
+        "{first_row}"
+    );
+    assert!(screen.contains("memory used"), "m switched the metric: {screen}");
+    assert!(screen.contains("sort flags"));
+}
+
+#[test]
+fn space_marks_nodes_for_actions() {
+    let screen = text(&drive(theme(), fleet_updates(6, 8, 30), (100, 24), keys("  ")));
+    assert!(screen.contains("2 marked"), "{screen}");
+    assert_eq!(screen.matches('●').count(), 2);
+}
+
+#[test]
+fn a_thousand_nodes_become_a_wall_that_fits_80x24() {
+    let buf = drive(theme(), fleet_updates(1024, 8, 2), (80, 24), vec![]);
+    let screen = text(&buf);
+    assert!(screen.contains("1024 wall"), "{screen}");
+    // Every node has a cell: count the painted cells of the wall area.
+    let t = theme();
+    let mut cells = 0;
+    for y in 3..22 {
+        for x in 0..80 {
+            let c = &buf[(x, y)];
+            if c.bg != Color::Reset && c.bg != t.base.bg.unwrap_or(Color::Reset) {
+                cells += 1;
+            }
+        }
+    }
+    assert!(cells >= 1000, "{cells} wall cells");
+    insta::assert_snapshot!("wall_80x24", screen);
+    // w toggles back to rows.
+    let screen = text(&drive(theme(), fleet_updates(300, 8, 2), (80, 24), keys("w")));
+    assert!(screen.contains("300 nodes"), "{screen}");
+}
+
+#[test]
+fn no_color_draws_without_colour_but_keeps_the_meaning() {
+    let mono = Theme::load("default", None, ColorDepth::Mono).expect("mono");
+    let buf = drive(mono, fleet_updates(16, 8, 600), (120, 30), vec![]);
+    for y in 0..30 {
+        for x in 0..120 {
+            let c = &buf[(x, y)];
+            assert!(
+                matches!(c.fg, Color::Reset) && matches!(c.bg, Color::Reset),
+                "colour at {x},{y}: {c:?}"
+            );
+        }
+    }
+    let screen = text(&buf);
+    assert!(screen.contains("gpu_lost") && screen.contains("ERR"));
+}
