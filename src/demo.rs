@@ -91,9 +91,11 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
         .collect()
 }
 
-/// Starts the demo agents with ten minutes of invented history each.
+/// Starts the demo agents with invented history: ten minutes, or six for big
+/// fleets (enough for the five-minute windows of the idle and power-cap
+/// flags), so a thousand-node demo starts in seconds on a laptop.
 pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
-    let history = std::time::Duration::from_secs(600);
+    let history = std::time::Duration::from_secs(if nodes > 128 { 360 } else { 600 });
     let start_ms = fleetop_agent::now_ms() - history.as_millis() as i64;
     let mut demo = Demo {
         nodes: Vec::new(),

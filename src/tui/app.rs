@@ -272,15 +272,24 @@ pub fn update(app: &mut App, action: Action) {
         Action::Tick(now) => {
             app.now_ms = now;
             app.store.tick(now);
+            clamp_cursors(app);
         }
+        // The hot path (a fleet's history arrives as hundreds of thousands of
+        // these): no per-update work beyond the store's.
         Action::Store(u, now) => {
             app.store.apply(u, now);
             app.changed = true;
         }
         Action::Resize(w, h) => app.size = (w, h),
-        Action::Key(k) => on_key(app, k),
+        Action::Key(k) => {
+            on_key(app, k);
+            clamp_cursors(app);
+        }
     }
-    // Keep cursors inside what is shown.
+}
+
+/// Keeps cursors inside what is shown (the list can shrink under a filter).
+fn clamp_cursors(app: &mut App) {
     let n = app.visible().len();
     app.cursor = app.cursor.min(n.saturating_sub(1));
     let g = app.gpu_count();

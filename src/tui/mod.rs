@@ -35,15 +35,38 @@ pub fn run(rt: &tokio::runtime::Runtime, source: SourceArgs, theme: Option<&str>
     let _signals = rt.spawn(forward_signals(tx));
     let mut app = App::new(session.store.clone(), theme, fleetop_agent::now_ms());
     app.log_path = log_path;
-    // ratatui::init installs a panic hook that restores the terminal first.
-    let mut terminal = ratatui::init();
+    let mut terminal = init_terminal();
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let result = rt.block_on(event_loop(&mut terminal, &mut app, updates, rx, fleetop_agent::now_ms));
-    ratatui::restore();
+    restore_terminal();
     if let Some(d) = session.demo.take() {
         rt.block_on(d.stop());
     }
     result
+}
+
+/// Raw mode and the alternate screen, with a panic hook that gives the
+/// terminal back before the panic is printed.
+fn init_terminal() -> ratatui::DefaultTerminal {
+    // ratatui's hook leaves raw mode and the alternate screen; the cursor it
+    // leaves hidden, so show it first.
+    let terminal = ratatui::init();
+    let ratatui_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        show_cursor();
+        ratatui_hook(info);
+    }));
+    terminal
+}
+
+fn show_cursor() {
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::cursor::Show);
+}
+
+/// Gives the terminal back as it was: cooked mode, normal screen, cursor shown.
+fn restore_terminal() {
+    ratatui::restore();
+    show_cursor();
 }
 
 /// Key presses and resizes, read on a thread of their own (crossterm's read blocks).

@@ -1,0 +1,197 @@
+//! The release binary's console inside tmux, driven like a person would:
+//! navigate, open a node, filter, switch screens, quit; and the terminal is
+//! restored afterwards (on `q` and on SIGTERM).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `fleetop` built in release beside the debug one (`cargo build --release`).
+fn release_bin() -> Option<PathBuf> {
+    let debug = PathBuf::from(env!("CARGO_BIN_EXE_fleetop"));
+    let release = debug.parent()?.parent()?.join("release").join("fleetop");
+    release.exists().then_some(release)
+}
+
+/// In CI these tests must run; locally they say why they skip.
+fn prerequisites() -> Option<PathBuf> {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let tmux = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match (release_bin(), tmux) {
+        (Some(bin), true) => Some(bin),
+        (bin, tmux) => {
+            let why = format!(
+                "needs {}{}",
+                if bin.is_none() {
+                    "`cargo build --release --bin fleetop` "
+                } else {
+                    ""
+                },
+                if tmux { "" } else { "tmux" }
+            );
+            assert!(!ci, "end-to-end TUI test cannot run in CI: {why}");
+            eprintln!("skipped: {why}");
+            None
+        }
+    }
+}
+
+/// A tmux server of our own, so a user's sessions are never touched.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(bin: &PathBuf, args: &str, size: (u16, u16)) -> Tmux {
+        let t = Tmux {
+            socket: format!("fleetop-e2e-{}-{}", std::process::id(), size.0),
+        };
+        // A shell prints the exit status afterwards: once that line shows,
+        // tmux has processed everything fleetop wrote before exiting.
+        let cmd = format!("sh -c '{} {args}; echo FLEETOP_EXIT=$?; sleep 600'", bin.display());
+        let ok = t
+            .cmd(&[
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "e2e",
+                "-x",
+                &size.0.to_string(),
+                "-y",
+                &size.1.to_string(),
+            ])
+            .args(["-e", "TERM=xterm-256color", "-e", "XDG_CONFIG_HOME=/nonexistent", &cmd])
+            .status()
+            .expect("tmux runs")
+            .success();
+        assert!(ok, "tmux session started");
+        t.cmd(&["set-option", "-t", "e2e", "status", "off"])
+            .status()
+            .expect("tmux");
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket]).args(args);
+        c
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .cmd(&["capture-pane", "-p", "-t", "e2e"])
+            .output()
+            .expect("capture");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn display(&self, format: &str) -> String {
+        let out = self
+            .cmd(&["display-message", "-p", "-t", "e2e", format])
+            .output()
+            .expect("display");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.cmd(&["send-keys", "-t", "e2e", k]).status().expect("send-keys");
+            // Apart, so Esc followed by a key is not read as Alt+key.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn wait_for(&self, what: &str, within: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(what) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < within,
+                "{what:?} did not appear within {within:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for fleetop to end and checks it ended cleanly and gave the
+    /// terminal back: normal screen, cursor shown.
+    fn wait_clean_exit(&self, within: Duration) {
+        let s = self.wait_for("FLEETOP_EXIT=", within);
+        assert!(s.contains("FLEETOP_EXIT=0"), "exit status: {s}");
+        assert_eq!(self.display("#{alternate_on}"), "0", "back on the normal screen");
+        assert_eq!(self.display("#{cursor_flag}"), "1", "cursor shown again");
+    }
+
+    /// The pid of fleetop, the shell's child.
+    fn fleetop_pid(&self) -> String {
+        let sh = self.display("#{pane_pid}");
+        std::fs::read_dir("/proc")
+            .expect("procfs")
+            .flatten()
+            .filter_map(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                let after = stat.rsplit_once(") ")?.1;
+                let ppid = after.split_whitespace().nth(1)?;
+                (ppid == sh && stat.contains("(fleetop)")).then(|| e.file_name().to_string_lossy().into_owned())
+            })
+            .next()
+            .expect("fleetop runs under the pane's shell")
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]).status();
+    }
+}
+
+#[test]
+fn navigate_open_filter_quit_and_the_terminal_is_restored() {
+    let Some(bin) = prerequisites() else { return };
+    let t = Tmux::start(&bin, "demo --nodes 12 --gpus 4 --seed 7", (100, 30));
+    let s = t.wait_for("12 nodes", Duration::from_secs(60));
+    assert!(s.contains("gpu01"), "{s}");
+    assert_eq!(
+        t.display("#{alternate_on}"),
+        "1",
+        "the console uses the alternate screen"
+    );
+
+    t.keys(&["j", "j", "Enter"]);
+    let s = t.wait_for("1 history", Duration::from_secs(5));
+    assert!(s.contains("gpu03"), "the third node is open: {s}");
+
+    t.keys(&["Escape", "/", "t", "h", "r", "o", "t", "t", "l", "e", "d", "Enter"]);
+    let s = t.wait_for("of 12 nodes", Duration::from_secs(5));
+    assert!(s.contains("filter throttled"), "{s}");
+
+    t.keys(&["Tab"]);
+    t.wait_for("alerts ·", Duration::from_secs(5));
+    t.keys(&["?"]);
+    t.wait_for("keys", Duration::from_secs(5));
+    t.keys(&["Escape", "q"]);
+    t.wait_clean_exit(Duration::from_secs(10));
+    assert!(!t.screen().contains("12 nodes"), "the console's screen is gone");
+}
+
+#[test]
+fn sigterm_restores_the_terminal_too() {
+    let Some(bin) = prerequisites() else { return };
+    let t = Tmux::start(&bin, "demo --nodes 4 --gpus 2", (80, 24));
+    t.wait_for("4 nodes", Duration::from_secs(60));
+    let ok = Command::new("kill")
+        .args(["-TERM", &t.fleetop_pid()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok);
+    t.wait_clean_exit(Duration::from_secs(10));
+}
