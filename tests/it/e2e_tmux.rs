@@ -45,7 +45,7 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(bin: &PathBuf, args: &str, size: (u16, u16)) -> Tmux {
+    fn start(bin: &std::path::Path, args: &str, size: (u16, u16)) -> Tmux {
         let t = Tmux {
             socket: format!("fleetop-e2e-{}-{}", std::process::id(), size.0),
         };
