@@ -19,8 +19,8 @@ set -euo pipefail
 SHOTS=(
   "heatmap           120  36    32 default     2     -"
   "heatmap-80x24      80  24    32 default     2     -"
-  "dense-wall        160  45  1024 default    20     w"
-  "node-detail       120  40    32 default     2     j j Enter"
+  "dense-wall        160  45  1024 default    50     -"
+  "node-detail       160  45    32 default     2     Tab Enter"
   "alerts            120  36    32 default     2     Tab"
   "help              100  30    32 default     2     ?"
   "theme-light       120  36    32 light       2     -"

@@ -307,3 +307,18 @@ fn no_color_draws_without_colour_but_keeps_the_meaning() {
     let screen = text(&buf);
     assert!(screen.contains("gpu_lost") && screen.contains("ERR"));
 }
+
+#[test]
+fn every_screen_fills_a_300x100_terminal() {
+    for (keys, want) in [
+        (vec![], "gpu16"),
+        (vec![key(KeyCode::Enter)], "3 InfiniBand"),
+        (vec![key(KeyCode::Tab)], "alerts ·"),
+    ] {
+        let buf = drive(theme(), fleet_updates(16, 8, 600), (300, 100), keys);
+        let screen = text(&buf);
+        assert!(screen.contains(want), "{want}: {screen}");
+        // The footer is on the last row, where it belongs.
+        assert!(screen.lines().last().is_some_and(|l| l.contains("? help")), "{screen}");
+    }
+}

@@ -242,9 +242,11 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         ("power %", |p| p.power_pct),
     ];
     let label_w = 16u16;
-    // One row a series, a blank row between where there is room.
+    // Four series, each as tall as the pane allows, a blank row between
+    // where there is room, and a line for the time span at the bottom.
     let rows = area.height.clamp(1, 4);
-    let pitch = if area.height >= 8 { 2 } else { 1 };
+    let pitch = (area.height.saturating_sub(1) / rows).max(1);
+    let h = if pitch > 1 { pitch - 1 } else { 1 };
     let span_s = n
         .history
         .times
@@ -254,7 +256,6 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         .unwrap_or(0);
     for (k, (name, get)) in series.iter().enumerate().take(rows as usize) {
         let y = area.y + k as u16 * pitch;
-        let h = 1;
         let width = area.width.saturating_sub(label_w) as usize;
         // The newest points that fit, oldest first; no reading draws nothing.
         let data: Vec<Option<u64>> = ring

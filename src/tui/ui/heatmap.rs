@@ -224,12 +224,16 @@ fn fit(s: &str, w: usize) -> String {
 }
 
 /// Cells per row and cell width of the dense wall for `n` nodes in `area`
-/// (the heatmap body): two columns a cell where that fits, one otherwise.
+/// (the heatmap body): the widest cells (up to four columns) with which every
+/// node still fits on the screen.
 pub fn wall_geometry(area: Rect, n: usize) -> (usize, usize) {
     // The wall sits inside the block (top border) above the legend and status lines.
     let w = area.width as usize;
     let h = area.height.saturating_sub(3) as usize;
-    let cell_w = if n.div_ceil((w / 2).max(1)) <= h { 2 } else { 1 };
+    let cell_w = [4, 3, 2]
+        .into_iter()
+        .find(|&cw| n.div_ceil((w / cw).max(1)) <= h)
+        .unwrap_or(1);
     ((w / cell_w).max(1), cell_w)
 }
 
@@ -326,7 +330,9 @@ mod tests {
         let (cols, w) = wall_geometry(body, 1024);
         assert_eq!(w, 1);
         assert!(cols * (21 - 3) >= 1024, "{cols} columns");
-        assert_eq!(wall_geometry(Rect::new(0, 0, 200, 60), 1024).1, 2);
+        let (cols, w) = wall_geometry(Rect::new(0, 0, 160, 43), 1024);
+        assert_eq!(w, 4, "big terminals get big cells");
+        assert!(cols * 40 >= 1024);
     }
 
     #[test]
