@@ -18,6 +18,9 @@ pub struct Cli {
     /// theme in $XDG_CONFIG_HOME/fleetop/themes, or a path. NO_COLOR forces mono.
     #[arg(long, global = true)]
     pub theme: Option<String>,
+    /// Refuse every action that changes the cluster (also `read_only = true` in the config).
+    #[arg(long, global = true)]
+    pub read_only: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -32,8 +35,11 @@ pub struct SourceArgs {
     #[arg(long, conflicts_with = "demo")]
     pub hostfile: Option<PathBuf>,
     /// A simulated cluster: real agents on loopback with the simulated backend.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "slurm")]
     pub demo: bool,
+    /// The nodes Slurm knows (sinfo), at the agent address the config maps them to.
+    #[arg(long, conflicts_with_all = ["hosts", "hostfile"])]
+    pub slurm: bool,
     /// Agent port where a host gives none.
     #[arg(long)]
     pub port: Option<u16>,
@@ -61,6 +67,32 @@ pub enum Command {
     },
     /// Print snapshots of the fleet as JSON on stdout (logs go to stderr).
     Export(ExportArgs),
+    /// Drain, resume or undrain nodes in Slurm (asks first on a terminal).
+    Node(NodeCmd),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct NodeCmd {
+    #[arg(value_enum)]
+    pub action: crate::actions::NodeAction,
+    /// Nodes, as a Slurm hostlist ("gpu[01-04],gpu09").
+    pub nodes: String,
+    /// Why (required to drain; shown to everyone in sinfo).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long, value_enum, default_value_t = ActionFormat::Text)]
+    pub format: ActionFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ActionFormat {
+    /// One line per node.
+    Text,
+    /// The whole report, as JSON.
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -18,7 +18,33 @@ pub struct Config {
     pub port: Option<u16>,
     /// Colour theme (see `--theme`).
     pub theme: Option<String>,
+    /// Refuse every action that changes the cluster.
+    pub read_only: bool,
     pub thresholds: Thresholds,
+    pub slurm: SlurmConfig,
+}
+
+/// `[slurm]`: how to read Slurm and find the agents of its nodes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlurmConfig {
+    /// auto (JSON where Slurm has it), json or text.
+    pub format: crate::sched::Format,
+    /// The agent address of a Slurm node; `{name}` is the node name.
+    pub agent_address: String,
+    /// How often the scheduler is read.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub refresh: std::time::Duration,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig {
+            format: crate::sched::Format::Auto,
+            agent_address: "{name}:50051".into(),
+            refresh: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -10,6 +10,7 @@ use fleetop_agent::throttle;
 use serde::Deserialize;
 
 use crate::flags::{ClearedFlag, Flag, FlagKind, Severity, Subject};
+use crate::sched::Job;
 use crate::store::Derived;
 
 /// Detector thresholds (`[thresholds]` in the config file). Every field is
@@ -72,7 +73,7 @@ impl Default for Thresholds {
     }
 }
 
-fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
     humantime::parse_duration(&s).map_err(|e| serde::de::Error::custom(format!("bad duration '{s}': {e}")))
 }
@@ -183,7 +184,8 @@ impl NodeDetector {
     }
 
     /// Feeds one sample (with the rates the store derived from it).
-    pub fn on_sample(&mut self, info: &NodeInfo, s: &Sample, derived: &Derived, th: &Thresholds) {
+    /// `jobs` are the scheduler's jobs on this node (to name who holds an idle GPU).
+    pub fn on_sample(&mut self, info: &NodeInfo, s: &Sample, derived: &Derived, jobs: &[Job], th: &Thresholds) {
         let t = s.time_ms;
         let mut want: Vec<Flag> = Vec::new();
         self.gpus
@@ -199,7 +201,7 @@ impl NodeDetector {
                 .map(|i| i.slowdown_temp_c)
                 .filter(|&c| c > 0)
                 .unwrap_or(th.hot_fallback_slowdown_c);
-            gpu_flags(st, g, t, slowdown, th, &mut want);
+            gpu_flags(st, g, t, slowdown, jobs, th, &mut want);
         }
         self.ib
             .resize_with(s.ib_ports.len().max(self.ib.len()), Default::default);
@@ -297,7 +299,15 @@ fn flag(
     }
 }
 
-fn gpu_flags(st: &mut GpuState, g: &GpuSample, t: i64, slowdown_c: u32, th: &Thresholds, out: &mut Vec<Flag>) {
+fn gpu_flags(
+    st: &mut GpuState,
+    g: &GpuSample,
+    t: i64,
+    slowdown_c: u32,
+    jobs: &[Job],
+    th: &Thresholds,
+    out: &mut Vec<Flag>,
+) {
     let subject = Subject::Gpu(g.index);
     let (raise, clear) = (th.throttle_raise_samples, th.clear_samples);
 
@@ -469,16 +479,20 @@ fn gpu_flags(st: &mut GpuState, g: &GpuSample, t: i64, slowdown_c: u32, th: &Thr
     if let Some(since) = st.idle.update(idle_long, t, 1, 1) {
         let start = st.low_util_since.unwrap_or(since);
         let mins = (t - start) / 60_000;
-        let jobs: Vec<String> = g
-            .processes
+        // Who holds it, as an SRE asks: the job, its user, and how many GPUs it has here.
+        let mut ids: Vec<u64> = g.processes.iter().map(|p| p.job_id).filter(|&j| j != 0).collect();
+        ids.dedup();
+        let named: Vec<String> = ids
             .iter()
-            .filter(|p| p.job_id != 0)
-            .map(|p| p.job_id.to_string())
+            .map(|id| match jobs.iter().find(|j| j.id == *id) {
+                Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
+                None => format!("job {id}"),
+            })
             .collect();
-        let holder = if jobs.is_empty() {
+        let holder = if named.is_empty() {
             format!("{} process(es)", g.processes.len())
         } else {
-            format!("job {}", jobs.join(", "))
+            named.join(", ")
         };
         out.push(flag(
             FlagKind::Idle,
@@ -595,7 +609,7 @@ mod tests {
                     gpus: vec![g],
                     ..Default::default()
                 };
-                d.on_sample(&info, &s, &Derived::default(), th);
+                d.on_sample(&info, &s, &Derived::default(), &[], th);
                 d.active().map(|f| f.kind).collect()
             })
             .collect()
@@ -639,7 +653,7 @@ mod tests {
                 gpus: vec![g],
                 ..Default::default()
             };
-            d.on_sample(&info(), &s, &Derived::default(), &th);
+            d.on_sample(&info(), &s, &Derived::default(), &[], &th);
         }
         let f = d.active().next().expect("flag");
         assert_eq!(
@@ -697,10 +711,31 @@ mod tests {
                 gpus: vec![held()],
                 ..Default::default()
             };
-            d.on_sample(&info(), &s, &Derived::default(), &th);
+            d.on_sample(&info(), &s, &Derived::default(), &[], &th);
         }
         let f = d.active().next().expect("idle");
         assert!(f.detail.contains("job 4411"), "{}", f.detail);
+        // With the scheduler's jobs, the user and the job's GPUs are named.
+        let job = Job {
+            id: 4411,
+            user: "alice".into(),
+            name: "train".into(),
+            elapsed_s: 60,
+            gpus_per_node: 8,
+            nodes: vec![],
+        };
+        let s = Sample {
+            time_ms: 12_000,
+            gpus: vec![held()],
+            ..Default::default()
+        };
+        d.on_sample(&info(), &s, &Derived::default(), &[job], &th);
+        let f = d.active().next().expect("idle");
+        assert!(
+            f.detail.starts_with("job 4411 (alice, 8 GPUs here) holds it at 0%"),
+            "{}",
+            f.detail
+        );
     }
 
     #[test]
@@ -731,7 +766,7 @@ mod tests {
                 ib_ports: vec![port.clone()],
                 ..Default::default()
             };
-            d.on_sample(&info(), &s, &derived, &th);
+            d.on_sample(&info(), &s, &derived, &[], &th);
             kinds.push(d.active().any(|f| f.kind == FlagKind::IbErrors));
         }
         assert_eq!(kinds, [false, true, true, true, true, false, false, false]);

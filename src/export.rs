@@ -41,6 +41,8 @@ pub struct Node {
     /// RFC 3339 time of the latest sample.
     pub sampled_at: Option<String>,
     pub host: Option<Host>,
+    /// What the scheduler says of the node (with `--slurm`).
+    pub scheduler: Option<Scheduler>,
     pub gpus: Vec<Gpu>,
     pub ib_ports: Vec<IbPort>,
     pub flags: Vec<FlagOut>,
@@ -64,6 +66,18 @@ pub struct AgentDesc {
     pub cuda_version: String,
     pub sample_interval_ms: u32,
     pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scheduler {
+    /// Slurm's state word: idle, allocated, mixed, drained, draining, down, ...
+    pub state: String,
+    pub not_responding: bool,
+    pub reason: Option<String>,
+    pub reason_user: Option<String>,
+    pub reason_time: Option<String>,
+    pub jobs: Vec<crate::sched::Job>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -131,6 +145,8 @@ pub struct Process {
     pub used_mem_bytes: u64,
     /// Slurm job id, when the process runs in a job's cgroup.
     pub job_id: Option<u64>,
+    /// The job's user, when the scheduler is known.
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -230,6 +246,14 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
             load1: f64::from(h.load1_x100) / 100.0,
             uptime_s: h.uptime_s,
         }),
+        scheduler: n.scheduler.as_ref().map(|v| Scheduler {
+            state: v.node.state.clone(),
+            not_responding: v.node.not_responding,
+            reason: v.node.reason.clone(),
+            reason_user: v.node.reason_user.clone(),
+            reason_time: v.node.reason_time.clone(),
+            jobs: v.jobs.clone(),
+        }),
         gpus,
         ib_ports,
         flags: n.detector.active().map(|f| flag_out(n, f)).collect(),
@@ -301,6 +325,7 @@ fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
                         pid: p.pid,
                         used_mem_bytes: p.used_mem_bytes,
                         job_id: (p.job_id != 0).then_some(p.job_id),
+                        user: n.job_user(p.job_id).map(String::from),
                     })
                     .collect()
             })

@@ -1,6 +1,7 @@
 //! fleetop, the console: sources -> store -> detectors -> view, plus the
 //! headless export. Data flows one way; drawing does no I/O.
 
+pub mod actions;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -10,6 +11,9 @@ pub mod export_cmd;
 pub mod flags;
 pub mod hostlist;
 pub mod logging;
+pub mod node_cmd;
+pub mod sched;
+pub mod sched_json;
 pub mod session;
 pub mod source;
 pub mod store;
@@ -40,6 +44,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Export(args)) => {
             logging::to_stderr();
             rt.block_on(export_cmd::run(args, cfg))
+        }
+        Some(Command::Node(args)) => {
+            logging::to_stderr();
+            let read_only = cli.read_only || cfg.read_only;
+            node_cmd::run(args, &cfg, read_only)
         }
         Some(Command::Demo { nodes, gpus, seed }) => {
             let source = SourceArgs {

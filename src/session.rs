@@ -1,9 +1,13 @@
 //! Connecting a console to its nodes: resolve the SOURCE to targets (starting
 //! the demo agents if asked), create the store, and start the sources.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
+
+use crate::actions::{self, Plan};
+use crate::sched::Slurm;
 
 use crate::cli::SourceArgs;
 use crate::config::Config;
@@ -18,6 +22,69 @@ pub struct Session {
     pub updates: mpsc::Receiver<Update>,
     /// Kept alive for as long as the session: dropping it stops the demo.
     pub demo: Option<Demo>,
+    /// Where confirmed actions go to be run, when a scheduler is known.
+    pub actions: Option<mpsc::Sender<Plan>>,
+}
+
+/// Reads the scheduler every `every`, and at once when poked (after an action).
+async fn poll_scheduler(slurm: Slurm, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+    loop {
+        let s = slurm.clone();
+        let update = match tokio::task::spawn_blocking(move || s.query()).await {
+            Ok(Ok(snap)) => Update::Scheduler(Arc::new(snap)),
+            Ok(Err(e)) => Update::SchedulerError(e.to_string()),
+            Err(e) => Update::SchedulerError(e.to_string()),
+        };
+        if tx.send(update).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = poke.notified() => {}
+        }
+    }
+}
+
+/// Runs confirmed plans one at a time, logs them, and reports back.
+async fn run_actions(slurm: Slurm, mut plans: mpsc::Receiver<Plan>, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+    while let Some(plan) = plans.recv().await {
+        let s = slurm.clone();
+        let report = match tokio::task::spawn_blocking(move || actions::execute(&s, &plan)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("action task failed: {e}");
+                continue;
+            }
+        };
+        if let Err(e) = actions::audit(&report) {
+            tracing::error!("cannot write the audit log: {e}");
+        }
+        poke.notify_one();
+        if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The nodes Slurm knows, at the agent address the config gives them.
+pub fn slurm_targets(slurm: &Slurm, cfg: &Config, port: u16) -> anyhow::Result<Vec<Target>> {
+    let snap = slurm.query().map_err(|e| anyhow::anyhow!("--slurm: {e}"))?;
+    if snap.nodes.is_empty() {
+        anyhow::bail!("--slurm: Slurm lists no nodes");
+    }
+    snap.nodes
+        .keys()
+        .map(|name| {
+            let addr = cfg.slurm.agent_address.replace("{name}", name);
+            let mut t = hostlist::parse_targets(&addr, port)
+                .map_err(|e| anyhow::anyhow!("[slurm] agent_address gives a bad address for {name}: {e}"))?;
+            let mut t = t
+                .pop()
+                .ok_or_else(|| anyhow::anyhow!("[slurm] agent_address gives no address for {name}"))?;
+            t.name = name.clone();
+            Ok(t)
+        })
+        .collect()
 }
 
 /// The targets a SOURCE names, or the config's, or the local node.
@@ -45,20 +112,44 @@ pub fn targets(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
 impl Session {
     /// Starts the sources for `args` (and the demo agents for `--demo`).
     pub async fn start(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Session> {
+        let slurm = Slurm {
+            format: cfg.slurm.format,
+        };
         let (targets, demo) = if args.demo {
             let d = demo::start(args.nodes, args.gpus, args.seed).await?;
             (d.targets(), Some(d))
+        } else if args.slurm {
+            let port = args.port.or(cfg.port).unwrap_or(50051);
+            let (s, c) = (slurm.clone(), cfg.clone());
+            (
+                tokio::task::spawn_blocking(move || slurm_targets(&s, &c, port)).await??,
+                None,
+            )
         } else {
             (targets(args, cfg)?, None)
         };
         let store = Store::new(targets, cfg.thresholds.clone());
         let (tx, updates) = mpsc::channel(8192);
-        source::spawn_all(
-            &store.nodes.iter().map(|n| n.target.clone()).collect::<Vec<_>>(),
-            &SourceOptions::default(),
-            tx,
-        );
-        Ok(Session { store, updates, demo })
+        let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
+        source::spawn_all(&targets, &SourceOptions::default(), tx.clone());
+        let actions = args.slurm.then(|| {
+            let poke = Arc::new(Notify::new());
+            tokio::spawn(poll_scheduler(
+                slurm.clone(),
+                cfg.slurm.refresh,
+                poke.clone(),
+                tx.clone(),
+            ));
+            let (atx, arx) = mpsc::channel(8);
+            tokio::spawn(run_actions(slurm, arx, poke, tx));
+            atx
+        });
+        Ok(Session {
+            store,
+            updates,
+            demo,
+            actions,
+        })
     }
 
     /// Applies every update already waiting; true if there were any.
@@ -78,7 +169,11 @@ impl Session {
         loop {
             self.drain();
             let now = fleetop_agent::now_ms();
-            if self.store.nodes.iter().all(|n| settled(n, now)) {
+            // With a scheduler, its first reading belongs in the first snapshot too.
+            let sched_done = self.actions.is_none()
+                || self.store.scheduler_read_ms.is_some()
+                || self.store.scheduler_error.is_some();
+            if sched_done && self.store.nodes.iter().all(|n| settled(n, now)) {
                 break;
             }
             tokio::select! {

@@ -79,7 +79,7 @@ pub fn spawn_all(targets: &[Target], opts: &SourceOptions, tx: mpsc::Sender<Upda
 
 async fn run_node(node: usize, target: Target, opts: SourceOptions, tx: mpsc::Sender<Update>) {
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
-    let send = |event| tx.send(Update { node, event });
+    let send = |event| tx.send(Update::Node { node, event });
     loop {
         match stream_once(node, &target, &opts, &tx, &mut backoff).await {
             Ok(()) => {
@@ -151,7 +151,7 @@ async fn stream_once(
             backoff.reset();
             first = false;
         }
-        if tx.send(Update { node, event }).await.is_err() {
+        if tx.send(Update::Node { node, event }).await.is_err() {
             return Ok(());
         }
     }

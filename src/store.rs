@@ -9,15 +9,24 @@ use fleetop_agent::counters::{self, CounterWidth, Delta};
 use fleetop_agent::ib;
 use fleetop_agent::proto::{NodeInfo, Sample};
 
+use std::sync::Arc;
+
 use crate::detect::{NodeDetector, Thresholds};
 use crate::hostlist::Target;
+use crate::sched;
 
-/// Something a source learned about one node.
+/// Something the console learned: from a node's agent, from the scheduler,
+/// or from an action it ran. All of it arrives on one channel.
 #[derive(Debug, Clone)]
-pub struct Update {
-    /// Index of the node in the store (the order of the targets).
-    pub node: usize,
-    pub event: Event,
+pub enum Update {
+    /// About one node; `node` indexes the store (the order of the targets).
+    Node { node: usize, event: Event },
+    /// The scheduler's view of the fleet, read just now.
+    Scheduler(Arc<sched::Snapshot>),
+    /// The scheduler could not be read.
+    SchedulerError(String),
+    /// What a cluster action did, node by node.
+    ActionDone(Arc<crate::actions::ActionReport>),
 }
 
 #[derive(Debug, Clone)]
@@ -129,6 +138,8 @@ pub struct NodeState {
     /// The agent's history has all arrived on the current connection.
     pub caught_up: bool,
     pub detector: NodeDetector,
+    /// What the scheduler says of this node, when one is known.
+    pub scheduler: Option<sched::NodeView>,
     /// Per GPU position: the last NVLink counters seen.
     nvlink_base: Vec<Option<NvlinkReading>>,
 }
@@ -145,6 +156,7 @@ impl NodeState {
             link: Link::Connecting,
             caught_up: false,
             detector: NodeDetector::default(),
+            scheduler: None,
             nvlink_base: Vec::new(),
         }
     }
@@ -179,6 +191,12 @@ impl NodeState {
         }
     }
 
+    /// The user of a job running on this node, when the scheduler says.
+    pub fn job_user(&self, job_id: u64) -> Option<&str> {
+        let v = self.scheduler.as_ref()?;
+        v.jobs.iter().find(|j| j.id == job_id).map(|j| j.user.as_str())
+    }
+
     /// Convenience: the latest sample of GPU `index`.
     pub fn gpu(&self, index: u32) -> Option<&fleetop_agent::proto::GpuSample> {
         self.last.as_ref()?.gpus.iter().find(|g| g.index == index)
@@ -197,7 +215,8 @@ impl NodeState {
         self.update_nvlink_rates(&s);
         self.push_history(&s, history_len);
         if let Some(info) = &self.info {
-            self.detector.on_sample(info, &s, &self.derived, th);
+            let jobs = self.scheduler.as_ref().map(|v| v.jobs.as_slice()).unwrap_or_default();
+            self.detector.on_sample(info, &s, &self.derived, jobs, th);
         }
         self.last = Some(s);
     }
@@ -317,6 +336,11 @@ pub struct Store {
     pub nodes: Vec<NodeState>,
     pub thresholds: Thresholds,
     history_len: usize,
+    /// When the scheduler was last read, and why the last read failed.
+    pub scheduler_read_ms: Option<i64>,
+    pub scheduler_error: Option<String>,
+    /// The result of the last cluster action (drain, resume, ...).
+    pub last_action: Option<Arc<crate::actions::ActionReport>>,
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -328,6 +352,9 @@ impl Store {
             nodes: targets.into_iter().map(NodeState::new).collect(),
             thresholds,
             history_len: DEFAULT_HISTORY,
+            scheduler_read_ms: None,
+            scheduler_error: None,
+            last_action: None,
         }
     }
 
@@ -338,11 +365,26 @@ impl Store {
 
     /// Applies one update at console time `now_ms`.
     pub fn apply(&mut self, u: Update, now_ms: i64) {
+        let (node, event) = match u {
+            Update::Node { node, event } => (node, event),
+            Update::Scheduler(snap) => {
+                self.apply_scheduler(&snap, now_ms);
+                return;
+            }
+            Update::SchedulerError(e) => {
+                self.scheduler_error = Some(e);
+                return;
+            }
+            Update::ActionDone(report) => {
+                self.last_action = Some(report);
+                return;
+            }
+        };
         let th = &self.thresholds;
-        let Some(n) = self.nodes.get_mut(u.node) else {
+        let Some(n) = self.nodes.get_mut(node) else {
             return;
         };
-        match u.event {
+        match event {
             Event::Info(info) => {
                 n.clock_offset_ms = info.agent_time_ms - now_ms;
                 n.info = Some(*info);
@@ -363,12 +405,30 @@ impl Store {
         }
     }
 
+    /// Gives each node its scheduler state and jobs (by name); nodes the
+    /// scheduler does not know get none.
+    fn apply_scheduler(&mut self, snap: &sched::Snapshot, now_ms: i64) {
+        for n in &mut self.nodes {
+            n.scheduler = snap.nodes.get(&n.target.name).map(|s| sched::NodeView {
+                node: s.clone(),
+                jobs: snap
+                    .jobs
+                    .iter()
+                    .filter(|j| j.nodes.iter().any(|x| *x == n.target.name))
+                    .cloned()
+                    .collect(),
+            });
+        }
+        self.scheduler_read_ms = Some(now_ms);
+        self.scheduler_error = None;
+    }
+
     /// Marks every node's history as arrived (for fleets fed without a
     /// network: tests and benchmarks).
     pub fn apply_all_caught_up(&mut self, now_ms: i64) {
         for i in 0..self.nodes.len() {
             self.apply(
-                Update {
+                Update::Node {
                     node: i,
                     event: Event::CaughtUp,
                 },
@@ -414,7 +474,7 @@ mod tests {
 
     fn feed(st: &mut Store, s: Sample) {
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Sample(Box::new(s)),
             },
@@ -454,7 +514,7 @@ mod tests {
     fn nvlink_rates_hold_between_counter_carrying_samples() {
         let mut st = Store::new(vec![target()], Thresholds::default());
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Info(Box::default()),
             },
@@ -503,7 +563,7 @@ mod tests {
             ..Default::default()
         };
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Info(Box::new(info)),
             },
@@ -514,14 +574,14 @@ mod tests {
             ..Default::default()
         };
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Sample(Box::new(s)),
             },
             10_000,
         );
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::CaughtUp,
             },
@@ -530,7 +590,7 @@ mod tests {
         assert_eq!(st.nodes[0].status(12_000, &th), NodeStatus::Ok);
         assert_eq!(st.nodes[0].status(14_000, &th), NodeStatus::Stale);
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Down("refused".into()),
             },
@@ -557,7 +617,7 @@ mod tests {
             ..Default::default()
         };
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Info(Box::new(info)),
             },
@@ -568,7 +628,7 @@ mod tests {
             ..Default::default()
         };
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Sample(Box::new(old)),
             },
@@ -582,7 +642,7 @@ mod tests {
             "no stale flag while history arrives"
         );
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::CaughtUp,
             },
@@ -600,7 +660,7 @@ mod tests {
     fn history_is_bounded_and_aligned() {
         let mut st = Store::new(vec![target()], Thresholds::default()).with_history(3);
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Info(Box::default()),
             },
@@ -620,7 +680,7 @@ mod tests {
                 ..Default::default()
             };
             st.apply(
-                Update {
+                Update::Node {
                     node: 0,
                     event: Event::Sample(Box::new(s)),
                 },
@@ -637,7 +697,7 @@ mod tests {
             ..Default::default()
         };
         st.apply(
-            Update {
+            Update::Node {
                 node: 0,
                 event: Event::Sample(Box::new(old)),
             },

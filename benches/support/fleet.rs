@@ -35,7 +35,7 @@ pub fn fleet() -> (Store, Vec<Collector>) {
         info.sample_interval_ms = 1000;
         info.agent_time_ms = START_MS;
         store.apply(
-            Update {
+            Update::Node {
                 node: i,
                 event: Event::Info(Box::new(info)),
             },
@@ -51,7 +51,7 @@ pub fn second(collectors: &mut [Collector], t: i64) -> Vec<Update> {
         .iter_mut()
         .enumerate()
         .filter_map(|(i, c)| {
-            c.sample(t).map(|s| Update {
+            c.sample(t).map(|s| Update::Node {
                 node: i,
                 event: Event::Sample(Box::new(s)),
             })

@@ -38,19 +38,19 @@ fn fleet_updates(nodes: u32, gpus: u32, history_s: i64) -> (Vec<Target>, Vec<Upd
         let mut info = c.info().clone();
         info.sample_interval_ms = 1000;
         info.agent_time_ms = NOW;
-        updates.push(Update {
+        updates.push(Update::Node {
             node: i,
             event: Event::Info(Box::new(info)),
         });
         for t in (NOW - history_s * 1000..=NOW).step_by(1000) {
             if let Some(s) = c.sample(t) {
-                updates.push(Update {
+                updates.push(Update::Node {
                     node: i,
                     event: Event::Sample(Box::new(s)),
                 });
             }
         }
-        updates.push(Update {
+        updates.push(Update::Node {
             node: i,
             event: Event::CaughtUp,
         });

@@ -1,0 +1,103 @@
+//! `fleetop node drain|resume|undrain NODES`: the headless actions. The plan
+//! (exact commands) goes to stderr, confirmation is asked on a terminal
+//! unless `--yes`, results go to stdout (text or JSON), and the exit status
+//! is non-zero if any node failed.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use crate::actions::{self, ActionReport, NodeAction};
+use crate::cli::{ActionFormat, NodeCmd};
+use crate::config::Config;
+use crate::hostlist;
+use crate::sched::Slurm;
+
+pub fn run(args: NodeCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
+    let nodes = hostlist::expand(&args.nodes)?;
+    let plan = actions::plan(args.action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
+    let verb = plan.action.verb();
+    if read_only {
+        log_refusal(&ActionReport::refused(&plan, "read-only mode"))?;
+        anyhow::bail!("read-only mode: {verb} refused (nothing was run)");
+    }
+    let mut err = std::io::stderr().lock();
+    writeln!(err, "{verb} {} node(s): {}", plan.nodes.len(), args.nodes)?;
+    for c in &plan.commands {
+        writeln!(err, "  {}", actions::shell_words(c))?;
+    }
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            log_refusal(&ActionReport::refused(&plan, "not confirmed (no terminal, no --yes)"))?;
+            anyhow::bail!("not confirmed: stdin is not a terminal; pass --yes to {verb}");
+        }
+        write!(err, "Run these commands? [y/N] ")?;
+        err.flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            log_refusal(&ActionReport::refused(&plan, "not confirmed"))?;
+            anyhow::bail!("not confirmed: nothing was run");
+        }
+    }
+    drop(err);
+    let report = actions::execute(
+        &Slurm {
+            format: cfg.slurm.format,
+        },
+        &plan,
+    );
+    let logged = actions::audit(&report);
+    print_report(&report, args.format)?;
+    let path = logged.map_err(|e| anyhow::anyhow!("{verb} ran, but the audit log could not be written: {e}"))?;
+    tracing::info!("audit log: {}", path.display());
+    let failed: Vec<&str> = report
+        .results
+        .iter()
+        .filter(|r| !r.ok)
+        .map(|r| r.node.as_str())
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{verb} failed on {} of {} node(s): {}",
+            failed.len(),
+            report.results.len(),
+            failed.join(",")
+        );
+    }
+    Ok(())
+}
+
+fn log_refusal(report: &ActionReport) -> anyhow::Result<()> {
+    actions::audit(report)
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("cannot write the audit log: {e}"))
+}
+
+fn print_report(report: &ActionReport, format: ActionFormat) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match format {
+        ActionFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(report)?)?,
+        ActionFormat::Text => {
+            let w = report.results.iter().map(|r| r.node.len()).max().unwrap_or(4);
+            for r in &report.results {
+                writeln!(
+                    out,
+                    "{:<w$}  {}  {}",
+                    r.node,
+                    if r.ok { "ok  " } else { "FAIL" },
+                    r.message
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// For the TUI: what `NodeAction` a key asks for.
+pub fn action_for_key(c: char) -> Option<NodeAction> {
+    match c {
+        'D' => Some(NodeAction::Drain),
+        'R' => Some(NodeAction::Resume),
+        'U' => Some(NodeAction::Undrain),
+        _ => None,
+    }
+}
