@@ -414,7 +414,7 @@ impl Store {
                 jobs: snap
                     .jobs
                     .iter()
-                    .filter(|j| j.nodes.iter().any(|x| *x == n.target.name))
+                    .filter(|j| j.nodes.contains(&n.target.name))
                     .cloned()
                     .collect(),
             });
