@@ -191,6 +191,20 @@ pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
             });
             continue;
         }
+        // Slurm refuses to resume a node that is in service ("Invalid node
+        // state specified"): say plainly that there is nothing to do.
+        if plan.action == NodeAction::Resume
+            && let Some(b) = was.filter(|b| !b.is_drained() && !b.is_down() && !b.state.contains("drain"))
+        {
+            results.push(NodeResult {
+                node: node.clone(),
+                ok: true,
+                message: format!("already in service ({}); nothing to resume", b.label()),
+                state_before: Some(b.label()),
+                state_after: Some(b.label()),
+            });
+            continue;
+        }
         let outcome = sched::run(&argv[0], &argv[1..]);
         results.push(NodeResult {
             node: node.clone(),

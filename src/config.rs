@@ -32,6 +32,8 @@ pub struct SlurmConfig {
     pub format: crate::sched::Format,
     /// The agent address of a Slurm node; `{name}` is the node name.
     pub agent_address: String,
+    /// Addresses for particular nodes, where the pattern does not fit.
+    pub agents: std::collections::BTreeMap<String, String>,
     /// How often the scheduler is read.
     #[serde(deserialize_with = "crate::detect::de_duration")]
     pub refresh: std::time::Duration,
@@ -42,6 +44,7 @@ impl Default for SlurmConfig {
         SlurmConfig {
             format: crate::sched::Format::Auto,
             agent_address: "{name}:50051".into(),
+            agents: Default::default(),
             refresh: std::time::Duration::from_secs(10),
         }
     }

@@ -58,8 +58,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 seed,
                 ..cli.source
             };
-            tui::run(&rt, source, cli.theme.as_deref(), cfg)
+            tui::run(&rt, source, cli.theme.as_deref(), cli.read_only || cfg.read_only, cfg)
         }
-        None => tui::run(&rt, cli.source, cli.theme.as_deref(), cfg),
+        None => {
+            let read_only = cli.read_only || cfg.read_only;
+            tui::run(&rt, cli.source, cli.theme.as_deref(), read_only, cfg)
+        }
     }
 }

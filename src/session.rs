@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
 
-use crate::actions::{self, Plan};
+use crate::actions;
 use crate::sched::Slurm;
+use crate::tui::app::Outgoing;
 
 use crate::cli::SourceArgs;
 use crate::config::Config;
@@ -22,8 +23,9 @@ pub struct Session {
     pub updates: mpsc::Receiver<Update>,
     /// Kept alive for as long as the session: dropping it stops the demo.
     pub demo: Option<Demo>,
-    /// Where confirmed actions go to be run, when a scheduler is known.
-    pub actions: Option<mpsc::Sender<Plan>>,
+    /// Where confirmed actions (and refusals, for the log) go, when a
+    /// scheduler is known.
+    pub actions: Option<mpsc::Sender<Outgoing>>,
 }
 
 /// Reads the scheduler every `every`, and at once when poked (after an action).
@@ -45,9 +47,19 @@ async fn poll_scheduler(slurm: Slurm, every: Duration, poke: Arc<Notify>, tx: mp
     }
 }
 
-/// Runs confirmed plans one at a time, logs them, and reports back.
-async fn run_actions(slurm: Slurm, mut plans: mpsc::Receiver<Plan>, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
-    while let Some(plan) = plans.recv().await {
+/// Runs confirmed plans one at a time, logs them (and refusals), and
+/// reports back.
+async fn run_actions(slurm: Slurm, mut asks: mpsc::Receiver<Outgoing>, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+    while let Some(ask) = asks.recv().await {
+        let plan = match ask {
+            Outgoing::Run(plan) => plan,
+            Outgoing::Refused(plan, why) => {
+                if let Err(e) = actions::audit(&actions::ActionReport::refused(&plan, &why)) {
+                    tracing::error!("cannot write the audit log: {e}");
+                }
+                continue;
+            }
+        };
         let s = slurm.clone();
         let report = match tokio::task::spawn_blocking(move || actions::execute(&s, &plan)).await {
             Ok(r) => r,
@@ -75,7 +87,10 @@ pub fn slurm_targets(slurm: &Slurm, cfg: &Config, port: u16) -> anyhow::Result<V
     snap.nodes
         .keys()
         .map(|name| {
-            let addr = cfg.slurm.agent_address.replace("{name}", name);
+            let addr = match cfg.slurm.agents.get(name) {
+                Some(a) => a.clone(),
+                None => cfg.slurm.agent_address.replace("{name}", name),
+            };
             let mut t = hostlist::parse_targets(&addr, port)
                 .map_err(|e| anyhow::anyhow!("[slurm] agent_address gives a bad address for {name}: {e}"))?;
             let mut t = t

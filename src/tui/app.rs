@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use crate::actions::{self, NodeAction, Plan};
 use crate::flags::{Flag, Subject};
 use crate::store::{NodeState, Store, Update};
 use crate::tui::theme::Theme;
@@ -82,6 +83,32 @@ impl AlertSort {
     }
 }
 
+/// A modal step of a cluster action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dialog {
+    /// Typing the reason for a drain.
+    Reason {
+        action: NodeAction,
+        nodes: Vec<String>,
+        text: String,
+    },
+    /// The exact commands, waiting for `y` (anything else cancels).
+    Confirm(Plan),
+    /// Sent; waiting for the result.
+    Running(Plan),
+    /// The result of the last action, node by node.
+    Result,
+}
+
+/// What the app asks the outside world to do (the session's action task
+/// does the I/O: running, logging).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outgoing {
+    Run(Plan),
+    /// An attempt refused before anything ran, for the audit log.
+    Refused(Plan, String),
+}
+
 /// Whether the fleet is drawn as one row per node or as a dense wall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wall {
@@ -120,6 +147,12 @@ pub struct App {
     pub alert_sort: AlertSort,
     pub help: bool,
     pub quit: bool,
+    /// Actions are possible (a scheduler is known) and allowed (not read-only).
+    pub actions_enabled: bool,
+    pub read_only: bool,
+    pub dialog: Option<Dialog>,
+    /// Taken by the loop after each update.
+    pub outgoing: Option<Outgoing>,
     pub log_path: Option<PathBuf>,
     /// The terminal's size, for layout-dependent moves (the wall's rows).
     pub size: (u16, u16),
@@ -157,6 +190,10 @@ impl App {
             alert_sort: AlertSort::Severity,
             help: false,
             quit: false,
+            actions_enabled: false,
+            read_only: false,
+            dialog: None,
+            outgoing: None,
             log_path: None,
             size: (80, 24),
             changed: true,
@@ -277,7 +314,11 @@ pub fn update(app: &mut App, action: Action) {
         // The hot path (a fleet's history arrives as hundreds of thousands of
         // these): no per-update work beyond the store's.
         Action::Store(u, now) => {
+            let done = matches!(u, Update::ActionDone(_));
             app.store.apply(u, now);
+            if done {
+                app.dialog = Some(Dialog::Result);
+            }
             app.changed = true;
         }
         Action::Resize(w, h) => app.size = (w, h),
@@ -326,6 +367,10 @@ fn on_key(app: &mut App, k: KeyEvent) {
         }
         return;
     }
+    if app.dialog.is_some() {
+        dialog_key(app, k);
+        return;
+    }
     if app.help {
         // Any key closes help; q still quits.
         app.help = false;
@@ -354,6 +399,7 @@ fn on_key(app: &mut App, k: KeyEvent) {
             }
         }
         KeyCode::Char('m') => app.metric = app.metric.next(),
+        KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
         KeyCode::Esc => match app.screen {
             Screen::Detail | Screen::Alerts => app.screen = Screen::Heatmap,
             Screen::Heatmap => {
@@ -469,4 +515,102 @@ fn alerts_key(app: &mut App, k: KeyEvent) {
         }
         _ => {}
     }
+}
+
+/// The nodes an action applies to: the marked ones, else the one in view.
+fn action_targets(app: &App) -> Vec<String> {
+    let idx: Vec<usize> = if !app.marked.is_empty() {
+        app.marked.iter().copied().collect()
+    } else if app.screen == Screen::Detail {
+        vec![app.detail_node]
+    } else {
+        app.current_node().into_iter().collect()
+    };
+    idx.into_iter()
+        .filter_map(|i| app.store.nodes.get(i))
+        .map(|n| n.target.name.clone())
+        .collect()
+}
+
+fn start_action(app: &mut App, key: char) {
+    let Some(action) = crate::node_cmd::action_for_key(key) else {
+        return;
+    };
+    let nodes = action_targets(app);
+    if nodes.is_empty() {
+        return;
+    }
+    if app.read_only {
+        let commands = nodes.iter().map(|n| actions::command(action, n, None)).collect();
+        let plan = Plan {
+            action,
+            nodes,
+            reason: None,
+            commands,
+        };
+        app.outgoing = Some(Outgoing::Refused(plan, "read-only mode".into()));
+        app.message = Some(format!("read-only mode: {} is off", action.verb()));
+        return;
+    }
+    if !app.actions_enabled {
+        app.message = Some(format!("no scheduler: start with --slurm to {}", action.verb()));
+        return;
+    }
+    app.dialog = Some(match action {
+        NodeAction::Drain => Dialog::Reason {
+            action,
+            nodes,
+            text: String::new(),
+        },
+        _ => match actions::plan(action, nodes, None) {
+            Ok(p) => Dialog::Confirm(p),
+            Err(e) => {
+                app.message = Some(e);
+                return;
+            }
+        },
+    });
+}
+
+fn dialog_key(app: &mut App, k: KeyEvent) {
+    let Some(d) = app.dialog.take() else { return };
+    app.dialog = match d {
+        Dialog::Reason {
+            action,
+            nodes,
+            mut text,
+        } => match k.code {
+            KeyCode::Esc => None,
+            KeyCode::Enter => match actions::plan(action, nodes.clone(), Some(text.clone())) {
+                Ok(p) => Some(Dialog::Confirm(p)),
+                Err(e) => {
+                    app.message = Some(e);
+                    Some(Dialog::Reason { action, nodes, text })
+                }
+            },
+            KeyCode::Backspace => {
+                text.pop();
+                Some(Dialog::Reason { action, nodes, text })
+            }
+            KeyCode::Char(c) => {
+                text.push(c);
+                Some(Dialog::Reason { action, nodes, text })
+            }
+            _ => Some(Dialog::Reason { action, nodes, text }),
+        },
+        // Only an explicit yes runs anything: Enter, Esc, n or any other key cancel.
+        Dialog::Confirm(plan) => match k.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => {
+                app.outgoing = Some(Outgoing::Run(plan.clone()));
+                Some(Dialog::Running(plan))
+            }
+            _ => {
+                app.message = Some(format!("{} cancelled: nothing was run", plan.action.verb()));
+                None
+            }
+        },
+        // While running, keys wait; the result replaces it.
+        Dialog::Running(plan) => Some(Dialog::Running(plan)),
+        Dialog::Result => None,
+    };
 }

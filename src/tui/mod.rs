@@ -18,11 +18,17 @@ use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::session::Session;
 use crate::store::Update;
-use app::{Action, App};
+use app::{Action, App, Outgoing};
 use theme::{ColorDepth, Theme};
 
 /// Runs the console until the user quits, the terminal goes away, or SIGTERM.
-pub fn run(rt: &tokio::runtime::Runtime, source: SourceArgs, theme: Option<&str>, cfg: Config) -> anyhow::Result<()> {
+pub fn run(
+    rt: &tokio::runtime::Runtime,
+    source: SourceArgs,
+    theme: Option<&str>,
+    read_only: bool,
+    cfg: Config,
+) -> anyhow::Result<()> {
     // Everything that can fail on bad input fails before the terminal is
     // taken, so the error prints plainly and nothing is left half-drawn.
     let depth = ColorDepth::detect();
@@ -35,14 +41,38 @@ pub fn run(rt: &tokio::runtime::Runtime, source: SourceArgs, theme: Option<&str>
     let _signals = rt.spawn(forward_signals(tx));
     let mut app = App::new(session.store.clone(), theme, fleetop_agent::now_ms());
     app.log_path = log_path;
+    app.read_only = read_only;
+    app.actions_enabled = session.actions.is_some();
     let mut terminal = init_terminal();
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
-    let result = rt.block_on(event_loop(&mut terminal, &mut app, updates, rx, fleetop_agent::now_ms));
+    let outgoing = session.actions.take();
+    let result = rt.block_on(event_loop(
+        &mut terminal,
+        &mut app,
+        updates,
+        rx,
+        outgoing,
+        fleetop_agent::now_ms,
+    ));
     restore_terminal();
     if let Some(d) = session.demo.take() {
         rt.block_on(d.stop());
     }
     result
+}
+
+/// Hands what the app asked for (a confirmed plan, a refusal to log) to the
+/// session's action task.
+async fn send_outgoing(app: &mut App, cluster: Option<&mpsc::Sender<Outgoing>>) {
+    let Some(out) = app.outgoing.take() else { return };
+    let sent = match cluster {
+        Some(tx) => tx.send(out.clone()).await.is_ok(),
+        None => false,
+    };
+    if !sent && matches!(out, Outgoing::Run(_)) {
+        app.dialog = None;
+        app.message = Some("no scheduler to run the action".into());
+    }
 }
 
 /// Raw mode and the alternate screen, with a panic hook that gives the
@@ -108,6 +138,7 @@ pub async fn event_loop<B: Backend>(
     app: &mut App,
     mut updates: mpsc::Receiver<Update>,
     mut actions: mpsc::Receiver<Action>,
+    cluster: Option<mpsc::Sender<Outgoing>>,
     clock: impl Fn() -> i64,
 ) -> anyhow::Result<()>
 where
@@ -132,6 +163,7 @@ where
                 Some(a) => {
                     app::update(app, a);
                     dirty = true;
+                    send_outgoing(app, cluster.as_ref()).await;
                 }
                 None => app.quit = true,
             },

@@ -5,6 +5,8 @@ mod agent_stream;
 mod e2e_tmux;
 mod export_demo;
 mod export_errors;
+mod slurm;
+mod slurm_harness;
 mod stale_restart;
 mod tui;
 

@@ -9,8 +9,18 @@ use fleetop::export::{Snapshot, Status};
 
 use crate::{agent_bin, free_port};
 
+/// A child process that is killed when the test ends, passed or panicked.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts a simulated agent process and waits until it accepts connections.
-fn start_agent(port: u16) -> Child {
+fn start_agent(port: u16) -> Killed {
     let child = Command::new(agent_bin())
         .args([
             "--backend",
@@ -36,7 +46,7 @@ fn start_agent(port: u16) -> Child {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
+    Killed(child)
 }
 
 /// Reads snapshots until one has `want` as the node's status.
@@ -59,21 +69,22 @@ fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, want: Sta
 #[test]
 fn killed_agent_goes_stale_and_recovers_on_restart() {
     let port = free_port();
-    let mut agent = start_agent(port);
-    let mut export = Command::new(env!("CARGO_BIN_EXE_fleetop"))
-        .args(["export", "--hosts", &format!("127.0.0.1:{port}"), "--format", "ndjson"])
-        .args(["--interval", "200ms", "--count", "300", "--timeout", "5s"])
-        .env("XDG_CONFIG_HOME", "/nonexistent")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("export starts");
-    let mut lines = BufReader::new(export.stdout.take().expect("stdout")).lines();
+    let agent = start_agent(port);
+    let mut export = Killed(
+        Command::new(env!("CARGO_BIN_EXE_fleetop"))
+            .args(["export", "--hosts", &format!("127.0.0.1:{port}"), "--format", "ndjson"])
+            .args(["--interval", "200ms", "--count", "300", "--timeout", "5s"])
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("export starts"),
+    );
+    let mut lines = BufReader::new(export.0.stdout.take().expect("stdout")).lines();
 
     let ok = wait_for(&mut lines, Status::Ok, Duration::from_secs(10));
     assert_eq!(ok.nodes[0].hostname.as_deref(), Some("n1"));
 
-    agent.kill().expect("kill agent");
-    let _ = agent.wait();
+    drop(agent);
     let stale = wait_for(&mut lines, Status::Stale, Duration::from_secs(10));
     assert!(
         stale.nodes[0]
@@ -82,7 +93,7 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
             .any(|f| f.kind == fleetop::flags::FlagKind::Stale)
     );
 
-    let mut agent = start_agent(port);
+    let _agent = start_agent(port);
     let back = wait_for(&mut lines, Status::Ok, Duration::from_secs(20));
     assert!(
         back.nodes[0]
@@ -90,9 +101,4 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
             .iter()
             .all(|f| f.kind != fleetop::flags::FlagKind::Stale)
     );
-
-    let _ = export.kill();
-    let _ = agent.kill();
-    let _ = agent.wait();
-    let _ = export.wait();
 }

@@ -3,10 +3,11 @@
 //! colours, which text snapshots lose, are asserted on the buffer's styles.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use fleetop::actions::{ActionReport, NodeAction, NodeResult};
 use fleetop::detect::Thresholds;
 use fleetop::hostlist::Target;
 use fleetop::store::{Event, Store, Update};
-use fleetop::tui::app::{Action, App};
+use fleetop::tui::app::{Action, App, Outgoing};
 use fleetop::tui::event_loop;
 use fleetop::tui::theme::{ColorDepth, Theme};
 use fleetop_agent::sampler::{Collector, Sampler};
@@ -66,9 +67,28 @@ fn keys(s: &str) -> Vec<Action> {
     s.chars().map(|c| key(KeyCode::Char(c))).collect()
 }
 
+/// One thing that happens to the app, in order.
+enum Step {
+    Do(Action),
+    /// An update arriving (then a frame passes, so it is drawn).
+    Arrive(Update),
+}
+
 /// Runs the app's event loop on a `width` x `height` test terminal: all
 /// updates first, then the actions in order, then quit. Returns the screen.
 fn drive(theme: Theme, fleet: (Vec<Target>, Vec<Update>), size: (u16, u16), actions: Vec<Action>) -> Buffer {
+    drive_steps(theme, fleet, size, actions.into_iter().map(Step::Do).collect(), |_| {}).0
+}
+
+/// The same with steps after the fleet's updates, the app set up by
+/// `setup`, and what the app asked the action task to do.
+fn drive_steps(
+    theme: Theme,
+    fleet: (Vec<Target>, Vec<Update>),
+    size: (u16, u16),
+    steps: Vec<Step>,
+    setup: impl FnOnce(&mut App),
+) -> (Buffer, Vec<Outgoing>) {
     let (targets, updates) = fleet;
     // Paused time: timers (the frame and tick intervals) advance only when
     // everything else waits, so every run sees the same frames.
@@ -80,28 +100,41 @@ fn drive(theme: Theme, fleet: (Vec<Target>, Vec<Update>), size: (u16, u16), acti
     rt.block_on(async move {
         let mut terminal = Terminal::new(TestBackend::new(size.0, size.1)).expect("terminal");
         let mut app = App::new(Store::new(targets, Thresholds::default()), theme, NOW);
-        let (utx, urx) = mpsc::channel(updates.len() + 1);
+        setup(&mut app);
+        let (utx, urx) = mpsc::channel(updates.len() + 16);
         let (atx, arx) = mpsc::channel(64);
+        let (ctx, mut crx) = mpsc::channel(16);
+        let frame = || tokio::time::sleep(std::time::Duration::from_millis(300));
         let driver = async move {
             for u in updates {
                 utx.send(u).await.expect("loop alive");
             }
-            // Wait for the loop to take every update before the keys.
+            // Wait for the loop to take every update, and a frame to draw them.
             while utx.capacity() < utx.max_capacity() {
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             }
-            // Let a frame pass, so the coalesced updates are drawn.
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            for a in actions {
-                atx.send(a).await.expect("loop alive");
-                tokio::task::yield_now().await;
+            frame().await;
+            for step in steps {
+                match step {
+                    Step::Do(a) => {
+                        atx.send(a).await.expect("loop alive");
+                        tokio::task::yield_now().await;
+                    }
+                    Step::Arrive(u) => {
+                        utx.send(u).await.expect("loop alive");
+                        frame().await;
+                    }
+                }
             }
             atx.send(Action::Quit).await.expect("loop alive");
         };
-        let (res, ()) = tokio::join!(event_loop(&mut terminal, &mut app, urx, arx, || NOW), driver);
+        let (res, ()) = tokio::join!(event_loop(&mut terminal, &mut app, urx, arx, Some(ctx), || NOW), driver);
         res.expect("loop ends cleanly");
-
-        terminal.backend().buffer().clone()
+        let mut asked = Vec::new();
+        while let Ok(o) = crx.try_recv() {
+            asked.push(o);
+        }
+        (terminal.backend().buffer().clone(), asked)
     })
 }
 
@@ -321,4 +354,145 @@ fn every_screen_fills_a_300x100_terminal() {
         // The footer is on the last row, where it belongs.
         assert!(screen.lines().last().is_some_and(|l| l.contains("? help")), "{screen}");
     }
+}
+
+#[test]
+fn drain_asks_a_reason_shows_the_exact_command_and_defaults_to_no() {
+    let enabled = |app: &mut App| app.actions_enabled = true;
+    let mut steps: Vec<Step> = vec![Step::Do(key(KeyCode::Char('D')))];
+    steps.extend(keys("fan 'broken'").into_iter().map(Step::Do));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps, enabled);
+    insta::assert_snapshot!("confirm_drain_80x24", text(&buf));
+    assert!(asked.is_empty(), "nothing runs before the confirmation");
+
+    // Enter (or any key but y) cancels.
+    let mut steps: Vec<Step> = vec![Step::Do(key(KeyCode::Char('D')))];
+    steps.extend(keys("fan").into_iter().map(Step::Do));
+    steps.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
+    let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps, enabled);
+    assert!(asked.is_empty());
+    assert!(text(&buf).contains("drain cancelled: nothing was run"));
+}
+
+#[test]
+fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
+    let enabled = |app: &mut App| app.actions_enabled = true;
+    let mut steps: Vec<Step> = keys(" j ").into_iter().map(Step::Do).collect(); // mark gpu01, skip gpu02, mark gpu03
+    steps.push(Step::Do(key(KeyCode::Char('D'))));
+    steps.extend(keys("psu").into_iter().map(Step::Do));
+    steps.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Char('y')))]);
+    let report = ActionReport {
+        time: "2026-01-01T00:00:00.000Z".into(),
+        user: "sre".into(),
+        action: NodeAction::Drain,
+        nodes: vec!["gpu01".into(), "gpu03".into()],
+        reason: Some("psu".into()),
+        commands: vec![],
+        refused: None,
+        results: vec![
+            NodeResult {
+                node: "gpu01".into(),
+                ok: true,
+                message: "now drained (psu, by root)".into(),
+                state_before: None,
+                state_after: None,
+            },
+            NodeResult {
+                node: "gpu03".into(),
+                ok: false,
+                message: "sinfo failed: Invalid node name specified".into(),
+                state_before: None,
+                state_after: None,
+            },
+        ],
+    };
+    steps.push(Step::Arrive(Update::ActionDone(std::sync::Arc::new(report))));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, enabled);
+    let [Outgoing::Run(plan)] = asked.as_slice() else {
+        panic!("one plan runs: {asked:?}")
+    };
+    assert_eq!(plan.nodes, ["gpu01", "gpu03"]);
+    assert_eq!(
+        plan.commands[1],
+        ["scontrol", "update", "NodeName=gpu03", "State=DRAIN", "Reason=psu"]
+    );
+    let screen = text(&buf);
+    assert!(screen.contains("drain failed on some nodes"), "{screen}");
+    assert!(
+        screen.contains("gpu01") && screen.contains("now drained") && screen.contains("FAIL"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn read_only_turns_actions_off_and_reports_the_attempt() {
+    let ro = |app: &mut App| {
+        app.actions_enabled = true;
+        app.read_only = true;
+    };
+    let (buf, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 60),
+        (80, 24),
+        vec![Step::Do(key(KeyCode::Char('R')))],
+        ro,
+    );
+    assert!(text(&buf).contains("read-only mode: resume is off"));
+    let [Outgoing::Refused(plan, why)] = asked.as_slice() else {
+        panic!("the refusal is logged: {asked:?}")
+    };
+    assert_eq!((plan.action, why.as_str()), (NodeAction::Resume, "read-only mode"));
+    // Without a scheduler there is nothing to act on, and the screen says how to get one.
+    let (buf, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 60),
+        (80, 24),
+        vec![Step::Do(key(KeyCode::Char('D')))],
+        |_| {},
+    );
+    assert!(asked.is_empty());
+    assert!(text(&buf).contains("no scheduler: start with --slurm"));
+}
+
+#[test]
+fn scheduler_state_shows_in_rows_and_in_the_detail() {
+    use fleetop::sched::{Job, SchedNode, Snapshot};
+    let node = |state: &str, reason: Option<&str>| SchedNode {
+        state: state.into(),
+        not_responding: false,
+        reason: reason.map(String::from),
+        reason_user: reason.map(|_| "root".into()),
+        reason_time: None,
+    };
+    let mut snap = Snapshot::default();
+    snap.nodes.insert("gpu01".into(), node("mixed", None));
+    snap.nodes.insert("gpu02".into(), node("drained", Some("fan broken")));
+    snap.jobs.push(Job {
+        id: 4411,
+        user: "alice".into(),
+        name: "train".into(),
+        elapsed_s: 3700,
+        gpus_per_node: 8,
+        nodes: vec!["gpu01".into()],
+    });
+    let arrive = || Step::Arrive(Update::Scheduler(std::sync::Arc::new(snap.clone())));
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), vec![arrive()], |_| {});
+    let screen = text(&buf);
+    let row = |n: &str| screen.lines().find(|l| l.contains(n)).unwrap_or_default().to_string();
+    assert!(row("gpu02").contains("drained"), "{screen}");
+    assert!(row("gpu01").contains("mixed"), "{screen}");
+    let t = theme();
+    let (x, y) = find(&buf, "drained").expect("drained shown");
+    assert_eq!(
+        buf[(x, y)].fg,
+        t.warn.fg.unwrap_or(Color::Reset),
+        "a drained node stands out"
+    );
+    let steps = vec![arrive(), Step::Do(key(KeyCode::Enter))];
+    let screen = text(&drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, |_| {}).0);
+    assert!(
+        screen.contains("slurm mixed · job 4411 alice train 8 GPUs 1h"),
+        "{screen}"
+    );
 }

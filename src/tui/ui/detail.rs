@@ -48,9 +48,18 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let gpus = n.last.as_ref().map(|s| s.gpus.len()).unwrap_or(0);
     let host_line = host_summary(n);
     let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
-    let [host, table, lower] =
-        Layout::vertical([Constraint::Length(1), Constraint::Length(table_h), Constraint::Min(0)]).areas(inner);
+    let sched_h = u16::from(n.scheduler.is_some());
+    let [host, sched, table, lower] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(sched_h),
+        Constraint::Length(table_h),
+        Constraint::Min(0),
+    ])
+    .areas(inner);
     line_at(Line::from(Span::styled(host_line, t.muted)), host, 0, buf);
+    if let Some(v) = &n.scheduler {
+        line_at(sched_line(t, v), sched, 0, buf);
+    }
     render_gpu_table(app, n, table, buf);
     if lower.height < 3 {
         return;
@@ -64,6 +73,48 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     } else {
         render_pane(app, n, app.pane, lower, buf);
     }
+}
+
+/// "slurm drained (fan broken, by root, 2026-…) · job 4411 alice train 8 GPUs 1h02m"
+fn sched_line<'a>(t: &Theme, v: &crate::sched::NodeView) -> Line<'a> {
+    let style = if v.node.is_down() {
+        t.crit
+    } else if v.node.state.contains("drain") {
+        t.warn
+    } else {
+        t.ok
+    };
+    let mut spans = vec![Span::styled("slurm ", t.muted), Span::styled(v.node.label(), style)];
+    if let Some(r) = &v.node.reason {
+        let by = v
+            .node
+            .reason_user
+            .as_deref()
+            .map(|u| format!(", by {u}"))
+            .unwrap_or_default();
+        let when = v
+            .node
+            .reason_time
+            .as_deref()
+            .map(|w| format!(", {w}"))
+            .unwrap_or_default();
+        spans.push(Span::raw(format!(" ({r}{by}{when})")));
+    }
+    for j in &v.jobs {
+        spans.push(Span::styled(" · ", t.muted));
+        spans.push(Span::raw(format!(
+            "job {} {} {} {} GPUs {}",
+            j.id,
+            j.user,
+            j.name,
+            j.gpus_per_node,
+            crate::tui::view::human_age(j.elapsed_s as i64 * 1000)
+        )));
+    }
+    if v.jobs.is_empty() {
+        spans.push(Span::styled(" · no jobs", t.muted));
+    }
+    Line::from(spans)
 }
 
 fn host_summary(n: &NodeState) -> String {

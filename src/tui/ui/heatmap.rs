@@ -161,7 +161,10 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         .max()
         .unwrap_or(4)
         .clamp(4, 16);
-    let lay = row_layout(area.width as usize, max_gpus, name_w);
+    // The scheduler's word for the node, where a scheduler is known.
+    let with_sched = vis.iter().any(|&i| nodes[i].scheduler.is_some());
+    let sched_w = if with_sched { 10 } else { 0 };
+    let lay = row_layout((area.width as usize).saturating_sub(sched_w), max_gpus, name_w);
     let rows = area.height as usize;
     // Keep the cursor on screen: scroll so it is on the last row at most.
     let first = app.cursor.saturating_sub(rows.saturating_sub(1));
@@ -180,6 +183,9 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             let pad = 6usize.saturating_sub(s.content.chars().count());
             spans.push(s);
             spans.push(Span::raw(" ".repeat(pad)));
+        }
+        if with_sched {
+            spans.push(sched_span(t, n));
         }
         let info = n.info.as_ref();
         let stale = status != NodeStatus::Ok;
@@ -205,6 +211,22 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         spans.extend(flag_summary(t, n));
         line_at(Line::from(spans), area, row as u16, buf);
     }
+}
+
+/// The scheduler state in a fixed 10 columns: drained and down stand out.
+fn sched_span(t: &Theme, n: &NodeState) -> Span<'static> {
+    let Some(v) = &n.scheduler else {
+        return Span::raw(" ".repeat(10));
+    };
+    let style = if v.node.is_down() {
+        t.crit
+    } else if v.node.state.contains("drain") {
+        t.warn
+    } else {
+        t.muted
+    };
+    let label: String = v.node.label().chars().take(9).collect();
+    Span::styled(format!("{label:<10}"), style)
 }
 
 /// `s` in exactly `w` columns: right-aligned with a gap before where it fits

@@ -13,9 +13,10 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 
+use crate::actions;
 use crate::flags::{FlagKind, Severity};
 use crate::store::NodeStatus;
-use crate::tui::app::{App, Screen};
+use crate::tui::app::{App, Dialog, Screen};
 use crate::tui::theme::Theme;
 
 pub use heatmap::wall_geometry;
@@ -52,6 +53,109 @@ impl Widget for &App {
         render_footer(self, footer, buf);
         if self.help {
             render_help(self, area, buf);
+        }
+        if let Some(d) = &self.dialog {
+            render_dialog(self, d, area, buf);
+        }
+    }
+}
+
+/// A centred box of `lines`, `w` wide at most.
+fn popup(t: &Theme, title: &str, lines: Vec<Line<'_>>, w: u16, area: Rect, buf: &mut Buffer) {
+    let h = (lines.len() as u16 + 2).min(area.height);
+    let w = w.min(area.width);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    Clear.render(r, buf);
+    Paragraph::new(lines)
+        .style(t.base)
+        .block(
+            Block::bordered()
+                .border_style(t.border)
+                .title(Line::from(format!(" {title} ")).style(t.title)),
+        )
+        .render(r, buf);
+}
+
+fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let width = area.width.saturating_sub(4).clamp(40, 110);
+    match d {
+        Dialog::Reason { action, nodes, text } => {
+            let lines = vec![
+                Line::from(format!(
+                    " {} {} node(s): {}",
+                    action.verb(),
+                    nodes.len(),
+                    nodes.join(" ")
+                )),
+                Line::from(""),
+                Line::from(vec![
+                    Span::styled(" reason: ", t.title),
+                    Span::raw(text.clone()),
+                    Span::styled("█", t.muted),
+                ]),
+                Line::from(""),
+                Line::from(Span::styled(" Enter continue (nothing runs yet)   Esc cancel", t.muted)),
+            ];
+            popup(t, "drain", lines, width, area, buf);
+        }
+        Dialog::Confirm(plan) => {
+            let mut lines = vec![
+                Line::from(format!(" Run these commands ({} node(s))?", plan.nodes.len())),
+                Line::from(""),
+            ];
+            lines.extend(
+                plan.commands
+                    .iter()
+                    .map(|c| Line::from(format!("   {}", actions::shell_words(c)))),
+            );
+            lines.push(Line::from(""));
+            lines.push(Line::from(vec![
+                Span::styled(" y ", t.crit),
+                Span::raw("run    "),
+                Span::styled("any other key ", t.title),
+                Span::raw("cancel (the default)"),
+            ]));
+            popup(t, &format!("confirm {}", plan.action.verb()), lines, width, area, buf);
+        }
+        Dialog::Running(plan) => {
+            let lines = vec![Line::from(format!(
+                " {} {} node(s)… then reading the result back from Slurm",
+                plan.action.verb(),
+                plan.nodes.len()
+            ))];
+            popup(t, "running", lines, width, area, buf);
+        }
+        Dialog::Result => {
+            let Some(r) = &app.store.last_action else { return };
+            let mut lines = Vec::new();
+            for n in &r.results {
+                lines.push(Line::from(vec![
+                    Span::raw(format!(" {:<12}", n.node)),
+                    if n.ok {
+                        Span::styled("ok    ", t.ok)
+                    } else {
+                        Span::styled("FAIL  ", t.crit)
+                    },
+                    Span::raw(n.message.clone()),
+                ]));
+            }
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(
+                format!(" logged to {}   any key closes", actions::audit_path().display()),
+                t.muted,
+            )));
+            let title = format!(
+                "{} {}",
+                r.action.verb(),
+                if r.ok() { "done" } else { "failed on some nodes" }
+            );
+            popup(t, &title, lines, width, area, buf);
         }
     }
 }
@@ -221,15 +325,15 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ("q  Ctrl-C", "quit"),
         ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
         ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
-        (
-            "/",
-            "filter nodes: text, hostlist gpu[01-08], flag kind (throttled), ok, unreachable",
-        ),
-        (
-            "m",
-            "cycle the metric: utilization, memory, temperature, power, SM clock",
-        ),
+        ("/", "filter: name, gpu[01-08], a flag kind, ok, unreachable"),
+        ("m", "metric: util, memory, temperature, power, SM clock"),
     ];
+    match screen {
+        Screen::Heatmap | Screen::Detail => {
+            v.extend([("D R U", "drain (with a reason), resume, undrain: marked or this")])
+        }
+        Screen::Alerts => {}
+    }
     match screen {
         Screen::Heatmap => v.extend([
             ("j k  ↓ ↑", "move (a row of cells on the wall)"),

@@ -1,0 +1,353 @@
+//! Job control against a real Slurm (munged, slurmctld, several slurmd, all
+//! on loopback in a temp dir), through the real binaries: discovery, state
+//! and reason display, drain with a hostile reason, resume, undrain, a
+//! partly invalid multi-node drain, a job on its node, read-only, the audit
+//! log. Without Slurm installed these skip locally; in CI they must run.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleetop::actions::ActionReport;
+use fleetop::export::Snapshot;
+
+use crate::slurm_harness::SlurmCluster;
+
+const REASON: &str = "it's \"bad\" — ünïcode; $(rm -rf /) `x`";
+
+struct Env {
+    cluster: SlurmCluster,
+    swarm: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = self.swarm.kill();
+        let _ = self.swarm.wait();
+    }
+}
+
+/// A cluster of gpu[01-04] with an agent for each node, or None (skipped).
+fn setup() -> Option<Env> {
+    let cluster = match SlurmCluster::start("gpu[01-04]") {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "Slurm must be installed in CI (.ci/run installs it)"
+            );
+            eprintln!("skipped: Slurm is not installed (apt-get install slurmctld slurmd slurm-client munge)");
+            return None;
+        }
+        Err(e) => panic!("Slurm is installed but did not start: {e}"),
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hosts = dir.path().join("agents");
+    let swarm = Command::new(crate::agent_bin())
+        .args(["swarm", "--count", "4", "--sim-gpus", "2", "--hostfile"])
+        .arg(&hosts)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agents start");
+    let start = Instant::now();
+    while !hosts.exists() {
+        assert!(start.elapsed() < Duration::from_secs(30), "agents did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let addrs = std::fs::read_to_string(&hosts).expect("agent addresses");
+    let mut cfg = String::from("[slurm]\nrefresh = \"1s\"\n[slurm.agents]\n");
+    for (i, a) in addrs.lines().enumerate() {
+        cfg.push_str(&format!("gpu{:02} = \"{a}\"\n", i + 1));
+    }
+    std::fs::write(dir.path().join("config.toml"), cfg).expect("config");
+    Some(Env { cluster, swarm, dir })
+}
+
+impl Env {
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    fn audit(&self) -> PathBuf {
+        self.dir.path().join("audit.jsonl")
+    }
+
+    fn fleetop(&self) -> assert_cmd::Command {
+        let mut c = crate::fleetop();
+        c.envs(self.cluster.env())
+            .env("FLEETOP_AUDIT_LOG", self.audit())
+            .arg("--config")
+            .arg(self.config());
+        c
+    }
+
+    fn export(&self) -> Snapshot {
+        let out = self
+            .fleetop()
+            .args(["export", "--slurm", "--once", "--timeout", "10s"])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "export: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("a snapshot")
+    }
+
+    fn node(&self, action: &str, nodes: &str, reason: Option<&str>) -> (bool, String, String) {
+        let mut c = self.fleetop();
+        c.args(["node", action, nodes, "--yes"]);
+        if let Some(r) = reason {
+            c.args(["--reason", r]);
+        }
+        let out = c.output().expect("runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    fn audit_lines(&self) -> Vec<ActionReport> {
+        std::fs::read_to_string(self.audit())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each audit line is a report"))
+            .collect()
+    }
+
+    fn sinfo_reason(&self, node: &str) -> String {
+        let out = self
+            .cluster
+            .command("sinfo")
+            .args(["-h", "-N", "-n", node, "-o", "%E"])
+            .output()
+            .expect("sinfo");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn wait(&self, node: &str, state: &str) {
+        self.cluster
+            .wait_state(node, state, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn discover_drain_resume_undrain_with_state_and_reason_shown() {
+    let Some(env) = setup() else { return };
+    // Discovery: every Slurm node, idle, at its agent.
+    let snap = env.export();
+    let names: Vec<&str> = snap.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["gpu01", "gpu02", "gpu03", "gpu04"]);
+    for n in &snap.nodes {
+        let s = n.scheduler.as_ref().expect("scheduler state");
+        assert_eq!((s.state.as_str(), &s.reason), ("idle", &None), "{}", n.name);
+        assert_eq!(n.gpus.len(), 2, "{} has its agent's GPUs", n.name);
+    }
+
+    // Drain with a reason full of quotes, unicode and shell syntax: it arrives intact.
+    let out = env
+        .fleetop()
+        .args([
+            "node", "drain", "gpu02", "--yes", "--format", "json", "--reason", REASON,
+        ])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: ActionReport = serde_json::from_slice(&out.stdout).expect("json report");
+    assert!(report.results[0].ok, "{report:?}");
+    assert_eq!(report.results[0].state_after.as_deref(), Some("drained"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("scontrol update NodeName=gpu02 State=DRAIN"),
+        "the exact command is shown"
+    );
+    assert_eq!(env.sinfo_reason("gpu02"), REASON);
+    let g2 = env
+        .export()
+        .nodes
+        .into_iter()
+        .find(|n| n.name == "gpu02")
+        .expect("gpu02");
+    let s = g2.scheduler.expect("scheduler");
+    assert_eq!(
+        (s.state.as_str(), s.reason.as_deref(), s.reason_user.as_deref()),
+        ("drained", Some(REASON), Some("root"))
+    );
+
+    // Draining it again keeps the first reason and says so.
+    let (ok, stdout, _) = env.node("drain", "gpu02", Some("another reason"));
+    assert!(ok && stdout.contains("already drained"), "{stdout}");
+    assert_eq!(env.sinfo_reason("gpu02"), REASON);
+
+    let (ok, stdout, err) = env.node("resume", "gpu02", None);
+    assert!(ok, "{stdout}{err}");
+    env.wait("gpu02", "idle");
+    // Resuming a node in service is not an error, just nothing to do.
+    let (ok, stdout, _) = env.node("resume", "gpu02", None);
+    assert!(ok && stdout.contains("nothing to resume"), "{stdout}");
+
+    assert!(env.node("drain", "gpu03", Some("fan")).0);
+    let (ok, stdout, _) = env.node("undrain", "gpu03", None);
+    assert!(ok, "{stdout}");
+    env.wait("gpu03", "idle");
+
+    // A down node: resume brings it back once it answers.
+    let down = env
+        .cluster
+        .command("scontrol")
+        .args(["update", "NodeName=gpu04", "State=DOWN", "Reason=test"])
+        .status()
+        .expect("scontrol");
+    assert!(down.success());
+    env.wait("gpu04", "down");
+    let (ok, stdout, _) = env.node("resume", "gpu04", None);
+    assert!(ok, "{stdout}");
+    env.wait("gpu04", "idle");
+
+    // Every attempt is in the audit log, with its exact commands and results.
+    let log = env.audit_lines();
+    let actions: Vec<&str> = log.iter().map(|r| r.action.verb()).collect();
+    assert_eq!(
+        actions,
+        ["drain", "drain", "resume", "resume", "drain", "undrain", "resume"]
+    );
+    assert_eq!(log[0].reason.as_deref(), Some(REASON));
+    assert_eq!(
+        log[0].commands[0].last().map(String::as_str),
+        Some(format!("Reason={REASON}").as_str())
+    );
+    assert!(!log[0].user.is_empty() && log[0].results[0].ok);
+}
+
+#[test]
+fn text_format_reads_the_same_as_json() {
+    let Some(env) = setup() else { return };
+    assert!(env.node("drain", "gpu01", Some(REASON)).0);
+    let json = env.export();
+    let cfg = std::fs::read_to_string(env.config())
+        .expect("config")
+        .replace("[slurm]\n", "[slurm]\nformat = \"text\"\n");
+    std::fs::write(env.config(), cfg).expect("config");
+    let text = env.export();
+    let sched = |s: &Snapshot| {
+        s.nodes
+            .iter()
+            .map(|n| {
+                n.scheduler.clone().map(|mut x| {
+                    x.reason_time = None;
+                    x
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sched(&json), sched(&text));
+    assert_eq!(
+        text.nodes[0].scheduler.as_ref().and_then(|s| s.reason.as_deref()),
+        Some(REASON)
+    );
+}
+
+#[test]
+fn a_multi_node_drain_with_an_invalid_name_reports_each_node() {
+    let Some(env) = setup() else { return };
+    let (ok, stdout, stderr) = env.node("drain", "gpu01,nosuch", Some("maintenance"));
+    assert!(!ok, "one node failed: non-zero exit");
+    let line = |n: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(n))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("gpu01").contains("ok") && line("gpu01").contains("drained"),
+        "{stdout}"
+    );
+    assert!(
+        line("nosuch").contains("FAIL") && line("nosuch").contains("Invalid node name specified"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("drain failed on 1 of 2 node(s): nosuch"), "{stderr}");
+    env.wait("gpu01", "drained");
+}
+
+#[test]
+fn a_job_shows_on_its_node_and_a_drain_waits_for_it() {
+    let Some(env) = setup() else { return };
+    let out = env
+        .cluster
+        .command("sbatch")
+        .args(["-w", "gpu03", "--gres=gpu:2", "-J", "train-job", "--wrap", "sleep 8"])
+        .output()
+        .expect("sbatch");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let start = Instant::now();
+    let job = loop {
+        let snap = env.export();
+        let g3 = snap.nodes.into_iter().find(|n| n.name == "gpu03").expect("gpu03");
+        if let Some(j) = g3.scheduler.and_then(|s| s.jobs.into_iter().next()) {
+            break j;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the job never showed on gpu03"
+        );
+    };
+    assert_eq!(
+        (job.name.as_str(), job.gpus_per_node, job.nodes.as_slice()),
+        ("train-job", 2, &["gpu03".to_string()][..])
+    );
+    assert_eq!(job.user, "root");
+
+    let out = env
+        .fleetop()
+        .args([
+            "node",
+            "drain",
+            "gpu03",
+            "--yes",
+            "--format",
+            "json",
+            "--reason",
+            "after the job",
+        ])
+        .output()
+        .expect("runs");
+    let report: ActionReport = serde_json::from_slice(&out.stdout).expect("report");
+    assert_eq!(report.results[0].state_after.as_deref(), Some("draining"), "{report:?}");
+    env.wait("gpu03", "drained");
+}
+
+#[test]
+fn read_only_refuses_and_logs_the_attempt() {
+    let Some(env) = setup() else { return };
+    let out = env
+        .fleetop()
+        .args(["--read-only", "node", "drain", "gpu01", "--reason", "x", "--yes"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only mode: drain refused"));
+    let cfg = std::fs::read_to_string(env.config()).expect("config");
+    std::fs::write(env.config(), format!("read_only = true\n{cfg}")).expect("config");
+    let (ok, _, stderr) = env.node("resume", "gpu01", None);
+    assert!(!ok && stderr.contains("read-only mode"), "{stderr}");
+    assert_eq!(env.cluster.node_state("gpu01"), "idle", "nothing ran");
+    let log = env.audit_lines();
+    assert_eq!(log.len(), 2);
+    assert!(
+        log.iter()
+            .all(|r| r.refused.as_deref() == Some("read-only mode") && r.results.is_empty())
+    );
+
+    // Not on a terminal and no --yes: refused, nothing runs.
+    std::fs::write(env.config(), cfg).expect("config");
+    let out = env
+        .fleetop()
+        .args(["node", "drain", "gpu01", "--reason", "x"])
+        .write_stdin("")
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --yes"));
+    assert_eq!(env.cluster.node_state("gpu01"), "idle");
+}
