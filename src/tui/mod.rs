@@ -158,7 +158,10 @@ where
             terminal.draw(|f| f.render_widget(&*app, f.area()))?;
             dirty = false;
         }
+        // Keys first: the person at the keyboard is never queued behind a
+        // fleet's worth of updates, and what they did is handled in order.
         tokio::select! {
+            biased;
             a = actions.recv() => match a {
                 Some(a) => {
                     app::update(app, a);

@@ -121,6 +121,7 @@ fn drive_steps(
                         tokio::task::yield_now().await;
                     }
                     Step::Arrive(u) => {
+                        frame().await;
                         utx.send(u).await.expect("loop alive");
                         frame().await;
                     }
