@@ -5,6 +5,7 @@
 //! in-process on loopback.
 
 pub mod backend;
+pub mod bench;
 pub mod counters;
 pub mod host;
 pub mod ib;

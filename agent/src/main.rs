@@ -26,6 +26,16 @@ struct Cli {
     /// Simulation only: invent this much history at start.
     #[arg(long, value_parser = fleetop_agent::parse_interval)]
     sim_history: Option<Duration>,
+    /// Run burn-in benchmarks for consoles that present the token in this file
+    /// (without it, benchmarks are refused).
+    #[arg(long)]
+    bench_token_file: Option<PathBuf>,
+    /// Expected minimums that replace the shipped ones, key by key (TOML).
+    #[arg(long)]
+    bench_expectations: Option<PathBuf>,
+    /// The longest a suite may run, whatever a console asks.
+    #[arg(long, default_value = "30m", value_parser = fleetop_agent::parse_interval)]
+    bench_max_duration: Duration,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -156,7 +166,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Sample { node, .. }) => return sample_once(node),
-        Some(Command::Swarm { count, hostfile, node }) => return swarm(*count, hostfile, node),
+        Some(Command::Swarm { count, hostfile, node }) => return swarm(*count, hostfile, node, bench_settings(&cli)?),
         None => {}
     }
     let now = fleetop_agent::now_ms();
@@ -166,6 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(note) = note {
         eprintln!("fleetop-agent: {note}");
     }
+    let bench = bench_settings(&cli)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(cli.listen)
@@ -175,6 +186,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             interval: cli.node.interval,
             history: cli.history,
             backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0).then_some(start_ms),
+            bench,
         };
         let handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);
@@ -183,6 +195,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         handle.stop().await;
         Ok(())
     })
+}
+
+/// Benchmarks are on only with a token file; its content is the token.
+fn bench_settings(cli: &Cli) -> anyhow::Result<Option<server::BenchSettings>> {
+    let Some(path) = &cli.bench_token_file else {
+        return Ok(None);
+    };
+    let token = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the bench token file {}: {e}", path.display()))?
+        .trim()
+        .to_string();
+    if token.is_empty() {
+        anyhow::bail!("the bench token file {} is empty", path.display());
+    }
+    let expectations = fleetop_agent::bench::expect::Expectations::load(cli.bench_expectations.as_deref())
+        .map_err(|e| anyhow::anyhow!("bench expectations: {e}"))?;
+    Ok(Some(server::BenchSettings {
+        token,
+        expectations,
+        max_duration: cli.bench_max_duration,
+    }))
 }
 
 /// Waits for Ctrl-C or SIGTERM.
@@ -195,7 +228,12 @@ async fn stop_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn swarm(count: u32, hostfile: &std::path::Path, node: &NodeArgs) -> anyhow::Result<()> {
+fn swarm(
+    count: u32,
+    hostfile: &std::path::Path,
+    node: &NodeArgs,
+    bench: Option<server::BenchSettings>,
+) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let mut agents = Vec::new();
@@ -209,6 +247,7 @@ fn swarm(count: u32, hostfile: &std::path::Path, node: &NodeArgs) -> anyhow::Res
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let opts = AgentOptions {
                 interval: node.interval,
+                bench: bench.clone(),
                 ..Default::default()
             };
             let h = server::serve(collector, opts, listener).await?;

@@ -20,9 +20,11 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status};
 
+use crate::bench::{BenchContext, Suite};
 use crate::proto::agent_message::Kind;
 use crate::proto::agent_server::{Agent, AgentServer};
 use crate::proto::{AgentMessage, NodeInfo, Sample, SubscribeRequest};
+use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, bench_event};
 use crate::sampler::Collector;
 
 /// How an agent samples and what it keeps.
@@ -34,6 +36,27 @@ pub struct AgentOptions {
     /// For a simulated node: invent history from this time (ms since the
     /// epoch) up to now at start, so a console sees a lived-in node at once.
     pub backfill_from_ms: Option<i64>,
+    /// Benchmarks on request; `None` refuses them.
+    pub bench: Option<BenchSettings>,
+}
+
+/// What the agent needs to run burn-in suites.
+#[derive(Clone)]
+pub struct BenchSettings {
+    /// Requests must carry this (read from the file named by `--bench-token-file`).
+    pub token: String,
+    pub expectations: crate::bench::expect::Expectations,
+    /// The agent's own bound on a suite, whatever a request asks.
+    pub max_duration: Duration,
+}
+
+impl std::fmt::Debug for BenchSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token.
+        f.debug_struct("BenchSettings")
+            .field("max_duration", &self.max_duration)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for AgentOptions {
@@ -42,6 +65,7 @@ impl Default for AgentOptions {
             interval: Duration::from_secs(1),
             history: Duration::from_secs(600),
             backfill_from_ms: None,
+            bench: None,
         }
     }
 }
@@ -55,6 +79,9 @@ struct Shared {
     bytes_sent: AtomicU64,
     /// Samples taken since start (for benchmarks and tests).
     samples_taken: AtomicU64,
+    bench: Option<BenchSettings>,
+    /// A suite is running (one at a time).
+    bench_busy: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -139,6 +166,8 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         live,
         bytes_sent: AtomicU64::new(0),
         samples_taken: AtomicU64::new(0),
+        bench: opts.bench.clone(),
+        bench_busy: std::sync::atomic::AtomicBool::new(false),
     });
     let (stop, stop_rx) = watch::channel(false);
 
@@ -165,6 +194,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     let svc = AgentService {
         shared: shared.clone(),
         stop: stop_rx.clone(),
+        ip: addr.ip(),
     };
     let mut shutdown = stop_rx;
     let server = tokio::spawn(
@@ -219,11 +249,151 @@ async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>,
 struct AgentService {
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
+    /// The address the agent serves on; a network sink listens there too.
+    ip: std::net::IpAddr,
+}
+
+impl AgentService {
+    /// The bench settings, if the request carries the agent's token.
+    fn authorize(&self, token: &str) -> Result<BenchSettings, Status> {
+        let Some(b) = &self.shared.bench else {
+            return Err(Status::failed_precondition(
+                "benchmarks are disabled on this agent: start it with --bench-token-file",
+            ));
+        };
+        // Compare without an early exit, so timing says nothing about the token.
+        let (a, t) = (b.token.as_bytes(), token.as_bytes());
+        let same = a.len() == t.len() && a.iter().zip(t).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+        if !same {
+            return Err(Status::permission_denied("wrong bench token"));
+        }
+        Ok(b.clone())
+    }
+}
+
+/// Frees the agent for the next suite when the running one ends, however.
+struct BusyGuard(Arc<Shared>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.bench_busy.store(false, Ordering::SeqCst);
+    }
 }
 
 #[tonic::async_trait]
 impl Agent for AgentService {
     type SubscribeStream = ReceiverStream<Result<AgentMessage, Status>>;
+    type RunBenchStream = ReceiverStream<Result<BenchEvent, Status>>;
+    type NetSinkStream = ReceiverStream<Result<NetSinkEvent, Status>>;
+
+    async fn run_bench(&self, req: Request<BenchRequest>) -> Result<Response<Self::RunBenchStream>, Status> {
+        let req = req.into_inner();
+        let settings = self.authorize(&req.token)?;
+        let suite = Suite::parse(&req.suite)
+            .ok_or_else(|| Status::invalid_argument(format!("unknown suite '{}': quick or full", req.suite)))?;
+        if self
+            .shared
+            .bench_busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(Status::resource_exhausted(
+                "busy: a suite is already running on this node",
+            ));
+        }
+        let guard = BusyGuard(self.shared.clone());
+        let shared = self.shared.clone();
+        let ctx = BenchContext {
+            expectations: settings.expectations.clone(),
+            gpu_models: shared.info.gpus.iter().map(|g| g.model.clone()).collect(),
+            latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.back().cloned())),
+        };
+        let limit = match req.timeout_s {
+            0 => settings.max_duration,
+            t => settings.max_duration.min(Duration::from_secs(u64::from(t))),
+        };
+        let target = (!req.net_target.is_empty()).then_some(req.net_target);
+        let (tx, rx) = mpsc::channel(64);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The timeout: stop the suite, and say so.
+        let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
+            let (stop, timed_out, tx) = (stop.clone(), timed_out.clone(), tx.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(limit) => {
+                        timed_out.store(true, Ordering::SeqCst);
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    _ = tx.closed() => stop.store(true, Ordering::SeqCst),
+                }
+            });
+        }
+        tokio::task::spawn_blocking(move || {
+            let _busy = guard;
+            let mut emit = |e: BenchEvent| {
+                let e = match e.kind {
+                    Some(bench_event::Kind::Done(mut d)) if timed_out.load(Ordering::SeqCst) => {
+                        d.error = format!("timed out after {} s", limit.as_secs());
+                        BenchEvent {
+                            kind: Some(bench_event::Kind::Done(d)),
+                        }
+                    }
+                    _ => e,
+                };
+                tx.blocking_send(Ok(e)).is_ok()
+            };
+            crate::bench::run(suite, target.as_deref(), &ctx, &stop, &mut emit);
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn net_sink(&self, req: Request<NetSinkRequest>) -> Result<Response<Self::NetSinkStream>, Status> {
+        let req = req.into_inner();
+        self.authorize(&req.token)?;
+        let listener = std::net::TcpListener::bind((self.ip, 0))
+            .map_err(|e| Status::internal(format!("cannot open a sink port: {e}")))?;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let received = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel(4);
+        let _ = tx
+            .send(Ok(NetSinkEvent {
+                port: u32::from(port),
+                bytes_received: 0,
+            }))
+            .await;
+        // perftest's server side, where perftest is installed, for as long as the sink is open.
+        let ib_server = std::process::Command::new("ib_write_bw")
+            .arg("--report_gbits")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok();
+        {
+            let (received, stop) = (received.clone(), stop.clone());
+            std::thread::spawn(move || crate::bench::net::sink(listener, received, stop));
+        }
+        let limit = Duration::from_secs(u64::from(req.duration_s.clamp(1, 3600)));
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(limit) => {}
+                _ = tx.closed() => {}
+            }
+            stop.store(true, Ordering::SeqCst);
+            if let Some(mut c) = ib_server {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            let _ = tx
+                .send(Ok(NetSinkEvent {
+                    port: u32::from(port),
+                    bytes_received: received.load(Ordering::SeqCst),
+                }))
+                .await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
 
     async fn subscribe(&self, req: Request<SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
         let req = req.into_inner();

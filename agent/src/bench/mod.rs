@@ -1,0 +1,444 @@
+//! Burn-in suites run by the agent on request: GPU (HBM, PCIe, NVLink peer
+//! copies, NCCL all-reduce, a sustained GEMM burn watched for throttling,
+//! XIDs and ECC errors), host memory, and the network to a peer agent. Each
+//! result carries its value, unit, expected minimum and verdict.
+
+pub mod expect;
+pub mod gpu;
+pub mod host;
+pub mod net;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::proto::bench_event::Kind;
+use crate::proto::{BenchDone, BenchEvent, BenchProgress, BenchResult, Sample};
+use crate::throttle;
+use expect::{Expectations, Verdict, judge};
+use gpu::{GpuBenchConfig, Measurement};
+
+/// Median of a list (the benchmarks report medians: robust to one slow run).
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 0 {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Suite {
+    /// A few minutes at most: every check, short.
+    Quick,
+    /// Longer copies and a five-minute burn; every GPU pair.
+    Full,
+}
+
+impl Suite {
+    pub fn parse(s: &str) -> Option<Suite> {
+        match s {
+            "quick" => Some(Suite::Quick),
+            "full" => Some(Suite::Full),
+            _ => None,
+        }
+    }
+
+    fn sizes(self) -> Sizes {
+        match self {
+            Suite::Quick => Sizes {
+                host_bytes: 64 << 20,
+                host_runs: 5,
+                net: Duration::from_secs(3),
+                hbm: GpuBenchConfig {
+                    bytes: 1 << 30,
+                    warmup: 3,
+                    iterations: 20,
+                },
+                pcie: GpuBenchConfig {
+                    bytes: 256 << 20,
+                    warmup: 3,
+                    iterations: 20,
+                },
+                burn: Duration::from_secs(20),
+                all_pairs: false,
+            },
+            Suite::Full => Sizes {
+                host_bytes: 256 << 20,
+                host_runs: 10,
+                net: Duration::from_secs(15),
+                hbm: GpuBenchConfig {
+                    bytes: 2 << 30,
+                    warmup: 5,
+                    iterations: 50,
+                },
+                pcie: GpuBenchConfig {
+                    bytes: 1 << 30,
+                    warmup: 5,
+                    iterations: 50,
+                },
+                burn: Duration::from_secs(300),
+                all_pairs: true,
+            },
+        }
+    }
+}
+
+struct Sizes {
+    host_bytes: usize,
+    host_runs: u32,
+    net: Duration,
+    hbm: GpuBenchConfig,
+    pcie: GpuBenchConfig,
+    burn: Duration,
+    all_pairs: bool,
+}
+
+/// What the runner knows about the node.
+pub struct BenchContext {
+    pub expectations: Expectations,
+    /// GPU models by index (NVML's names).
+    pub gpu_models: Vec<String>,
+    /// The latest sample, to watch the GPUs during the burn.
+    pub latest: Arc<dyn Fn() -> Option<Arc<Sample>> + Send + Sync>,
+}
+
+impl BenchContext {
+    fn ib_link(&self) -> Option<&'static str> {
+        let s = (self.latest)()?;
+        match s.ib_ports.iter().map(|p| p.rate_gbps).max()? {
+            r if r >= 400 => Some("ndr"),
+            r if r >= 200 => Some("hdr"),
+            _ => None,
+        }
+    }
+}
+
+/// Sends events; false once nobody listens (then the suite stops).
+pub type Emit<'a> = &'a mut dyn FnMut(BenchEvent) -> bool;
+
+struct Run<'a> {
+    ctx: &'a BenchContext,
+    stop: &'a AtomicBool,
+    emit: Emit<'a>,
+    step: u32,
+    steps: u32,
+}
+
+impl Run<'_> {
+    fn send(&mut self, kind: Kind) {
+        if !(self.emit)(BenchEvent { kind: Some(kind) }) {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn progress(&mut self, step: &str) {
+        self.step += 1;
+        let (done, total) = (self.step, self.steps);
+        self.send(Kind::Progress(BenchProgress {
+            step: step.into(),
+            done,
+            total,
+        }));
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Judges and sends one figure.
+    fn result(&mut self, name: &str, gpu: Option<u32>, peer: Option<u32>, value: f64, unit: &str) {
+        let model = gpu
+            .and_then(|g| self.ctx.gpu_models.get(g as usize))
+            .map(String::as_str);
+        let model = model.or(self.ctx.gpu_models.first().map(String::as_str));
+        let link = self.ctx.ib_link();
+        let exp = self.ctx.expectations.find(name, model, link);
+        let (verdict, reason) = judge(value, unit, exp);
+        self.send_result(name, gpu, peer, value, unit, verdict, reason, exp);
+    }
+
+    fn skipped(&mut self, name: &str, gpu: Option<u32>, reason: String) {
+        self.send_result(name, gpu, None, 0.0, "", Verdict::Skipped, reason, None);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_result(
+        &mut self,
+        name: &str,
+        gpu: Option<u32>,
+        peer: Option<u32>,
+        value: f64,
+        unit: &str,
+        verdict: Verdict,
+        reason: String,
+        exp: Option<&expect::Expectation>,
+    ) {
+        let r = BenchResult {
+            name: name.into(),
+            gpu: gpu.map(|g| g as i32).unwrap_or(-1),
+            peer: peer.map(|g| g as i32).unwrap_or(-1),
+            value,
+            unit: unit.into(),
+            expected_min: exp.map(|e| e.min).unwrap_or(0.0),
+            expected_source: exp.map(|e| e.source.clone()).unwrap_or_default(),
+            verdict: verdict.name().into(),
+            reason,
+        };
+        self.send(Kind::Result(r));
+    }
+
+    fn measured(&mut self, m: Result<Measurement, gpu::GpuBenchError>, name: &str, gpu: Option<u32>) {
+        match m {
+            Ok(m) => self.result(&m.name, m.gpu, m.peer, m.value, m.unit),
+            Err(e) => self.skipped(name, gpu, e.to_string()),
+        }
+    }
+}
+
+/// Runs `suite`; `net_target` is a peer's sink for the network test.
+pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &AtomicBool, emit: Emit<'_>) {
+    let z = suite.sizes();
+    let gpus = gpu::device_count();
+    let n = *gpus.as_ref().unwrap_or(&0);
+    let pairs: Vec<(u32, u32)> = if z.all_pairs {
+        (0..n)
+            .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
+            .collect()
+    } else if n > 1 {
+        (0..n).map(|a| (a, (a + 1) % n)).collect()
+    } else {
+        Vec::new()
+    };
+    let steps = 3 + n * 3 + pairs.len() as u32 + u32::from(n > 1) + u32::from(n > 0);
+    let mut r = Run {
+        ctx,
+        stop,
+        emit,
+        step: 0,
+        steps,
+    };
+
+    r.progress("host memory copy");
+    match host::memcpy_all_cores(z.host_bytes, z.host_runs, stop) {
+        Some(v) => r.result("host_memcpy", None, None, v, "GB/s"),
+        None => r.skipped("host_memcpy", None, "cancelled".into()),
+    }
+
+    match &gpus {
+        Err(e) => {
+            // One clear line per GPU check, so nobody mistakes "not run" for "passed".
+            for name in [
+                "hbm_d2d",
+                "pcie_h2d",
+                "pcie_d2h",
+                "nvlink_p2p",
+                "nccl_allreduce_busbw",
+                "gemm_tflops",
+            ] {
+                r.skipped(name, None, e.to_string());
+            }
+        }
+        Ok(_) => {
+            for g in 0..n {
+                if r.stopped() {
+                    break;
+                }
+                r.progress(&format!("GPU {g} HBM copy"));
+                r.measured(gpu::hbm_copy(g, &z.hbm), "hbm_d2d", Some(g));
+                r.progress(&format!("GPU {g} host to device"));
+                r.measured(gpu::pcie_h2d(g, &z.pcie), "pcie_h2d", Some(g));
+                r.progress(&format!("GPU {g} device to host"));
+                r.measured(gpu::pcie_d2h(g, &z.pcie), "pcie_d2h", Some(g));
+            }
+            for &(a, b) in &pairs {
+                if r.stopped() {
+                    break;
+                }
+                r.progress(&format!("GPU {a} to GPU {b}"));
+                r.measured(gpu::p2p_copy(a, b, &z.hbm), "nvlink_p2p", Some(a));
+            }
+            if n > 1 && !r.stopped() {
+                r.progress("NCCL all-reduce");
+                let all: Vec<u32> = (0..n).collect();
+                match gpu::nccl_allreduce(&all, &z.hbm) {
+                    Ok([alg, bus]) => {
+                        r.result(&alg.name, None, None, alg.value, alg.unit);
+                        r.result(&bus.name, None, None, bus.value, bus.unit);
+                    }
+                    Err(e) => r.skipped("nccl_allreduce_busbw", None, e.to_string()),
+                }
+            }
+            if n > 0 && !r.stopped() {
+                r.progress(&format!("GEMM burn, {} s", z.burn.as_secs()));
+                burn(&mut r, n, z.burn);
+            }
+        }
+    }
+
+    r.progress("network");
+    match net_target {
+        None => r.skipped("tcp", None, "no peer: a network test needs two nodes".into()),
+        Some(t) => match net::send(t, 4, z.net, stop) {
+            Ok(v) => r.result("tcp", None, None, v, "Gb/s"),
+            Err(e) => r.skipped("tcp", None, e),
+        },
+    }
+    r.progress("InfiniBand");
+    ib_write_bw(&mut r, net_target, z.net);
+
+    let cancelled = r.stopped();
+    r.send(Kind::Done(BenchDone {
+        cancelled,
+        error: String::new(),
+    }));
+}
+
+/// GEMM on every GPU at once for `dur`, while the agent's samples are
+/// watched: a throttle that matters, an XID or a new uncorrectable ECC error
+/// during the burn fails that GPU whatever its TFLOP/s.
+fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
+    let stop = r.stop;
+    let latest = r.ctx.latest.clone();
+    let ecc_before: Vec<u64> = latest()
+        .map(|s| s.gpus.iter().map(|g| g.ecc_uncorrected_volatile).collect())
+        .unwrap_or_default();
+    let trouble: Vec<std::sync::Mutex<Vec<String>>> = (0..n).map(|_| std::sync::Mutex::new(Vec::new())).collect();
+    let done = AtomicBool::new(false);
+    let results: Vec<Result<Measurement, gpu::GpuBenchError>> = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            while !done.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+                if let Some(smp) = latest() {
+                    for g in &smp.gpus {
+                        let Some(t) = trouble.get(g.index as usize) else {
+                            continue;
+                        };
+                        let mut seen = t.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut note = |what: String| {
+                            if !seen.contains(&what) {
+                                seen.push(what);
+                            }
+                        };
+                        for name in throttle::names(g.throttle_reasons & throttle::TROUBLE) {
+                            note(name);
+                        }
+                        for x in &g.xids {
+                            note(format!("XID {}", x.xid));
+                        }
+                        if g.ecc_uncorrected_volatile > ecc_before.get(g.index as usize).copied().unwrap_or(0) {
+                            note("uncorrectable ECC".into());
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        let burners: Vec<_> = (0..n).map(|g| s.spawn(move || gpu::gemm_burn(g, dur, stop))).collect();
+        let out = burners
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or(Err(gpu::GpuBenchError::Cuda("burn thread panicked".into())))
+            })
+            .collect();
+        done.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        out
+    });
+    for (g, m) in results.into_iter().enumerate() {
+        let seen = trouble[g].lock().map(|v| v.clone()).unwrap_or_default();
+        match m {
+            Ok(m) if !seen.is_empty() => {
+                let exp = r
+                    .ctx
+                    .expectations
+                    .find(&m.name, r.ctx.gpu_models.get(g).map(String::as_str), None);
+                let why = format!("during the burn: {}", seen.join(", "));
+                r.send_result(&m.name, m.gpu, None, m.value, m.unit, Verdict::Fail, why, exp);
+            }
+            other => r.measured(other, "gemm_tflops", Some(g as u32)),
+        }
+    }
+}
+
+/// perftest's RDMA write bandwidth to the peer, where perftest is installed
+/// (the peer's sink runs the server side for as long as it is open).
+fn ib_write_bw(r: &mut Run<'_>, target: Option<&str>, dur: Duration) {
+    let Some(host) = target
+        .and_then(|t| t.rsplit_once(':'))
+        .map(|(h, _)| h.trim_matches(['[', ']']))
+    else {
+        r.skipped("ib_write_bw", None, "no peer: an RDMA test needs two nodes".into());
+        return;
+    };
+    let secs = dur.as_secs().max(1).to_string();
+    let out = std::process::Command::new("ib_write_bw")
+        .args(["--report_gbits", "-D", &secs, host])
+        .output();
+    match out {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            r.skipped("ib_write_bw", None, "perftest (ib_write_bw) is not installed".into())
+        }
+        Err(e) => r.skipped("ib_write_bw", None, format!("cannot run ib_write_bw: {e}")),
+        Ok(o) => match net::parse_ib_write_bw(&String::from_utf8_lossy(&o.stdout)) {
+            Some(v) if o.status.success() => r.result("ib_write_bw", None, None, v, "Gb/s"),
+            _ => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                let line = err
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no output")
+                    .trim()
+                    .to_string();
+                r.skipped("ib_write_bw", None, format!("ib_write_bw failed: {line}"));
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_is_robust() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[1.0, f64::NAN, 100.0, 2.0]), Some(2.0));
+    }
+
+    #[test]
+    fn without_cuda_every_gpu_check_says_why_and_host_runs() {
+        let ctx = BenchContext {
+            expectations: Expectations::load(None).expect("shipped"),
+            gpu_models: vec![],
+            latest: Arc::new(|| None),
+        };
+        let mut events = Vec::new();
+        run(Suite::Quick, None, &ctx, &AtomicBool::new(false), &mut |e| {
+            events.push(e);
+            true
+        });
+        let results: Vec<&BenchResult> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                Some(Kind::Result(r)) => Some(r),
+                _ => None,
+            })
+            .collect();
+        let host = results.iter().find(|r| r.name == "host_memcpy").expect("host result");
+        assert!(host.value > 0.0 && host.unit == "GB/s" && host.expected_min > 0.0);
+        let hbm = results.iter().find(|r| r.name == "hbm_d2d").expect("hbm result");
+        assert_eq!(hbm.verdict, "skipped");
+        assert!(hbm.reason.contains("no CUDA driver"), "{}", hbm.reason);
+        assert!(results.iter().any(|r| r.name == "tcp" && r.verdict == "skipped"));
+        assert!(matches!(events.last().and_then(|e| e.kind.as_ref()), Some(Kind::Done(d)) if !d.cancelled));
+    }
+}
