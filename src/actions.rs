@@ -21,6 +21,9 @@ pub enum NodeAction {
     Resume,
     /// Clear DRAIN only; a node that is DOWN stays DOWN.
     Undrain,
+    /// A burn-in suite (`fleetop bench`): logged like the others.
+    #[value(skip)]
+    Bench,
 }
 
 impl NodeAction {
@@ -29,6 +32,7 @@ impl NodeAction {
             NodeAction::Drain => "drain",
             NodeAction::Resume => "resume",
             NodeAction::Undrain => "undrain",
+            NodeAction::Bench => "bench",
         }
     }
 }
@@ -53,6 +57,7 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
         }
         NodeAction::Resume => argv.push("State=RESUME".into()),
         NodeAction::Undrain => argv.push("State=UNDRAIN".into()),
+        NodeAction::Bench => {}
     }
     argv
 }
@@ -153,6 +158,7 @@ fn reached(action: NodeAction, after: &SchedNode) -> bool {
         NodeAction::Drain => after.is_drained() || after.state.contains("drain"),
         NodeAction::Resume => !after.is_drained() && !after.is_down() && !after.state.contains("drain"),
         NodeAction::Undrain => !after.state.contains("drain"),
+        NodeAction::Bench => true,
     }
 }
 

@@ -69,6 +69,27 @@ pub enum Command {
     Export(ExportArgs),
     /// Drain, resume or undrain nodes in Slurm (asks first on a terminal).
     Node(NodeCmd),
+    /// Run a burn-in suite on the agents of SOURCE (asks first on a terminal).
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[arg(long, value_enum, default_value_t = fleetop_agent::bench::Suite::Quick)]
+    pub suite: fleetop_agent::bench::Suite,
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    /// The agents' bench token (the file given to `fleetop-agent --bench-token-file`).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    /// The longest the suite may run on any node.
+    #[arg(long, default_value = "30m", value_parser = fleetop_agent::parse_interval)]
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -95,6 +95,16 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
 /// fleets (enough for the five-minute windows of the idle and power-cap
 /// flags), so a thousand-node demo starts in seconds on a laptop.
 pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
+    start_with(nodes, gpus, seed, None).await
+}
+
+/// The same, with benchmarks on in every agent (for `fleetop bench --demo`).
+pub async fn start_with(
+    nodes: u32,
+    gpus: u32,
+    seed: u64,
+    bench: Option<fleetop_agent::server::BenchSettings>,
+) -> std::io::Result<Demo> {
     let history = std::time::Duration::from_secs(if nodes > 128 { 360 } else { 600 });
     let start_ms = fleetop_agent::now_ms() - history.as_millis() as i64;
     let mut demo = Demo {
@@ -116,6 +126,7 @@ pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
             AgentOptions {
                 history,
                 backfill_from_ms: Some(start_ms),
+                bench: bench.clone(),
                 ..Default::default()
             },
             listener,

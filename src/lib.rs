@@ -2,6 +2,7 @@
 //! headless export. Data flows one way; drawing does no I/O.
 
 pub mod actions;
+pub mod bench_cmd;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -44,6 +45,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Export(args)) => {
             logging::to_stderr();
             rt.block_on(export_cmd::run(args, cfg))
+        }
+        Some(Command::Bench(args)) => {
+            logging::to_stderr();
+            let read_only = cli.read_only || cfg.read_only;
+            rt.block_on(bench_cmd::run(args, cfg, read_only))
         }
         Some(Command::Node(args)) => {
             logging::to_stderr();

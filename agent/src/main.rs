@@ -28,13 +28,13 @@ struct Cli {
     sim_history: Option<Duration>,
     /// Run burn-in benchmarks for consoles that present the token in this file
     /// (without it, benchmarks are refused).
-    #[arg(long)]
+    #[arg(long, global = true)]
     bench_token_file: Option<PathBuf>,
     /// Expected minimums that replace the shipped ones, key by key (TOML).
-    #[arg(long)]
+    #[arg(long, global = true)]
     bench_expectations: Option<PathBuf>,
     /// The longest a suite may run, whatever a console asks.
-    #[arg(long, default_value = "30m", value_parser = fleetop_agent::parse_interval)]
+    #[arg(long, global = true, default_value = "30m", value_parser = fleetop_agent::parse_interval)]
     bench_max_duration: Duration,
     #[command(subcommand)]
     command: Option<Command>,

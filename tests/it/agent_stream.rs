@@ -35,6 +35,7 @@ async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
         interval: Duration::from_millis(interval_ms),
         history: Duration::from_secs(history_s),
         backfill_from_ms: None,
+        bench: None,
     };
     server::serve(collector, opts, listener).await.expect("serves")
 }

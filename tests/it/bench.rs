@@ -1,0 +1,245 @@
+//! Burn-in through the real binaries and real agents on loopback: host and
+//! network benchmarks run for real, GPU ones take their "no CUDA" path; the
+//! token, one-suite-at-a-time, cancellation, timeout and read-only rules.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleetop::bench_cmd::BenchReport;
+use fleetop_agent::proto::BenchRequest;
+use fleetop_agent::proto::SubscribeRequest;
+use fleetop_agent::proto::agent_client::AgentClient;
+use fleetop_agent::proto::bench_event::Kind;
+
+struct Agents {
+    child: Child,
+    hosts: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two agent processes (one swarm) with benchmarks on, token "s3cret", and
+/// an operator's expectations file that lowers the host floor (this machine
+/// shares its cores between the "nodes").
+fn agents() -> Agents {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("token"), "s3cret\n").expect("token");
+    std::fs::write(
+        dir.path().join("expect.toml"),
+        "[host]\nhost_memcpy = { min = 0.01, source = \"test\" }\n",
+    )
+    .expect("expectations");
+    let hostfile = dir.path().join("hosts");
+    let child = Command::new(crate::agent_bin())
+        .args(["swarm", "--count", "2", "--sim-gpus", "2", "--hostfile"])
+        .arg(&hostfile)
+        .arg("--bench-token-file")
+        .arg(dir.path().join("token"))
+        .arg("--bench-expectations")
+        .arg(dir.path().join("expect.toml"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agents start");
+    let start = Instant::now();
+    while !hostfile.exists() {
+        assert!(start.elapsed() < Duration::from_secs(30), "agents did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let hosts = std::fs::read_to_string(&hostfile)
+        .expect("hosts")
+        .lines()
+        .collect::<Vec<_>>()
+        .join(",");
+    Agents { child, hosts, dir }
+}
+
+impl Agents {
+    fn bench(&self, extra: &[&str]) -> std::process::Output {
+        crate::fleetop()
+            .env("FLEETOP_AUDIT_LOG", self.dir.path().join("audit.jsonl"))
+            .args(["bench", "--hosts", &self.hosts, "--yes", "--token-file"])
+            .arg(self.dir.path().join("token"))
+            .args(extra)
+            .output()
+            .expect("runs")
+    }
+}
+
+#[test]
+fn host_and_network_run_for_real_and_gpu_checks_say_why_not() {
+    let a = agents();
+    let out = a.bench(&["--suite", "quick"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: BenchReport = serde_json::from_slice(&out.stdout).expect("stdout is the JSON report");
+    assert_eq!(report.suite, "quick");
+    assert_eq!(report.nodes.len(), 2);
+    for n in &report.nodes {
+        assert!(n.ok, "{n:?}");
+        let get = |name: &str| {
+            n.results
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap_or_else(|| panic!("{name} in {n:?}"))
+        };
+        let host = get("host_memcpy");
+        assert!(
+            host.value > 0.0 && host.unit == "GB/s" && host.verdict == "pass",
+            "{host:?}"
+        );
+        assert_eq!(host.expected_min, Some(0.01), "the operator's file replaced the floor");
+        let tcp = get("tcp");
+        assert!(
+            tcp.value > 0.0 && tcp.unit == "Gb/s" && tcp.verdict == "pass",
+            "{tcp:?}"
+        );
+        assert!(tcp.expected_source.is_some());
+        let hbm = get("hbm_d2d");
+        assert_eq!(hbm.verdict, "skipped");
+        assert!(
+            hbm.reason.as_deref().is_some_and(|r| r.contains("no CUDA driver")),
+            "{hbm:?}"
+        );
+        assert!(n.net_peer.is_some());
+    }
+    // Each node sent to the other.
+    assert_eq!(
+        report.nodes[0].net_peer.as_deref(),
+        Some(report.nodes[1].address.as_str())
+    );
+    assert_eq!(
+        report.nodes[1].net_peer.as_deref(),
+        Some(report.nodes[0].address.as_str())
+    );
+    // Progress went to stderr, and the attempt to the audit log.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("network"));
+    let log = std::fs::read_to_string(a.dir.path().join("audit.jsonl")).expect("audit log");
+    let entry: fleetop::actions::ActionReport =
+        serde_json::from_str(log.lines().last().expect("a line")).expect("json");
+    assert_eq!((entry.action.verb(), entry.results.len()), ("bench", 2));
+    assert!(entry.results.iter().all(|r| r.ok && r.message.contains("pass")));
+}
+
+#[test]
+fn the_token_read_only_and_confirmation_guard_the_agents() {
+    let a = agents();
+    std::fs::write(a.dir.path().join("wrong"), "guess").expect("write");
+    let out = crate::fleetop()
+        .env("FLEETOP_AUDIT_LOG", a.dir.path().join("audit.jsonl"))
+        .args(["bench", "--hosts", &a.hosts, "--yes", "--token-file"])
+        .arg(a.dir.path().join("wrong"))
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let report: BenchReport = serde_json::from_slice(&out.stdout).expect("report");
+    assert!(
+        report
+            .nodes
+            .iter()
+            .all(|n| n.error.as_deref() == Some("wrong bench token")),
+        "{report:?}"
+    );
+
+    let out = a.bench(&["--read-only"]);
+    assert!(!out.status.success() && out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only mode: bench refused"));
+
+    let out = crate::fleetop()
+        .env("FLEETOP_AUDIT_LOG", a.dir.path().join("audit.jsonl"))
+        .args(["bench", "--hosts", &a.hosts, "--token-file"])
+        .arg(a.dir.path().join("token"))
+        .write_stdin("")
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --yes"));
+}
+
+async fn agent(max: Duration, token: Option<&str>) -> fleetop_agent::server::AgentHandle {
+    let opts = fleetop_agent::backend::BackendOptions {
+        backend: fleetop_agent::backend::Backend::Sim,
+        ib_sysfs: Default::default(),
+        proc_root: Default::default(),
+        nvlink_counters_every: 10,
+        sim: fleetop::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0),
+    };
+    let (collector, _) = fleetop_agent::backend::build(&opts).expect("sim");
+    let bench = token.map(|t| fleetop_agent::server::BenchSettings {
+        token: t.into(),
+        expectations: fleetop_agent::bench::expect::Expectations::load(None).expect("shipped"),
+        max_duration: max,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let o = fleetop_agent::server::AgentOptions {
+        bench,
+        ..Default::default()
+    };
+    fleetop_agent::server::serve(collector, o, listener)
+        .await
+        .expect("serves")
+}
+
+fn req(suite: &str) -> BenchRequest {
+    BenchRequest {
+        token: "t".into(),
+        suite: suite.into(),
+        timeout_s: 0,
+        net_target: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_suite_at_a_time_and_cancelling_frees_the_agent() {
+    let a = agent(Duration::from_secs(600), Some("t")).await;
+    let mut c = AgentClient::connect(format!("http://{}", a.addr))
+        .await
+        .expect("connects");
+    let first = c.run_bench(req("full")).await.expect("starts").into_inner();
+    let busy = c.run_bench(req("quick")).await.expect_err("a second suite is refused");
+    assert_eq!(busy.code(), tonic::Code::ResourceExhausted);
+    assert!(busy.message().contains("busy"));
+    // The console goes away: the suite stops and the agent takes the next one.
+    drop(first);
+    let start = Instant::now();
+    loop {
+        match c.run_bench(req("quick")).await {
+            Ok(_) => break,
+            Err(s) if s.code() == tonic::Code::ResourceExhausted && start.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(s) => panic!("cancelling did not free the agent: {s:?}"),
+        }
+    }
+    // A bad suite name and a disabled agent are clear refusals.
+    let bad = c.run_bench(req("forever")).await.expect_err("unknown suite");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    let off = agent(Duration::from_secs(1), None).await;
+    let mut c = AgentClient::connect(format!("http://{}", off.addr))
+        .await
+        .expect("connects");
+    let refused = c.run_bench(req("quick")).await.expect_err("disabled");
+    assert!(refused.message().contains("--bench-token-file"), "{refused:?}");
+    // Sampling went on all along.
+    assert!(c.subscribe(SubscribeRequest::default()).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_own_bound_ends_a_suite() {
+    let a = agent(Duration::from_millis(1), Some("t")).await;
+    let mut c = AgentClient::connect(format!("http://{}", a.addr))
+        .await
+        .expect("connects");
+    let mut s = c.run_bench(req("full")).await.expect("starts").into_inner();
+    let mut done = None;
+    while let Some(ev) = s.message().await.expect("stream") {
+        if let Some(Kind::Done(d)) = ev.kind {
+            done = Some(d);
+        }
+    }
+    let d = done.expect("a done event");
+    assert!(d.error.contains("timed out"), "{d:?}");
+}
