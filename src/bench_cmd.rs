@@ -6,14 +6,12 @@
 //! when any node fails.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::Arc;
 
 use fleetop_agent::proto::agent_client::AgentClient;
 use fleetop_agent::proto::bench_event::Kind;
 use fleetop_agent::proto::{BenchRequest, NetSinkRequest};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex;
 
 use crate::actions::{self, ActionReport, NodeAction, NodeResult, Plan};
 use crate::cli::{BenchArgs, Format};
@@ -142,7 +140,13 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
             }
         }
     }
-    let report = run_suites(&targets, &suite, &token, args.timeout).await;
+    let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
+    let progress = |i: usize, k: &Kind| {
+        if let Kind::Progress(p) = k {
+            eprintln!("{} [{}/{}] {}", names[i], p.done, p.total, p.step);
+        }
+    };
+    let report = run_suites(&targets, &suite, &token, args.timeout, &progress).await;
     if let Some(d) = demo {
         d.stop().await;
     }
@@ -230,7 +234,15 @@ async fn client(t: &Target) -> Result<AgentClient<tonic::transport::Channel>, St
 }
 
 /// Opens every node's sink, then runs every node's suite, concurrently.
-pub async fn run_suites(targets: &[Target], suite: &str, token: &str, timeout: std::time::Duration) -> BenchReport {
+/// `seen` is told every event as it arrives (node index, event): the command
+/// line prints progress, the console turns them into updates.
+pub async fn run_suites(
+    targets: &[Target],
+    suite: &str,
+    token: &str,
+    timeout: std::time::Duration,
+    seen: &(dyn Fn(usize, &Kind) + Sync),
+) -> BenchReport {
     let n = targets.len();
     // Sinks first: node i+1 receives what node i sends. Each stays open until
     // its stream is dropped, after the suites.
@@ -253,11 +265,9 @@ pub async fn run_suites(targets: &[Target], suite: &str, token: &str, timeout: s
             }
         }
     }
-    let stderr = Arc::new(Mutex::new(()));
     let runs = targets.iter().enumerate().map(|(i, t)| {
         let net_target = net_targets[i].clone();
         let peer = (n > 1).then(|| targets[(i + 1) % n].address());
-        let stderr = stderr.clone();
         async move {
             let mut node = BenchNode {
                 name: t.name.clone(),
@@ -285,11 +295,11 @@ pub async fn run_suites(targets: &[Target], suite: &str, token: &str, timeout: s
                     .await
                     .map_err(|s| format!("stream broke: {}", s.message()))?
                 {
+                    if let Some(k) = &ev.kind {
+                        seen(i, k);
+                    }
                     match ev.kind {
-                        Some(Kind::Progress(p)) => {
-                            let _g = stderr.lock().await;
-                            eprintln!("{} [{}/{}] {}", t.name, p.done, p.total, p.step);
-                        }
+                        Some(Kind::Progress(_)) | None => {}
                         Some(Kind::Result(r)) => node.results.push(BenchResultOut {
                             name: r.name,
                             gpu: u32::try_from(r.gpu).ok(),
@@ -304,7 +314,6 @@ pub async fn run_suites(targets: &[Target], suite: &str, token: &str, timeout: s
                         Some(Kind::Done(d)) if !d.error.is_empty() => return Err(d.error),
                         Some(Kind::Done(d)) if d.cancelled => return Err("cancelled".to_string()),
                         Some(Kind::Done(_)) => return Ok(()),
-                        None => {}
                     }
                 }
                 Err("the agent ended the suite without finishing it".to_string())

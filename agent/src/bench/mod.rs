@@ -18,20 +18,9 @@ use crate::throttle;
 use expect::{Expectations, Verdict, judge};
 use gpu::{GpuBenchConfig, Measurement};
 
-/// Median of a list (the benchmarks report medians: robust to one slow run).
-pub fn median(xs: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    Some(if v.len().is_multiple_of(2) {
-        (v[m - 1] + v[m]) / 2.0
-    } else {
-        v[m]
-    })
-}
+/// Medians everywhere: one slow run (a clock change, a page fault) does not
+/// move the figure.
+pub use gpu::median;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Suite {
@@ -405,14 +394,6 @@ fn ib_write_bw(r: &mut Run<'_>, target: Option<&str>, dur: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_is_robust() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(median(&[1.0, f64::NAN, 100.0, 2.0]), Some(2.0));
-    }
 
     #[test]
     fn without_cuda_every_gpu_check_says_why_and_host_runs() {
