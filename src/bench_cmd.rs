@@ -150,22 +150,7 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
     if let Some(d) = demo {
         d.stop().await;
     }
-    let logged = ActionReport {
-        refused: None,
-        results: report
-            .nodes
-            .iter()
-            .map(|n| NodeResult {
-                node: n.name.clone(),
-                ok: n.ok,
-                message: n.summary(),
-                state_before: None,
-                state_after: None,
-            })
-            .collect(),
-        ..ActionReport::refused(&plan, "")
-    };
-    audit(&logged)?;
+    audit_report(&report, &targets)?;
     let mut out = std::io::stdout().lock();
     match args.format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
@@ -181,6 +166,61 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
         );
     }
     Ok(())
+}
+
+/// Bench settings for the demo's agents, and their one-off token.
+pub fn demo_bench() -> anyhow::Result<(fleetop_agent::server::BenchSettings, String)> {
+    let token = format!(
+        "{:016x}",
+        std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 1u8)
+    );
+    let bench = fleetop_agent::server::BenchSettings {
+        token: token.clone(),
+        expectations: fleetop_agent::bench::expect::Expectations::load(None).map_err(|e| anyhow::anyhow!(e))?,
+        max_duration: std::time::Duration::from_secs(1800),
+    };
+    Ok((bench, token))
+}
+
+/// A result from the wire as reported.
+pub fn result_out(r: fleetop_agent::proto::BenchResult) -> BenchResultOut {
+    BenchResultOut {
+        name: r.name,
+        gpu: u32::try_from(r.gpu).ok(),
+        peer: u32::try_from(r.peer).ok(),
+        value: r.value,
+        unit: r.unit,
+        expected_min: (r.expected_min > 0.0).then_some(r.expected_min),
+        expected_source: (!r.expected_source.is_empty()).then_some(r.expected_source),
+        verdict: r.verdict,
+        reason: (!r.reason.is_empty()).then_some(r.reason),
+    }
+}
+
+/// Appends a finished run to the audit log.
+pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<()> {
+    let plan = Plan {
+        action: NodeAction::Bench,
+        nodes: targets.iter().map(|t| t.name.clone()).collect(),
+        reason: Some(format!("suite {}", report.suite)),
+        commands: describe(&report.suite, targets),
+    };
+    let logged = ActionReport {
+        refused: None,
+        results: report
+            .nodes
+            .iter()
+            .map(|n| NodeResult {
+                node: n.name.clone(),
+                ok: n.ok,
+                message: n.summary(),
+                state_before: None,
+                state_after: None,
+            })
+            .collect(),
+        ..ActionReport::refused(&plan, "")
+    };
+    audit(&logged)
 }
 
 /// The nodes of SOURCE; for `--demo`, agents started with benchmarks on
@@ -300,17 +340,7 @@ pub async fn run_suites(
                     }
                     match ev.kind {
                         Some(Kind::Progress(_)) | None => {}
-                        Some(Kind::Result(r)) => node.results.push(BenchResultOut {
-                            name: r.name,
-                            gpu: u32::try_from(r.gpu).ok(),
-                            peer: u32::try_from(r.peer).ok(),
-                            value: r.value,
-                            unit: r.unit,
-                            expected_min: (r.expected_min > 0.0).then_some(r.expected_min),
-                            expected_source: (!r.expected_source.is_empty()).then_some(r.expected_source),
-                            verdict: r.verdict,
-                            reason: (!r.reason.is_empty()).then_some(r.reason),
-                        }),
+                        Some(Kind::Result(r)) => node.results.push(result_out(r)),
                         Some(Kind::Done(d)) if !d.error.is_empty() => return Err(d.error),
                         Some(Kind::Done(d)) if d.cancelled => return Err("cancelled".to_string()),
                         Some(Kind::Done(_)) => return Ok(()),

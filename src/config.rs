@@ -20,6 +20,8 @@ pub struct Config {
     pub theme: Option<String>,
     /// Refuse every action that changes the cluster.
     pub read_only: bool,
+    /// The agents' bench token (the file given to `fleetop-agent --bench-token-file`).
+    pub bench_token_file: Option<PathBuf>,
     pub thresholds: Thresholds,
     pub slurm: SlurmConfig,
 }

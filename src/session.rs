@@ -8,7 +8,9 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::actions;
 use crate::sched::Slurm;
+use crate::store::BenchUpdate;
 use crate::tui::app::Outgoing;
+use fleetop_agent::bench::Suite;
 
 use crate::cli::SourceArgs;
 use crate::config::Config;
@@ -23,9 +25,12 @@ pub struct Session {
     pub updates: mpsc::Receiver<Update>,
     /// Kept alive for as long as the session: dropping it stops the demo.
     pub demo: Option<Demo>,
-    /// Where confirmed actions (and refusals, for the log) go, when a
-    /// scheduler is known.
+    /// Where confirmed actions, burn-in requests and refusals (for the log) go.
     pub actions: Option<mpsc::Sender<Outgoing>>,
+    /// A scheduler is known, so drain/resume/undrain can run.
+    pub scheduler: bool,
+    /// The agents' bench token, when known (config, or the demo's own).
+    pub bench_token: Option<String>,
 }
 
 /// Reads the scheduler every `every`, and at once when poked (after an action).
@@ -47,9 +52,58 @@ async fn poll_scheduler(slurm: Slurm, every: Duration, poke: Arc<Notify>, tx: mp
     }
 }
 
-/// Runs confirmed plans one at a time, logs them (and refusals), and
-/// reports back.
-async fn run_actions(slurm: Slurm, mut asks: mpsc::Receiver<Outgoing>, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+/// Runs a burn-in suite on some nodes, reporting every event as an update,
+/// and logs it like any other action.
+async fn run_bench(targets: Vec<(usize, Target)>, suite: Suite, token: String, tx: mpsc::Sender<Update>) {
+    use fleetop_agent::proto::bench_event::Kind;
+    let suite = if suite == Suite::Full { "full" } else { "quick" };
+    for (node, _) in &targets {
+        let _ = tx
+            .send(Update::Bench {
+                node: *node,
+                event: BenchUpdate::Started { suite: suite.into() },
+            })
+            .await;
+    }
+    let index: Vec<usize> = targets.iter().map(|(i, _)| *i).collect();
+    let list: Vec<Target> = targets.into_iter().map(|(_, t)| t).collect();
+    let seen = |i: usize, k: &Kind| {
+        let event = match k {
+            Kind::Progress(p) => BenchUpdate::Progress {
+                step: p.step.clone(),
+                done: p.done,
+                total: p.total,
+            },
+            Kind::Result(r) => BenchUpdate::Result(crate::bench_cmd::result_out(r.clone())),
+            Kind::Done(_) => return,
+        };
+        // Progress may be dropped under load; results are few and small.
+        let _ = tx.try_send(Update::Bench { node: index[i], event });
+    };
+    let report = crate::bench_cmd::run_suites(&list, suite, &token, Duration::from_secs(1800), &seen).await;
+    for (i, n) in report.nodes.iter().enumerate() {
+        let _ = tx
+            .send(Update::Bench {
+                node: index[i],
+                event: BenchUpdate::Finished { error: n.error.clone() },
+            })
+            .await;
+    }
+    if let Err(e) = crate::bench_cmd::audit_report(&report, &list) {
+        tracing::error!("{e}");
+    }
+}
+
+/// Runs confirmed plans one at a time, logs them (and refusals), starts
+/// burn-in suites, and reports back.
+async fn run_actions(
+    slurm: Slurm,
+    mut asks: mpsc::Receiver<Outgoing>,
+    poke: Arc<Notify>,
+    tx: mpsc::Sender<Update>,
+    targets: Vec<Target>,
+    bench_token: Option<String>,
+) {
     while let Some(ask) = asks.recv().await {
         let plan = match ask {
             Outgoing::Run(plan) => plan,
@@ -57,6 +111,16 @@ async fn run_actions(slurm: Slurm, mut asks: mpsc::Receiver<Outgoing>, poke: Arc
                 if let Err(e) = actions::audit(&actions::ActionReport::refused(&plan, &why)) {
                     tracing::error!("cannot write the audit log: {e}");
                 }
+                continue;
+            }
+            Outgoing::Bench { nodes, suite } => {
+                let Some(token) = bench_token.clone() else { continue };
+                let chosen = nodes
+                    .into_iter()
+                    .filter_map(|i| targets.get(i).map(|t| (i, t.clone())))
+                    .collect();
+                // A suite takes minutes: it runs beside the drain/resume queue.
+                tokio::spawn(run_bench(chosen, suite, token, tx.clone()));
                 continue;
             }
         };
@@ -130,8 +194,20 @@ impl Session {
         let slurm = Slurm {
             format: cfg.slurm.format,
         };
+        let mut bench_token = match &cfg.bench_token_file {
+            Some(p) => Some(
+                std::fs::read_to_string(p)
+                    .map_err(|e| anyhow::anyhow!("cannot read bench_token_file {}: {e}", p.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            None => None,
+        };
         let (targets, demo) = if args.demo {
-            let d = demo::start(args.nodes, args.gpus, args.seed).await?;
+            // The demo's agents run burn-in for this console, with a one-off token.
+            let (bench, token) = crate::bench_cmd::demo_bench()?;
+            let d = demo::start_with(args.nodes, args.gpus, args.seed, Some(bench)).await?;
+            bench_token = Some(token);
             (d.targets(), Some(d))
         } else if args.slurm {
             let port = args.port.or(cfg.port).unwrap_or(50051);
@@ -147,23 +223,24 @@ impl Session {
         let (tx, updates) = mpsc::channel(8192);
         let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
         source::spawn_all(&targets, &SourceOptions::default(), tx.clone());
-        let actions = args.slurm.then(|| {
-            let poke = Arc::new(Notify::new());
+        let poke = Arc::new(Notify::new());
+        if args.slurm {
             tokio::spawn(poll_scheduler(
                 slurm.clone(),
                 cfg.slurm.refresh,
                 poke.clone(),
                 tx.clone(),
             ));
-            let (atx, arx) = mpsc::channel(8);
-            tokio::spawn(run_actions(slurm, arx, poke, tx));
-            atx
-        });
+        }
+        let (atx, arx) = mpsc::channel(8);
+        tokio::spawn(run_actions(slurm, arx, poke, tx, targets, bench_token.clone()));
         Ok(Session {
             store,
             updates,
             demo,
-            actions,
+            actions: Some(atx),
+            scheduler: args.slurm,
+            bench_token,
         })
     }
 

@@ -27,6 +27,52 @@ pub enum Update {
     SchedulerError(String),
     /// What a cluster action did, node by node.
     ActionDone(Arc<crate::actions::ActionReport>),
+    /// Burn-in progress on one node.
+    Bench { node: usize, event: BenchUpdate },
+}
+
+/// What a node's burn-in did last.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BenchUpdate {
+    Started { suite: String },
+    Progress { step: String, done: u32, total: u32 },
+    Result(crate::bench_cmd::BenchResultOut),
+    Finished { error: Option<String> },
+}
+
+/// A node's burn-in, as far as it has gone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BenchState {
+    pub suite: String,
+    pub step: String,
+    pub done: u32,
+    pub total: u32,
+    pub results: Vec<crate::bench_cmd::BenchResultOut>,
+    pub finished: bool,
+    pub error: Option<String>,
+}
+
+impl BenchState {
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.results.iter().any(|r| r.verdict == "fail")
+    }
+
+    /// Why it failed, in one line (a drain reason).
+    pub fn failure(&self) -> String {
+        let mut parts: Vec<String> = self
+            .results
+            .iter()
+            .filter(|r| r.verdict == "fail")
+            .map(|r| {
+                let gpu = r.gpu.map(|g| format!(" GPU {g}")).unwrap_or_default();
+                format!("{}{gpu}: {}", r.name, r.reason.as_deref().unwrap_or("failed"))
+            })
+            .collect();
+        if let Some(e) = &self.error {
+            parts.push(e.clone());
+        }
+        format!("burn-in {} failed: {}", self.suite, parts.join("; "))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -341,6 +387,8 @@ pub struct Store {
     pub scheduler_error: Option<String>,
     /// The result of the last cluster action (drain, resume, ...).
     pub last_action: Option<Arc<crate::actions::ActionReport>>,
+    /// Burn-in by node index, from the last suite started on each.
+    pub bench: std::collections::BTreeMap<usize, BenchState>,
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -355,6 +403,7 @@ impl Store {
             scheduler_read_ms: None,
             scheduler_error: None,
             last_action: None,
+            bench: Default::default(),
         }
     }
 
@@ -377,6 +426,21 @@ impl Store {
             }
             Update::ActionDone(report) => {
                 self.last_action = Some(report);
+                return;
+            }
+            Update::Bench { node, event } => {
+                let b = self.bench.entry(node).or_default();
+                match event {
+                    BenchUpdate::Started { suite } => {
+                        *b = BenchState {
+                            suite,
+                            ..Default::default()
+                        }
+                    }
+                    BenchUpdate::Progress { step, done, total } => (b.step, b.done, b.total) = (step, done, total),
+                    BenchUpdate::Result(r) => b.results.push(r),
+                    BenchUpdate::Finished { error } => (b.finished, b.error) = (true, error),
+                }
                 return;
             }
         };

@@ -11,6 +11,7 @@ use crate::flags::{Flag, Subject};
 use crate::store::{NodeState, Store, Update};
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
+use fleetop_agent::bench::Suite;
 
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]
@@ -30,6 +31,8 @@ pub enum Screen {
     Heatmap,
     Detail,
     Alerts,
+    /// Burn-in progress and verdicts.
+    Bench,
 }
 
 /// The panes of the node detail's lower half.
@@ -96,6 +99,8 @@ pub enum Dialog {
     Confirm(Plan),
     /// Sent; waiting for the result.
     Running(Plan),
+    /// A burn-in suite on these nodes, waiting for `y`.
+    ConfirmBench { nodes: Vec<usize>, suite: Suite },
     /// The result of the last action, node by node.
     Result,
 }
@@ -107,6 +112,11 @@ pub enum Outgoing {
     Run(Plan),
     /// An attempt refused before anything ran, for the audit log.
     Refused(Plan, String),
+    /// A burn-in suite on these nodes (by index).
+    Bench {
+        nodes: Vec<usize>,
+        suite: Suite,
+    },
 }
 
 /// Whether the fleet is drawn as one row per node or as a dense wall.
@@ -149,6 +159,9 @@ pub struct App {
     pub quit: bool,
     /// Actions are possible (a scheduler is known) and allowed (not read-only).
     pub actions_enabled: bool,
+    /// Burn-in is possible (the agents' token is known).
+    pub bench_enabled: bool,
+    pub bench_cursor: usize,
     pub read_only: bool,
     pub dialog: Option<Dialog>,
     /// Taken by the loop after each update.
@@ -191,6 +204,8 @@ impl App {
             help: false,
             quit: false,
             actions_enabled: false,
+            bench_enabled: false,
+            bench_cursor: 0,
             read_only: false,
             dialog: None,
             outgoing: None,
@@ -384,33 +399,37 @@ fn on_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char('q') => app.quit = true,
         KeyCode::Char('?') => app.help = true,
         KeyCode::Char('/') => app.input = Some(app.filter_text.clone()),
-        KeyCode::Tab => {
-            app.screen = match app.screen {
-                Screen::Heatmap => Screen::Alerts,
-                Screen::Alerts => Screen::Detail,
-                Screen::Detail => Screen::Heatmap,
+        KeyCode::Tab | KeyCode::BackTab => {
+            // The bench screen joins the cycle once a suite has run.
+            let mut cycle = vec![Screen::Heatmap, Screen::Alerts, Screen::Detail];
+            if !app.store.bench.is_empty() {
+                cycle.push(Screen::Bench);
             }
-        }
-        KeyCode::BackTab => {
-            app.screen = match app.screen {
-                Screen::Heatmap => Screen::Detail,
-                Screen::Alerts => Screen::Heatmap,
-                Screen::Detail => Screen::Alerts,
-            }
+            let i = cycle.iter().position(|s| *s == app.screen).unwrap_or(0);
+            let step = if k.code == KeyCode::Tab { 1 } else { cycle.len() - 1 };
+            app.screen = cycle[(i + step) % cycle.len()];
         }
         KeyCode::Char('m') => app.metric = app.metric.next(),
+        KeyCode::Char('D') if app.screen == Screen::Bench => drain_failed_bench_node(app),
         KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
+        KeyCode::Char('B') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_bench(app),
         KeyCode::Esc => match app.screen {
             Screen::Detail | Screen::Alerts => app.screen = Screen::Heatmap,
             Screen::Heatmap => {
                 app.filter = Filter::All;
                 app.filter_text.clear();
             }
+            Screen::Bench => app.screen = Screen::Heatmap,
         },
         _ => match app.screen {
             Screen::Heatmap => heatmap_key(app, k),
             Screen::Detail => detail_key(app, k),
             Screen::Alerts => alerts_key(app, k),
+            Screen::Bench => {
+                if let Some(d) = vertical(&k, 10) {
+                    app.bench_cursor = moved(app.bench_cursor, d, app.store.bench.len());
+                }
+            }
         },
     }
 }
@@ -611,6 +630,79 @@ fn dialog_key(app: &mut App, k: KeyEvent) {
         },
         // While running, keys wait; the result replaces it.
         Dialog::Running(plan) => Some(Dialog::Running(plan)),
+        Dialog::ConfirmBench { nodes, suite } => match k.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => {
+                app.outgoing = Some(Outgoing::Bench { nodes, suite });
+                app.screen = Screen::Bench;
+                app.bench_cursor = 0;
+                None
+            }
+            _ => {
+                app.message = Some("burn-in cancelled: nothing was run".into());
+                None
+            }
+        },
         Dialog::Result => None,
     };
+}
+
+fn start_bench(app: &mut App) {
+    let names = action_targets(app);
+    let nodes: Vec<usize> = app
+        .store
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| names.contains(&n.target.name))
+        .map(|(i, _)| i)
+        .collect();
+    if nodes.is_empty() {
+        return;
+    }
+    if app.read_only {
+        let plan = Plan {
+            action: NodeAction::Bench,
+            nodes: names,
+            reason: Some("suite quick".into()),
+            commands: vec![],
+        };
+        app.outgoing = Some(Outgoing::Refused(plan, "read-only mode".into()));
+        app.message = Some("read-only mode: burn-in is off".into());
+        return;
+    }
+    if !app.bench_enabled {
+        app.message = Some("burn-in needs the agents' token: bench_token_file in the config".into());
+        return;
+    }
+    app.dialog = Some(Dialog::ConfirmBench {
+        nodes,
+        suite: Suite::Quick,
+    });
+}
+
+/// On the bench screen, `D` offers to drain the selected node that failed,
+/// with the failure as the reason.
+fn drain_failed_bench_node(app: &mut App) {
+    let Some((&node, b)) = app.store.bench.iter().nth(app.bench_cursor) else {
+        return;
+    };
+    if !b.failed() {
+        app.message = Some("this node passed its burn-in".into());
+        return;
+    }
+    let text = b.failure();
+    let name = app.store.nodes[node].target.name.clone();
+    if app.read_only || !app.actions_enabled {
+        app.message = Some(if app.read_only {
+            "read-only mode: drain is off".into()
+        } else {
+            "no scheduler: start with --slurm to drain".into()
+        });
+        return;
+    }
+    app.dialog = Some(Dialog::Reason {
+        action: NodeAction::Drain,
+        nodes: vec![name],
+        text,
+    });
 }

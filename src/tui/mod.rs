@@ -42,7 +42,8 @@ pub fn run(
     let mut app = App::new(session.store.clone(), theme, fleetop_agent::now_ms());
     app.log_path = log_path;
     app.read_only = read_only;
-    app.actions_enabled = session.actions.is_some();
+    app.actions_enabled = session.scheduler;
+    app.bench_enabled = session.bench_token.is_some();
     let mut terminal = init_terminal();
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();

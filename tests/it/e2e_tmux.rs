@@ -4,7 +4,11 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// Each session gets its own tmux server, even when tests run in parallel.
+static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// `fleetop` built in release beside the debug one (`cargo build --release`).
 fn release_bin() -> Option<PathBuf> {
@@ -47,7 +51,11 @@ struct Tmux {
 impl Tmux {
     fn start(bin: &std::path::Path, args: &str, size: (u16, u16)) -> Tmux {
         let t = Tmux {
-            socket: format!("fleetop-e2e-{}-{}", std::process::id(), size.0),
+            socket: format!(
+                "fleetop-e2e-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ),
         };
         // A shell prints the exit status afterwards: once that line shows,
         // tmux has processed everything fleetop wrote before exiting.
@@ -183,15 +191,53 @@ fn navigate_open_filter_quit_and_the_terminal_is_restored() {
 }
 
 #[test]
-fn sigterm_restores_the_terminal_too() {
+fn sigterm_and_sighup_restore_the_terminal_too() {
     let Some(bin) = prerequisites() else { return };
-    let t = Tmux::start(&bin, "demo --nodes 4 --gpus 2", (80, 24));
-    t.wait_for("4 nodes", Duration::from_secs(60));
-    let ok = Command::new("kill")
-        .args(["-TERM", &t.fleetop_pid()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok);
+    // SIGTERM (a service manager, `kill`) and SIGHUP (the SSH session dropped).
+    for signal in ["-TERM", "-HUP"] {
+        let t = Tmux::start(&bin, "demo --nodes 4 --gpus 2", (80, 24));
+        t.wait_for("4 nodes", Duration::from_secs(60));
+        let ok = Command::new("kill")
+            .args([signal, &t.fleetop_pid()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok);
+        t.wait_clean_exit(Duration::from_secs(10));
+    }
+}
+
+/// Burn-in from the console, for real: the demo's agents run host and TCP
+/// benchmarks (GPU ones say "no CUDA driver") and the bench screen shows them.
+#[test]
+fn burn_in_from_the_console_runs_on_the_demo_agents() {
+    let Some(bin) = prerequisites() else { return };
+    let t = Tmux::start(&bin, "demo --nodes 2 --gpus 1", (120, 30));
+    t.wait_for("2 nodes", Duration::from_secs(60));
+    t.keys(&["Space", "Space", "B"]);
+    t.wait_for("confirm burn-in", Duration::from_secs(5));
+    t.keys(&["y"]);
+    t.wait_for("burn-in · 2 node(s)", Duration::from_secs(5));
+    let start = Instant::now();
+    let s = loop {
+        let s = t.screen();
+        let finished = s
+            .lines()
+            .filter(|l| l.contains("passed") || l.contains("FAILED"))
+            .count();
+        if finished == 2 {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "burn-in did not finish:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    for node in ["gpu01", "gpu02"] {
+        let row = s.lines().find(|l| l.starts_with(node)).unwrap_or_default();
+        assert!(row.contains("skipped") && !row.contains(" 0 pass"), "{row}");
+    }
+    t.keys(&["q"]);
     t.wait_clean_exit(Duration::from_secs(10));
 }

@@ -497,3 +497,92 @@ fn scheduler_state_shows_in_rows_and_in_the_detail() {
         "{screen}"
     );
 }
+
+#[test]
+fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
+    use fleetop::bench_cmd::BenchResultOut;
+    use fleetop::store::BenchUpdate;
+    let setup = |app: &mut App| {
+        app.bench_enabled = true;
+        app.actions_enabled = true;
+    };
+    // Any key but y cancels.
+    let steps = vec![Step::Do(key(KeyCode::Char('B'))), Step::Do(key(KeyCode::Enter))];
+    let (buf, asked) = drive_steps(theme(), fleet_updates(3, 8, 30), (100, 30), steps, setup);
+    assert!(asked.is_empty() && text(&buf).contains("burn-in cancelled"));
+
+    let result = |name: &str, verdict: &str, reason: Option<&str>| BenchResultOut {
+        name: name.into(),
+        gpu: Some(2),
+        peer: None,
+        value: 812.0,
+        unit: "GB/s".into(),
+        expected_min: Some(1000.0),
+        expected_source: None,
+        verdict: verdict.into(),
+        reason: reason.map(String::from),
+    };
+    let ev = |node: usize, event: BenchUpdate| Step::Arrive(Update::Bench { node, event });
+    let mut steps: Vec<Step> = keys(" ").into_iter().map(Step::Do).collect(); // mark gpu01
+    steps.extend(keys(" ").into_iter().map(Step::Do)); // and gpu02
+    steps.extend([Step::Do(key(KeyCode::Char('B'))), Step::Do(key(KeyCode::Char('y')))]);
+    steps.extend([
+        ev(0, BenchUpdate::Started { suite: "quick".into() }),
+        ev(1, BenchUpdate::Started { suite: "quick".into() }),
+        ev(
+            0,
+            BenchUpdate::Progress {
+                step: "GPU 2 HBM copy".into(),
+                done: 5,
+                total: 10,
+            },
+        ),
+        ev(
+            1,
+            BenchUpdate::Result(result(
+                "hbm_d2d",
+                "fail",
+                Some("812.0 GB/s is below the minimum 1000.0"),
+            )),
+        ),
+        ev(1, BenchUpdate::Finished { error: None }),
+    ]);
+    let (buf, asked) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, setup);
+    let [Outgoing::Bench { nodes, .. }] = asked.as_slice() else {
+        panic!("one suite starts: {asked:?}")
+    };
+    assert_eq!(nodes, &[0, 1]);
+    let screen = text(&buf);
+    assert!(screen.contains("burn-in · 2 node(s)"), "{screen}");
+    assert!(
+        screen.contains("running") && screen.contains(" 5/10 ") && screen.contains("GPU 2 HBM copy"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("FAILED") && screen.contains("hbm_d2d GPU 2: 812.0 GB/s is below the minimum 1000.0"),
+        "{screen}"
+    );
+
+    // D on the failed node: a drain with the failure as its reason.
+    let mut steps2: Vec<Step> = keys("  ").into_iter().map(Step::Do).collect();
+    steps2.extend([Step::Do(key(KeyCode::Char('B'))), Step::Do(key(KeyCode::Char('y')))]);
+    steps2.extend([
+        ev(1, BenchUpdate::Started { suite: "quick".into() }),
+        ev(
+            1,
+            BenchUpdate::Result(result(
+                "hbm_d2d",
+                "fail",
+                Some("812.0 GB/s is below the minimum 1000.0"),
+            )),
+        ),
+        ev(1, BenchUpdate::Finished { error: None }),
+    ]);
+    steps2.extend([Step::Do(key(KeyCode::Char('D'))), Step::Do(key(KeyCode::Enter))]);
+    let (buf, _) = drive_steps(theme(), fleet_updates(3, 8, 30), (140, 30), steps2, setup);
+    let screen = text(&buf);
+    assert!(
+        screen.contains("NodeName=gpu02 State=DRAIN 'Reason=burn-in quick failed: hbm_d2d GPU 2"),
+        "{screen}"
+    );
+}

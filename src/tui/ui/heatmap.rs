@@ -208,6 +208,9 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             spans.push(Span::styled(mean, t.muted));
         }
         spans.push(Span::raw(" "));
+        if app.store.bench.get(&i).is_some_and(|b| b.finished && b.failed()) {
+            spans.push(Span::styled("burn-in failed ", t.crit));
+        }
         spans.extend(flag_summary(t, n));
         line_at(Line::from(spans), area, row as u16, buf);
     }

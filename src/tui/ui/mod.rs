@@ -2,6 +2,7 @@
 //! terminal: columns drop before anything overlaps, down to 80x24 and below.
 
 mod alerts;
+mod bench;
 mod detail;
 mod heatmap;
 
@@ -49,6 +50,7 @@ impl Widget for &App {
             Screen::Heatmap => heatmap::render(self, body, buf),
             Screen::Detail => detail::render(self, body, buf),
             Screen::Alerts => alerts::render(self, body, buf),
+            Screen::Bench => bench::render(self, body, buf),
         }
         render_footer(self, footer, buf);
         if self.help {
@@ -122,6 +124,34 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 Span::raw("cancel (the default)"),
             ]));
             popup(t, &format!("confirm {}", plan.action.verb()), lines, width, area, buf);
+        }
+        Dialog::ConfirmBench { nodes, suite } => {
+            let names: Vec<&str> = nodes
+                .iter()
+                .filter_map(|&i| app.store.nodes.get(i))
+                .map(|n| n.target.name.as_str())
+                .collect();
+            let suite = if *suite == fleetop_agent::bench::Suite::Full {
+                "full"
+            } else {
+                "quick"
+            };
+            let mut lines = vec![
+                Line::from(format!(" Run the {suite} burn-in suite on {} node(s)?", names.len())),
+                Line::from(format!("   {}", names.join(" "))),
+                Line::from(""),
+                Line::from(" GPU copies (HBM, PCIe, NVLink), NCCL all-reduce, a GEMM burn watched for"),
+                Line::from(" throttling, XIDs and ECC errors, host memory, and TCP to the next node."),
+                Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."),
+                Line::from(""),
+            ];
+            lines.push(Line::from(vec![
+                Span::styled(" y ", t.crit),
+                Span::raw("run    "),
+                Span::styled("any other key ", t.title),
+                Span::raw("cancel (the default)"),
+            ]));
+            popup(t, "confirm burn-in", lines, width, area, buf);
         }
         Dialog::Running(plan) => {
             let lines = vec![Line::from(format!(
@@ -286,6 +316,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
         ],
         Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-4 pane", "n/p node", "Tab screen"],
         Screen::Alerts => &["? help", "Esc back", "j/k move", "Enter node", "s sort", "/ filter"],
+        Screen::Bench => &["? help", "Esc back", "j/k move", "D drain a failed node", "Tab screen"],
     };
     let mut state = vec![format!("metric {}", app.metric.name())];
     if app.screen == Screen::Heatmap {
@@ -329,10 +360,15 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ("m", "metric: util, memory, temperature, power, SM clock"),
     ];
     match screen {
-        Screen::Heatmap | Screen::Detail => {
-            v.extend([("D R U", "drain (with a reason), resume, undrain: marked or this")])
-        }
+        Screen::Heatmap | Screen::Detail => v.extend([
+            ("D R U", "drain (with a reason), resume, undrain: marked or this"),
+            ("B", "burn-in suite on the marked nodes or this one"),
+        ]),
         Screen::Alerts => {}
+        Screen::Bench => v.extend([
+            ("j k  ↓ ↑", "move"),
+            ("D", "drain the selected failed node, the failure as reason"),
+        ]),
     }
     match screen {
         Screen::Heatmap => v.extend([
@@ -356,6 +392,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("Enter", "open the node of the alert"),
             ("s", "sort by severity, age, node, kind"),
         ]),
+        Screen::Bench => {}
     }
     v
 }
