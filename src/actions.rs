@@ -264,6 +264,31 @@ pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
     }
 }
 
+/// Asks on the terminal before `plan` runs; without a terminal, or without
+/// a yes, refuses (and logs the refusal). The caller has shown the plan.
+pub fn confirm(plan: &Plan, question: &str) -> anyhow::Result<()> {
+    use std::io::{BufRead, IsTerminal};
+    let verb = plan.action.verb();
+    let refuse = |why: &str| -> anyhow::Result<()> {
+        audit(&ActionReport::refused(plan, why)).map_err(|e| anyhow::anyhow!("cannot write the audit log: {e}"))?;
+        Ok(())
+    };
+    if !std::io::stdin().is_terminal() {
+        refuse("not confirmed (no terminal, no --yes)")?;
+        anyhow::bail!("not confirmed: stdin is not a terminal; pass --yes to {verb}");
+    }
+    let mut err = std::io::stderr().lock();
+    write!(err, "{question} [y/N] ")?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        refuse("not confirmed")?;
+        anyhow::bail!("not confirmed: nothing was run");
+    }
+    Ok(())
+}
+
 /// The audit log: `$FLEETOP_AUDIT_LOG`, or `$XDG_STATE_HOME/fleetop/audit.jsonl`.
 pub fn audit_path() -> PathBuf {
     if let Some(p) = std::env::var_os("FLEETOP_AUDIT_LOG") {

@@ -5,7 +5,7 @@
 //! Progress goes to stderr, results to stdout; the exit status is non-zero
 //! when any node fails.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 
 use fleetop_agent::proto::agent_client::AgentClient;
 use fleetop_agent::proto::bench_event::Kind;
@@ -126,18 +126,8 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
             writeln!(err, "  {}", c.join(" "))?;
         }
         if !args.yes {
-            if !std::io::stdin().is_terminal() {
-                audit(&ActionReport::refused(&plan, "not confirmed (no terminal, no --yes)"))?;
-                anyhow::bail!("not confirmed: stdin is not a terminal; pass --yes to bench");
-            }
-            write!(err, "Run the {suite} suite on these nodes? [y/N] ")?;
-            err.flush()?;
-            let mut answer = String::new();
-            std::io::stdin().lock().read_line(&mut answer)?;
-            if !matches!(answer.trim(), "y" | "Y" | "yes") {
-                audit(&ActionReport::refused(&plan, "not confirmed"))?;
-                anyhow::bail!("not confirmed: nothing was run");
-            }
+            drop(err);
+            actions::confirm(&plan, &format!("Run the {suite} suite on these nodes?"))?;
         }
     }
     let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
@@ -230,15 +220,7 @@ async fn resolve(
     cfg: &Config,
 ) -> anyhow::Result<(Vec<Target>, Option<crate::demo::Demo>, Option<String>)> {
     if source.demo {
-        let token = format!(
-            "{:016x}",
-            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 1u8)
-        );
-        let bench = fleetop_agent::server::BenchSettings {
-            token: token.clone(),
-            expectations: fleetop_agent::bench::expect::Expectations::load(None).map_err(|e| anyhow::anyhow!(e))?,
-            max_duration: std::time::Duration::from_secs(1800),
-        };
+        let (bench, token) = demo_bench()?;
         let d = crate::demo::start_with(source.nodes, source.gpus, source.seed, Some(bench)).await?;
         return Ok((d.targets(), Some(d), Some(token)));
     }

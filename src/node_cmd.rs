@@ -3,7 +3,7 @@
 //! unless `--yes`, results go to stdout (text or JSON), and the exit status
 //! is non-zero if any node failed.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 
 use crate::actions::{self, ActionReport, NodeAction};
 use crate::cli::{ActionFormat, NodeCmd};
@@ -24,21 +24,10 @@ pub fn run(args: NodeCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
     for c in &plan.commands {
         writeln!(err, "  {}", actions::shell_words(c))?;
     }
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            log_refusal(&ActionReport::refused(&plan, "not confirmed (no terminal, no --yes)"))?;
-            anyhow::bail!("not confirmed: stdin is not a terminal; pass --yes to {verb}");
-        }
-        write!(err, "Run these commands? [y/N] ")?;
-        err.flush()?;
-        let mut answer = String::new();
-        std::io::stdin().lock().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            log_refusal(&ActionReport::refused(&plan, "not confirmed"))?;
-            anyhow::bail!("not confirmed: nothing was run");
-        }
-    }
     drop(err);
+    if !args.yes {
+        actions::confirm(&plan, "Run these commands?")?;
+    }
     let report = actions::execute(
         &Slurm {
             format: cfg.slurm.format,

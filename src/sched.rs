@@ -101,13 +101,7 @@ pub fn run(program: &str, args: &[String]) -> Result<String, SchedError> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let line = err
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("no message")
-            .trim()
-            .to_string();
+        let line = fleetop_agent::first_line(&out.stderr, "no message");
         Err(SchedError::Failed(program.into(), line))
     }
 }

@@ -36,6 +36,16 @@ pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// The first non-empty line of a program's complaint, for one-line errors.
+pub fn first_line(text: &[u8], otherwise: &str) -> String {
+    let text = String::from_utf8_lossy(text);
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or(otherwise)
+        .to_string()
+}
+
 /// Wall-clock milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

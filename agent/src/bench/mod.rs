@@ -378,13 +378,7 @@ fn ib_write_bw(r: &mut Run<'_>, target: Option<&str>, dur: Duration) {
         Ok(o) => match net::parse_ib_write_bw(&String::from_utf8_lossy(&o.stdout)) {
             Some(v) if o.status.success() => r.result("ib_write_bw", None, None, v, "Gb/s"),
             _ => {
-                let err = String::from_utf8_lossy(&o.stderr);
-                let line = err
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("no output")
-                    .trim()
-                    .to_string();
+                let line = crate::first_line(&o.stderr, "no output");
                 r.skipped("ib_write_bw", None, format!("ib_write_bw failed: {line}"));
             }
         },
