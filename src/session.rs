@@ -104,6 +104,7 @@ async fn run_actions(
     targets: Vec<Target>,
     bench_token: Option<String>,
 ) {
+    let mut bench: Option<(tokio::task::JoinHandle<()>, Vec<usize>)> = None;
     while let Some(ask) = asks.recv().await {
         let plan = match ask {
             Outgoing::Run(plan) => plan,
@@ -115,12 +116,26 @@ async fn run_actions(
             }
             Outgoing::Bench { nodes, suite } => {
                 let Some(token) = bench_token.clone() else { continue };
-                let chosen = nodes
+                let chosen: Vec<(usize, Target)> = nodes
                     .into_iter()
                     .filter_map(|i| targets.get(i).map(|t| (i, t.clone())))
                     .collect();
+                let idx = chosen.iter().map(|(i, _)| *i).collect();
                 // A suite takes minutes: it runs beside the drain/resume queue.
-                tokio::spawn(run_bench(chosen, suite, token, tx.clone()));
+                bench = Some((tokio::spawn(run_bench(chosen, suite, token, tx.clone())), idx));
+                continue;
+            }
+            Outgoing::CancelBench => {
+                if let Some((task, nodes)) = bench.take() {
+                    // Dropping the task drops its streams: each agent stops its suite.
+                    task.abort();
+                    for node in nodes {
+                        let event = BenchUpdate::Finished {
+                            error: Some("cancelled from the console".into()),
+                        };
+                        let _ = tx.send(Update::Bench { node, event }).await;
+                    }
+                }
                 continue;
             }
         };

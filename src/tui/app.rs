@@ -117,6 +117,8 @@ pub enum Outgoing {
         nodes: Vec<usize>,
         suite: Suite,
     },
+    /// Stop the running burn-in (the agents stop when their streams go).
+    CancelBench,
 }
 
 /// Whether the fleet is drawn as one row per node or as a dense wall.
@@ -411,6 +413,12 @@ fn on_key(app: &mut App, k: KeyEvent) {
         }
         KeyCode::Char('m') => app.metric = app.metric.next(),
         KeyCode::Char('D') if app.screen == Screen::Bench => drain_failed_bench_node(app),
+        KeyCode::Char('x') if app.screen == Screen::Bench => {
+            if app.store.bench.values().any(|b| !b.finished) {
+                app.outgoing = Some(Outgoing::CancelBench);
+                app.message = Some("cancelling the burn-in".into());
+            }
+        }
         KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
         KeyCode::Char('B') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_bench(app),
         KeyCode::Esc => match app.screen {

@@ -586,3 +586,34 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
         "{screen}"
     );
 }
+
+#[test]
+fn x_cancels_a_running_burn_in() {
+    use fleetop::store::BenchUpdate;
+    let setup = |app: &mut App| app.bench_enabled = true;
+    let ev = |event: BenchUpdate| Step::Arrive(Update::Bench { node: 0, event });
+    let steps = vec![
+        Step::Do(key(KeyCode::Char('B'))),
+        Step::Do(key(KeyCode::Char('y'))),
+        ev(BenchUpdate::Started { suite: "quick".into() }),
+        ev(BenchUpdate::Progress {
+            step: "host memory copy".into(),
+            done: 1,
+            total: 9,
+        }),
+        Step::Do(key(KeyCode::Char('x'))),
+        ev(BenchUpdate::Finished {
+            error: Some("cancelled from the console".into()),
+        }),
+    ];
+    let (buf, asked) = drive_steps(theme(), fleet_updates(2, 8, 30), (120, 30), steps, setup);
+    assert!(
+        matches!(asked.as_slice(), [Outgoing::Bench { .. }, Outgoing::CancelBench]),
+        "{asked:?}"
+    );
+    let screen = text(&buf);
+    assert!(
+        screen.contains("FAILED") && screen.contains("cancelled from the console"),
+        "{screen}"
+    );
+}

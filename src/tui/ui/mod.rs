@@ -316,7 +316,14 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
         ],
         Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-4 pane", "n/p node", "Tab screen"],
         Screen::Alerts => &["? help", "Esc back", "j/k move", "Enter node", "s sort", "/ filter"],
-        Screen::Bench => &["? help", "Esc back", "j/k move", "D drain a failed node", "Tab screen"],
+        Screen::Bench => &[
+            "? help",
+            "Esc back",
+            "j/k move",
+            "D drain a failed node",
+            "x cancel",
+            "Tab screen",
+        ],
     };
     let mut state = vec![format!("metric {}", app.metric.name())];
     if app.screen == Screen::Heatmap {
@@ -368,6 +375,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         Screen::Bench => v.extend([
             ("j k  ↓ ↑", "move"),
             ("D", "drain the selected failed node, the failure as reason"),
+            ("x", "cancel the running burn-in"),
         ]),
     }
     match screen {
