@@ -67,6 +67,20 @@ async fn run_bench(targets: Vec<(usize, Target)>, suite: Suite, token: String, t
     }
     let index: Vec<usize> = targets.iter().map(|(i, _)| *i).collect();
     let list: Vec<Target> = targets.into_iter().map(|(_, t)| t).collect();
+    // The callback cannot wait, so events queue without bound here and a
+    // forwarder waits on the update channel: nothing is dropped, and a suite
+    // produces a few dozen events per node.
+    let (queue, mut queued) = mpsc::unbounded_channel::<Update>();
+    let forward = {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(u) = queued.recv().await {
+                if tx.send(u).await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
     let seen = |i: usize, k: &Kind| {
         let event = match k {
             Kind::Progress(p) => BenchUpdate::Progress {
@@ -77,10 +91,12 @@ async fn run_bench(targets: Vec<(usize, Target)>, suite: Suite, token: String, t
             Kind::Result(r) => BenchUpdate::Result(crate::bench_cmd::result_out(r.clone())),
             Kind::Done(_) => return,
         };
-        // Progress may be dropped under load; results are few and small.
-        let _ = tx.try_send(Update::Bench { node: index[i], event });
+        let _ = queue.send(Update::Bench { node: index[i], event });
     };
     let report = crate::bench_cmd::run_suites(&list, suite, &token, Duration::from_secs(1800), &seen).await;
+    // Everything seen goes out before the finish.
+    drop(queue);
+    let _ = forward.await;
     for (i, n) in report.nodes.iter().enumerate() {
         let _ = tx
             .send(Update::Bench {

@@ -49,9 +49,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             (false, false) => ("running", t.title),
         };
         let name_style = if pos == app.bench_cursor { t.selected } else { t.base };
+        // The latest figure actually measured (a skipped check has none).
         let latest = s
             .results
-            .last()
+            .iter()
+            .rev()
+            .find(|r| r.verdict != "skipped")
             .map(|r| format!("{} {:.1} {}", r.name, r.value, r.unit))
             .unwrap_or_default();
         let line = Line::from(vec![
