@@ -116,7 +116,8 @@ pub struct ActionReport {
     pub reason: Option<String>,
     /// The exact commands, as argument vectors.
     pub commands: Vec<Vec<String>>,
-    /// Why nothing ran at all (read-only mode, not confirmed), if so.
+    /// Why it did not run (read-only mode, not confirmed) or was stopped
+    /// (a burn-in cancelled from the console), if so.
     pub refused: Option<String>,
     pub results: Vec<NodeResult>,
 }

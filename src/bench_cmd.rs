@@ -94,10 +94,7 @@ fn describe(suite: &str, targets: &[Target]) -> Vec<Vec<String>> {
 }
 
 pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Result<()> {
-    let suite = match args.suite {
-        fleetop_agent::bench::Suite::Quick => "quick".to_string(),
-        fleetop_agent::bench::Suite::Full => "full".to_string(),
-    };
+    let suite = args.suite.name().to_string();
     let (targets, demo, demo_token) = resolve(&args.source, &cfg).await?;
     let token = match (&demo_token, &args.token_file) {
         (Some(t), _) => t.clone(),

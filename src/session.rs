@@ -1,23 +1,23 @@
-//! Connecting a console to its nodes: resolve the SOURCE to targets (starting
-//! the demo agents if asked), create the store, and start the sources.
+//! A console's connection to its fleet: resolve the SOURCE to targets
+//! (starting the demo agents if asked), create the store, and start the tasks
+//! that feed its one update channel: a source per node, the scheduler poller
+//! (with `--slurm`), and the action task that runs what the person confirmed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use fleetop_agent::bench::Suite;
 use tokio::sync::{Notify, mpsc};
 
 use crate::actions;
-use crate::sched::Slurm;
-use crate::store::BenchUpdate;
-use crate::tui::app::Outgoing;
-use fleetop_agent::bench::Suite;
-
 use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::demo::{self, Demo};
 use crate::hostlist::{self, Target};
+use crate::sched::Slurm;
 use crate::source::{self, SourceOptions};
-use crate::store::{Link, NodeState, Store, Update};
+use crate::store::{BenchUpdate, Link, NodeState, Store, Update};
+use crate::tui::app::Outgoing;
 
 /// A console's live connection to its fleet.
 pub struct Session {
@@ -56,7 +56,7 @@ async fn poll_scheduler(slurm: Slurm, every: Duration, poke: Arc<Notify>, tx: mp
 /// and logs it like any other action.
 async fn run_bench(targets: Vec<(usize, Target)>, suite: Suite, token: String, tx: mpsc::Sender<Update>) {
     use fleetop_agent::proto::bench_event::Kind;
-    let suite = if suite == Suite::Full { "full" } else { "quick" };
+    let suite = suite.name();
     for (node, _) in &targets {
         let _ = tx
             .send(Update::Bench {

@@ -31,6 +31,13 @@ pub enum Suite {
 }
 
 impl Suite {
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Quick => "quick",
+            Suite::Full => "full",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Suite> {
         match s {
             "quick" => Some(Suite::Quick),

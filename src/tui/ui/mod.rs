@@ -131,11 +131,7 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 .filter_map(|&i| app.store.nodes.get(i))
                 .map(|n| n.target.name.as_str())
                 .collect();
-            let suite = if *suite == fleetop_agent::bench::Suite::Full {
-                "full"
-            } else {
-                "quick"
-            };
+            let suite = suite.name();
             let mut lines = vec![
                 Line::from(format!(" Run the {suite} burn-in suite on {} node(s)?", names.len())),
                 Line::from(format!("   {}", names.join(" "))),
