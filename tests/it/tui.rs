@@ -617,3 +617,19 @@ fn x_cancels_a_running_burn_in() {
         "{screen}"
     );
 }
+
+#[test]
+fn a_16_colour_terminal_gets_only_the_16_ansi_colours() {
+    let t = Theme::load("default", None, ColorDepth::Ansi16).expect("theme");
+    for keys in [vec![], vec![key(KeyCode::Enter)], vec![key(KeyCode::Tab)]] {
+        let buf = drive(t.clone(), fleet_updates(8, 8, 60), (120, 30), keys);
+        for y in 0..30 {
+            for x in 0..120 {
+                let c = &buf[(x, y)];
+                for col in [c.fg, c.bg] {
+                    assert!(!matches!(col, Color::Rgb(..) | Color::Indexed(_)), "{col:?} at {x},{y}");
+                }
+            }
+        }
+    }
+}
