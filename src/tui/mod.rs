@@ -132,6 +132,9 @@ async fn forward_signals(tx: mpsc::Sender<Action>) {
     let _ = tx.send(Action::Quit).await;
 }
 
+/// Updates applied between two looks at the keyboard.
+const UPDATE_BATCH: usize = 2048;
+
 /// The main loop, generic over the backend so tests drive the real app on
 /// `TestBackend`; `clock` gives the time (tests give a fixed one).
 pub async fn event_loop<B: Backend>(
@@ -175,9 +178,15 @@ where
                 Some(u) => {
                     let now = clock();
                     app::update(app, Action::Store(u, now));
-                    // Take everything already waiting; draw on the next frame.
-                    while let Ok(u) = updates.try_recv() {
-                        app::update(app, Action::Store(u, now));
+                    // Take what is already waiting, in batches small enough
+                    // that a key press is seen between them (a big fleet's
+                    // history is hundreds of thousands of updates); draw on
+                    // the next frame.
+                    for _ in 0..UPDATE_BATCH {
+                        match updates.try_recv() {
+                            Ok(u) => app::update(app, Action::Store(u, now)),
+                            Err(_) => break,
+                        }
                     }
                 }
                 None => updates_open = false,
