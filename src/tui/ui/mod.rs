@@ -403,26 +403,9 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
 
 fn render_help(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let lines = help_lines(app.screen);
-    let h = (lines.len() as u16 + 2).min(area.height);
-    let w = 86.min(area.width);
-    let popup = Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
-    };
-    Clear.render(popup, buf);
-    let text: Vec<Line<'_>> = lines
-        .iter()
-        .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<16}"), t.title), Span::raw(*what)]))
+    let text: Vec<Line<'_>> = help_lines(app.screen)
+        .into_iter()
+        .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<16}"), t.title), Span::raw(what)]))
         .collect();
-    Paragraph::new(text)
-        .style(t.base)
-        .block(
-            Block::bordered()
-                .border_style(t.border)
-                .title(Line::from(" keys ").style(t.title)),
-        )
-        .render(popup, buf);
+    popup(t, "keys", text, 86, area, buf);
 }
