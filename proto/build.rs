@@ -1,8 +1,8 @@
 //! Compiles the wire contract with protox (a pure-Rust protobuf compiler), so no
 //! machine needs a system `protoc` to build fleetop.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("cargo:rerun-if-changed=proto/fleetop.proto");
-    let fds = protox::compile(["proto/fleetop.proto"], ["proto"])?;
+    println!("cargo:rerun-if-changed=fleetop.proto");
+    let fds = protox::compile(["fleetop.proto"], ["."])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

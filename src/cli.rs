@@ -4,6 +4,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use fleetop_proto::util::parse_interval;
+
+use crate::model::action::NodeAction;
+use crate::model::bench::Suite;
 
 /// fleetop: a terminal console for GPU clusters.
 #[derive(Debug, Parser)]
@@ -77,8 +81,8 @@ pub enum Command {
 pub struct BenchArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    #[arg(long, value_enum, default_value_t = fleetop_agent::bench::Suite::Quick)]
-    pub suite: fleetop_agent::bench::Suite,
+    #[arg(long, value_enum, default_value_t = Suite::Quick)]
+    pub suite: Suite,
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
     /// The agents' bench token (the file given to `fleetop-agent --bench-token-file`).
@@ -88,14 +92,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub yes: bool,
     /// The longest the suite may run on any node.
-    #[arg(long, default_value = "30m", value_parser = fleetop_agent::parse_interval)]
+    #[arg(long, default_value = "30m", value_parser = parse_interval)]
     pub timeout: Duration,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct NodeCmd {
     #[arg(value_enum)]
-    pub action: crate::actions::NodeAction,
+    pub action: NodeAction,
     /// Nodes, as a Slurm hostlist ("gpu[01-04],gpu09").
     pub nodes: String,
     /// Why (required to drain; shown to everyone in sinfo).
@@ -127,12 +131,12 @@ pub struct ExportArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Time between snapshots.
-    #[arg(long, default_value = "1s", value_parser = fleetop_agent::parse_interval)]
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
     /// How long to wait for nodes to answer before the first snapshot.
-    #[arg(long, default_value = "10s", value_parser = fleetop_agent::parse_interval)]
+    #[arg(long, default_value = "10s", value_parser = parse_interval)]
     pub timeout: Duration,
     /// Print the JSON Schema of a snapshot and exit.
     #[arg(long)]

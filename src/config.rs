@@ -26,12 +26,26 @@ pub struct Config {
     pub slurm: SlurmConfig,
 }
 
+/// Which output format to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SlurmFormat {
+    /// `--json` where the installed Slurm has it, the text formats otherwise.
+    #[default]
+    Auto,
+    Json,
+    Text,
+}
+
+/// How long a Slurm client may take by default (`[slurm] timeout`).
+pub const DEFAULT_SLURM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// `[slurm]`: how to read Slurm and find the agents of its nodes.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SlurmConfig {
     /// auto (JSON where Slurm has it), json or text.
-    pub format: crate::sched::Format,
+    pub format: SlurmFormat,
     /// The agent address of a Slurm node; `{name}` is the node name.
     pub agent_address: String,
     /// Addresses for particular nodes, where the pattern does not fit.
@@ -39,15 +53,19 @@ pub struct SlurmConfig {
     /// How often the scheduler is read.
     #[serde(deserialize_with = "crate::detect::de_duration")]
     pub refresh: std::time::Duration,
+    /// The longest sinfo, squeue or scontrol may take before it is killed.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub timeout: std::time::Duration,
 }
 
 impl Default for SlurmConfig {
     fn default() -> Self {
         SlurmConfig {
-            format: crate::sched::Format::Auto,
-            agent_address: "{name}:50051".into(),
+            format: SlurmFormat::Auto,
+            agent_address: format!("{{name}}:{}", crate::model::target::DEFAULT_AGENT_PORT),
             agents: Default::default(),
             refresh: std::time::Duration::from_secs(10),
+            timeout: DEFAULT_SLURM_TIMEOUT,
         }
     }
 }

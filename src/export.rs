@@ -6,12 +6,15 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use fleetop_agent::{ib, throttle};
+use fleetop_proto::{ib, throttle};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::flags::{Flag, FlagKind, Severity, Subject};
+use crate::model::flag::{Flag, FlagKind, Severity, Subject};
+use crate::model::rates::Delta;
+use crate::model::sample::{GpuDesc, IbPortDesc};
+use crate::model::sched::Job;
+use crate::model::time::rfc3339;
 use crate::store::{Link, NodeState, NodeStatus, Store};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -23,6 +26,13 @@ pub struct Snapshot {
     pub schema_version: u32,
     /// RFC 3339.
     pub generated_at: String,
+    /// With a scheduler (`--slurm`): when it was last read (RFC 3339), and
+    /// why the latest read failed, if it did. Its nodes' `scheduler` fields
+    /// are as old as `scheduler_read_at`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scheduler_read_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scheduler_error: Option<String>,
     pub nodes: Vec<Node>,
 }
 
@@ -62,9 +72,9 @@ pub struct AgentDesc {
     pub version: String,
     /// "nvml", "sim:<scenario>" or "none".
     pub backend: String,
-    pub driver_version: String,
-    pub cuda_version: String,
-    pub sample_interval_ms: u32,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
+    pub sample_interval_ms: i64,
     pub note: Option<String>,
 }
 
@@ -77,7 +87,7 @@ pub struct Scheduler {
     pub reason: Option<String>,
     pub reason_user: Option<String>,
     pub reason_time: Option<String>,
-    pub jobs: Vec<crate::sched::Job>,
+    pub jobs: Vec<Job>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -102,7 +112,7 @@ pub struct Gpu {
     pub util_pct: Option<u32>,
     pub mem_util_pct: Option<u32>,
     pub mem_used_bytes: Option<u64>,
-    pub mem_total_bytes: u64,
+    pub mem_total_bytes: Option<u64>,
     pub temp_c: Option<u32>,
     pub hbm_temp_c: Option<u32>,
     pub slowdown_temp_c: Option<u32>,
@@ -122,6 +132,7 @@ pub struct Gpu {
     pub ecc_uncorrected_volatile: Option<u64>,
     pub retired_pages: Option<u32>,
     pub remapped_rows_pending: Option<u32>,
+    pub remapped_rows_failed: Option<u32>,
     /// XIDs reported with the latest sample.
     pub xids: Vec<u32>,
     pub nvlink: Vec<NvLink>,
@@ -132,8 +143,9 @@ pub struct Gpu {
 #[serde(deny_unknown_fields)]
 pub struct NvLink {
     pub link: u32,
-    pub active: bool,
-    pub peer_pci_bus_id: String,
+    /// `null` while the GPU gives no reading.
+    pub active: Option<bool>,
+    pub peer_pci_bus_id: Option<String>,
     pub tx_bytes_per_s: Option<f64>,
     pub rx_bytes_per_s: Option<f64>,
 }
@@ -155,9 +167,9 @@ pub struct IbPort {
     pub device: String,
     pub port: u32,
     pub link_layer: String,
-    pub state: String,
-    pub phys_state: String,
-    pub rate_gbps: u32,
+    pub state: Option<String>,
+    pub phys_state: Option<String>,
+    pub rate_gbps: Option<u32>,
     pub tx_bytes_per_s: Option<f64>,
     pub rx_bytes_per_s: Option<f64>,
     /// Increase of each readable error counter since the previous sample.
@@ -188,18 +200,14 @@ pub fn schema_json() -> String {
     serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
 }
 
-pub fn rfc3339(ms: i64) -> String {
-    Utc.timestamp_millis_opt(ms)
-        .single()
-        .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
-        .to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 /// The snapshot of the whole store at console time `now_ms`.
 pub fn snapshot(store: &Store, now_ms: i64) -> Snapshot {
+    let sched = &store.scheduler;
     Snapshot {
         schema_version: SCHEMA_VERSION,
         generated_at: rfc3339(now_ms),
+        scheduler_read_at: sched.read_ms.map(rfc3339),
+        scheduler_error: sched.error.clone(),
         nodes: store.nodes.iter().map(|n| node(n, store, now_ms)).collect(),
     }
 }
@@ -235,15 +243,15 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
             backend: i.backend.clone(),
             driver_version: i.driver_version.clone(),
             cuda_version: i.cuda_version.clone(),
-            sample_interval_ms: i.sample_interval_ms,
-            note: (!i.gpu_backend_note.is_empty()).then(|| i.gpu_backend_note.clone()),
+            sample_interval_ms: i.interval_ms,
+            note: i.gpu_note.clone(),
         }),
         sampled_at: last.map(|s| rfc3339(s.time_ms)),
-        host: last.and_then(|s| s.host.as_ref()).map(|h| Host {
-            cpu_pct: f64::from(h.cpu_permille) / 10.0,
+        host: last.and_then(|s| s.host).map(|h| Host {
+            cpu_pct: h.cpu_pct,
             mem_used_bytes: h.mem_used_bytes,
             mem_total_bytes: h.mem_total_bytes,
-            load1: f64::from(h.load1_x100) / 100.0,
+            load1: h.load1,
             uptime_s: h.uptime_s,
         }),
         scheduler: n.scheduler.as_ref().map(|v| Scheduler {
@@ -260,50 +268,40 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
     }
 }
 
-fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
+fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
     let s = n.gpu(g.index);
-    // Readings only from a GPU that answered.
-    let ok = s.filter(|s| s.error.is_empty());
-    let nz = |v: u32| (v > 0).then_some(v);
-    let rates = n
-        .derived
-        .gpus
-        .iter()
-        .zip(n.last.iter().flat_map(|l| &l.gpus))
-        .find(|(_, x)| x.index == g.index)
-        .map(|(r, _)| r);
+    let pos = n.last.as_ref().and_then(|l| l.gpus.iter().position(|x| x.index == g.index));
+    let rates = pos.and_then(|p| n.derived.gpus.get(p));
+    let r = |f: fn(&crate::model::sample::GpuReading) -> Option<u32>| s.and_then(f);
     Gpu {
         index: g.index,
         uuid: g.uuid.clone(),
         model: g.model.clone(),
         pci_bus_id: g.pci_bus_id.clone(),
-        error: s.filter(|s| !s.error.is_empty()).map(|s| s.error.clone()),
-        util_pct: ok.map(|s| s.util_pct),
-        mem_util_pct: ok.map(|s| s.mem_util_pct),
-        mem_used_bytes: ok.map(|s| s.mem_used_bytes),
+        error: s.and_then(|s| s.error.as_ref()).map(|e| e.name().to_string()),
+        util_pct: r(|s| s.util_pct),
+        mem_util_pct: r(|s| s.mem_util_pct),
+        mem_used_bytes: s.and_then(|s| s.mem_used_bytes),
         mem_total_bytes: g.mem_total_bytes,
-        temp_c: ok.map(|s| s.temp_c),
-        hbm_temp_c: ok.and_then(|s| nz(s.hbm_temp_c)),
-        slowdown_temp_c: nz(g.slowdown_temp_c),
-        power_w: ok.map(|s| f64::from(s.power_mw) / 1000.0),
-        power_limit_w: ok
-            .map(|s| s.power_limit_mw)
-            .or(Some(g.power_limit_mw))
-            .and_then(nz)
-            .map(|mw| f64::from(mw) / 1000.0),
-        energy_j: ok.map(|s| s.energy_mj as f64 / 1000.0),
-        sm_clock_mhz: ok.map(|s| s.sm_clock_mhz),
-        sm_clock_max_mhz: nz(g.max_sm_clock_mhz),
-        mem_clock_mhz: ok.map(|s| s.mem_clock_mhz),
-        throttle_reasons: ok.map(|s| throttle::names(s.throttle_reasons)).unwrap_or_default(),
-        throttle_mask: ok.map(|s| s.throttle_reasons),
-        pcie_tx_bytes_per_s: ok.map(|s| f64::from(s.pcie_tx_kbps) * 1000.0),
-        pcie_rx_bytes_per_s: ok.map(|s| f64::from(s.pcie_rx_kbps) * 1000.0),
-        pcie_replay_count: ok.map(|s| s.pcie_replay_count),
-        ecc_corrected_volatile: ok.map(|s| s.ecc_corrected_volatile),
-        ecc_uncorrected_volatile: ok.map(|s| s.ecc_uncorrected_volatile),
-        retired_pages: ok.map(|s| s.retired_pages),
-        remapped_rows_pending: ok.map(|s| s.remapped_rows_pending),
+        temp_c: r(|s| s.temp_c),
+        hbm_temp_c: r(|s| s.hbm_temp_c),
+        slowdown_temp_c: g.slowdown_temp_c,
+        power_w: s.and_then(|s| s.power_w),
+        power_limit_w: s.and_then(|s| s.power_limit_w).or(g.power_limit_w),
+        energy_j: s.and_then(|s| s.energy_mj).map(|mj| mj as f64 / 1000.0),
+        sm_clock_mhz: r(|s| s.sm_clock_mhz),
+        sm_clock_max_mhz: g.max_sm_clock_mhz,
+        mem_clock_mhz: r(|s| s.mem_clock_mhz),
+        throttle_reasons: s.and_then(|s| s.throttle_mask).map(throttle::names).unwrap_or_default(),
+        throttle_mask: s.and_then(|s| s.throttle_mask),
+        pcie_tx_bytes_per_s: s.and_then(|s| s.pcie_tx_bytes_per_s),
+        pcie_rx_bytes_per_s: s.and_then(|s| s.pcie_rx_bytes_per_s),
+        pcie_replay_count: s.and_then(|s| s.pcie_replay_count),
+        ecc_corrected_volatile: s.and_then(|s| s.ecc_corrected_volatile),
+        ecc_uncorrected_volatile: s.and_then(|s| s.ecc_uncorrected_volatile),
+        retired_pages: r(|s| s.retired_pages),
+        remapped_rows_pending: r(|s| s.remapped_rows_pending),
+        remapped_rows_failed: r(|s| s.remapped_rows_failed),
         xids: s.map(|s| s.xids.iter().map(|x| x.xid).collect()).unwrap_or_default(),
         nvlink: g
             .nvlinks
@@ -311,21 +309,21 @@ fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
             .enumerate()
             .map(|(i, l)| NvLink {
                 link: l.link,
-                active: ok.is_some_and(|s| s.nvlink_down_mask & (1 << i) == 0),
+                active: s.and_then(|s| s.nvlink_up(i)),
                 peer_pci_bus_id: l.peer_pci_bus_id.clone(),
                 tx_bytes_per_s: rates.and_then(|r| r.nvlink_tx_bytes_per_s.get(i).copied().flatten()),
                 rx_bytes_per_s: rates.and_then(|r| r.nvlink_rx_bytes_per_s.get(i).copied().flatten()),
             })
             .collect(),
-        processes: ok
+        processes: s
             .map(|s| {
                 s.processes
                     .iter()
                     .map(|p| Process {
                         pid: p.pid,
                         used_mem_bytes: p.used_mem_bytes,
-                        job_id: (p.job_id != 0).then_some(p.job_id),
-                        user: n.job_user(p.job_id).map(String::from),
+                        job_id: p.job_id,
+                        user: p.job_id.and_then(|j| n.job_user(j)).map(String::from),
                     })
                     .collect()
             })
@@ -333,7 +331,7 @@ fn gpu(n: &NodeState, g: &fleetop_agent::proto::GpuInfo) -> Gpu {
     }
 }
 
-fn ib_port(n: &NodeState, k: usize, p: &fleetop_agent::proto::IbPortInfo) -> IbPort {
+fn ib_port(n: &NodeState, k: usize, p: &IbPortDesc) -> IbPort {
     let s = n
         .last
         .as_ref()
@@ -344,37 +342,28 @@ fn ib_port(n: &NodeState, k: usize, p: &fleetop_agent::proto::IbPortInfo) -> IbP
     for (i, d) in r.map(|r| r.errors.as_slice()).unwrap_or(&[]).iter().enumerate() {
         let name = ib::counter_name(i).to_string();
         match d {
-            Some(fleetop_agent::counters::Delta::Exact(v)) => {
+            Some(Delta::Exact(v)) => {
                 errors.insert(name, *v);
             }
-            Some(fleetop_agent::counters::Delta::Saturated(v)) => {
+            Some(Delta::Saturated(v)) => {
                 errors.insert(name.clone(), *v);
                 saturated.push(name);
             }
-            Some(fleetop_agent::counters::Delta::Reset) | None => {}
+            Some(Delta::Reset) | None => {}
         }
     }
     IbPort {
         device: p.device.clone(),
         port: p.port,
         link_layer: p.link_layer.clone(),
-        state: s.map(|s| s.state.clone()).unwrap_or_default(),
-        phys_state: s.map(|s| s.phys_state.clone()).unwrap_or_default(),
-        rate_gbps: s.map(|s| s.rate_gbps).unwrap_or(0),
+        state: s.and_then(|s| s.state.clone()),
+        phys_state: s.and_then(|s| s.phys_state.clone()),
+        rate_gbps: s.and_then(|s| s.rate_gbps),
         tx_bytes_per_s: r.and_then(|r| r.tx_bytes_per_s),
         rx_bytes_per_s: r.and_then(|r| r.rx_bytes_per_s),
         errors,
         saturated,
     }
-}
-
-/// "mlx5_0/1" for IB port index `k` of a node.
-pub fn ib_port_name(n: &NodeState, k: u32) -> String {
-    n.info
-        .as_ref()
-        .and_then(|i| i.ib_ports.get(k as usize))
-        .map(|p| format!("{}/{}", p.device, p.port))
-        .unwrap_or_else(|| format!("port{k}"))
 }
 
 fn flag_out(n: &NodeState, f: &Flag) -> FlagOut {
@@ -386,7 +375,7 @@ fn flag_out(n: &NodeState, f: &Flag) -> FlagOut {
             _ => None,
         },
         ib_port: match f.subject {
-            Subject::IbPort(p) => Some(ib_port_name(n, p)),
+            Subject::IbPort(p) => Some(n.ib_port_name(p)),
             _ => None,
         },
         since: rfc3339(f.since_ms),

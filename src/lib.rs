@@ -1,22 +1,28 @@
-//! fleetop, the console: sources -> store -> detectors -> view, plus the
-//! headless export. Data flows one way; drawing does no I/O.
+//! fleetop, the console. Layers, each importing only those above it:
+//!
+//! - `model`: the domain (decoded samples, flags, scheduler view, actions,
+//!   burn-in, updates); imports nothing of the console.
+//! - `cli`, `config`, `logging`: the command line, the config file, logs.
+//! - `ingest`: where data comes from (agent streams, Slurm, the demo, SOURCE).
+//! - `detect`: one function per flag kind; `store`: node state fed by updates.
+//! - `ops`: what changes a cluster (Slurm actions, burn-in, the audit log).
+//! - `session`: the tasks and the one update channel tying them together.
+//! - `export`: the JSON documents.
+//! - `cmd`, `tui`: the front ends; nothing imports them.
+//!
+//! Data flows one way: sampler -> stream -> ingest -> store -> detectors ->
+//! view. `tests/it/layers.rs` fails if a module imports against this order.
 
-pub mod actions;
-pub mod bench_cmd;
 pub mod cli;
+pub mod cmd;
 pub mod config;
-pub mod demo;
 pub mod detect;
 pub mod export;
-pub mod export_cmd;
-pub mod flags;
-pub mod hostlist;
+pub mod ingest;
 pub mod logging;
-pub mod node_cmd;
-pub mod sched;
-pub mod sched_json;
+pub mod model;
+pub mod ops;
 pub mod session;
-pub mod source;
 pub mod store;
 pub mod tui;
 
@@ -44,17 +50,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Export(args)) => {
             logging::to_stderr();
-            rt.block_on(export_cmd::run(args, cfg))
+            rt.block_on(cmd::export::run(args, cfg))
         }
         Some(Command::Bench(args)) => {
             logging::to_stderr();
             let read_only = cli.read_only || cfg.read_only;
-            rt.block_on(bench_cmd::run(args, cfg, read_only))
+            rt.block_on(cmd::bench::run(args, cfg, read_only))
         }
         Some(Command::Node(args)) => {
             logging::to_stderr();
             let read_only = cli.read_only || cfg.read_only;
-            node_cmd::run(args, &cfg, read_only)
+            cmd::node::run(args, &cfg, read_only)
         }
         Some(Command::Demo { nodes, gpus, seed }) => {
             let source = SourceArgs {

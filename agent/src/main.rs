@@ -26,6 +26,10 @@ struct Cli {
     /// Simulation only: invent this much history at start.
     #[arg(long, value_parser = fleetop_agent::parse_interval)]
     sim_history: Option<Duration>,
+    /// Simulation only: run the agent's clock this far ahead ("90s") or
+    /// behind ("-90s") of this machine's, to test how consoles handle skew.
+    #[arg(long, value_parser = parse_offset, allow_hyphen_values = true)]
+    sim_clock_offset: Option<i64>,
     /// Run burn-in benchmarks for consoles that present the token in this file
     /// (without it, benchmarks are refused).
     #[arg(long, global = true)]
@@ -169,7 +173,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Swarm { count, hostfile, node }) => return swarm(*count, hostfile, node, bench_settings(&cli)?),
         None => {}
     }
-    let now = fleetop_agent::now_ms();
+    let clock_offset_ms = match (cli.node.backend, cli.sim_clock_offset) {
+        (_, None) => 0,
+        (Backend::Sim, Some(ms)) => ms,
+        (_, Some(_)) => anyhow::bail!("--sim-clock-offset needs --backend sim"),
+    };
+    let now = fleetop_agent::now_ms() + clock_offset_ms;
     let history_ms = cli.sim_history.map(|d| d.as_millis() as i64).unwrap_or(0);
     let start_ms = now - history_ms;
     let (collector, note) = backend::build(&cli.node.options(start_ms))?;
@@ -187,6 +196,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             history: cli.history,
             backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0).then_some(start_ms),
             bench,
+            clock_offset_ms,
         };
         let handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);
@@ -202,13 +212,7 @@ fn bench_settings(cli: &Cli) -> anyhow::Result<Option<server::BenchSettings>> {
     let Some(path) = &cli.bench_token_file else {
         return Ok(None);
     };
-    let token = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read the bench token file {}: {e}", path.display()))?
-        .trim()
-        .to_string();
-    if token.is_empty() {
-        anyhow::bail!("the bench token file {} is empty", path.display());
-    }
+    let token = fleetop_proto::util::read_token_file(path)?;
     let expectations = fleetop_agent::bench::expect::Expectations::load(cli.bench_expectations.as_deref())
         .map_err(|e| anyhow::anyhow!("bench expectations: {e}"))?;
     Ok(Some(server::BenchSettings {
@@ -216,6 +220,18 @@ fn bench_settings(cli: &Cli) -> anyhow::Result<Option<server::BenchSettings>> {
         expectations,
         max_duration: cli.bench_max_duration,
     }))
+}
+
+/// "90s" or "-90s" as signed milliseconds.
+fn parse_offset(s: &str) -> Result<i64, String> {
+    let (sign, rest) = match s.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, s),
+    };
+    let d = humantime::parse_duration(rest).map_err(|e| e.to_string())?;
+    i64::try_from(d.as_millis())
+        .map(|ms| sign * ms)
+        .map_err(|_| "too large".to_string())
 }
 
 /// Waits for Ctrl-C or SIGTERM.

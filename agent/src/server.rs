@@ -38,6 +38,10 @@ pub struct AgentOptions {
     pub backfill_from_ms: Option<i64>,
     /// Benchmarks on request; `None` refuses them.
     pub bench: Option<BenchSettings>,
+    /// Added to this machine's clock for every time the agent stamps: a
+    /// simulated node whose clock is wrong (`--sim-clock-offset`), so the
+    /// console's handling of skew can be tested.
+    pub clock_offset_ms: i64,
 }
 
 /// What the agent needs to run burn-in suites.
@@ -66,6 +70,7 @@ impl Default for AgentOptions {
             history: Duration::from_secs(600),
             backfill_from_ms: None,
             bench: None,
+            clock_offset_ms: 0,
         }
     }
 }
@@ -82,9 +87,15 @@ struct Shared {
     bench: Option<BenchSettings>,
     /// A suite is running (one at a time).
     bench_busy: std::sync::atomic::AtomicBool,
+    clock_offset_ms: i64,
 }
 
 impl Shared {
+    /// The agent's clock: this machine's, plus the configured offset.
+    fn now_ms(&self) -> i64 {
+        crate::now_ms() + self.clock_offset_ms
+    }
+
     fn push(&self, s: Sample) {
         let s = Arc::new(s);
         self.samples_taken.fetch_add(1, Ordering::Relaxed);
@@ -158,6 +169,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     let capacity = ((opts.history.as_millis() as i64 / interval_ms).max(1)) as usize;
     let mut info = collector.info().clone();
     info.sample_interval_ms = interval_ms as u32;
+    info.agent_instance = instance_id();
     let (live, _) = broadcast::channel(16);
     let shared = Arc::new(Shared {
         info,
@@ -168,6 +180,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         samples_taken: AtomicU64::new(0),
         bench: opts.bench.clone(),
         bench_busy: std::sync::atomic::AtomicBool::new(false),
+        clock_offset_ms: opts.clock_offset_ms,
     });
     let (stop, stop_rx) = watch::channel(false);
 
@@ -175,7 +188,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     if let Some(from) = opts.backfill_from_ms {
         let shared = shared.clone();
         collector = tokio::task::spawn_blocking(move || {
-            let now = crate::now_ms();
+            let now = shared.now_ms();
             let start = from.max(now - capacity as i64 * interval_ms);
             let mut t = start - start.rem_euclid(interval_ms);
             while t < now {
@@ -212,6 +225,13 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     })
 }
 
+/// A random number naming this agent process (see `NodeInfo.agent_instance`).
+fn instance_id() -> u64 {
+    use std::hash::BuildHasher;
+    // A fresh RandomState is randomly keyed; never zero, which means "unknown".
+    std::collections::hash_map::RandomState::new().hash_one(crate::now_ms()) | 1
+}
+
 /// Samples on the agent's own clock. Driver calls block, so each sample is
 /// taken on the blocking pool; a hung driver call stalls only this loop.
 async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -226,8 +246,9 @@ async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>,
         let Some(mut c) = collector.take() else {
             return;
         };
+        let now = shared.now_ms();
         let taken = tokio::task::spawn_blocking(move || {
-            let s = c.sample(crate::now_ms());
+            let s = c.sample(now);
             (c, s)
         })
         .await;
@@ -402,11 +423,11 @@ impl Agent for AgentService {
         } else if req.backfill_s == 0 {
             Some(i64::MIN)
         } else {
-            Some(crate::now_ms() - i64::from(req.backfill_s) * 1000)
+            Some(self.shared.now_ms() - i64::from(req.backfill_s) * 1000)
         };
         let (backlog, mut live) = self.shared.subscribe(since);
         let mut info = self.shared.info.clone();
-        info.agent_time_ms = crate::now_ms();
+        info.agent_time_ms = self.shared.now_ms();
         let shared = self.shared.clone();
         let mut stop = self.stop.clone();
         let (tx, rx) = mpsc::channel(32);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::cli::{ExportArgs, Format};
 use crate::config::Config;
 use crate::export;
+use crate::model::time::now_ms;
 use crate::session::Session;
 use crate::store::{Link, NodeStatus};
 
@@ -25,7 +26,7 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     tick.tick().await; // the first tick is now
     loop {
         session.drain();
-        let now = fleetop_agent::now_ms();
+        let now = now_ms();
         session.store.tick(now);
         let snap = export::snapshot(&session.store, now);
         let text = match args.format {
@@ -43,21 +44,19 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
             tokio::select! {
                 _ = tick.tick() => break,
                 u = session.updates.recv() => match u {
-                    Some(u) => session.store.apply(u, fleetop_agent::now_ms()),
+                    Some(u) => session.store.apply(u, now_ms()),
                     None => tokio::time::sleep(Duration::from_millis(50)).await,
                 },
             }
         }
     }
-    if let Some(d) = session.demo.take() {
-        d.stop().await;
-    }
+    session.stop().await;
     Ok(())
 }
 
 /// Fails with one line naming every node and why, when none answered.
 fn ensure_some_answered(session: &Session) -> anyhow::Result<()> {
-    let now = fleetop_agent::now_ms();
+    let now = now_ms();
     let th = &session.store.thresholds;
     let nodes = &session.store.nodes;
     if nodes

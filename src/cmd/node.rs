@@ -5,36 +5,31 @@
 
 use std::io::Write;
 
-use crate::actions::{self, ActionReport, NodeAction};
 use crate::cli::{ActionFormat, NodeCmd};
 use crate::config::Config;
-use crate::hostlist;
-use crate::sched::Slurm;
+use crate::ingest::{hostlist, targets};
+use crate::model::action::{self, ActionReport};
+use crate::ops::{audit, slurm};
 
 pub fn run(args: NodeCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
     let nodes = hostlist::expand(&args.nodes)?;
-    let plan = actions::plan(args.action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
+    let plan = action::plan(args.action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
     let verb = plan.action.verb();
     if read_only {
-        log_refusal(&ActionReport::refused(&plan, "read-only mode"))?;
+        audit::log(&audit::refused(&plan, "read-only mode"))?;
         anyhow::bail!("read-only mode: {verb} refused (nothing was run)");
     }
     let mut err = std::io::stderr().lock();
     writeln!(err, "{verb} {} node(s): {}", plan.nodes.len(), args.nodes)?;
     for c in &plan.commands {
-        writeln!(err, "  {}", actions::shell_words(c))?;
+        writeln!(err, "  {}", action::shell_words(c))?;
     }
     drop(err);
     if !args.yes {
-        actions::confirm(&plan, "Run these commands?")?;
+        super::confirm(&plan, "Run these commands?")?;
     }
-    let report = actions::execute(
-        &Slurm {
-            format: cfg.slurm.format,
-        },
-        &plan,
-    );
-    let logged = actions::audit(&report);
+    let report = slurm::execute(&targets::slurm(cfg), &plan);
+    let logged = audit::append(&report);
     print_report(&report, args.format)?;
     let path = logged.map_err(|e| anyhow::anyhow!("{verb} ran, but the audit log could not be written: {e}"))?;
     tracing::info!("audit log: {}", path.display());
@@ -55,12 +50,6 @@ pub fn run(args: NodeCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn log_refusal(report: &ActionReport) -> anyhow::Result<()> {
-    actions::audit(report)
-        .map(|_| ())
-        .map_err(|e| anyhow::anyhow!("cannot write the audit log: {e}"))
-}
-
 fn print_report(report: &ActionReport, format: ActionFormat) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
@@ -79,14 +68,4 @@ fn print_report(report: &ActionReport, format: ActionFormat) -> anyhow::Result<(
         }
     }
     Ok(())
-}
-
-/// For the TUI: what `NodeAction` a key asks for.
-pub fn action_for_key(c: char) -> Option<NodeAction> {
-    match c {
-        'D' => Some(NodeAction::Drain),
-        'R' => Some(NodeAction::Resume),
-        'U' => Some(NodeAction::Undrain),
-        _ => None,
-    }
 }

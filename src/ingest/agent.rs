@@ -1,4 +1,4 @@
-//! Sources: one task per node that connects to its agent, subscribes, and
+//! Agent sources: one task per node that connects to its agent, subscribes, and
 //! forwards what arrives as `Update`s on one channel. A dead or slow node
 //! only ever delays its own task. Broken connections are retried with
 //! exponential backoff and jitter, so a fleet that restarts does not
@@ -7,15 +7,38 @@
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use fleetop_agent::proto::SubscribeRequest;
-use fleetop_agent::proto::agent_client::AgentClient;
-use fleetop_agent::proto::agent_message::Kind;
+use fleetop_proto::pb::SubscribeRequest;
+use fleetop_proto::pb::agent_client::AgentClient;
+use fleetop_proto::pb::agent_message::Kind;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tonic::transport::Endpoint;
+use tonic::transport::{Channel, Endpoint};
 
-use crate::hostlist::Target;
-use crate::store::{Event, Update};
+use crate::ingest::decode;
+use crate::model::target::Target;
+use crate::model::time::now_ms;
+use crate::model::update::{Event, Update};
+
+/// How long a connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The one way the console reaches an agent, for streams and control calls
+/// alike: a bounded connect, HTTP/2 keepalive so a silent peer is noticed.
+pub fn endpoint(target: &Target) -> Result<Endpoint, String> {
+    let uri = format!("http://{}", target.address());
+    Ok(Endpoint::from_shared(uri.clone())
+        .map_err(|e| format!("bad address {uri}: {e}"))?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5)))
+}
+
+/// A connected client for `target`'s agent, errors in one line.
+pub async fn connect(target: &Target) -> Result<AgentClient<Channel>, String> {
+    let channel = endpoint(target)?.connect().await.map_err(|e| error_chain(&e))?;
+    Ok(AgentClient::new(channel).max_decoding_message_size(64 << 20))
+}
 
 #[derive(Debug, Clone)]
 pub struct SourceOptions {
@@ -29,7 +52,7 @@ pub struct SourceOptions {
 impl Default for SourceOptions {
     fn default() -> Self {
         SourceOptions {
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout: CONNECT_TIMEOUT,
             backoff_start: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
             backfill_s: 0,
@@ -109,15 +132,7 @@ async fn stream_once(
     tx: &mpsc::Sender<Update>,
     backoff: &mut Backoff,
 ) -> Result<(), String> {
-    let uri = format!("http://{}", target.address());
-    let endpoint = Endpoint::from_shared(uri.clone())
-        .map_err(|e| format!("bad address {uri}: {e}"))?
-        .connect_timeout(opts.connect_timeout)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5));
-    let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
-    let mut client = AgentClient::new(channel).max_decoding_message_size(64 << 20);
+    let mut client = connect(target).await?;
     let req = SubscribeRequest {
         backfill_s: opts.backfill_s,
         no_backfill: false,
@@ -128,8 +143,7 @@ async fn stream_once(
         .map_err(|s| format!("subscribe refused: {}", s.message()))?
         .into_inner();
     let mut first = true;
-    // The last whole sample of this stream: the base of the next delta.
-    let mut last: Option<fleetop_agent::proto::Sample> = None;
+    let mut decoder = decode::Stream::default();
     loop {
         let msg = stream
             .message()
@@ -137,13 +151,15 @@ async fn stream_once(
             .map_err(|s| format!("stream broke: {}", s.message()))?;
         let Some(msg) = msg else { return Ok(()) };
         let event = match msg.kind {
-            Some(Kind::Info(info)) => Event::Info(Box::new(info)),
+            Some(Kind::Info(info)) => Event::Info(Box::new(decoder.info(info, now_ms()))),
             Some(Kind::Sample(s)) => {
-                let whole = fleetop_agent::wire::decode(last.as_ref(), s).map_err(|e| format!("bad stream: {e}"))?;
-                last = Some(whole.clone());
-                Event::Sample(Box::new(whole))
+                let s = decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
+                Event::Sample(Box::new(s))
             }
-            Some(Kind::CaughtUp(_)) => Event::CaughtUp,
+            Some(Kind::CaughtUp(_)) => {
+                decoder.caught_up();
+                Event::CaughtUp
+            }
             None => continue,
         };
         if first {
@@ -158,7 +174,7 @@ async fn stream_once(
 }
 
 /// "transport error: tcp connect error: Connection refused (os error 111)".
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(inner) = src {

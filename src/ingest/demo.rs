@@ -6,7 +6,7 @@ use fleetop_agent::backend::{self, Backend, BackendOptions};
 use fleetop_agent::server::{self, AgentHandle, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
-use crate::hostlist::Target;
+use crate::model::target::Target;
 
 /// The scenarios that each show a problem, placed once each in a demo.
 pub const PROBLEMS: [Scenario; 11] = [
@@ -34,6 +34,8 @@ pub struct DemoNode {
 pub struct Demo {
     pub nodes: Vec<DemoNode>,
     agents: Vec<AgentHandle>,
+    /// The agents run burn-in for this console only: a one-off token.
+    pub bench_token: String,
 }
 
 impl Demo {
@@ -93,23 +95,24 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
 
 /// Starts the demo agents with invented history: ten minutes, or six for big
 /// fleets (enough for the five-minute windows of the idle and power-cap
-/// flags), so a thousand-node demo starts in seconds on a laptop.
+/// flags), so a thousand-node demo starts in seconds on a laptop. Burn-in
+/// is on in every agent, for a token made up here.
 pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
-    start_with(nodes, gpus, seed, None).await
-}
-
-/// The same, with benchmarks on in every agent (for `fleetop bench --demo`).
-pub async fn start_with(
-    nodes: u32,
-    gpus: u32,
-    seed: u64,
-    bench: Option<fleetop_agent::server::BenchSettings>,
-) -> std::io::Result<Demo> {
+    let bench_token = format!(
+        "{:016x}",
+        std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 1u8)
+    );
+    let bench = server::BenchSettings {
+        token: bench_token.clone(),
+        expectations: fleetop_agent::bench::expect::Expectations::load(None).map_err(std::io::Error::other)?,
+        max_duration: std::time::Duration::from_secs(1800),
+    };
     let history = std::time::Duration::from_secs(if nodes > 128 { 360 } else { 600 });
     let start_ms = fleetop_agent::now_ms() - history.as_millis() as i64;
     let mut demo = Demo {
         nodes: Vec::new(),
         agents: Vec::new(),
+        bench_token,
     };
     for sim in plan(nodes, gpus, seed, start_ms) {
         let opts = BackendOptions {
@@ -126,7 +129,7 @@ pub async fn start_with(
             AgentOptions {
                 history,
                 backfill_from_ms: Some(start_ms),
-                bench: bench.clone(),
+                bench: Some(bench.clone()),
                 ..Default::default()
             },
             listener,

@@ -18,28 +18,11 @@ use std::hash::Hash;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 
+use crate::model::target::Target;
+
 /// Largest number of hosts one expression (or hostfile) may expand to. A typo such as
 /// `gpu[1-9999999]` must fail fast instead of allocating millions of names.
 pub const MAX_HOSTS: usize = 100_000;
-
-/// One node to connect to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
-    pub name: String,
-    pub host: String,
-    pub port: u16,
-}
-
-impl Target {
-    /// `host:port`, with IPv6 hosts bracketed (`[::1]:50051`) so the port stays unambiguous.
-    pub fn address(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
-    }
-}
 
 /// Why a hostlist or target list was rejected. Each message is one line quoting the
 /// offending expression, so it can be shown to the operator as is.

@@ -89,7 +89,7 @@ pub struct Flag {
     pub kind: FlagKind,
     pub severity: Severity,
     pub subject: Subject,
-    /// When the condition began (ms since the epoch, the agent's clock).
+    /// When the condition began (ms since the epoch, the console's clock).
     pub since_ms: i64,
     /// One line for people.
     pub detail: String,

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::actions::{self, NodeAction, Plan};
-use crate::flags::{Flag, Subject};
-use crate::store::{NodeState, Store, Update};
+use crate::model::action::{self, NodeAction, Plan, Request};
+use crate::model::flag::{Flag, Subject};
+use crate::model::update::Update;
+use crate::store::{NodeState, Store};
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
-use fleetop_agent::bench::Suite;
+use crate::model::bench::Suite;
 
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]
@@ -105,22 +106,6 @@ pub enum Dialog {
     Result,
 }
 
-/// What the app asks the outside world to do (the session's action task
-/// does the I/O: running, logging).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outgoing {
-    Run(Plan),
-    /// An attempt refused before anything ran, for the audit log.
-    Refused(Plan, String),
-    /// A burn-in suite on these nodes (by index).
-    Bench {
-        nodes: Vec<usize>,
-        suite: Suite,
-    },
-    /// Stop the running burn-in (the agents stop when their streams go).
-    CancelBench,
-}
-
 /// Whether the fleet is drawn as one row per node or as a dense wall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wall {
@@ -167,8 +152,10 @@ pub struct App {
     pub read_only: bool,
     pub dialog: Option<Dialog>,
     /// Taken by the loop after each update.
-    pub outgoing: Option<Outgoing>,
+    pub outgoing: Option<Request>,
     pub log_path: Option<PathBuf>,
+    /// Where actions are logged (shown with their results).
+    pub audit_path: PathBuf,
     /// The terminal's size, for layout-dependent moves (the wall's rows).
     pub size: (u16, u16),
     changed: bool,
@@ -212,6 +199,7 @@ impl App {
             dialog: None,
             outgoing: None,
             log_path: None,
+            audit_path: crate::ops::audit::audit_path(),
             size: (80, 24),
             changed: true,
         }
@@ -415,7 +403,7 @@ fn on_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char('D') if app.screen == Screen::Bench => drain_failed_bench_node(app),
         KeyCode::Char('x') if app.screen == Screen::Bench => {
             if app.store.bench.values().any(|b| !b.finished) {
-                app.outgoing = Some(Outgoing::CancelBench);
+                app.outgoing = Some(Request::CancelBench);
                 app.message = Some("cancelling the burn-in".into());
             }
         }
@@ -560,7 +548,7 @@ fn action_targets(app: &App) -> Vec<String> {
 }
 
 fn start_action(app: &mut App, key: char) {
-    let Some(action) = crate::node_cmd::action_for_key(key) else {
+    let Some(action) = action_for_key(key) else {
         return;
     };
     let nodes = action_targets(app);
@@ -568,14 +556,14 @@ fn start_action(app: &mut App, key: char) {
         return;
     }
     if app.read_only {
-        let commands = nodes.iter().map(|n| actions::command(action, n, None)).collect();
+        let commands = nodes.iter().map(|n| action::command(action, n, None)).collect();
         let plan = Plan {
             action,
             nodes,
             reason: None,
             commands,
         };
-        app.outgoing = Some(Outgoing::Refused(plan, "read-only mode".into()));
+        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
         app.message = Some(format!("read-only mode: {} is off", action.verb()));
         return;
     }
@@ -589,7 +577,7 @@ fn start_action(app: &mut App, key: char) {
             nodes,
             text: String::new(),
         },
-        _ => match actions::plan(action, nodes, None) {
+        _ => match action::plan(action, nodes, None) {
             Ok(p) => Dialog::Confirm(p),
             Err(e) => {
                 app.message = Some(e);
@@ -608,7 +596,7 @@ fn dialog_key(app: &mut App, k: KeyEvent) {
             mut text,
         } => match k.code {
             KeyCode::Esc => None,
-            KeyCode::Enter => match actions::plan(action, nodes.clone(), Some(text.clone())) {
+            KeyCode::Enter => match action::plan(action, nodes.clone(), Some(text.clone())) {
                 Ok(p) => Some(Dialog::Confirm(p)),
                 Err(e) => {
                     app.message = Some(e);
@@ -628,7 +616,7 @@ fn dialog_key(app: &mut App, k: KeyEvent) {
         // Only an explicit yes runs anything: Enter, Esc, n or any other key cancel.
         Dialog::Confirm(plan) => match k.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => {
-                app.outgoing = Some(Outgoing::Run(plan.clone()));
+                app.outgoing = Some(Request::Run(plan.clone()));
                 Some(Dialog::Running(plan))
             }
             _ => {
@@ -640,7 +628,7 @@ fn dialog_key(app: &mut App, k: KeyEvent) {
         Dialog::Running(plan) => Some(Dialog::Running(plan)),
         Dialog::ConfirmBench { nodes, suite } => match k.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => {
-                app.outgoing = Some(Outgoing::Bench { nodes, suite });
+                app.outgoing = Some(Request::Bench { nodes, suite });
                 app.screen = Screen::Bench;
                 app.bench_cursor = 0;
                 None
@@ -674,7 +662,7 @@ fn start_bench(app: &mut App) {
             reason: Some("suite quick".into()),
             commands: vec![],
         };
-        app.outgoing = Some(Outgoing::Refused(plan, "read-only mode".into()));
+        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
         app.message = Some("read-only mode: burn-in is off".into());
         return;
     }
@@ -713,4 +701,14 @@ fn drain_failed_bench_node(app: &mut App) {
         nodes: vec![name],
         text,
     });
+}
+
+/// What `NodeAction` a key asks for.
+fn action_for_key(c: char) -> Option<NodeAction> {
+    match c {
+        'D' => Some(NodeAction::Drain),
+        'R' => Some(NodeAction::Resume),
+        'U' => Some(NodeAction::Undrain),
+        _ => None,
+    }
 }

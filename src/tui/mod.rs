@@ -17,8 +17,10 @@ use tokio::sync::mpsc;
 use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::session::Session;
-use crate::store::Update;
-use app::{Action, App, Outgoing};
+use crate::model::action::Request;
+use crate::model::time::now_ms;
+use crate::model::update::Update;
+use app::{Action, App};
 use theme::{ColorDepth, Theme};
 
 /// Runs the console until the user quits, the terminal goes away, or SIGTERM.
@@ -39,7 +41,7 @@ pub fn run(
     let (tx, rx) = mpsc::channel(1024);
     spawn_input_thread(tx.clone());
     let _signals = rt.spawn(forward_signals(tx));
-    let mut app = App::new(session.store.clone(), theme, fleetop_agent::now_ms());
+    let mut app = App::new(session.store.clone(), theme, now_ms());
     app.log_path = log_path;
     app.read_only = read_only;
     app.actions_enabled = session.scheduler;
@@ -53,24 +55,22 @@ pub fn run(
         updates,
         rx,
         outgoing,
-        fleetop_agent::now_ms,
+        now_ms,
     ));
     restore_terminal();
-    if let Some(d) = session.demo.take() {
-        rt.block_on(d.stop());
-    }
+    rt.block_on(session.stop());
     result
 }
 
 /// Hands what the app asked for (a confirmed plan, a refusal to log) to the
 /// session's action task.
-async fn send_outgoing(app: &mut App, cluster: Option<&mpsc::Sender<Outgoing>>) {
+async fn send_outgoing(app: &mut App, cluster: Option<&mpsc::Sender<Request>>) {
     let Some(out) = app.outgoing.take() else { return };
     let sent = match cluster {
         Some(tx) => tx.send(out.clone()).await.is_ok(),
         None => false,
     };
-    if !sent && matches!(out, Outgoing::Run(_)) {
+    if !sent && matches!(out, Request::Run(_)) {
         app.dialog = None;
         app.message = Some("no scheduler to run the action".into());
     }
@@ -142,7 +142,7 @@ pub async fn event_loop<B: Backend>(
     app: &mut App,
     mut updates: mpsc::Receiver<Update>,
     mut actions: mpsc::Receiver<Action>,
-    cluster: Option<mpsc::Sender<Outgoing>>,
+    cluster: Option<mpsc::Sender<Request>>,
     clock: impl Fn() -> i64,
 ) -> anyhow::Result<()>
 where

@@ -3,10 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use fleetop_agent::proto::{GpuInfo, GpuSample};
+use crate::model::sample::{GpuDesc, GpuReading};
 
-use crate::flags::{FlagKind, Severity};
-use crate::hostlist;
+use crate::model::flag::{FlagKind, Severity};
+use crate::detect::Thresholds;
+use crate::ingest::hostlist;
 use crate::store::{NodeState, NodeStatus, Store};
 
 /// The metric that colours the heatmap.
@@ -46,38 +47,40 @@ impl Metric {
     }
 
     /// Where this GPU sits on the scale, 0..=1; `None` without a reading.
-    pub fn frac(self, g: &GpuSample, info: Option<&GpuInfo>) -> Option<f64> {
-        if !g.error.is_empty() {
-            return None;
-        }
-        let ratio = |a: f64, b: f64| (b > 0.0).then(|| (a / b).clamp(0.0, 1.0));
+    /// Temperature runs from 25 °C to the GPU's slowdown temperature (or the
+    /// configured fallback, the same one the `hot` flag uses).
+    pub fn frac(self, g: &GpuReading, desc: Option<&GpuDesc>, th: &Thresholds) -> Option<f64> {
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some((a / b).clamp(0.0, 1.0)),
+            _ => None,
+        };
         match self {
-            Metric::Util => Some(f64::from(g.util_pct.min(100)) / 100.0),
+            Metric::Util => g.util_pct.map(|u| f64::from(u.min(100)) / 100.0),
             Metric::Mem => ratio(
-                g.mem_used_bytes as f64,
-                info.map(|i| i.mem_total_bytes).unwrap_or(0) as f64,
+                g.mem_used_bytes.map(|b| b as f64),
+                desc.and_then(|d| d.mem_total_bytes).map(|b| b as f64),
             ),
             Metric::Temp => {
-                let slow = info.map(|i| i.slowdown_temp_c).filter(|&c| c > 30).unwrap_or(87);
-                ratio(f64::from(g.temp_c).max(25.0) - 25.0, f64::from(slow) - 25.0)
+                let slow = f64::from(th.slowdown_c(desc));
+                ratio(g.temp_c.map(|t| f64::from(t).max(25.0) - 25.0), Some(slow - 25.0))
             }
-            Metric::Power => ratio(f64::from(g.power_mw), f64::from(g.power_limit_mw)),
+            Metric::Power => ratio(g.power_w, g.power_limit_w),
             Metric::Clock => ratio(
-                f64::from(g.sm_clock_mhz),
-                f64::from(info.map(|i| i.max_sm_clock_mhz).unwrap_or(0)),
+                g.sm_clock_mhz.map(f64::from),
+                desc.and_then(|d| d.max_sm_clock_mhz).map(f64::from),
             ),
         }
     }
 
     /// The number shown in a cell (at most 3 characters).
-    pub fn cell_text(self, g: &GpuSample, info: Option<&GpuInfo>) -> String {
-        if !g.error.is_empty() {
+    pub fn cell_text(self, g: &GpuReading, desc: Option<&GpuDesc>, th: &Thresholds) -> String {
+        if g.error.is_some() {
             return "ERR".into();
         }
-        match self {
-            Metric::Temp => format!("{}", g.temp_c.min(999)),
+        match (self, g.temp_c) {
+            (Metric::Temp, Some(t)) => format!("{}", t.min(999)),
             _ => self
-                .frac(g, info)
+                .frac(g, desc, th)
                 .map(|f| format!("{:.0}", f * 100.0))
                 .unwrap_or_else(|| "-".into()),
         }
@@ -85,20 +88,20 @@ impl Metric {
 }
 
 /// A node's mean of a metric over its GPUs that answered.
-pub fn node_mean(n: &NodeState, metric: Metric) -> Option<f64> {
+pub fn node_mean(n: &NodeState, metric: Metric, th: &Thresholds) -> Option<f64> {
     let info = n.info.as_ref();
     let vals: Vec<f64> = n
         .last
         .iter()
         .flat_map(|s| &s.gpus)
-        .filter_map(|g| metric.frac(g, info.and_then(|i| i.gpus.iter().find(|x| x.index == g.index))))
+        .filter_map(|g| metric.frac(g, info.and_then(|i| i.gpu(g.index)), th))
         .collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
 }
 
-/// The info of GPU `index` on a node.
-pub fn gpu_info(n: &NodeState, index: u32) -> Option<&GpuInfo> {
-    n.info.as_ref()?.gpus.iter().find(|g| g.index == index)
+/// The description of GPU `index` on a node.
+pub fn gpu_info(n: &NodeState, index: u32) -> Option<&GpuDesc> {
+    n.info.as_ref()?.gpu(index)
 }
 
 pub fn worst_severity(n: &NodeState) -> Option<Severity> {
@@ -196,7 +199,10 @@ pub fn visible(store: &Store, filter: &Filter, sort: Sort, metric: Metric, now_m
     match sort {
         Sort::Name => {}
         Sort::Metric => v.sort_by(|a, b| {
-            let (x, y) = (node_mean(&store.nodes[*a], metric), node_mean(&store.nodes[*b], metric));
+            let (x, y) = (
+                node_mean(&store.nodes[*a], metric, &store.thresholds),
+                node_mean(&store.nodes[*b], metric, &store.thresholds),
+            );
             y.partial_cmp(&x)
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then_with(|| name(a).cmp(&name(b)))
@@ -222,6 +228,11 @@ pub fn human_rate(bytes_per_s: Option<f64>) -> String {
         Some(b) if b >= 1e3 => format!("{:.0} kB/s", b / 1e3),
         Some(b) => format!("{b:.0} B/s"),
     }
+}
+
+/// A reading for people: the value, or "-" where there is none.
+pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
 /// "3m", "2h", "45s": how long ago.
@@ -257,33 +268,41 @@ mod tests {
 
     #[test]
     fn metrics_are_fractions_of_their_limit() {
-        let info = GpuInfo {
-            mem_total_bytes: 100,
-            max_sm_clock_mhz: 2000,
-            slowdown_temp_c: 85,
+        let th = Thresholds::default();
+        let info = GpuDesc {
+            mem_total_bytes: Some(100),
+            max_sm_clock_mhz: Some(2000),
+            slowdown_temp_c: Some(85),
             ..Default::default()
         };
-        let g = GpuSample {
-            util_pct: 50,
-            mem_used_bytes: 25,
-            temp_c: 55,
-            power_mw: 350_000,
-            power_limit_mw: 700_000,
-            sm_clock_mhz: 1000,
+        let g = GpuReading {
+            util_pct: Some(50),
+            mem_used_bytes: Some(25),
+            temp_c: Some(55),
+            power_w: Some(350.0),
+            power_limit_w: Some(700.0),
+            sm_clock_mhz: Some(1000),
             ..Default::default()
         };
-        assert_eq!(Metric::Util.frac(&g, Some(&info)), Some(0.5));
-        assert_eq!(Metric::Mem.frac(&g, Some(&info)), Some(0.25));
-        assert_eq!(Metric::Temp.frac(&g, Some(&info)), Some(0.5));
-        assert_eq!(Metric::Power.frac(&g, Some(&info)), Some(0.5));
-        assert_eq!(Metric::Clock.frac(&g, Some(&info)), Some(0.5));
-        assert_eq!(Metric::Mem.frac(&g, None), None, "no total, no fraction");
-        let lost = GpuSample {
-            error: "gpu_lost".into(),
-            ..g
+        assert_eq!(Metric::Util.frac(&g, Some(&info), &th), Some(0.5));
+        assert_eq!(Metric::Mem.frac(&g, Some(&info), &th), Some(0.25));
+        assert_eq!(Metric::Temp.frac(&g, Some(&info), &th), Some(0.5));
+        assert_eq!(Metric::Power.frac(&g, Some(&info), &th), Some(0.5));
+        assert_eq!(Metric::Clock.frac(&g, Some(&info), &th), Some(0.5));
+        assert_eq!(Metric::Mem.frac(&g, None, &th), None, "no total, no fraction");
+        // Without the GPU's own slowdown temperature, the configured one.
+        let th = Thresholds {
+            hot_fallback_slowdown_c: 125,
+            ..Thresholds::default()
         };
-        assert_eq!(Metric::Util.frac(&lost, Some(&info)), None);
-        assert_eq!(Metric::Util.cell_text(&lost, Some(&info)), "ERR");
+        assert_eq!(Metric::Temp.frac(&g, None, &th), Some(0.3));
+        let lost = GpuReading {
+            index: 0,
+            error: Some(crate::model::sample::GpuError::Lost),
+            ..Default::default()
+        };
+        assert_eq!(Metric::Util.frac(&lost, Some(&info), &th), None);
+        assert_eq!(Metric::Util.cell_text(&lost, Some(&info), &th), "ERR");
     }
 
     #[test]

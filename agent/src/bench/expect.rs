@@ -44,24 +44,8 @@ pub struct Expectations {
 
 const SHIPPED: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/data/expectations.toml"));
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Pass,
-    Warn,
-    Fail,
-    Skipped,
-}
-
-impl Verdict {
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Warn => "warn",
-            Verdict::Fail => "fail",
-            Verdict::Skipped => "skipped",
-        }
-    }
-}
+/// A verdict is part of the wire contract (an enum there, never a string).
+pub use fleetop_proto::pb::Verdict;
 
 impl Expectations {
     /// The shipped expectations, with an operator's file laid over them.

@@ -184,7 +184,7 @@ impl Run<'_> {
             unit: unit.into(),
             expected_min: exp.map(|e| e.min).unwrap_or(0.0),
             expected_source: exp.map(|e| e.source.clone()).unwrap_or_default(),
-            verdict: verdict.name().into(),
+            verdict: verdict as i32,
             reason,
         };
         self.send(Kind::Result(r));
@@ -418,9 +418,9 @@ mod tests {
         let host = results.iter().find(|r| r.name == "host_memcpy").expect("host result");
         assert!(host.value > 0.0 && host.unit == "GB/s" && host.expected_min > 0.0);
         let hbm = results.iter().find(|r| r.name == "hbm_d2d").expect("hbm result");
-        assert_eq!(hbm.verdict, "skipped");
+        assert_eq!(hbm.verdict(), Verdict::Skipped);
         assert!(hbm.reason.contains("no CUDA driver"), "{}", hbm.reason);
-        assert!(results.iter().any(|r| r.name == "tcp" && r.verdict == "skipped"));
+        assert!(results.iter().any(|r| r.name == "tcp" && r.verdict() == Verdict::Skipped));
         assert!(matches!(events.last().and_then(|e| e.kind.as_ref()), Some(Kind::Done(d)) if !d.cancelled));
     }
 }

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::hostlist;
-use crate::sched::{Job, SchedError, SchedNode, parse_gpus};
+use super::{SchedError, parse_gpus};
+use crate::ingest::hostlist;
+use crate::model::sched::{Job, SchedNode};
+use crate::model::time::{now_ms, rfc3339};
 
 fn bad(what: &str, why: &str) -> SchedError {
     SchedError::Parse(what.into(), why.into())
@@ -92,7 +94,7 @@ pub fn parse_sinfo(out: &str) -> Result<BTreeMap<String, SchedNode>, SchedError>
             .unwrap_or_else(|| "UNKNOWN".into());
         let time = number(n, "reason_changed_at")
             .filter(|&t| t > 0)
-            .map(|t| crate::export::rfc3339(t * 1000));
+            .map(|t| rfc3339(t * 1000));
         map.insert(
             name,
             SchedNode {
@@ -113,7 +115,7 @@ pub fn parse_squeue(out: &str) -> Result<Vec<Job>, SchedError> {
         .get("jobs")
         .and_then(Value::as_array)
         .ok_or_else(|| bad("squeue --json", "no \"jobs\" list"))?;
-    let now_s = fleetop_agent::now_ms() / 1000;
+    let now_s = now_ms() / 1000;
     let mut out = Vec::new();
     for j in jobs {
         let state = words(j.get("job_state"));

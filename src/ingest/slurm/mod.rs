@@ -1,68 +1,18 @@
 //! The scheduler's view of the fleet (node state, drain reasons, jobs), read
 //! from Slurm's client tools. Commands are run with argument vectors, never
-//! through a shell.
+//! through a shell, and never for longer than a timeout: a hung `slurmctld`
+//! makes its clients hang, and nothing the console does may hang with them.
+
+pub mod json;
 
 use std::collections::BTreeMap;
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::hostlist;
-
-/// One node as the scheduler sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct SchedNode {
-    /// Slurm's state word: idle, allocated, mixed, drained, draining, down, ...
-    pub state: String,
-    /// Slurm marks the node not responding (`*`).
-    pub not_responding: bool,
-    /// Why it is drained or down, who said so and when.
-    pub reason: Option<String>,
-    pub reason_user: Option<String>,
-    pub reason_time: Option<String>,
-}
-
-impl SchedNode {
-    pub fn is_drained(&self) -> bool {
-        self.state.starts_with("drain")
-    }
-
-    pub fn is_down(&self) -> bool {
-        self.state.starts_with("down")
-    }
-
-    /// "drained*": the state as Slurm prints it.
-    pub fn label(&self) -> String {
-        format!("{}{}", self.state, if self.not_responding { "*" } else { "" })
-    }
-}
-
-/// A running job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Job {
-    pub id: u64,
-    pub user: String,
-    pub name: String,
-    pub elapsed_s: u64,
-    /// GPUs the job holds on each of its nodes (from its GRES).
-    pub gpus_per_node: u32,
-    pub nodes: Vec<String>,
-}
-
-/// Everything read from the scheduler at one time.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    pub nodes: BTreeMap<String, SchedNode>,
-    pub jobs: Vec<Job>,
-}
-
-/// What the console keeps per node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeView {
-    pub node: SchedNode,
-    pub jobs: Vec<Job>,
-}
+pub use crate::config::{DEFAULT_SLURM_TIMEOUT as DEFAULT_TIMEOUT, SlurmFormat as Format};
+use crate::ingest::hostlist;
+use crate::model::sched::{Job, SchedNode, Snapshot};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SchedError {
@@ -72,36 +22,70 @@ pub enum SchedError {
     Failed(String, String),
     #[error("cannot read {0}'s output: {1}")]
     Parse(String, String),
-}
-
-/// Which output format to read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// `--json` where the installed Slurm has it, the text formats otherwise.
-    #[default]
-    Auto,
-    Json,
-    Text,
+    #[error("{0} did not answer within {1} s (killed)")]
+    Timeout(String, u64),
 }
 
 /// Slurm through its client tools (sinfo, squeue, scontrol) on this machine.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Slurm {
     pub format: Format,
+    /// Every command is killed past this.
+    pub timeout: Duration,
 }
 
-/// Runs a program with arguments (no shell) and returns its stdout, or the
-/// first line of its complaint.
-pub fn run(program: &str, args: &[String]) -> Result<String, SchedError> {
-    let out = Command::new(program)
+impl Default for Slurm {
+    fn default() -> Self {
+        Slurm {
+            format: Format::Auto,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// Runs a program with arguments (no shell) for at most `timeout` and
+/// returns its stdout, or the first line of its complaint. Past the timeout
+/// the program is killed and reaped.
+pub fn run(program: &str, args: &[String], timeout: Duration) -> Result<String, SchedError> {
+    let mut child = Command::new(program)
         .args(args)
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| SchedError::Spawn(program.into(), e.to_string()))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    // Pipes are drained on threads of their own, so a big output cannot
+    // block the child while it is waited for.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(SchedError::Timeout(program.into(), timeout.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(SchedError::Spawn(program.into(), e.to_string())),
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    if status.success() {
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
     } else {
-        let line = fleetop_agent::first_line(&out.stderr, "no message");
+        let line = fleetop_proto::util::first_line(&stderr, "no message");
         Err(SchedError::Failed(program.into(), line))
     }
 }
@@ -116,12 +100,19 @@ fn args(a: &[&str]) -> Vec<String> {
 const SEP: char = '\u{1f}';
 
 impl Slurm {
+    /// Runs one Slurm client with this reader's timeout.
+    pub fn run(&self, program: &str, args: &[String]) -> Result<String, SchedError> {
+        run(program, args, self.timeout)
+    }
+
     /// Reads node states and running jobs.
     pub fn query(&self) -> Result<Snapshot, SchedError> {
         if self.format != Format::Text {
             match self.query_json() {
                 Ok(s) => return Ok(s),
                 Err(e) if self.format == Format::Json => return Err(e),
+                // A controller that does not answer is not a format problem.
+                Err(e @ SchedError::Timeout(..)) => return Err(e),
                 Err(e) => tracing::debug!("slurm --json unavailable, using text: {e}"),
             }
         }
@@ -130,15 +121,15 @@ impl Slurm {
 
     fn query_text(&self) -> Result<Snapshot, SchedError> {
         let fmt = format!("%N{SEP}%T{SEP}%u{SEP}%H{SEP}%E");
-        let nodes = parse_sinfo_text(&run("sinfo", &args(&["-h", "-N", "-o", &fmt]))?)?;
+        let nodes = parse_sinfo_text(&self.run("sinfo", &args(&["-h", "-N", "-o", &fmt]))?)?;
         let fmt = format!("%i{SEP}%u{SEP}%M{SEP}%N{SEP}%b{SEP}%j");
-        let jobs = parse_squeue_text(&run("squeue", &args(&["-h", "-t", "RUNNING,COMPLETING", "-o", &fmt]))?)?;
+        let jobs = parse_squeue_text(&self.run("squeue", &args(&["-h", "-t", "RUNNING,COMPLETING", "-o", &fmt]))?)?;
         Ok(Snapshot { nodes, jobs })
     }
 
     fn query_json(&self) -> Result<Snapshot, SchedError> {
-        let nodes = crate::sched_json::parse_sinfo(&run("sinfo", &args(&["--json"]))?)?;
-        let jobs = crate::sched_json::parse_squeue(&run("squeue", &args(&["--json"]))?)?;
+        let nodes = json::parse_sinfo(&self.run("sinfo", &args(&["--json"]))?)?;
+        let jobs = json::parse_squeue(&self.run("squeue", &args(&["--json"]))?)?;
         Ok(Snapshot { nodes, jobs })
     }
 }
@@ -175,10 +166,20 @@ pub fn parse_sinfo_text(out: &str) -> Result<BTreeMap<String, SchedNode>, SchedE
             not_responding,
             reason: some(reason),
             reason_user: some(user),
-            reason_time: some(time),
+            reason_time: some(time).and_then(|t| local_to_utc(&t)),
         });
     }
     Ok(nodes)
+}
+
+/// sinfo's text times ("2026-11-21T09:00:00") are local time with no zone
+/// (the zone of the process that ran sinfo, which is this one): as RFC 3339
+/// in UTC, like the JSON format's epoch seconds. `None` if unreadable.
+pub fn local_to_utc(t: &str) -> Option<String> {
+    use chrono::TimeZone;
+    let naive = chrono::NaiveDateTime::parse_from_str(t.trim(), "%Y-%m-%dT%H:%M:%S").ok()?;
+    let local = chrono::Local.from_local_datetime(&naive).earliest()?;
+    Some(crate::model::time::rfc3339(local.timestamp_millis()))
 }
 
 /// "1-02:03:04", "02:03:04", "3:04" -> seconds.

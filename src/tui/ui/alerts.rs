@@ -8,8 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table, Widget};
 
 use super::{block, line_at, severity_style};
-use crate::export::ib_port_name;
-use crate::flags::{Severity, Subject};
+use crate::model::flag::{Severity, Subject};
 use crate::tui::app::App;
 use crate::tui::view::human_age;
 
@@ -38,7 +37,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         let subject = match f.subject {
             Subject::Node => "node".to_string(),
             Subject::Gpu(g) => format!("gpu{g}"),
-            Subject::IbPort(p) => ib_port_name(n, p),
+            Subject::IbPort(p) => n.ib_port_name(p),
         };
         // A cleared flag says so where the severity was, and its age is
         // the time since it cleared.

@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{block, line_at};
+use crate::model::bench::Verdict;
 use crate::tui::app::App;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
@@ -41,7 +42,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             0
         };
-        let count = |v: &str| s.results.iter().filter(|r| r.verdict == v).count();
+
         let (state, style) = match (s.finished, s.failed()) {
             (true, true) => ("FAILED", t.crit),
             (true, false) => ("passed", t.ok),
@@ -54,8 +55,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .results
             .iter()
             .rev()
-            .find(|r| r.verdict != "skipped")
-            .map(|r| format!("{} {:.1} {}", r.name, r.value, r.unit))
+            .find_map(|r| Some(format!("{} {:.1} {}", r.name, r.value?, r.unit.as_deref().unwrap_or(""))))
             .unwrap_or_default();
         let line = Line::from(vec![
             Span::styled(format!("{:<name_w$} ", n.target.name), name_style),
@@ -63,10 +63,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Span::styled("█".repeat(filled), style),
             Span::styled("░".repeat(bar_w - filled), t.muted),
             Span::raw(format!(" {:>2}/{:<2} ", s.done, s.total)),
-            Span::styled(format!("{} pass ", count("pass")), t.ok),
-            Span::styled(format!("{} warn ", count("warn")), t.warn),
-            Span::styled(format!("{} fail ", count("fail")), t.crit),
-            Span::styled(format!("{} skipped  ", count("skipped")), t.muted),
+            Span::styled(format!("{} pass ", s.count(Verdict::Pass)), t.ok),
+            Span::styled(format!("{} warn ", s.count(Verdict::Warn)), t.warn),
+            Span::styled(format!("{} fail ", s.count(Verdict::Fail)), t.crit),
+            Span::styled(format!("{} skipped  ", s.count(Verdict::Skipped)), t.muted),
             Span::raw(if s.finished {
                 latest
             } else {

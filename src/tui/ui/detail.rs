@@ -9,14 +9,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Sparkline, Table, Widget};
 
 use super::{block, line_at, severity_style, status_span};
-use crate::export::ib_port_name;
-use crate::flags::Subject;
-use crate::store::{NodeState, Point};
+use crate::model::flag::Subject;
+use crate::store::NodeState;
+use crate::store::history::Point;
 use crate::tui::app::{App, Pane};
 use crate::tui::theme::Theme;
-use crate::tui::view::{gpu_info, human_rate};
-use fleetop_agent::ib::counter_name;
-use fleetop_agent::throttle;
+use crate::tui::view::{gpu_info, human_rate, opt};
+use fleetop_proto::ib::counter_name;
+use fleetop_proto::throttle;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -36,7 +36,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         title.push(Span::styled(
             format!(
                 "{} · {} · driver {} CUDA {} ",
-                i.hostname, i.backend, i.driver_version, i.cuda_version
+                i.hostname,
+                i.backend,
+                opt(i.driver_version.as_deref()),
+                opt(i.cuda_version.as_deref())
             ),
             t.muted,
         ));
@@ -76,7 +79,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 }
 
 /// "slurm drained (fan broken, by root, 2026-…) · job 4411 alice train 8 GPUs 1h02m"
-fn sched_line<'a>(t: &Theme, v: &crate::sched::NodeView) -> Line<'a> {
+fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView) -> Line<'a> {
     let style = if v.node.is_down() {
         t.crit
     } else if v.node.state.contains("drain") {
@@ -124,10 +127,10 @@ fn host_summary(n: &NodeState) -> String {
     format!(
         "{}  cpu {:.0}%  mem {:.0}/{:.0} GiB  load {:.2}  up {}d",
         n.target.address(),
-        f64::from(h.cpu_permille) / 10.0,
+        h.cpu_pct,
         h.mem_used_bytes as f64 / GIB,
         h.mem_total_bytes as f64 / GIB,
-        f64::from(h.load1_x100) / 100.0,
+        h.load1,
         h.uptime_s / 86_400
     )
 }
@@ -170,55 +173,53 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             .filter(|f| f.subject == Subject::Gpu(g.index))
             .map(|f| Span::styled(format!("{} ", f.kind.name()), severity_style(t, f.severity)))
             .collect();
-        let cells: Vec<Cell<'_>> = if !g.error.is_empty() {
+        let cells: Vec<Cell<'_>> = if let Some(e) = &g.error {
             vec![
                 Cell::from(g.index.to_string()),
-                Cell::from(Span::styled(g.error.clone(), t.crit)),
+                Cell::from(Span::styled(e.name().to_string(), t.crit)),
             ]
         } else {
-            let total = gi.map(|i| i.mem_total_bytes).unwrap_or(0) as f64;
+            let th = &app.store.thresholds;
+            let total = gi.and_then(|i| i.mem_total_bytes).map(|b| b as f64 / GIB);
             let xids: Vec<String> = g.xids.iter().map(|x| x.xid.to_string()).collect();
-            let hot = gi
-                .map(|i| i.slowdown_temp_c)
-                .filter(|&c| c > 0)
-                .is_some_and(|c| g.temp_c + 5 >= c);
+            // The same line the `hot` flag draws: the slowdown temperature less the margin.
+            let hot_at = th.slowdown_c(gi).saturating_sub(th.hot_margin_c);
+            let hot = g.temp_c.is_some_and(|c| c >= hot_at);
+            let mask = g.throttle_mask.unwrap_or(0);
+            let hbm = g.hbm_temp_c.map(|c| format!(" {c}")).unwrap_or_default();
             vec![
                 Cell::from(g.index.to_string()),
-                Cell::from(format!("{:>3}%", g.util_pct)),
-                Cell::from(format!("{:>4.1}/{:.0}", g.mem_used_bytes as f64 / GIB, total / GIB)),
+                Cell::from(format!("{:>3}%", opt(g.util_pct))),
+                Cell::from(format!(
+                    "{:>4}/{}",
+                    opt(g.mem_used_bytes.map(|b| format!("{:.1}", b as f64 / GIB))),
+                    opt(total.map(|t| format!("{t:.0}")))
+                )),
                 Cell::from(Span::styled(
-                    format!(
-                        "{}°C {}",
-                        g.temp_c,
-                        if g.hbm_temp_c > 0 {
-                            format!("{}", g.hbm_temp_c)
-                        } else {
-                            String::new()
-                        }
-                    ),
+                    format!("{}°C{hbm}", opt(g.temp_c)),
                     if hot { t.warn } else { Style::new() },
                 )),
                 Cell::from(format!(
-                    "{:.0}/{:.0}",
-                    f64::from(g.power_mw) / 1e3,
-                    f64::from(g.power_limit_mw) / 1e3
+                    "{}/{}",
+                    opt(g.power_w.map(|w| format!("{w:.0}"))),
+                    opt(g.power_limit_w.map(|w| format!("{w:.0}")))
                 )),
                 Cell::from(format!(
                     "{}/{}",
-                    g.sm_clock_mhz,
-                    gi.map(|i| i.max_sm_clock_mhz).unwrap_or(0)
+                    opt(g.sm_clock_mhz),
+                    opt(gi.and_then(|i| i.max_sm_clock_mhz))
                 )),
                 Cell::from(Span::styled(
-                    throttle_text(g.throttle_reasons),
-                    if g.throttle_reasons & throttle::TROUBLE != 0 {
+                    throttle_text(mask),
+                    if mask & throttle::TROUBLE != 0 {
                         t.crit
                     } else {
                         Style::new()
                     },
                 )),
                 Cell::from(Span::styled(
-                    format!("{}/{}", g.ecc_corrected_volatile, g.ecc_uncorrected_volatile),
-                    if g.ecc_uncorrected_volatile > 0 {
+                    format!("{}/{}", opt(g.ecc_corrected_volatile), opt(g.ecc_uncorrected_volatile)),
+                    if g.ecc_uncorrected_volatile.unwrap_or(0) > 0 {
                         t.crit
                     } else {
                         Style::new()
@@ -356,7 +357,7 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let rates = n.derived.gpus.get(app.detail_gpu);
     let row = |i: usize| {
         let l = &gi.nvlinks[i];
-        let down = g.nvlink_down_mask & (1 << i) != 0;
+        let down = g.nvlink_up(i) == Some(false);
         let rate = |v: Option<&Vec<Option<f64>>>| human_rate(v.and_then(|r| r.get(i).copied().flatten()));
         Row::new(vec![
             Cell::from(format!("{}", l.link)),
@@ -408,11 +409,11 @@ fn render_ib(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
                     .collect()
             })
             .unwrap_or_default();
-        let active = p.state == "ACTIVE";
+        let state = opt(p.state.as_deref());
         Row::new(vec![
-            Cell::from(ib_port_name(n, p.port)),
-            Cell::from(Span::styled(p.state.clone(), if active { t.ok } else { t.crit })),
-            Cell::from(format!("{}G", p.rate_gbps)),
+            Cell::from(n.ib_port_name(p.port)),
+            Cell::from(Span::styled(state, if p.is_down() { t.crit } else { t.ok })),
+            Cell::from(format!("{}G", opt(p.rate_gbps))),
             Cell::from(human_rate(r.and_then(|r| r.tx_bytes_per_s))),
             Cell::from(human_rate(r.and_then(|r| r.rx_bytes_per_s))),
             Cell::from(Span::styled(
@@ -441,11 +442,7 @@ fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 Cell::from(gpu.to_string()),
                 Cell::from(p.pid.to_string()),
                 Cell::from(format!("{:.1} GiB", p.used_mem_bytes as f64 / GIB)),
-                Cell::from(if p.job_id != 0 {
-                    p.job_id.to_string()
-                } else {
-                    "-".into()
-                }),
+                Cell::from(opt(p.job_id)),
             ])
         })
         .collect();

@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{block, line_at, severity_style, status_span};
-use crate::flags::{FlagKind, Severity};
+use crate::model::flag::{FlagKind, Severity};
 use crate::store::{NodeState, NodeStatus};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
@@ -190,9 +190,9 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         let info = n.info.as_ref();
         let stale = status != NodeStatus::Ok;
         for g in n.last.iter().flat_map(|s| &s.gpus) {
-            let gi = info.and_then(|x| x.gpus.iter().find(|y| y.index == g.index));
-            let text = fit(&app.metric.cell_text(g, gi), lay.cell_w);
-            match app.metric.frac(g, gi) {
+            let gi = info.and_then(|x| x.gpu(g.index));
+            let text = fit(&app.metric.cell_text(g, gi, &app.store.thresholds), lay.cell_w);
+            match app.metric.frac(g, gi, &app.store.thresholds) {
                 // Old data is shown, but muted: it may no longer be true.
                 Some(f) if !stale => spans.push(heat_span(t, f, text)),
                 Some(_) => spans.push(Span::styled(text, t.muted)),
@@ -202,7 +202,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         let missing = max_gpus.saturating_sub(n.last.as_ref().map(|s| s.gpus.len()).unwrap_or(0));
         spans.push(Span::raw(" ".repeat(missing * lay.cell_w)));
         if lay.mean {
-            let mean = view::node_mean(n, app.metric)
+            let mean = view::node_mean(n, app.metric, &app.store.thresholds)
                 .map(|f| format!("{:>4.0}%", f * 100.0))
                 .unwrap_or_else(|| "    -".into());
             spans.push(Span::styled(mean, t.muted));
@@ -290,7 +290,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             (_, Some(Severity::Warn)) => "•",
             _ => " ",
         };
-        let frac = view::node_mean(n, app.metric);
+        let frac = view::node_mean(n, app.metric, &app.store.thresholds);
         let mut style = match frac {
             Some(f) if !t.is_mono() && status == NodeStatus::Ok => Style::new().fg(t.heat_fg(f)).bg(t.heat(f)),
             _ => t.muted,
@@ -320,7 +320,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     // What the cursor is on, in words.
     if let Some(&i) = vis.get(app.cursor) {
         let n = &nodes[i];
-        let mean = view::node_mean(n, app.metric)
+        let mean = view::node_mean(n, app.metric, &app.store.thresholds)
             .map(|f| format!("{:.0}%", f * 100.0))
             .unwrap_or_else(|| "-".into());
         let mut spans = vec![

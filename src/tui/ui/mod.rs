@@ -14,8 +14,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 
-use crate::actions;
-use crate::flags::{FlagKind, Severity};
+use crate::model::action;
+use crate::model::flag::{FlagKind, Severity};
 use crate::store::NodeStatus;
 use crate::tui::app::{App, Dialog, Screen};
 use crate::tui::theme::Theme;
@@ -114,7 +114,7 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             lines.extend(
                 plan.commands
                     .iter()
-                    .map(|c| Line::from(format!("   {}", actions::shell_words(c)))),
+                    .map(|c| Line::from(format!("   {}", action::shell_words(c)))),
             );
             lines.push(Line::from(""));
             lines.push(Line::from(vec![
@@ -173,7 +173,7 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             }
             lines.push(Line::from(""));
             lines.push(Line::from(Span::styled(
-                format!(" logged to {}   any key closes", actions::audit_path().display()),
+                format!(" logged to {}   any key closes", app.audit_path.display()),
                 t.muted,
             )));
             let title = format!(
@@ -234,10 +234,12 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     for n in &app.store.nodes {
         *by_status.entry(n.status(app.now_ms, th)).or_default() += 1;
         gpus += n.info.as_ref().map(|i| i.gpus.len()).unwrap_or(0);
-        for g in n.last.iter().flat_map(|s| &s.gpus).filter(|g| g.error.is_empty()) {
-            util_sum += u64::from(g.util_pct);
-            util_n += 1;
-            power_w += f64::from(g.power_mw) / 1000.0;
+        for g in n.last.iter().flat_map(|s| &s.gpus) {
+            if let Some(u) = g.util_pct {
+                util_sum += u64::from(u);
+                util_n += 1;
+            }
+            power_w += g.power_w.unwrap_or(0.0);
         }
         for f in n.detector.active() {
             let e = kinds.entry(f.kind).or_insert((0, f.severity));

@@ -1,0 +1,281 @@
+//! The GPU flags, one function per kind. Each reads one GPU's sample and
+//! its memory of earlier ones, and pushes the flag when it is raised.
+
+use fleetop_proto::throttle;
+
+use crate::detect::debounce::Debounce;
+use crate::detect::thresholds::Thresholds;
+use crate::detect::xid::xid_meaning;
+use crate::detect::{flag, ms};
+use crate::model::flag::{Flag, FlagKind, Severity, Subject};
+use crate::model::sample::{GpuDesc, GpuReading};
+use crate::model::sched::Job;
+
+/// Per-GPU detector memory.
+#[derive(Debug, Default, Clone)]
+pub struct GpuState {
+    throttled: Debounce,
+    hot: Debounce,
+    lost: Debounce,
+    nvlink: Debounce,
+    capped: Debounce,
+    ecc: Debounce,
+    capped_run_start: Option<i64>,
+    low_util_since: Option<i64>,
+    idle: Debounce,
+    xid_first: Option<i64>,
+    xid_last: Option<i64>,
+    xids: Vec<u32>,
+}
+
+/// What a GPU's flags are judged against.
+pub struct Context<'a> {
+    pub t: i64,
+    pub desc: Option<&'a GpuDesc>,
+    pub jobs: &'a [Job],
+    pub th: &'a Thresholds,
+}
+
+/// Every GPU flag for one sample.
+pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    // XIDs first: they arrive with the sample that follows them, lost GPU or not.
+    xid(st, g, cx, out);
+    gpu_lost(st, g, cx, out);
+    if g.error.is_some() {
+        // No readings to judge the rest by; keep their memory as it is.
+        return;
+    }
+    throttled(st, g, cx, out);
+    power_capped(st, g, cx, out);
+    hot(st, g, cx, out);
+    nvlink_down(st, g, cx, out);
+    ecc_uncorrected(st, g, cx, out);
+    idle(st, g, cx, out);
+}
+
+fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    for x in &g.xids {
+        st.xid_first.get_or_insert(x.time_ms);
+        st.xid_last = Some(x.time_ms);
+        if !st.xids.contains(&x.xid) {
+            st.xids.push(x.xid);
+        }
+    }
+    match (st.xid_first, st.xid_last) {
+        (Some(first), Some(last)) if cx.t - last <= ms(cx.th.xid_hold) => {
+            let hw = st.xids.iter().any(|&x| xid_meaning(x).1);
+            let text: Vec<String> = st
+                .xids
+                .iter()
+                .map(|&x| format!("XID {x} ({})", xid_meaning(x).0))
+                .collect();
+            let ev: Vec<(&str, f64)> = st.xids.iter().map(|&x| ("xid", f64::from(x))).collect();
+            let sev = if hw { Severity::Crit } else { Severity::Warn };
+            out.push(flag(FlagKind::Xid, sev, Subject::Gpu(g.index), first, text.join("; "), &ev));
+        }
+        _ => {
+            st.xid_first = None;
+            st.xid_last = None;
+            st.xids.clear();
+        }
+    }
+}
+
+fn gpu_lost(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    if let Some(since) = st.lost.update(g.is_lost(), cx.t, 1, cx.th.clear_samples) {
+        out.push(flag(
+            FlagKind::GpuLost,
+            Severity::Crit,
+            Subject::Gpu(g.index),
+            since,
+            "GPU does not answer (lost)".into(),
+            &[],
+        ));
+    }
+}
+
+/// A reading for the evidence and the detail line ("?" where absent).
+fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
+}
+
+fn throttled(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let mask = g.throttle_mask.unwrap_or(0);
+    let trouble = mask & throttle::TROUBLE;
+    let (raise, clear) = (cx.th.throttle_raise_samples, cx.th.clear_samples);
+    let Some(since) = st.throttled.update(trouble != 0, cx.t, raise, clear) else {
+        return;
+    };
+    // While raised, name what the latest sample shows (or what raised it).
+    let hw = throttle::HW_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN | throttle::HW_POWER_BRAKE_SLOWDOWN;
+    let sev = if trouble == 0 || trouble & hw != 0 {
+        Severity::Crit
+    } else {
+        Severity::Warn
+    };
+    let names = if trouble == 0 {
+        "clearing".to_string()
+    } else {
+        throttle::names(trouble).join(", ")
+    };
+    let mut ev = vec![("throttle_mask", mask as f64)];
+    ev.extend(g.sm_clock_mhz.map(|c| ("sm_clock_mhz", f64::from(c))));
+    ev.extend(g.temp_c.map(|c| ("temp_c", f64::from(c))));
+    out.push(flag(
+        FlagKind::Throttled,
+        sev,
+        Subject::Gpu(g.index),
+        since,
+        format!("{names}; SM {} MHz, {} °C", shown(g.sm_clock_mhz), shown(g.temp_c)),
+        &ev,
+    ));
+}
+
+fn power_capped(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    // A power cap is normal at full load: flag only when it lasts.
+    let mask = g.throttle_mask.unwrap_or(0);
+    let capped = mask & throttle::SW_POWER_CAP != 0 && mask & throttle::TROUBLE == 0;
+    if capped {
+        st.capped_run_start.get_or_insert(cx.t);
+    } else {
+        st.capped_run_start = None;
+    }
+    let sustained = st
+        .capped_run_start
+        .is_some_and(|s| cx.t - s >= ms(cx.th.power_cap_window));
+    let Some(since) = st.capped.update(sustained, cx.t, 1, cx.th.clear_samples) else {
+        return;
+    };
+    let start = st.capped_run_start.unwrap_or(since);
+    let mut ev = Vec::new();
+    ev.extend(g.power_w.map(|w| ("power_w", w)));
+    ev.extend(g.power_limit_w.map(|w| ("power_limit_w", w)));
+    let w = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "?".into());
+    out.push(flag(
+        FlagKind::PowerCapped,
+        Severity::Info,
+        Subject::Gpu(g.index),
+        start,
+        format!("at its power cap: {} of {} W", w(g.power_w), w(g.power_limit_w)),
+        &ev,
+    ));
+}
+
+fn hot(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let Some(temp) = g.temp_c else {
+        // No temperature, nothing to judge: the flag's memory holds.
+        return;
+    };
+    let slowdown_c = cx.th.slowdown_c(cx.desc);
+    // Hysteresis in degrees: raised at slowdown - margin, cleared 2 °C below.
+    let hot_at = slowdown_c.saturating_sub(cx.th.hot_margin_c);
+    let hot_now = if st.hot.raised() { temp + 2 > hot_at } else { temp >= hot_at };
+    let (raise, clear) = (cx.th.throttle_raise_samples, cx.th.clear_samples);
+    let Some(since) = st.hot.update(hot_now, cx.t, raise, clear) else {
+        return;
+    };
+    let sev = if temp >= slowdown_c {
+        Severity::Crit
+    } else {
+        Severity::Warn
+    };
+    out.push(flag(
+        FlagKind::Hot,
+        sev,
+        Subject::Gpu(g.index),
+        since,
+        format!("{temp} °C, slowdown at {slowdown_c} °C"),
+        &[("temp_c", f64::from(temp)), ("slowdown_temp_c", f64::from(slowdown_c))],
+    ));
+}
+
+fn nvlink_down(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let down = &g.nvlinks_down;
+    let (raise, clear) = (cx.th.link_down_samples, cx.th.clear_samples);
+    let Some(since) = st.nvlink.update(!down.is_empty(), cx.t, raise, clear) else {
+        return;
+    };
+    // Name links by NVML's link id, where the description has it.
+    let links: Vec<String> = down
+        .iter()
+        .map(|&pos| {
+            cx.desc
+                .and_then(|d| d.nvlinks.get(pos))
+                .map(|l| l.link)
+                .unwrap_or(pos as u32)
+                .to_string()
+        })
+        .collect();
+    out.push(flag(
+        FlagKind::NvlinkDown,
+        Severity::Crit,
+        Subject::Gpu(g.index),
+        since,
+        format!("NVLink link {} down", links.join(", ")),
+        &[("links_down", down.len() as f64)],
+    ));
+}
+
+fn ecc_uncorrected(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let errors = g.ecc_uncorrected_volatile.unwrap_or(0);
+    let Some(since) = st.ecc.update(errors > 0, cx.t, 1, 1) else {
+        return;
+    };
+    let mut ev = vec![("ecc_uncorrected", errors as f64)];
+    let mut detail = format!("{errors} uncorrectable ECC errors");
+    if let Some(p) = g.remapped_rows_pending {
+        ev.push(("remapped_rows_pending", f64::from(p)));
+        detail.push_str(&format!(", {p} rows pending remap"));
+    }
+    out.push(flag(
+        FlagKind::EccUncorrected,
+        Severity::Crit,
+        Subject::Gpu(g.index),
+        since,
+        detail,
+        &ev,
+    ));
+}
+
+fn idle(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    // Idle: held (a process on it) yet under the threshold for the whole window.
+    let held = !g.processes.is_empty();
+    let util = g.util_pct;
+    if held && util.is_some_and(|u| u < cx.th.idle_util_pct) {
+        st.low_util_since.get_or_insert(cx.t);
+    } else {
+        st.low_util_since = None;
+    }
+    let idle_long = st.low_util_since.is_some_and(|s| cx.t - s >= ms(cx.th.idle_window));
+    let Some(since) = st.idle.update(idle_long, cx.t, 1, 1) else {
+        return;
+    };
+    let start = st.low_util_since.unwrap_or(since);
+    let mins = (cx.t - start) / 60_000;
+    // Who holds it, as an SRE asks: the job, its user, and how many GPUs it has here.
+    let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
+    ids.dedup();
+    let named: Vec<String> = ids
+        .iter()
+        .map(|id| match cx.jobs.iter().find(|j| j.id == *id) {
+            Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
+            None => format!("job {id}"),
+        })
+        .collect();
+    let holder = if named.is_empty() {
+        format!("{} process(es)", g.processes.len())
+    } else {
+        named.join(", ")
+    };
+    let mut ev = Vec::new();
+    ev.extend(util.map(|u| ("util_pct", f64::from(u))));
+    ev.extend(g.mem_used_bytes.map(|b| ("mem_used_bytes", b as f64)));
+    out.push(flag(
+        FlagKind::Idle,
+        Severity::Warn,
+        Subject::Gpu(g.index),
+        start,
+        format!("{holder} holds it at {}% for {mins} min", shown(util)),
+        &ev,
+    ));
+}

@@ -1,0 +1,281 @@
+//! Wire to domain, once. Everything the console holds about a node passes
+//! through here: prost's "0 or empty means unknown" becomes `None`, the
+//! agent's clock becomes the console's, and the per-stream delta encoding is
+//! undone. No other module reads a wire type's fields.
+
+use fleetop_proto::pb;
+use fleetop_proto::wire::{self, OutOfSequence};
+
+use crate::model::sample::{
+    GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, NodeDesc, NodeSample, NvLinkDesc,
+    Xid,
+};
+
+fn text(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn nz<T: Default + PartialEq>(v: T) -> Option<T> {
+    (v != T::default()).then_some(v)
+}
+
+/// An agent's description of its node.
+pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
+    NodeDesc {
+        hostname: info.hostname,
+        agent_version: info.agent_version,
+        backend: info.backend,
+        driver_version: text(info.driver_version),
+        cuda_version: text(info.cuda_version),
+        interval_ms: nz(i64::from(info.sample_interval_ms)).unwrap_or(1000),
+        gpus: info.gpus.into_iter().map(gpu_desc).collect(),
+        ib_ports: info
+            .ib_ports
+            .into_iter()
+            .map(|p| IbPortDesc {
+                device: p.device,
+                port: p.port,
+                link_layer: p.link_layer,
+            })
+            .collect(),
+        gpu_note: text(info.gpu_backend_note),
+        instance: info.agent_instance,
+    }
+}
+
+fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
+    GpuDesc {
+        index: g.index,
+        uuid: g.uuid,
+        model: g.model,
+        pci_bus_id: g.pci_bus_id,
+        mem_total_bytes: nz(g.mem_total_bytes),
+        power_limit_w: nz(g.power_limit_mw).map(|mw| f64::from(mw) / 1000.0),
+        max_sm_clock_mhz: nz(g.max_sm_clock_mhz),
+        max_mem_clock_mhz: nz(g.max_mem_clock_mhz),
+        slowdown_temp_c: nz(g.slowdown_temp_c),
+        shutdown_temp_c: nz(g.shutdown_temp_c),
+        nvlinks: g
+            .nvlinks
+            .into_iter()
+            .map(|l| NvLinkDesc {
+                link: l.link,
+                peer_pci_bus_id: text(l.peer_pci_bus_id),
+            })
+            .collect(),
+    }
+}
+
+/// A whole wire sample (delta already undone), its times moved to the
+/// console's clock by subtracting `skew_ms` (agent clock minus console clock).
+pub fn sample(s: pb::Sample, skew_ms: i64) -> NodeSample {
+    NodeSample {
+        seq: s.seq,
+        time_ms: s.time_ms - skew_ms,
+        host: s.host.map(|h| HostReading {
+            cpu_pct: f64::from(h.cpu_permille) / 10.0,
+            mem_used_bytes: h.mem_used_bytes,
+            mem_total_bytes: h.mem_total_bytes,
+            load1: f64::from(h.load1_x100) / 100.0,
+            uptime_s: h.uptime_s,
+        }),
+        gpus: s.gpus.into_iter().map(|g| gpu_reading(g, skew_ms)).collect(),
+        ib_ports: s.ib_ports.into_iter().map(ib_reading).collect(),
+    }
+}
+
+fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
+    let xids = g
+        .xids
+        .iter()
+        .map(|x| Xid {
+            xid: x.xid,
+            time_ms: x.time_ms - skew_ms,
+        })
+        .collect();
+    let error = match g.error.as_str() {
+        "" => None,
+        "gpu_lost" => Some(GpuError::Lost),
+        _ => Some(GpuError::Other(g.error.clone())),
+    };
+    if error.is_some() {
+        // No readings from a GPU that did not answer; XIDs still count.
+        return GpuReading {
+            index: g.index,
+            error,
+            xids,
+            ..Default::default()
+        };
+    }
+    GpuReading {
+        index: g.index,
+        error: None,
+        util_pct: Some(g.util_pct),
+        mem_util_pct: Some(g.mem_util_pct),
+        mem_used_bytes: Some(g.mem_used_bytes),
+        temp_c: Some(g.temp_c),
+        // NVML reports no HBM temperature as 0: no memory is at 0 °C.
+        hbm_temp_c: nz(g.hbm_temp_c),
+        power_w: Some(f64::from(g.power_mw) / 1000.0),
+        power_limit_w: nz(g.power_limit_mw).map(|mw| f64::from(mw) / 1000.0),
+        energy_mj: Some(g.energy_mj),
+        sm_clock_mhz: Some(g.sm_clock_mhz),
+        mem_clock_mhz: Some(g.mem_clock_mhz),
+        throttle_mask: Some(g.throttle_reasons),
+        pcie_tx_bytes_per_s: Some(f64::from(g.pcie_tx_kbps) * 1000.0),
+        pcie_rx_bytes_per_s: Some(f64::from(g.pcie_rx_kbps) * 1000.0),
+        pcie_replay_count: Some(g.pcie_replay_count),
+        ecc_corrected_volatile: Some(g.ecc_corrected_volatile),
+        ecc_uncorrected_volatile: Some(g.ecc_uncorrected_volatile),
+        retired_pages: Some(g.retired_pages),
+        remapped_rows_pending: Some(g.remapped_rows_pending),
+        remapped_rows_failed: Some(g.remapped_rows_failed),
+        xids,
+        nvlinks_down: (0..32).filter(|b| g.nvlink_down_mask & (1 << b) != 0).collect(),
+        nvlink_tx_kib: g.nvlink_tx_kib,
+        nvlink_rx_kib: g.nvlink_rx_kib,
+        processes: g
+            .processes
+            .iter()
+            .map(|p| GpuProcess {
+                pid: p.pid,
+                used_mem_bytes: p.used_mem_bytes,
+                job_id: nz(p.job_id),
+            })
+            .collect(),
+    }
+}
+
+fn ib_reading(p: pb::IbSample) -> IbReading {
+    let present = |i: usize| i < 32 && p.errors_present_mask & (1 << i) != 0;
+    let errors = (0..fleetop_proto::ib::ERROR_COUNTERS.len())
+        .map(|i| present(i).then(|| p.errors.get(i).copied()).flatten())
+        .collect();
+    IbReading {
+        port: p.port,
+        state: text(p.state),
+        phys_state: text(p.phys_state),
+        rate_gbps: nz(p.rate_gbps),
+        tx_bytes: p.tx_bytes,
+        rx_bytes: p.rx_bytes,
+        tx_packets: p.tx_packets,
+        rx_packets: p.rx_packets,
+        errors,
+    }
+}
+
+/// How far ahead of the console a live sample may seem before the agent's
+/// clock is taken to have stepped: more than network delay ever explains.
+const STEP_MS: i64 = 2000;
+
+/// The decoding state of one connection to one agent: the last whole wire
+/// sample (the base of the next delta) and the clock skew.
+#[derive(Debug, Default)]
+pub struct Stream {
+    last: Option<pb::Sample>,
+    /// Agent clock minus console clock, measured on this connection.
+    skew_ms: i64,
+    /// The history has arrived: samples now come as they are taken, so
+    /// their time can be checked against the console's.
+    live: bool,
+}
+
+impl Stream {
+    /// The node description that opens the connection; measures the skew
+    /// from the agent's clock reading in it (`now_ms`: when it arrived).
+    pub fn info(&mut self, info: pb::NodeInfo, now_ms: i64) -> NodeDesc {
+        self.skew_ms = info.agent_time_ms - now_ms;
+        self.last = None;
+        self.live = false;
+        node_desc(info)
+    }
+
+    pub fn caught_up(&mut self) {
+        self.live = true;
+    }
+
+    /// One sample as it arrived (perhaps a delta), at console time `now_ms`.
+    ///
+    /// An agent whose clock steps while connected would otherwise have its
+    /// samples dated wrongly for as long as the connection lasts: a live
+    /// sample dated before the previous one, or in the future, re-measures
+    /// the skew from itself (it was taken just now).
+    pub fn sample(&mut self, got: pb::Sample, now_ms: i64) -> Result<NodeSample, OutOfSequence> {
+        let whole = wire::decode(self.last.as_ref(), got)?;
+        if self.live {
+            let went_back = self.last.as_ref().is_some_and(|p| whole.time_ms <= p.time_ms);
+            let ahead = whole.time_ms - self.skew_ms - now_ms > STEP_MS;
+            if went_back || ahead {
+                self.skew_ms = whole.time_ms - now_ms;
+            }
+        }
+        self.last = Some(whole.clone());
+        Ok(sample(whole, self.skew_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_means_unknown_only_where_the_wire_says_so() {
+        let g = pb::GpuSample {
+            util_pct: 0,
+            hbm_temp_c: 0,
+            power_limit_mw: 0,
+            ..Default::default()
+        };
+        let r = gpu_reading(g, 0);
+        assert_eq!(r.util_pct, Some(0), "0% busy is a reading");
+        assert_eq!(r.hbm_temp_c, None);
+        assert_eq!(r.power_limit_w, None);
+        let lost = gpu_reading(
+            pb::GpuSample {
+                error: "gpu_lost".into(),
+                xids: vec![pb::XidEvent { xid: 79, time_ms: 5000 }],
+                ..Default::default()
+            },
+            1000,
+        );
+        assert!(lost.is_lost());
+        assert_eq!((lost.util_pct, lost.temp_c), (None, None));
+        assert_eq!(lost.xids, [Xid { xid: 79, time_ms: 4000 }], "XIDs on the console clock");
+    }
+
+    #[test]
+    fn ib_counters_that_cannot_be_read_are_none() {
+        let r = ib_reading(pb::IbSample {
+            errors: vec![3; fleetop_proto::ib::ERROR_COUNTERS.len()],
+            errors_present_mask: 0b101,
+            ..Default::default()
+        });
+        assert_eq!(&r.errors[..3], [Some(3), None, Some(3)]);
+        assert_eq!((r.state, r.rate_gbps), (None, None));
+    }
+
+    #[test]
+    fn agent_time_becomes_console_time_and_follows_a_clock_step() {
+        let mut st = Stream::default();
+        // The agent's clock is 90 s ahead.
+        let desc = st.info(
+            pb::NodeInfo {
+                agent_time_ms: 190_000,
+                ..Default::default()
+            },
+            100_000,
+        );
+        assert_eq!(desc.interval_ms, 1000, "no interval means the default, never 0");
+        let s = |seq, t| pb::Sample {
+            seq,
+            time_ms: t,
+            ..Default::default()
+        };
+        assert_eq!(st.sample(s(1, 189_000), 100_000).map(|x| x.time_ms), Ok(99_000));
+        st.caught_up();
+        assert_eq!(st.sample(s(2, 191_000), 101_000).map(|x| x.time_ms), Ok(101_000));
+        // The agent's clock steps back by 90 s: the sample is still "now".
+        assert_eq!(st.sample(s(3, 102_000), 102_000).map(|x| x.time_ms), Ok(102_000));
+        assert_eq!(st.sample(s(4, 103_000), 103_000).map(|x| x.time_ms), Ok(103_000));
+    }
+}

@@ -1,0 +1,11 @@
+//! Where the console's data comes from: agent streams (decoded once into the
+//! domain model), the scheduler, the demo cluster, and which nodes a SOURCE
+//! names. Everything read here leaves as `model` types.
+
+pub mod agent;
+pub mod decode;
+#[cfg(feature = "demo")]
+pub mod demo;
+pub mod hostlist;
+pub mod slurm;
+pub mod targets;

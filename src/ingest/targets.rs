@@ -1,0 +1,112 @@
+//! Which nodes a SOURCE names, resolved in one place for every command: a
+//! hostlist, a hostfile, the nodes Slurm knows, the demo's agents, the
+//! config's hosts, or the local node.
+
+use crate::cli::SourceArgs;
+use crate::config::Config;
+use crate::ingest::hostlist;
+use crate::ingest::slurm::Slurm;
+use crate::model::target::{DEFAULT_AGENT_PORT, Target};
+
+/// The nodes of a SOURCE, and what came with them.
+pub struct Resolved {
+    pub targets: Vec<Target>,
+    /// The demo's agents, running for as long as this is kept.
+    #[cfg(feature = "demo")]
+    pub demo: Option<crate::ingest::demo::Demo>,
+    /// The agents' bench token, where known (config, or the demo's own).
+    pub bench_token: Option<String>,
+}
+
+/// The agent port where a host gives none: `--port`, the config's, or 50051.
+pub fn port(args: &SourceArgs, cfg: &Config) -> u16 {
+    args.port.or(cfg.port).unwrap_or(DEFAULT_AGENT_PORT)
+}
+
+/// The Slurm reader the config describes.
+pub fn slurm(cfg: &Config) -> Slurm {
+    Slurm {
+        format: cfg.slurm.format,
+        timeout: cfg.slurm.timeout,
+    }
+}
+
+/// Resolves SOURCE, starting the demo's agents for `--demo`.
+pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved> {
+    let bench_token = match &cfg.bench_token_file {
+        Some(p) => Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("bench_token_file: {e}"))?),
+        None => None,
+    };
+    if args.demo {
+        #[cfg(feature = "demo")]
+        {
+            let d = crate::ingest::demo::start(args.nodes, args.gpus, args.seed).await?;
+            return Ok(Resolved {
+                targets: d.nodes.iter().map(|n| n.target.clone()).collect(),
+                bench_token: Some(d.bench_token.clone()),
+                demo: Some(d),
+            });
+        }
+        #[cfg(not(feature = "demo"))]
+        anyhow::bail!("--demo: this fleetop was built without the demo (cargo feature \"demo\")");
+    }
+    let targets = if args.slurm {
+        let (s, c, port) = (slurm(cfg), cfg.clone(), port(args, cfg));
+        tokio::task::spawn_blocking(move || slurm_targets(&s, &c, port)).await??
+    } else {
+        static_targets(args, cfg)?
+    };
+    Ok(Resolved {
+        targets,
+        #[cfg(feature = "demo")]
+        demo: None,
+        bench_token,
+    })
+}
+
+/// The nodes Slurm knows, at the agent address the config gives them.
+pub fn slurm_targets(slurm: &Slurm, cfg: &Config, port: u16) -> anyhow::Result<Vec<Target>> {
+    let snap = slurm.query().map_err(|e| anyhow::anyhow!("--slurm: {e}"))?;
+    if snap.nodes.is_empty() {
+        anyhow::bail!("--slurm: Slurm lists no nodes");
+    }
+    snap.nodes
+        .keys()
+        .map(|name| {
+            let addr = match cfg.slurm.agents.get(name) {
+                Some(a) => a.clone(),
+                None => cfg.slurm.agent_address.replace("{name}", name),
+            };
+            let mut t = hostlist::parse_targets(&addr, port)
+                .map_err(|e| anyhow::anyhow!("[slurm] agent_address gives a bad address for {name}: {e}"))?;
+            let mut t = t
+                .pop()
+                .ok_or_else(|| anyhow::anyhow!("[slurm] agent_address gives no address for {name}"))?;
+            t.name = name.clone();
+            Ok(t)
+        })
+        .collect()
+}
+
+/// The targets a hostlist or hostfile names (flags first, then the config),
+/// or the local node.
+fn static_targets(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
+    let port = port(args, cfg);
+    if let Some(h) = &args.hosts {
+        return Ok(hostlist::parse_targets(h, port)?);
+    }
+    if let Some(f) = &args.hostfile {
+        return Ok(hostlist::read_hostfile(f, port)?);
+    }
+    if let Some(h) = &cfg.hosts {
+        return Ok(hostlist::parse_targets(h, port)?);
+    }
+    if let Some(f) = &cfg.hostfile {
+        return Ok(hostlist::read_hostfile(f, port)?);
+    }
+    Ok(vec![Target {
+        name: "localhost".into(),
+        host: "127.0.0.1".into(),
+        port,
+    }])
+}

@@ -1,0 +1,169 @@
+//! Actions that change the cluster (drain, resume, undrain, burn-in): the
+//! plan shown before anything runs, the request that carries it from the
+//! screen to `ops`, and the report that comes back and goes in the audit log.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::model::bench::Suite;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeAction {
+    /// Stop scheduling new jobs on the nodes (running jobs finish).
+    Drain,
+    /// Return the nodes to service (clears DRAIN and DOWN).
+    Resume,
+    /// Clear DRAIN only; a node that is DOWN stays DOWN.
+    Undrain,
+    /// A burn-in suite (`fleetop bench`): logged like the others.
+    #[value(skip)]
+    Bench,
+}
+
+impl NodeAction {
+    pub fn verb(self) -> &'static str {
+        match self {
+            NodeAction::Drain => "drain",
+            NodeAction::Resume => "resume",
+            NodeAction::Undrain => "undrain",
+            NodeAction::Bench => "bench",
+        }
+    }
+}
+
+/// What will run, before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub action: NodeAction,
+    pub nodes: Vec<String>,
+    pub reason: Option<String>,
+    /// One argument vector per node, exactly as it will be executed.
+    pub commands: Vec<Vec<String>>,
+}
+
+/// The command for one node.
+pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<String> {
+    let mut argv = vec!["scontrol".to_string(), "update".into(), format!("NodeName={node}")];
+    match action {
+        NodeAction::Drain => {
+            argv.push("State=DRAIN".into());
+            argv.push(format!("Reason={}", reason.unwrap_or_default()));
+        }
+        NodeAction::Resume => argv.push("State=RESUME".into()),
+        NodeAction::Undrain => argv.push("State=UNDRAIN".into()),
+        NodeAction::Bench => {}
+    }
+    argv
+}
+
+/// Plans an action; a drain needs a reason (the next person needs to know why).
+pub fn plan(action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Result<Plan, String> {
+    if nodes.is_empty() {
+        return Err("no nodes given".into());
+    }
+    let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    if action == NodeAction::Drain && reason.is_none() {
+        return Err("a drain needs a reason (--reason TEXT)".into());
+    }
+    let commands = nodes.iter().map(|n| command(action, n, reason.as_deref())).collect();
+    Ok(Plan {
+        action,
+        nodes,
+        reason,
+        commands,
+    })
+}
+
+/// A command as a person would type it (for display and the audit log; it
+/// is never run through a shell).
+pub fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_=./:[],".contains(c)) {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeResult {
+    pub node: String,
+    pub ok: bool,
+    /// What happened, in words: Slurm's error, or the state it is in now.
+    pub message: String,
+    pub state_before: Option<String>,
+    pub state_after: Option<String>,
+}
+
+/// Everything about one attempt, as reported and as logged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ActionReport {
+    /// RFC 3339.
+    pub time: String,
+    pub user: String,
+    pub action: NodeAction,
+    pub nodes: Vec<String>,
+    pub reason: Option<String>,
+    /// The exact commands, as argument vectors.
+    pub commands: Vec<Vec<String>>,
+    /// Why it did not run (read-only mode, not confirmed) or was stopped
+    /// (a burn-in cancelled from the console), if so.
+    pub refused: Option<String>,
+    pub results: Vec<NodeResult>,
+}
+
+impl ActionReport {
+    pub fn ok(&self) -> bool {
+        self.refused.is_none() && self.results.iter().all(|r| r.ok)
+    }
+}
+
+/// What the screen asks `ops` to do: the app decides, `ops` does the I/O
+/// (running, logging) and answers on the update channel.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Run(Plan),
+    /// An attempt refused before anything ran, for the audit log.
+    Refused(Plan, String),
+    /// A burn-in suite on these nodes (by index).
+    Bench { nodes: Vec<usize>, suite: Suite },
+    /// Stop the running burn-in (the agents stop when their streams go).
+    CancelBench,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_needs_a_reason_and_keeps_it_as_one_argument() {
+        assert!(plan(NodeAction::Drain, vec!["gpu01".into()], None).is_err());
+        assert!(plan(NodeAction::Drain, vec!["gpu01".into()], Some("  ".into())).is_err());
+        assert!(plan(NodeAction::Resume, vec![], None).is_err());
+        let p = plan(
+            NodeAction::Drain,
+            vec!["gpu01".into()],
+            Some("it's \"bad\"; rm -rf / ünï".into()),
+        )
+        .expect("plan");
+        assert_eq!(
+            p.commands[0],
+            [
+                "scontrol",
+                "update",
+                "NodeName=gpu01",
+                "State=DRAIN",
+                "Reason=it's \"bad\"; rm -rf / ünï"
+            ]
+        );
+        assert_eq!(
+            shell_words(&p.commands[0]),
+            r#"scontrol update NodeName=gpu01 State=DRAIN 'Reason=it'\''s "bad"; rm -rf / ünï'"#
+        );
+    }
+}

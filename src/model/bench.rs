@@ -1,0 +1,157 @@
+//! Burn-in: the suites, each measurement with its verdict, a node's run as
+//! it progresses, and the report of a whole run.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Suite {
+    /// A few minutes at most: every check, short.
+    Quick,
+    /// Longer copies and a five-minute burn; every GPU pair.
+    Full,
+}
+
+impl Suite {
+    /// The suite's name on the wire and for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Quick => "quick",
+            Suite::Full => "full",
+        }
+    }
+}
+
+/// What a measurement says about the hardware (an enum on the wire too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    /// Below the expected figure, within what the expectation tolerates.
+    Warn,
+    Fail,
+    /// Not measured; the reason says why.
+    Skipped,
+}
+
+/// One measurement, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BenchResult {
+    pub name: String,
+    pub gpu: Option<u32>,
+    pub peer: Option<u32>,
+    /// The figure; `None` when nothing was measured (skipped).
+    pub value: Option<f64>,
+    pub unit: Option<String>,
+    pub expected_min: Option<f64>,
+    pub expected_source: Option<String>,
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+}
+
+/// One node's run, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BenchNode {
+    pub name: String,
+    pub address: String,
+    /// No failed result and no error.
+    pub ok: bool,
+    /// Why the suite did not run or did not finish.
+    pub error: Option<String>,
+    /// The agent (host:port) this node sent its network test to.
+    pub net_peer: Option<String>,
+    pub results: Vec<BenchResult>,
+}
+
+impl BenchNode {
+    pub fn summary(&self) -> String {
+        let count = |v: Verdict| self.results.iter().filter(|r| r.verdict == v).count();
+        let mut s = format!(
+            "{} pass, {} warn, {} fail, {} skipped",
+            count(Verdict::Pass),
+            count(Verdict::Warn),
+            count(Verdict::Fail),
+            count(Verdict::Skipped)
+        );
+        if let Some(e) = &self.error {
+            s.push_str(&format!("; {e}"));
+        }
+        for r in self.results.iter().filter(|r| r.verdict == Verdict::Fail) {
+            s.push_str(&format!("; {} failed: {}", r.name, r.reason.as_deref().unwrap_or("")));
+        }
+        s
+    }
+}
+
+/// A whole run (`fleetop bench`'s output).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BenchReport {
+    pub schema_version: u32,
+    pub generated_at: String,
+    pub suite: String,
+    pub nodes: Vec<BenchNode>,
+}
+
+/// What a node's burn-in did last.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BenchUpdate {
+    Started { suite: String },
+    Progress { step: String, done: u32, total: u32 },
+    Result(BenchResult),
+    Finished { error: Option<String> },
+}
+
+/// A node's burn-in, as far as it has gone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BenchState {
+    pub suite: String,
+    pub step: String,
+    pub done: u32,
+    pub total: u32,
+    pub results: Vec<BenchResult>,
+    pub finished: bool,
+    pub error: Option<String>,
+}
+
+impl BenchState {
+    pub fn apply(&mut self, event: BenchUpdate) {
+        match event {
+            BenchUpdate::Started { suite } => {
+                *self = BenchState {
+                    suite,
+                    ..Default::default()
+                }
+            }
+            BenchUpdate::Progress { step, done, total } => (self.step, self.done, self.total) = (step, done, total),
+            BenchUpdate::Result(r) => self.results.push(r),
+            BenchUpdate::Finished { error } => (self.finished, self.error) = (true, error),
+        }
+    }
+
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.results.iter().any(|r| r.verdict == Verdict::Fail)
+    }
+
+    /// How many results have this verdict.
+    pub fn count(&self, v: Verdict) -> usize {
+        self.results.iter().filter(|r| r.verdict == v).count()
+    }
+
+    /// Why it failed, in one line (a drain reason).
+    pub fn failure(&self) -> String {
+        let mut parts: Vec<String> = self
+            .results
+            .iter()
+            .filter(|r| r.verdict == Verdict::Fail)
+            .map(|r| {
+                let gpu = r.gpu.map(|g| format!(" GPU {g}")).unwrap_or_default();
+                format!("{}{gpu}: {}", r.name, r.reason.as_deref().unwrap_or("failed"))
+            })
+            .collect();
+        if let Some(e) = &self.error {
+            parts.push(e.clone());
+        }
+        format!("burn-in {} failed: {}", self.suite, parts.join("; "))
+    }
+}

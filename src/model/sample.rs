@@ -1,0 +1,205 @@
+//! A node as the console knows it: the agent's description of it and its
+//! samples, decoded once from the wire (`ingest::decode`). A reading that was
+//! not taken, is not supported or could not be read is `None`: no consumer
+//! ever has to guess whether a 0 means "zero" or "unknown". Every time is on
+//! the console's clock.
+
+/// What does not change while an agent runs (from its `NodeInfo`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeDesc {
+    pub hostname: String,
+    pub agent_version: String,
+    /// "nvml", "sim:<scenario>" or "none".
+    pub backend: String,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
+    /// The agent's sampling interval (never zero).
+    pub interval_ms: i64,
+    pub gpus: Vec<GpuDesc>,
+    pub ib_ports: Vec<IbPortDesc>,
+    /// Why there are no GPUs, if so ("NVML not available: ...").
+    pub gpu_note: Option<String>,
+    /// Names the agent process: with a sample's `seq`, names the sample.
+    pub instance: u64,
+}
+
+impl NodeDesc {
+    pub fn gpu(&self, index: u32) -> Option<&GpuDesc> {
+        self.gpus.iter().find(|g| g.index == index)
+    }
+
+    /// "mlx5_0/1" for the node's InfiniBand port at position `k`.
+    pub fn ib_port_name(&self, k: u32) -> String {
+        self.ib_ports
+            .get(k as usize)
+            .map(|p| format!("{}/{}", p.device, p.port))
+            .unwrap_or_else(|| format!("port{k}"))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuDesc {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub pci_bus_id: String,
+    pub mem_total_bytes: Option<u64>,
+    pub power_limit_w: Option<f64>,
+    pub max_sm_clock_mhz: Option<u32>,
+    pub max_mem_clock_mhz: Option<u32>,
+    /// Where the GPU starts to slow itself down (NVML's slowdown threshold).
+    pub slowdown_temp_c: Option<u32>,
+    pub shutdown_temp_c: Option<u32>,
+    pub nvlinks: Vec<NvLinkDesc>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NvLinkDesc {
+    /// NVML's link id.
+    pub link: u32,
+    /// PCI bus id of the GPU or switch on the other end.
+    pub peer_pci_bus_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IbPortDesc {
+    pub device: String,
+    pub port: u32,
+    pub link_layer: String,
+}
+
+/// One sample of a node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeSample {
+    /// The agent's sequence number (with `NodeDesc::instance`, names the sample).
+    pub seq: u64,
+    /// When it was taken, on the console's clock.
+    pub time_ms: i64,
+    pub host: Option<HostReading>,
+    pub gpus: Vec<GpuReading>,
+    pub ib_ports: Vec<IbReading>,
+}
+
+impl NodeSample {
+    pub fn gpu(&self, index: u32) -> Option<&GpuReading> {
+        self.gpus.iter().find(|g| g.index == index)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostReading {
+    pub cpu_pct: f64,
+    pub mem_used_bytes: u64,
+    pub mem_total_bytes: u64,
+    pub load1: f64,
+    pub uptime_s: u64,
+}
+
+/// Why a GPU gave no readings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuError {
+    /// It does not answer: fallen off the bus.
+    Lost,
+    /// Anything else the agent reported, in its words.
+    Other(String),
+}
+
+impl GpuError {
+    /// The agent's word for it ("gpu_lost", ...).
+    pub fn name(&self) -> &str {
+        match self {
+            GpuError::Lost => "gpu_lost",
+            GpuError::Other(s) => s,
+        }
+    }
+}
+
+/// One GPU's readings in one sample. When `error` is set, every reading is
+/// `None`: the agent could not take them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuReading {
+    pub index: u32,
+    pub error: Option<GpuError>,
+    pub util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+    pub mem_used_bytes: Option<u64>,
+    pub temp_c: Option<u32>,
+    pub hbm_temp_c: Option<u32>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    /// Energy since the driver loaded, mJ (a counter).
+    pub energy_mj: Option<u64>,
+    pub sm_clock_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    /// NVML's clocks-event (throttle) reason bitmask, raw.
+    pub throttle_mask: Option<u64>,
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    pub pcie_rx_bytes_per_s: Option<f64>,
+    pub pcie_replay_count: Option<u64>,
+    pub ecc_corrected_volatile: Option<u64>,
+    pub ecc_uncorrected_volatile: Option<u64>,
+    pub retired_pages: Option<u32>,
+    pub remapped_rows_pending: Option<u32>,
+    pub remapped_rows_failed: Option<u32>,
+    /// XIDs reported since the previous sample.
+    pub xids: Vec<Xid>,
+    /// Positions (in `GpuDesc::nvlinks`) of the links that are down.
+    pub nvlinks_down: Vec<usize>,
+    /// Per-link NVLink data counters (KiB), in the order of
+    /// `GpuDesc::nvlinks`; empty in the samples that do not carry them.
+    pub nvlink_tx_kib: Vec<u64>,
+    pub nvlink_rx_kib: Vec<u64>,
+    pub processes: Vec<GpuProcess>,
+}
+
+impl GpuReading {
+    pub fn is_lost(&self) -> bool {
+        self.error == Some(GpuError::Lost)
+    }
+
+    /// Whether NVLink link at position `pos` is up (`None` without a reading).
+    pub fn nvlink_up(&self, pos: usize) -> Option<bool> {
+        self.error.is_none().then(|| !self.nvlinks_down.contains(&pos))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Xid {
+    pub xid: u32,
+    /// Console time.
+    pub time_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub used_mem_bytes: u64,
+    /// The Slurm job whose cgroup it runs in.
+    pub job_id: Option<u64>,
+}
+
+/// One InfiniBand port in one sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IbReading {
+    /// Position in `NodeDesc::ib_ports`.
+    pub port: u32,
+    /// "ACTIVE", "DOWN", "INIT", ...; `None` where sysfs could not be read.
+    pub state: Option<String>,
+    pub phys_state: Option<String>,
+    pub rate_gbps: Option<u32>,
+    /// Octets (counters).
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    /// Per `fleetop_proto::ib::ERROR_COUNTERS` entry: the raw counter, `None`
+    /// where it is not readable on this port.
+    pub errors: Vec<Option<u64>>,
+}
+
+impl IbReading {
+    /// Down means the port says so: a port whose state is unknown is not judged.
+    pub fn is_down(&self) -> bool {
+        self.state.as_deref().is_some_and(|s| s != "ACTIVE")
+    }
+}

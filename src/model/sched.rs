@@ -1,0 +1,80 @@
+//! The scheduler's view of the fleet: node states, drain reasons, jobs, and
+//! whether that view is fresh.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One node as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SchedNode {
+    /// Slurm's state word: idle, allocated, mixed, drained, draining, down, ...
+    pub state: String,
+    /// Slurm marks the node not responding (`*`).
+    pub not_responding: bool,
+    /// Why it is drained or down, who said so and when.
+    pub reason: Option<String>,
+    pub reason_user: Option<String>,
+    pub reason_time: Option<String>,
+}
+
+impl SchedNode {
+    pub fn is_drained(&self) -> bool {
+        self.state.starts_with("drain")
+    }
+
+    pub fn is_down(&self) -> bool {
+        self.state.starts_with("down")
+    }
+
+    /// "drained*": the state as Slurm prints it.
+    pub fn label(&self) -> String {
+        format!("{}{}", self.state, if self.not_responding { "*" } else { "" })
+    }
+}
+
+/// A running job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Job {
+    pub id: u64,
+    pub user: String,
+    pub name: String,
+    pub elapsed_s: u64,
+    /// GPUs the job holds on each of its nodes (from its GRES).
+    pub gpus_per_node: u32,
+    pub nodes: Vec<String>,
+}
+
+/// Everything read from the scheduler at one time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub nodes: BTreeMap<String, SchedNode>,
+    pub jobs: Vec<Job>,
+}
+
+/// What the console keeps per node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub node: SchedNode,
+    pub jobs: Vec<Job>,
+}
+
+/// How the last attempts to read the scheduler went. A scheduler that cannot
+/// be read is never silent: its state on screen is as old as `read_ms`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchedHealth {
+    /// Console time of the last good read.
+    pub read_ms: Option<i64>,
+    /// Why the latest read failed, if it did (cleared by a good read).
+    pub error: Option<String>,
+    /// Console time of the latest failed read.
+    pub error_ms: Option<i64>,
+}
+
+impl SchedHealth {
+    /// Something was learned, good or bad: a first snapshot can be taken.
+    pub fn answered(&self) -> bool {
+        self.read_ms.is_some() || self.error.is_some()
+    }
+}

@@ -1,0 +1,35 @@
+//! Everything the console learns arrives as an `Update` on one channel: from
+//! a node's agent, from the scheduler, or from an action it ran.
+
+use std::sync::Arc;
+
+use crate::model::action::ActionReport;
+use crate::model::bench::BenchUpdate;
+use crate::model::sample::{NodeDesc, NodeSample};
+use crate::model::sched;
+
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// About one node; `node` indexes the store (the order of the targets).
+    Node { node: usize, event: Event },
+    /// The scheduler's view of the fleet, read just now.
+    Scheduler(Arc<sched::Snapshot>),
+    /// The scheduler could not be read.
+    SchedulerError(String),
+    /// What a cluster action did, node by node.
+    ActionDone(Arc<ActionReport>),
+    /// Burn-in progress on one node.
+    Bench { node: usize, event: BenchUpdate },
+}
+
+/// What a node's connection brought.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The agent's node description, first thing on every connection.
+    Info(Box<NodeDesc>),
+    Sample(Box<NodeSample>),
+    /// The agent has sent all of its history; what follows is live.
+    CaughtUp,
+    /// The connection failed or broke, with the reason.
+    Down(String),
+}

@@ -1,0 +1,241 @@
+//! The burn-in client: runs a suite on agents, all nodes at once, each
+//! sending its network test to the next node (a ring, so every node sends
+//! once and receives once), and decodes what comes back into the domain's
+//! results. Logged in the audit log like any other action.
+
+use std::time::Duration;
+
+use fleetop_proto::pb;
+use fleetop_proto::pb::bench_event::Kind;
+use fleetop_proto::pb::{BenchRequest, NetSinkRequest};
+use tokio::sync::mpsc;
+
+use crate::ingest::agent;
+use crate::model::action::{NodeAction, NodeResult, Plan};
+use crate::model::bench::{BenchNode, BenchReport, BenchResult, BenchUpdate, Suite, Verdict};
+use crate::model::target::Target;
+use crate::model::time::{now_ms, rfc3339};
+use crate::model::update::Update;
+use crate::ops::audit;
+
+/// The plan of a run: what each agent will be asked, for the confirmation
+/// and the audit log.
+pub fn plan(suite: &str, targets: &[Target]) -> Plan {
+    Plan {
+        action: NodeAction::Bench,
+        nodes: targets.iter().map(|t| t.name.clone()).collect(),
+        reason: Some(format!("suite {suite}")),
+        commands: describe(suite, targets),
+    }
+}
+
+fn describe(suite: &str, targets: &[Target]) -> Vec<Vec<String>> {
+    let n = targets.len();
+    targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut c = vec![
+                "RunBench".into(),
+                format!("suite={suite}"),
+                format!("agent={}", t.address()),
+            ];
+            if n > 1 {
+                c.push(format!("net_to={}", targets[(i + 1) % n].address()));
+            }
+            c
+        })
+        .collect()
+}
+
+/// A result from the wire, decoded once: absent figures are `None`.
+pub fn result(r: pb::BenchResult) -> BenchResult {
+    let verdict = match r.verdict() {
+        pb::Verdict::Pass => Verdict::Pass,
+        pb::Verdict::Warn => Verdict::Warn,
+        pb::Verdict::Fail => Verdict::Fail,
+        // An agent that gives no verdict has not measured anything we can trust.
+        pb::Verdict::Skipped | pb::Verdict::Unspecified => Verdict::Skipped,
+    };
+    let measured = verdict != Verdict::Skipped;
+    BenchResult {
+        name: r.name,
+        gpu: u32::try_from(r.gpu).ok(),
+        peer: u32::try_from(r.peer).ok(),
+        value: measured.then_some(r.value),
+        unit: (measured && !r.unit.is_empty()).then_some(r.unit),
+        expected_min: (r.expected_min > 0.0).then_some(r.expected_min),
+        expected_source: (!r.expected_source.is_empty()).then_some(r.expected_source),
+        verdict,
+        reason: (!r.reason.is_empty()).then_some(r.reason),
+    }
+}
+
+/// Appends a finished run to the audit log.
+pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<()> {
+    let results = report
+            .nodes
+            .iter()
+            .map(|n| NodeResult {
+                node: n.name.clone(),
+                ok: n.ok,
+                message: n.summary(),
+                state_before: None,
+                state_after: None,
+            })
+        .collect();
+    audit::log(&audit::report(&plan(&report.suite, targets), None, results)).map(|_| ())
+}
+
+/// Opens every node's sink, then runs every node's suite, concurrently.
+/// `seen` is told every event as it arrives (node index, event): the command
+/// line prints progress, the console turns them into updates.
+pub async fn run_suites(
+    targets: &[Target],
+    suite: &str,
+    token: &str,
+    timeout: Duration,
+    seen: &(dyn Fn(usize, &BenchUpdate) + Sync),
+) -> BenchReport {
+    let n = targets.len();
+    // Sinks first: node i+1 receives what node i sends. Each stays open until
+    // its stream is dropped, after the suites.
+    let mut sinks = Vec::new();
+    let mut net_targets: Vec<Option<String>> = vec![None; n];
+    if n > 1 {
+        for (i, t) in targets.iter().enumerate() {
+            let from = (i + n - 1) % n;
+            let Ok(mut c) = agent::connect(t).await else { continue };
+            let req = NetSinkRequest {
+                token: token.into(),
+                duration_s: timeout.as_secs().clamp(1, 3600) as u32,
+            };
+            if let Ok(resp) = c.net_sink(req).await {
+                let mut stream = resp.into_inner();
+                if let Ok(Some(first)) = stream.message().await {
+                    net_targets[from] = Some(format!("{}:{}", t.host, first.port));
+                    sinks.push(stream);
+                }
+            }
+        }
+    }
+    let runs = targets.iter().enumerate().map(|(i, t)| {
+        let net_target = net_targets[i].clone();
+        let peer = (n > 1).then(|| targets[(i + 1) % n].address());
+        async move {
+            let mut node = BenchNode {
+                name: t.name.clone(),
+                address: t.address(),
+                ok: false,
+                error: None,
+                net_peer: peer,
+                results: Vec::new(),
+            };
+            let req = BenchRequest {
+                token: token.into(),
+                suite: suite.into(),
+                timeout_s: timeout.as_secs() as u32,
+                net_target: net_target.unwrap_or_default(),
+            };
+            let outcome = async {
+                let mut c = agent::connect(t)
+                    .await
+                    .map_err(|e| format!("cannot reach the agent at {}: {e}", t.address()))?;
+                let mut stream = c
+                    .run_bench(req)
+                    .await
+                    .map_err(|s| s.message().to_string())?
+                    .into_inner();
+                while let Some(ev) = stream
+                    .message()
+                    .await
+                    .map_err(|s| format!("stream broke: {}", s.message()))?
+                {
+                    match ev.kind {
+                        None => {}
+                        Some(Kind::Progress(p)) => seen(
+                            i,
+                            &BenchUpdate::Progress {
+                                step: p.step,
+                                done: p.done,
+                                total: p.total,
+                            },
+                        ),
+                        Some(Kind::Result(r)) => {
+                            let r = result(r);
+                            seen(i, &BenchUpdate::Result(r.clone()));
+                            node.results.push(r);
+                        }
+                        Some(Kind::Done(d)) if !d.error.is_empty() => return Err(d.error),
+                        Some(Kind::Done(d)) if d.cancelled => return Err("cancelled".to_string()),
+                        Some(Kind::Done(_)) => return Ok(()),
+                    }
+                }
+                Err("the agent ended the suite without finishing it".to_string())
+            }
+            .await;
+            node.error = outcome.err();
+            node.ok = node.error.is_none() && !node.results.iter().any(|r| r.verdict == Verdict::Fail);
+            node
+        }
+    });
+    let nodes = futures_util::future::join_all(runs).await;
+    drop(sinks);
+    BenchReport {
+        schema_version: 1,
+        generated_at: rfc3339(now_ms()),
+        suite: suite.into(),
+        nodes,
+    }
+}
+
+/// Runs a burn-in suite on some nodes, reporting every event as an update,
+/// and logs it like any other action.
+pub async fn run_reporting(targets: Vec<(usize, Target)>, suite: Suite, token: String, tx: mpsc::Sender<Update>) {
+    let suite = suite.name();
+    for (node, _) in &targets {
+        let _ = tx
+            .send(Update::Bench {
+                node: *node,
+                event: BenchUpdate::Started { suite: suite.into() },
+            })
+            .await;
+    }
+    let index: Vec<usize> = targets.iter().map(|(i, _)| *i).collect();
+    let list: Vec<Target> = targets.into_iter().map(|(_, t)| t).collect();
+    // The callback cannot wait, so events queue without bound here and a
+    // forwarder waits on the update channel: nothing is dropped, and a suite
+    // produces a few dozen events per node.
+    let (queue, mut queued) = mpsc::unbounded_channel::<Update>();
+    let forward = {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(u) = queued.recv().await {
+                if tx.send(u).await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let seen = |i: usize, event: &BenchUpdate| {
+        let _ = queue.send(Update::Bench {
+            node: index[i],
+            event: event.clone(),
+        });
+    };
+    let report = run_suites(&list, suite, &token, Duration::from_secs(1800), &seen).await;
+    // Everything seen goes out before the finish.
+    drop(queue);
+    let _ = forward.await;
+    for (i, n) in report.nodes.iter().enumerate() {
+        let _ = tx
+            .send(Update::Bench {
+                node: index[i],
+                event: BenchUpdate::Finished { error: n.error.clone() },
+            })
+            .await;
+    }
+    if let Err(e) = audit_report(&report, &list) {
+        tracing::error!("{e}");
+    }
+}

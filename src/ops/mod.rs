@@ -1,0 +1,7 @@
+//! What changes a cluster: Slurm actions, the burn-in client, and the audit
+//! log every attempt goes to. Results come back as updates on the same
+//! channel as everything else.
+
+pub mod audit;
+pub mod bench;
+pub mod slurm;

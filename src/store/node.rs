@@ -1,0 +1,177 @@
+//! One node's state: the connection to its agent, its description, latest
+//! sample, derived rates, history, detectors and scheduler view.
+
+use crate::detect::{NodeDetector, Thresholds};
+use crate::model::rates::{Derived, GpuRates};
+use crate::model::sample::{GpuReading, NodeDesc, NodeSample};
+use crate::model::sched;
+use crate::model::target::Target;
+use crate::store::history::History;
+use crate::store::rates::{derive_ib, kib_rates};
+
+/// The state of the connection to a node's agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Link {
+    Connecting,
+    Connected { since_ms: i64 },
+    Down { since_ms: i64, error: String },
+}
+
+/// What a person needs to know first about a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NodeStatus {
+    Ok,
+    /// Connected or recently so, but no fresh sample.
+    Stale,
+    /// No data and the agent cannot be reached.
+    Unreachable,
+    /// Still trying for the first time.
+    Connecting,
+}
+
+impl NodeStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeStatus::Ok => "ok",
+            NodeStatus::Stale => "stale",
+            NodeStatus::Unreachable => "unreachable",
+            NodeStatus::Connecting => "connecting",
+        }
+    }
+}
+
+/// NVLink counters of one GPU at one time: (time, tx KiB, rx KiB) per link.
+type NvlinkReading = (i64, Vec<u64>, Vec<u64>);
+
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    pub target: Target,
+    pub info: Option<NodeDesc>,
+    pub last: Option<NodeSample>,
+    pub derived: Derived,
+    pub history: History,
+    pub link: Link,
+    /// The agent's history has all arrived on the current connection.
+    pub caught_up: bool,
+    pub detector: NodeDetector,
+    /// What the scheduler says of this node, when one is known.
+    pub scheduler: Option<sched::NodeView>,
+    /// The newest sample taken in: (agent instance, seq). History is sent
+    /// again on every reconnect; this, not a clock, says what is new.
+    seen: Option<(u64, u64)>,
+    /// Per GPU position: the last NVLink counters seen.
+    nvlink_base: Vec<Option<NvlinkReading>>,
+}
+
+impl NodeState {
+    pub fn new(target: Target) -> Self {
+        NodeState {
+            target,
+            info: None,
+            last: None,
+            derived: Derived::default(),
+            history: History::default(),
+            link: Link::Connecting,
+            caught_up: false,
+            detector: NodeDetector::default(),
+            scheduler: None,
+            seen: None,
+            nvlink_base: Vec::new(),
+        }
+    }
+
+    pub fn interval_ms(&self) -> i64 {
+        self.info.as_ref().map(|i| i.interval_ms).unwrap_or(1000)
+    }
+
+    /// How old the latest sample is at console time `now_ms`.
+    pub fn sample_age_ms(&self, now_ms: i64) -> Option<i64> {
+        self.last.as_ref().map(|s| now_ms - s.time_ms)
+    }
+
+    /// The node's status at console time `now_ms`.
+    pub fn status(&self, now_ms: i64, th: &Thresholds) -> NodeStatus {
+        let stale_after = self.interval_ms() * i64::from(th.stale_intervals.max(1));
+        match (self.sample_age_ms(now_ms), &self.link) {
+            (None, Link::Down { .. }) => NodeStatus::Unreachable,
+            (None, _) => NodeStatus::Connecting,
+            (Some(age), _) if age <= stale_after => NodeStatus::Ok,
+            // Old samples while the history is still arriving say nothing
+            // about the node being stale.
+            (Some(_), Link::Connected { .. }) if !self.caught_up => NodeStatus::Connecting,
+            (Some(_), Link::Down { since_ms, .. }) if now_ms - since_ms >= th.unreachable_after.as_millis() as i64 => {
+                NodeStatus::Unreachable
+            }
+            (Some(_), _) => NodeStatus::Stale,
+        }
+    }
+
+    /// The user of a job running on this node, when the scheduler says.
+    pub fn job_user(&self, job_id: u64) -> Option<&str> {
+        let v = self.scheduler.as_ref()?;
+        v.jobs.iter().find(|j| j.id == job_id).map(|j| j.user.as_str())
+    }
+
+    /// The latest readings of GPU `index`.
+    pub fn gpu(&self, index: u32) -> Option<&GpuReading> {
+        self.last.as_ref()?.gpu(index)
+    }
+
+    /// "mlx5_0/1" for the node's IB port at position `k`.
+    pub fn ib_port_name(&self, k: u32) -> String {
+        match &self.info {
+            Some(i) => i.ib_port_name(k),
+            None => format!("port{k}"),
+        }
+    }
+
+    /// Whether `s` is new: a later sample of the same agent process, or, from
+    /// a new process (restarted agent), one taken after the newest kept.
+    fn is_new(&self, s: &NodeSample) -> bool {
+        let instance = self.info.as_ref().map(|i| i.instance).unwrap_or(0);
+        match self.seen {
+            None => true,
+            Some((inst, seq)) if inst == instance => s.seq > seq,
+            // Both times are on the console's clock, measured per connection,
+            // so an agent clock that stepped between the two does not matter.
+            Some(_) => self.last.as_ref().is_none_or(|l| s.time_ms > l.time_ms),
+        }
+    }
+
+    pub(crate) fn ingest(&mut self, s: NodeSample, history_len: usize, th: &Thresholds) {
+        if !self.is_new(&s) {
+            return;
+        }
+        self.seen = Some((self.info.as_ref().map(|i| i.instance).unwrap_or(0), s.seq));
+        self.derived.ib = match &self.last {
+            Some(prev) => derive_ib(prev, &s),
+            None => Vec::new(),
+        };
+        self.update_nvlink_rates(&s);
+        self.history.push(&s, self.info.as_ref(), history_len);
+        if let Some(info) = &self.info {
+            let jobs = self.scheduler.as_ref().map(|v| v.jobs.as_slice()).unwrap_or_default();
+            self.detector.on_sample(info, &s, &self.derived, jobs, th);
+        }
+        self.last = Some(s);
+    }
+
+    fn update_nvlink_rates(&mut self, s: &NodeSample) {
+        let n = s.gpus.len();
+        self.nvlink_base.resize(n, None);
+        self.derived.gpus.resize_with(n, GpuRates::default);
+        for (i, g) in s.gpus.iter().enumerate() {
+            if g.nvlink_tx_kib.is_empty() && g.nvlink_rx_kib.is_empty() {
+                continue; // not a counter-carrying sample: rates hold
+            }
+            if let Some((t0, tx0, rx0)) = &self.nvlink_base[i] {
+                let dt = s.time_ms - t0;
+                self.derived.gpus[i] = GpuRates {
+                    nvlink_tx_bytes_per_s: kib_rates(tx0, &g.nvlink_tx_kib, dt),
+                    nvlink_rx_bytes_per_s: kib_rates(rx0, &g.nvlink_rx_kib, dt),
+                };
+            }
+            self.nvlink_base[i] = Some((s.time_ms, g.nvlink_tx_kib.clone(), g.nvlink_rx_kib.clone()));
+        }
+    }
+}

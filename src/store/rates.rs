@@ -1,0 +1,83 @@
+//! Rates from two samples of the same node. Counters travel as counters:
+//! a wrap, a saturated counter or a reset gives an honest `None` or a marked
+//! delta, never a spike.
+
+use fleetop_proto::counters::{self, CounterWidth};
+use fleetop_proto::ib;
+
+use crate::model::rates::IbRates;
+use crate::model::sample::NodeSample;
+
+/// Bytes per second of KiB counters, link by link; `None` where unknown.
+pub fn kib_rates(before: &[u64], after: &[u64], dt_ms: i64) -> Vec<Option<f64>> {
+    after
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let b = before.get(i)?;
+            counters::rate_per_s(*b, v, CounterWidth::U64, dt_ms).map(|r| r * 1024.0)
+        })
+        .collect()
+}
+
+/// InfiniBand rates and error deltas between two samples of the same node.
+pub fn derive_ib(prev: &NodeSample, cur: &NodeSample) -> Vec<IbRates> {
+    let dt = cur.time_ms - prev.time_ms;
+    cur.ib_ports
+        .iter()
+        .map(|q| {
+            let Some(p) = prev.ib_ports.iter().find(|p| p.port == q.port) else {
+                return IbRates::default();
+            };
+            let errors = ib::ERROR_COUNTERS
+                .iter()
+                .enumerate()
+                .map(|(i, (_, width))| {
+                    let (a, b) = (p.errors.get(i).copied().flatten()?, q.errors.get(i).copied().flatten()?);
+                    Some(counters::delta(a, b, *width))
+                })
+                .collect();
+            IbRates {
+                tx_bytes_per_s: counters::rate_per_s(p.tx_bytes, q.tx_bytes, ib::DATA_WIDTH, dt),
+                rx_bytes_per_s: counters::rate_per_s(p.rx_bytes, q.rx_bytes, ib::DATA_WIDTH, dt),
+                errors,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::rates::Delta;
+    use crate::model::sample::IbReading;
+
+    #[test]
+    fn ib_rates_come_from_counters_and_resets_give_none() {
+        let mut errors = vec![None; ib::ERROR_COUNTERS.len()];
+        errors[0] = Some(0);
+        let a = NodeSample {
+            time_ms: 1000,
+            ib_ports: vec![IbReading {
+                tx_bytes: 4_000,
+                rx_bytes: 1 << 40,
+                errors,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.time_ms = 3000;
+        b.ib_ports[0].tx_bytes = 8_000;
+        b.ib_ports[0].rx_bytes = 5;
+        b.ib_ports[0].errors[0] = Some(7);
+        let d = derive_ib(&a, &b);
+        assert_eq!(d[0].tx_bytes_per_s, Some(2000.0));
+        assert_eq!(d[0].rx_bytes_per_s, None, "a counter that went back is a reset");
+        assert_eq!(d[0].errors[0], Some(Delta::Exact(7)));
+        assert_eq!(d[0].errors[1], None, "unreadable counters have no delta");
+        let mut c = b.clone();
+        c.time_ms = 3000;
+        assert_eq!(derive_ib(&b, &c)[0].tx_bytes_per_s, None, "no time, no rate");
+    }
+}
