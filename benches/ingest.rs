@@ -20,7 +20,7 @@ fn ingest(c: &mut Criterion) {
         b.iter_batched(
             || {
                 t += 1000;
-                (t, fleet::second(&mut collectors, t))
+                (t, collectors.sample(t))
             },
             |(now, updates)| {
                 for u in updates {

@@ -30,6 +30,19 @@ pub struct BackendOptions {
     pub nvlink_counters_every: u32,
 }
 
+impl BackendOptions {
+    /// A simulated node, as demos and tests use it.
+    pub fn sim(sim: SimConfig) -> Self {
+        BackendOptions {
+            backend: Backend::Sim,
+            ib_sysfs: Default::default(),
+            proc_root: Default::default(),
+            sim,
+            nvlink_counters_every: crate::sampler::NVLINK_COUNTERS_EVERY,
+        }
+    }
+}
+
 /// The collector for these options, and a one-line note when `auto` fell
 /// back to no GPUs (for the operator's stderr).
 pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), NvmlUnavailable> {

@@ -162,6 +162,15 @@ impl Drop for AgentHandle {
     }
 }
 
+/// A simulated node served on an ephemeral loopback port: the one way the
+/// demo, the tests and the benchmarks start an in-process agent.
+pub async fn serve_sim(sim: crate::sim::SimConfig, opts: AgentOptions) -> std::io::Result<AgentHandle> {
+    let (collector, _) =
+        crate::backend::build(&crate::backend::BackendOptions::sim(sim)).map_err(std::io::Error::other)?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    serve(collector, opts, listener).await
+}
+
 /// Starts sampling with `collector` and serving on `listener`.
 pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListener) -> std::io::Result<AgentHandle> {
     let addr = listener.local_addr()?;

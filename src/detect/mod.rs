@@ -339,8 +339,8 @@ mod tests {
             ..Default::default()
         };
         let mut d = NodeDetector::default();
-        let port = IbNodeSample {
-            state: "ACTIVE".into(),
+        let port = IbReading {
+            state: Some("ACTIVE".into()),
             ..Default::default()
         };
         let mut kinds = Vec::new();

@@ -2,11 +2,13 @@
 //! process on loopback ephemeral ports, with scenarios mixed so that every
 //! kind of flag appears (given at least as many nodes as problem scenarios).
 
-use fleetop_agent::backend::{self, Backend, BackendOptions};
+use fleetop_agent::sampler::{Collector, Sampler};
 use fleetop_agent::server::{self, AgentHandle, AgentOptions};
-use fleetop_agent::sim::{Model, Scenario, SimConfig};
+use fleetop_agent::sim::{Model, Scenario, SimConfig, SimNode};
 
+use crate::ingest::decode;
 use crate::model::target::Target;
+use crate::model::update::{Event, Update};
 
 /// The scenarios that each show a problem, placed once each in a demo.
 pub const PROBLEMS: [Scenario; 11] = [
@@ -115,26 +117,13 @@ pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
         bench_token,
     };
     for sim in plan(nodes, gpus, seed, start_ms) {
-        let opts = BackendOptions {
-            backend: Backend::Sim,
-            ib_sysfs: Default::default(),
-            proc_root: Default::default(),
-            nvlink_counters_every: fleetop_agent::sampler::NVLINK_COUNTERS_EVERY,
-            sim: sim.clone(),
+        let opts = AgentOptions {
+            history,
+            backfill_from_ms: Some(start_ms),
+            bench: Some(bench.clone()),
+            ..Default::default()
         };
-        let (collector, _) = backend::build(&opts).map_err(std::io::Error::other)?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let agent = server::serve(
-            collector,
-            AgentOptions {
-                history,
-                backfill_from_ms: Some(start_ms),
-                bench: Some(bench.clone()),
-                ..Default::default()
-            },
-            listener,
-        )
-        .await?;
+        let agent = server::serve_sim(sim.clone(), opts).await?;
         demo.nodes.push(DemoNode {
             target: Target {
                 name: sim.hostname.clone(),
@@ -146,6 +135,68 @@ pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
         demo.agents.push(agent);
     }
     Ok(demo)
+}
+
+/// A simulated fleet without a network: the demo's nodes sampled in this
+/// process and decoded as a connection would decode them, for tests and
+/// benchmarks that feed a store directly.
+pub struct SimFleet {
+    pub plan: Vec<SimConfig>,
+    collectors: Vec<Collector>,
+    streams: Vec<decode::Stream>,
+}
+
+impl SimFleet {
+    pub fn new(plan: Vec<SimConfig>) -> Self {
+        let collectors = plan
+            .iter()
+            .map(|c| {
+                let sim: Box<dyn Sampler> = Box::new(SimNode::new(c.clone()));
+                Collector::new(vec![sim], Default::default())
+            })
+            .collect();
+        let streams = plan.iter().map(|_| decode::Stream::default()).collect();
+        SimFleet {
+            plan,
+            collectors,
+            streams,
+        }
+    }
+
+    /// Every node's description, as if each connected at `now_ms` with its
+    /// clock right and sampling every second.
+    pub fn connect(&mut self, now_ms: i64) -> Vec<Update> {
+        self.collectors
+            .iter()
+            .zip(&mut self.streams)
+            .enumerate()
+            .map(|(node, (c, st))| {
+                let mut info = c.info().clone();
+                info.sample_interval_ms = 1000;
+                info.agent_time_ms = now_ms;
+                info.agent_instance = node as u64 + 1;
+                Update::Node {
+                    node,
+                    event: Event::Info(Box::new(st.info(info, now_ms))),
+                }
+            })
+            .collect()
+    }
+
+    /// One sample of every node, taken at `t`.
+    pub fn sample(&mut self, t: i64) -> Vec<Update> {
+        let mut out = Vec::with_capacity(self.collectors.len());
+        for (node, (c, st)) in self.collectors.iter_mut().zip(&mut self.streams).enumerate() {
+            let Some(s) = c.sample(t) else { continue };
+            if let Ok(s) = st.sample(s, t) {
+                out.push(Update::Node {
+                    node,
+                    event: Event::Sample(Box::new(s)),
+                });
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -171,7 +171,7 @@ mod tests {
         }
     }
 
-    fn feed(st: &mut Store, s: Sample) {
+    fn feed(st: &mut Store, s: NodeSample) {
         st.apply(
             Update::Node {
                 node: 0,
@@ -194,7 +194,7 @@ mod tests {
         let with = |t: i64, kib: u64| NodeSample {
             seq: t as u64,
             time_ms: t,
-            gpus: vec![GpuNodeSample {
+            gpus: vec![GpuReading {
                 nvlink_tx_kib: vec![kib, 9],
                 nvlink_rx_kib: vec![kib, 9],
                 ..Default::default()
@@ -339,7 +339,7 @@ mod tests {
         );
         for t in 1..=5 {
             let gpus = (0..(t % 2 + 1))
-                .map(|i| GpuNodeSample {
+                .map(|i| GpuReading {
                     index: i as u32,
                     util_pct: Some(10 * t as u32),
                     ..Default::default()

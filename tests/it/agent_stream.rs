@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use fleetop_agent::backend::{self, Backend, BackendOptions};
 use fleetop_agent::proto::SubscribeRequest;
 use fleetop_agent::proto::agent_client::AgentClient;
 use fleetop_agent::proto::agent_message::Kind;
@@ -22,22 +21,12 @@ async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
         start_ms: fleetop_agent::now_ms(),
         interval_ms: interval_ms as u32,
     };
-    let opts = BackendOptions {
-        backend: Backend::Sim,
-        ib_sysfs: Default::default(),
-        proc_root: Default::default(),
-        nvlink_counters_every: fleetop_agent::sampler::NVLINK_COUNTERS_EVERY,
-        sim,
-    };
-    let (collector, _) = backend::build(&opts).expect("sim builds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let opts = AgentOptions {
         interval: Duration::from_millis(interval_ms),
         history: Duration::from_secs(history_s),
-        backfill_from_ms: None,
-        bench: None,
+        ..Default::default()
     };
-    server::serve(collector, opts, listener).await.expect("serves")
+    server::serve_sim(sim, opts).await.expect("serves")
 }
 
 async fn client(h: &AgentHandle) -> AgentClient<tonic::transport::Channel> {

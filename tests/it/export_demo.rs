@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use fleetop::demo;
+use fleetop::ingest::demo;
 use fleetop::export::{Snapshot, Status};
-use fleetop::flags::FlagKind;
+use fleetop::model::flag::FlagKind;
 use fleetop_agent::sim::{self, Scenario};
 
 use crate::fleetop;
@@ -106,7 +106,7 @@ fn evidence_and_readings_are_plausible() {
                 assert_eq!(g.util_pct, None, "a lost GPU has no readings");
                 continue;
             }
-            let (used, total) = (g.mem_used_bytes.expect("mem"), g.mem_total_bytes);
+            let (used, total) = (g.mem_used_bytes.expect("mem"), g.mem_total_bytes.expect("total"));
             assert!(used <= total && total > 70 << 30, "{used} of {total}");
             assert!(g.power_w.expect("power") <= g.power_limit_w.expect("limit"));
             if cfg.scenario == Scenario::Training {
@@ -116,12 +116,12 @@ fn evidence_and_readings_are_plausible() {
                 assert!(
                     g.nvlink
                         .iter()
-                        .all(|l| l.active && l.tx_bytes_per_s.is_some_and(|r| r > 1e9))
+                        .all(|l| l.active == Some(true) && l.tx_bytes_per_s.is_some_and(|r| r > 1e9))
                 );
             }
         }
         for p in &node.ib_ports {
-            if p.state == "ACTIVE" && cfg.scenario == Scenario::Training {
+            if p.state.as_deref() == Some("ACTIVE") && cfg.scenario == Scenario::Training {
                 assert!(p.tx_bytes_per_s.is_some_and(|r| r > 1e9), "{p:?}");
             }
         }

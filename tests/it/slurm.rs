@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleetop::actions::ActionReport;
+use fleetop::model::action::ActionReport;
 use fleetop::export::Snapshot;
 
 use crate::slurm_harness::SlurmCluster;

@@ -47,7 +47,7 @@ impl SlurmCluster {
                 }
             }
         }
-        let names = fleetop::hostlist::expand(nodes).map_err(|e| e.to_string())?;
+        let names = fleetop::ingest::hostlist::expand(nodes).map_err(|e| e.to_string())?;
         let dir = tempfile::Builder::new()
             .prefix("fleetop-slurm-")
             .tempdir()

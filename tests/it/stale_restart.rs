@@ -90,7 +90,7 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
         stale.nodes[0]
             .flags
             .iter()
-            .any(|f| f.kind == fleetop::flags::FlagKind::Stale)
+            .any(|f| f.kind == fleetop::model::flag::FlagKind::Stale)
     );
 
     let _agent = start_agent(port);
@@ -99,6 +99,6 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
         back.nodes[0]
             .flags
             .iter()
-            .all(|f| f.kind != fleetop::flags::FlagKind::Stale)
+            .all(|f| f.kind != fleetop::model::flag::FlagKind::Stale)
     );
 }

@@ -3,15 +3,15 @@
 //! colours, which text snapshots lose, are asserted on the buffer's styles.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use fleetop::actions::{ActionReport, NodeAction, NodeResult};
+use fleetop::model::action::{ActionReport, NodeAction, NodeResult, Request};
 use fleetop::detect::Thresholds;
-use fleetop::hostlist::Target;
-use fleetop::store::{Event, Store, Update};
-use fleetop::tui::app::{Action, App, Outgoing};
+use fleetop::model::target::Target;
+use fleetop::model::update::{Event, Update};
+use fleetop::store::Store;
+use fleetop::tui::app::{Action, App};
 use fleetop::tui::event_loop;
 use fleetop::tui::theme::{ColorDepth, Theme};
-use fleetop_agent::sampler::{Collector, Sampler};
-use fleetop_agent::sim::SimNode;
+use fleetop::ingest::demo::{self, SimFleet};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -25,37 +25,24 @@ const NOW: i64 = 1_767_225_600_000;
 /// `history_s` seconds of history ending at NOW.
 fn fleet_updates(nodes: u32, gpus: u32, history_s: i64) -> (Vec<Target>, Vec<Update>) {
     let start = NOW - 600_000;
-    let plan = fleetop::demo::plan(nodes, gpus, 7, start);
-    let mut targets = Vec::new();
-    let mut updates = Vec::new();
-    for (i, cfg) in plan.into_iter().enumerate() {
-        targets.push(Target {
+    let mut sims = SimFleet::new(demo::plan(nodes, gpus, 7, start));
+    let targets = sims
+        .plan
+        .iter()
+        .map(|cfg| Target {
             name: cfg.hostname.clone(),
             host: "10.0.0.1".into(),
             port: 50051,
-        });
-        let sim: Box<dyn Sampler> = Box::new(SimNode::new(cfg));
-        let mut c = Collector::new(vec![sim], Default::default());
-        let mut info = c.info().clone();
-        info.sample_interval_ms = 1000;
-        info.agent_time_ms = NOW;
-        updates.push(Update::Node {
-            node: i,
-            event: Event::Info(Box::new(info)),
-        });
-        for t in (NOW - history_s * 1000..=NOW).step_by(1000) {
-            if let Some(s) = c.sample(t) {
-                updates.push(Update::Node {
-                    node: i,
-                    event: Event::Sample(Box::new(s)),
-                });
-            }
-        }
-        updates.push(Update::Node {
-            node: i,
-            event: Event::CaughtUp,
-        });
+        })
+        .collect();
+    let mut updates = sims.connect(NOW);
+    for t in (NOW - history_s * 1000..=NOW).step_by(1000) {
+        updates.extend(sims.sample(t));
     }
+    updates.extend((0..nodes as usize).map(|node| Update::Node {
+        node,
+        event: Event::CaughtUp,
+    }));
     (targets, updates)
 }
 
@@ -88,7 +75,7 @@ fn drive_steps(
     size: (u16, u16),
     steps: Vec<Step>,
     setup: impl FnOnce(&mut App),
-) -> (Buffer, Vec<Outgoing>) {
+) -> (Buffer, Vec<Request>) {
     let (targets, updates) = fleet;
     // Paused time: timers (the frame and tick intervals) advance only when
     // everything else waits, so every run sees the same frames.
@@ -248,7 +235,7 @@ fn filter_by_flag_kind_and_by_hostlist() {
     let buf = drive(theme(), fleet_updates(16, 8, 600), (120, 30), a);
     let screen = text(&buf);
     assert!(screen.contains("2 of 16 nodes"), "{screen}");
-    let plan = fleetop::demo::plan(16, 8, 7, 0);
+    let plan = fleetop::ingest::demo::plan(16, 8, 7, 0);
     for cfg in &plan {
         let throttled = matches!(
             cfg.scenario,
@@ -410,7 +397,7 @@ fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
     };
     steps.push(Step::Arrive(Update::ActionDone(std::sync::Arc::new(report))));
     let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, enabled);
-    let [Outgoing::Run(plan)] = asked.as_slice() else {
+    let [Request::Run(plan)] = asked.as_slice() else {
         panic!("one plan runs: {asked:?}")
     };
     assert_eq!(plan.nodes, ["gpu01", "gpu03"]);
@@ -440,7 +427,7 @@ fn read_only_turns_actions_off_and_reports_the_attempt() {
         ro,
     );
     assert!(text(&buf).contains("read-only mode: resume is off"));
-    let [Outgoing::Refused(plan, why)] = asked.as_slice() else {
+    let [Request::Refused(plan, why)] = asked.as_slice() else {
         panic!("the refusal is logged: {asked:?}")
     };
     assert_eq!((plan.action, why.as_str()), (NodeAction::Resume, "read-only mode"));
@@ -458,7 +445,7 @@ fn read_only_turns_actions_off_and_reports_the_attempt() {
 
 #[test]
 fn scheduler_state_shows_in_rows_and_in_the_detail() {
-    use fleetop::sched::{Job, SchedNode, Snapshot};
+    use fleetop::model::sched::{Job, SchedNode, Snapshot};
     let node = |state: &str, reason: Option<&str>| SchedNode {
         state: state.into(),
         not_responding: false,
@@ -500,8 +487,8 @@ fn scheduler_state_shows_in_rows_and_in_the_detail() {
 
 #[test]
 fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
-    use fleetop::bench_cmd::BenchResultOut;
-    use fleetop::store::BenchUpdate;
+    use fleetop::model::bench::{BenchResult, Verdict};
+    use fleetop::model::bench::BenchUpdate;
     let setup = |app: &mut App| {
         app.bench_enabled = true;
         app.actions_enabled = true;
@@ -511,12 +498,12 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
     let (buf, asked) = drive_steps(theme(), fleet_updates(3, 8, 30), (100, 30), steps, setup);
     assert!(asked.is_empty() && text(&buf).contains("burn-in cancelled"));
 
-    let result = |name: &str, verdict: &str, reason: Option<&str>| BenchResultOut {
+    let result = |name: &str, verdict: Verdict, reason: Option<&str>| BenchResult {
         name: name.into(),
         gpu: Some(2),
         peer: None,
-        value: 812.0,
-        unit: "GB/s".into(),
+        value: Some(812.0),
+        unit: Some("GB/s".into()),
         expected_min: Some(1000.0),
         expected_source: None,
         verdict: verdict.into(),
@@ -541,14 +528,14 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
             1,
             BenchUpdate::Result(result(
                 "hbm_d2d",
-                "fail",
+                Verdict::Fail,
                 Some("812.0 GB/s is below the minimum 1000.0"),
             )),
         ),
         ev(1, BenchUpdate::Finished { error: None }),
     ]);
     let (buf, asked) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, setup);
-    let [Outgoing::Bench { nodes, .. }] = asked.as_slice() else {
+    let [Request::Bench { nodes, .. }] = asked.as_slice() else {
         panic!("one suite starts: {asked:?}")
     };
     assert_eq!(nodes, &[0, 1]);
@@ -572,7 +559,7 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
             1,
             BenchUpdate::Result(result(
                 "hbm_d2d",
-                "fail",
+                Verdict::Fail,
                 Some("812.0 GB/s is below the minimum 1000.0"),
             )),
         ),
@@ -589,7 +576,7 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
 
 #[test]
 fn x_cancels_a_running_burn_in() {
-    use fleetop::store::BenchUpdate;
+    use fleetop::model::bench::BenchUpdate;
     let setup = |app: &mut App| app.bench_enabled = true;
     let ev = |event: BenchUpdate| Step::Arrive(Update::Bench { node: 0, event });
     let steps = vec![
@@ -608,7 +595,7 @@ fn x_cancels_a_running_burn_in() {
     ];
     let (buf, asked) = drive_steps(theme(), fleet_updates(2, 8, 30), (120, 30), steps, setup);
     assert!(
-        matches!(asked.as_slice(), [Outgoing::Bench { .. }, Outgoing::CancelBench]),
+        matches!(asked.as_slice(), [Request::Bench { .. }, Request::CancelBench]),
         "{asked:?}"
     );
     let screen = text(&buf);
