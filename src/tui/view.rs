@@ -104,6 +104,20 @@ pub fn gpu_info(n: &NodeState, index: u32) -> Option<&GpuDesc> {
     n.info.as_ref()?.gpu(index)
 }
 
+/// "Slurm: last read 2m ago: sinfo did not answer within 10 s (killed)":
+/// what people must know when the scheduler's view on screen is not current.
+pub fn scheduler_problem(store: &Store, now_ms: i64) -> Option<String> {
+    if !store.scheduler_known {
+        return None;
+    }
+    let h = &store.scheduler;
+    let error = h.error.as_deref()?;
+    Some(match h.read_ms {
+        Some(t) => format!("Slurm: last read {} ago: {error}", human_age(now_ms - t)),
+        None => format!("Slurm: never read: {error}"),
+    })
+}
+
 pub fn worst_severity(n: &NodeState) -> Option<Severity> {
     n.detector.active().map(|f| f.severity).max()
 }

@@ -75,7 +75,9 @@ impl Env {
 
     fn fleetop(&self) -> assert_cmd::Command {
         let mut c = crate::fleetop();
-        c.envs(self.cluster.env())
+        // Not UTC, so a local time taken for UTC would show.
+        c.env("TZ", "IST-5:30")
+            .envs(self.cluster.env())
             .env("FLEETOP_AUDIT_LOG", self.audit())
             .arg("--config")
             .arg(self.config());
@@ -228,18 +230,19 @@ fn text_format_reads_the_same_as_json() {
         .replace("[slurm]\n", "[slurm]\nformat = \"text\"\n");
     std::fs::write(env.config(), cfg).expect("config");
     let text = env.export();
-    let sched = |s: &Snapshot| {
-        s.nodes
-            .iter()
-            .map(|n| {
-                n.scheduler.clone().map(|mut x| {
-                    x.reason_time = None;
-                    x
-                })
-            })
-            .collect::<Vec<_>>()
-    };
+    let sched = |s: &Snapshot| s.nodes.iter().map(|n| n.scheduler.clone()).collect::<Vec<_>>();
+    // Reason times included: the text format's local time, read in the zone
+    // sinfo printed it in, is the same instant as the JSON's epoch seconds.
     assert_eq!(sched(&json), sched(&text));
+    assert!(
+        text.nodes[0]
+            .scheduler
+            .as_ref()
+            .and_then(|s| s.reason_time.as_deref())
+            .is_some_and(|t| t.ends_with('Z')),
+        "{:?}",
+        text.nodes[0].scheduler
+    );
     assert_eq!(
         text.nodes[0].scheduler.as_ref().and_then(|s| s.reason.as_deref()),
         Some(REASON)
@@ -350,4 +353,79 @@ fn read_only_refuses_and_logs_the_attempt() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass --yes"));
     assert_eq!(env.cluster.node_state("gpu01"), "idle");
+}
+
+/// Reads ndjson snapshots from `lines` until one satisfies `want`, or fails
+/// after `within` lines.
+fn until_snapshot(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    within: usize,
+    what: &str,
+    want: impl Fn(&Snapshot) -> bool,
+) -> Snapshot {
+    for _ in 0..within {
+        let line = lines.next().and_then(Result::ok).unwrap_or_else(|| panic!("export ended before {what}"));
+        let snap: Snapshot = serde_json::from_str(&line).expect("a snapshot per line");
+        if want(&snap) {
+            return snap;
+        }
+    }
+    panic!("no snapshot showed {what} in {within} lines");
+}
+
+#[test]
+fn a_hung_then_dead_controller_is_shown_and_never_hangs_an_action() {
+    use std::io::BufRead;
+    let Some(env) = setup() else { return };
+    let cfg = std::fs::read_to_string(env.config())
+        .expect("config")
+        .replace("[slurm]\n", "[slurm]\ntimeout = \"2s\"\n");
+    std::fs::write(env.config(), cfg).expect("config");
+    let mut export = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .envs(env.cluster.env())
+        .arg("--config")
+        .arg(env.config())
+        .args(["export", "--slurm", "--format", "ndjson", "--interval", "1s", "--count", "90"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("export starts");
+    let mut lines = std::io::BufReader::new(export.stdout.take().expect("stdout")).lines();
+    let first = until_snapshot(&mut lines, 1, "a first snapshot", |_| true);
+    assert!(first.scheduler_read_at.is_some() && first.scheduler_error.is_none(), "{first:?}");
+
+    // Hung: every client call times out; the export goes on and says so.
+    env.cluster.signal_ctld("STOP");
+    let hung = until_snapshot(&mut lines, 20, "the hang", |s| {
+        s.scheduler_error.as_deref().is_some_and(|e| e.contains("did not answer within 2 s"))
+    });
+    assert!(
+        hung.scheduler_read_at.as_deref() < Some(hung.generated_at.as_str()),
+        "the state shown is as old as the last good read: {hung:?}"
+    );
+    assert_eq!(
+        hung.nodes[0].scheduler.as_ref().map(|s| s.state.as_str()),
+        Some("idle"),
+        "the last known state is kept, marked old by scheduler_read_at"
+    );
+    // An action against the hung controller ends, with a per-node error.
+    let (ok, stdout, stderr) = env.node("drain", "gpu01,gpu02", Some("maintenance"));
+    assert!(!ok, "{stdout}{stderr}");
+    for n in ["gpu01", "gpu02"] {
+        let line = stdout.lines().find(|l| l.starts_with(n)).unwrap_or_else(|| panic!("{n} in {stdout}"));
+        assert!(line.contains("FAIL") && line.contains("did not answer within 2 s"), "{line}");
+    }
+    let log = env.audit_lines();
+    assert!(log.last().is_some_and(|r| r.results.iter().all(|r| !r.ok)), "logged as failed");
+
+    // Back: the error clears.
+    env.cluster.signal_ctld("CONT");
+    until_snapshot(&mut lines, 20, "the recovery", |s| s.scheduler_error.is_none());
+    // Dead: refused connections or timeouts, but an error, not silence.
+    env.cluster.signal_ctld("KILL");
+    let dead = until_snapshot(&mut lines, 30, "the dead controller", |s| s.scheduler_error.is_some());
+    assert!(dead.nodes.iter().all(|n| n.status == fleetop::export::Status::Ok), "agents are fine: {dead:?}");
+    let _ = export.kill();
+    let _ = export.wait();
 }

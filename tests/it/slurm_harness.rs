@@ -279,6 +279,22 @@ impl SlurmCluster {
         }
     }
 
+    /// Sends `signal` ("STOP", "CONT", "KILL") to slurmctld: a hung or dead
+    /// controller, as the console must survive it.
+    pub fn signal_ctld(&self, signal: &str) {
+        let pid = self
+            .children
+            .iter()
+            .find(|(n, _)| n == "slurmctld")
+            .map(|(_, c)| c.id())
+            .expect("slurmctld runs");
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{signal} slurmctld");
+    }
+
     /// The last lines of every log file, for error messages.
     pub fn log_tails(&self) -> String {
         let mut files: Vec<PathBuf> = fs::read_dir(self.dir.path().join("log"))

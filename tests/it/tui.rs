@@ -486,6 +486,47 @@ fn scheduler_state_shows_in_rows_and_in_the_detail() {
 }
 
 #[test]
+fn a_scheduler_that_cannot_be_read_says_so_in_the_header_and_the_detail() {
+    use fleetop::model::sched::{SchedNode, Snapshot};
+    let mut snap = Snapshot::default();
+    snap.nodes.insert(
+        "gpu01".into(),
+        SchedNode {
+            state: "mixed".into(),
+            not_responding: false,
+            reason: None,
+            reason_user: None,
+            reason_time: None,
+        },
+    );
+    let setup = |app: &mut App| app.store.scheduler_known = true;
+    let steps = |then: Vec<Step>| {
+        let mut v = vec![Step::Arrive(Update::Scheduler(std::sync::Arc::new(snap.clone())))];
+        v.extend(then);
+        v
+    };
+    // Read fine: nothing to say.
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps(vec![]), setup);
+    assert!(!text(&buf).contains("Slurm:"), "{}", text(&buf));
+    // Then the controller hangs: the header says since when, and why.
+    let hung = "sinfo did not answer within 10 s (killed)";
+    let fail = Step::Arrive(Update::SchedulerError(hung.into()));
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps(vec![fail]), setup);
+    let screen = text(&buf);
+    let header = screen.lines().nth(1).unwrap_or_default();
+    assert!(header.contains("Slurm: last read 0s ago: sinfo did not answer"), "{screen}");
+    let (x, y) = find(&buf, "Slurm: last read").expect("shown");
+    assert_eq!(buf[(x, y)].fg, theme().crit.fg.unwrap_or(Color::Reset), "in the crit colour");
+    // In node detail too, beside the (now old) Slurm state.
+    let fail = Step::Arrive(Update::SchedulerError(hung.into()));
+    let open = Step::Do(key(KeyCode::Enter));
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), steps(vec![fail, open]), setup);
+    let screen = text(&buf);
+    let line = screen.lines().find(|l| l.contains("slurm mixed")).unwrap_or_default();
+    assert!(line.contains("Slurm: last read 0s ago"), "{screen}");
+}
+
+#[test]
 fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
     use fleetop::model::bench::{BenchResult, Verdict};
     use fleetop::model::bench::BenchUpdate;

@@ -61,7 +61,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     .areas(inner);
     line_at(Line::from(Span::styled(host_line, t.muted)), host, 0, buf);
     if let Some(v) = &n.scheduler {
-        line_at(sched_line(t, v), sched, 0, buf);
+        let mut line = sched_line(t, v);
+        if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {
+            line.spans.insert(0, Span::styled(format!("{p} │ "), t.crit));
+        }
+        line_at(line, sched, 0, buf);
     }
     render_gpu_table(app, n, table, buf);
     if lower.height < 3 {

@@ -270,7 +270,14 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
         power_w / 1000.0
     )));
     line_at(Line::from(line1), area, 0, buf);
-    let mut line2 = vec![Span::styled(" flags ", t.muted)];
+    let mut line2 = Vec::new();
+    // A scheduler that cannot be read comes first: every Slurm state on
+    // screen is then as old as its last good read.
+    if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {
+        line2.push(Span::styled(format!(" {p} "), t.crit));
+        line2.push(Span::styled("│", t.border));
+    }
+    line2.push(Span::styled(" flags ", t.muted));
     if kinds.is_empty() {
         line2.push(Span::styled("none", t.ok));
     }
