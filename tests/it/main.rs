@@ -6,6 +6,8 @@ mod bench;
 mod e2e_tmux;
 mod export_demo;
 mod export_errors;
+mod export_live;
+mod layers;
 mod slurm;
 mod slurm_harness;
 mod stale_restart;
@@ -40,4 +42,45 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// A child process that is killed when the test ends, passed or panicked.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a simulated agent process and waits until it accepts connections.
+pub fn start_agent(port: u16, extra: &[&str]) -> Killed {
+    let child = std::process::Command::new(agent_bin())
+        .args([
+            "--backend",
+            "sim",
+            "--sim-gpus",
+            "2",
+            "--sim-hostname",
+            "n1",
+            "--interval",
+            "200ms",
+        ])
+        .args(extra)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("FLEETOP_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "agent did not listen on {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Killed(child)
 }

@@ -2,52 +2,13 @@
 //! restarted on the same port: real agent processes, the real export.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fleetop::export::{Snapshot, Status};
 
-use crate::{agent_bin, free_port};
+use std::process::{Command, Stdio};
 
-/// A child process that is killed when the test ends, passed or panicked.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts a simulated agent process and waits until it accepts connections.
-fn start_agent(port: u16) -> Killed {
-    let child = Command::new(agent_bin())
-        .args([
-            "--backend",
-            "sim",
-            "--sim-gpus",
-            "2",
-            "--sim-hostname",
-            "n1",
-            "--interval",
-            "200ms",
-        ])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("FLEETOP_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "agent did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Killed(child)
-}
+use crate::{Killed, free_port, start_agent};
 
 /// Reads snapshots until one has `want` as the node's status.
 fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, want: Status, within: Duration) -> Snapshot {
@@ -69,7 +30,7 @@ fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, want: Sta
 #[test]
 fn killed_agent_goes_stale_and_recovers_on_restart() {
     let port = free_port();
-    let agent = start_agent(port);
+    let agent = start_agent(port, &[]);
     let mut export = Killed(
         Command::new(env!("CARGO_BIN_EXE_fleetop"))
             .args(["export", "--hosts", &format!("127.0.0.1:{port}"), "--format", "ndjson"])
@@ -93,7 +54,7 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
             .any(|f| f.kind == fleetop::model::flag::FlagKind::Stale)
     );
 
-    let _agent = start_agent(port);
+    let _agent = start_agent(port, &[]);
     let back = wait_for(&mut lines, Status::Ok, Duration::from_secs(20));
     assert!(
         back.nodes[0]

@@ -1,0 +1,81 @@
+//! The export against live agent processes: a one-shot export returns as
+//! soon as every node has answered or failed, and an agent whose clock is
+//! wrong shows true ages.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use chrono::DateTime;
+use fleetop::export::{Snapshot, Status};
+
+use crate::{fleetop, free_port, start_agent};
+
+/// Milliseconds between two RFC 3339 times.
+fn ms_between(a: &str, b: &str) -> i64 {
+    let t = |s: &str| DateTime::parse_from_rfc3339(s).expect("RFC 3339").timestamp_millis();
+    t(b) - t(a)
+}
+
+#[test]
+fn once_returns_when_every_node_has_answered_not_at_the_timeout() {
+    let port = free_port();
+    let _agent = start_agent(port, &[]);
+    let refused = free_port();
+    // The default --timeout is 10 s: answering within 3 s means no waiting
+    // for anything that will not come (a scheduler there is none of).
+    let start = Instant::now();
+    let out = fleetop()
+        .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
+        .output()
+        .expect("runs");
+    let took = start.elapsed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("a snapshot");
+    assert_eq!(snap.nodes[0].status, Status::Ok);
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // A refused port is an answer too: at once, with the error.
+    let start = Instant::now();
+    let out = fleetop()
+        .args(["export", "--once", "--hosts", &format!("127.0.0.1:{refused}")])
+        .output()
+        .expect("runs");
+    let took = start.elapsed();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused"), "{out:?}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn agents_whose_clocks_are_90s_off_show_true_ages_and_never_go_stale() {
+    let (ahead, behind) = (free_port(), free_port());
+    let _a = start_agent(ahead, &["--sim-clock-offset", "90s"]);
+    let _b = start_agent(behind, &["--sim-clock-offset=-90s"]);
+    let mut export = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .args(["export", "--format", "ndjson", "--interval", "500ms", "--count", "8"])
+        .args(["--hosts", &format!("127.0.0.1:{ahead},127.0.0.1:{behind}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("export starts");
+    let lines = BufReader::new(export.stdout.take().expect("stdout")).lines();
+    let mut seen = 0;
+    for line in lines {
+        let snap: Snapshot = serde_json::from_str(&line.expect("a line")).expect("a snapshot");
+        for n in &snap.nodes {
+            assert_eq!(n.status, Status::Ok, "{n:?}");
+            let sampled = n.sampled_at.as_deref().expect("sampled");
+            // In console time, a 200 ms sample is at most a few hundred ms
+            // old; 90 s off either way would show.
+            let age = ms_between(sampled, &snap.generated_at);
+            assert!((-2_000..10_000).contains(&age), "{} sampled {age} ms before the snapshot", n.name);
+            for f in &n.flags {
+                assert!(ms_between(&f.since, &snap.generated_at) >= -2_000, "a flag from the future: {f:?}");
+            }
+        }
+        seen += 1;
+    }
+    let _ = export.wait();
+    assert_eq!(seen, 8);
+}
