@@ -37,9 +37,14 @@ async fn client(h: &AgentHandle) -> AgentClient<tonic::transport::Channel> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn description_then_bounded_history_then_live() {
-    // 20 ms samples, 1 s of history: the ring holds 50.
+    // 20 ms samples, 1 s of history: the ring holds 50. Wait until it has
+    // overflowed (by count, not by time: a busy machine samples late).
     let agent = start(20, 1).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let waited = std::time::Instant::now();
+    while agent.samples_taken() < 60 {
+        assert!(waited.elapsed() < Duration::from_secs(60), "the agent does not sample");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut stream = client(&agent)
         .await
         .subscribe(SubscribeRequest::default())
@@ -65,11 +70,7 @@ async fn description_then_bounded_history_then_live() {
         }
     };
     assert_eq!(sent as usize, history.len());
-    assert!(
-        (45..=50).contains(&history.len()),
-        "ring bounded at 50, got {}",
-        history.len()
-    );
+    assert_eq!(history.len(), 50, "the ring is full and bounded at 50");
     assert!(
         history.windows(2).all(|w| w[1].seq == w[0].seq + 1),
         "history in order, no gaps"

@@ -192,6 +192,7 @@ async fn one_suite_at_a_time_and_cancelling_frees_the_agent() {
     let mut c = AgentClient::connect(format!("http://{}", a.addr))
         .await
         .expect("connects");
+    let sampled_before = a.samples_taken();
     let first = c.run_bench(req("full")).await.expect("starts").into_inner();
     let busy = c.run_bench(req("quick")).await.expect_err("a second suite is refused");
     assert_eq!(busy.code(), tonic::Code::ResourceExhausted);
@@ -217,8 +218,29 @@ async fn one_suite_at_a_time_and_cancelling_frees_the_agent() {
         .expect("connects");
     let refused = c.run_bench(req("quick")).await.expect_err("disabled");
     assert!(refused.message().contains("--bench-token-file"), "{refused:?}");
-    // Sampling went on all along.
-    assert!(c.subscribe(SubscribeRequest::default()).await.is_ok());
+    // Sampling went on all along on the agent that ran the suites: it keeps
+    // taking samples, and a subscriber gets a live one.
+    let start = Instant::now();
+    while a.samples_taken() <= sampled_before + 1 {
+        assert!(start.elapsed() < Duration::from_secs(30), "the agent stopped sampling");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut c = AgentClient::connect(format!("http://{}", a.addr))
+        .await
+        .expect("connects");
+    let req = SubscribeRequest {
+        no_backfill: true,
+        ..Default::default()
+    };
+    let mut stream = c.subscribe(req).await.expect("subscribes").into_inner();
+    let mut got_sample = false;
+    while let Some(m) = stream.message().await.expect("stream") {
+        if matches!(m.kind, Some(fleetop_agent::proto::agent_message::Kind::Sample(_))) {
+            got_sample = true;
+            break;
+        }
+    }
+    assert!(got_sample, "a live sample from the agent that ran the suites");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -268,16 +268,45 @@ fn filter_by_flag_kind_and_by_hostlist() {
 fn sort_by_flags_puts_critical_nodes_first_and_m_cycles_the_metric() {
     let buf = drive(theme(), fleet_updates(16, 8, 600), (120, 30), keys("ssm"));
     let screen = text(&buf);
-    let first_row = screen.lines().nth(3).expect("first node row");
-    assert!(
-        first_row.contains("CRIT")
-            || first_row.contains("gpu_lost")
-            || first_row.contains("throttled")
-            || first_row.contains("ib_down")
-            || first_row.contains("nvlink_down")
-            || first_row.contains("xid"),
-        "{first_row}"
-    );
+    // Each row's first flag (flags are drawn worst first), ranked by the
+    // colour it is drawn in: the rows go from critical down to none, and
+    // the top one is critical.
+    let t = theme();
+    let rank = |y: u16, row: &str| -> u8 {
+        let Some(x) = fleetop::model::flag::FlagKind::ALL
+            .iter()
+            .filter_map(|k| {
+                let word = format!(" {}", k.name());
+                // Flags follow the mean column ("84%"), not the status word.
+                let after = row.find("% ")?;
+                let x = after + row[after..].find(&word)?;
+                // The whole word: followed by a space, a count or the line's end.
+                let next = row[x + word.len()..].chars().next();
+                matches!(next, None | Some(' ' | '×')).then_some(x + 1)
+            })
+            .min()
+        else {
+            return 0;
+        };
+        let fg = buf[(row[..x].chars().count() as u16, y)].fg;
+        if fg == t.crit.fg.unwrap_or(Color::Reset) {
+            3
+        } else if fg == t.warn.fg.unwrap_or(Color::Reset) {
+            2
+        } else {
+            1
+        }
+    };
+    let ranks: Vec<u8> = screen
+        .lines()
+        .enumerate()
+        .skip(3)
+        .filter(|(_, l)| l.contains("gpu"))
+        .map(|(y, l)| rank(y as u16, l))
+        .collect();
+    assert_eq!(ranks.first(), Some(&3), "{screen}");
+    assert!(ranks.windows(2).all(|w| w[0] >= w[1]), "{ranks:?}\n{screen}");
+    assert!(ranks.contains(&0), "healthy nodes come last: {ranks:?}");
     assert!(screen.contains("memory used"), "m switched the metric: {screen}");
     assert!(screen.contains("sort flags"));
 }
