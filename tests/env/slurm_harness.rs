@@ -29,6 +29,11 @@ pub struct SlurmCluster {
     nodes: Vec<String>,
 }
 
+/// Whether Slurm and munge are installed; these tests are reported ignored without them.
+pub fn installed() -> bool {
+    DAEMONS.iter().chain(&["sinfo", "scontrol"]).all(|b| find_bin(b).is_some())
+}
+
 impl SlurmCluster {
     /// Starts munged, slurmctld and one `slurmd -N <name>` per node of the hostlist `nodes`
     /// (CPUs=2, RealMemory=1000, Gres=gpu:8, partition `gpu`), then waits until all are idle.
