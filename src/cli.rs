@@ -81,7 +81,8 @@ pub enum Command {
 pub struct BenchArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    #[arg(long, value_enum, default_value_t = Suite::Quick)]
+    /// quick (a few minutes) or full (longer copies, a five-minute burn, every GPU pair).
+    #[arg(long, default_value = "quick", value_parser = parse_suite)]
     pub suite: Suite,
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
@@ -141,6 +142,10 @@ pub struct ExportArgs {
     /// Print the JSON Schema of a snapshot and exit.
     #[arg(long)]
     pub print_schema: bool,
+}
+
+fn parse_suite(s: &str) -> Result<Suite, String> {
+    Suite::parse(s).ok_or_else(|| format!("'{s}' is not a suite: quick or full"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -270,7 +270,10 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
 
 fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
     let s = n.gpu(g.index);
-    let pos = n.last.as_ref().and_then(|l| l.gpus.iter().position(|x| x.index == g.index));
+    let pos = n
+        .last
+        .as_ref()
+        .and_then(|l| l.gpus.iter().position(|x| x.index == g.index));
     let rates = pos.and_then(|p| n.derived.gpus.get(p));
     let r = |f: fn(&crate::model::sample::GpuReading) -> Option<u32>| s.and_then(f);
     Gpu {

@@ -83,7 +83,10 @@ async fn run_actions(
                     .collect();
                 let idx = chosen.iter().map(|(i, _)| *i).collect();
                 // A suite takes minutes: it runs beside the drain/resume queue.
-                running = Some((tokio::spawn(bench::run_reporting(chosen, suite, token, tx.clone())), idx));
+                running = Some((
+                    tokio::spawn(bench::run_reporting(chosen, suite, token, tx.clone())),
+                    idx,
+                ));
                 continue;
             }
             Request::CancelBench => {

@@ -6,9 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub use fleetop_proto::ib::{DATA_WIDTH, ERROR_COUNTERS, counter_name};
 use crate::proto::{IbPortInfo, IbSample, NodeInfo, Sample};
 use crate::sampler::Sampler;
+pub use fleetop_proto::ib::{DATA_WIDTH, ERROR_COUNTERS, counter_name};
 
 /// The default sysfs root.
 pub const DEFAULT_ROOT: &str = "/sys/class/infiniband";

@@ -70,4 +70,3 @@ fn a_busy_h100_node_costs_under_100_bytes_per_gpu_sample() {
     let per = total / gpu_samples;
     assert!(per < 100, "{per} bytes per GPU-sample");
 }
-

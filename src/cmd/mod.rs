@@ -15,9 +15,7 @@ use crate::ops::audit;
 pub fn confirm(plan: &Plan, question: &str) -> anyhow::Result<()> {
     use std::io::{BufRead, IsTerminal};
     let verb = plan.action.verb();
-    let refuse = |why: &str| -> anyhow::Result<()> {
-        audit::log(&audit::refused(plan, why)).map(|_| ())
-    };
+    let refuse = |why: &str| -> anyhow::Result<()> { audit::log(&audit::refused(plan, why)).map(|_| ()) };
     if !std::io::stdin().is_terminal() {
         refuse("not confirmed (no terminal, no --yes)")?;
         anyhow::bail!("not confirmed: stdin is not a terminal; pass --yes to {verb}");

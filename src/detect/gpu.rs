@@ -71,7 +71,14 @@ fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
                 .collect();
             let ev: Vec<(&str, f64)> = st.xids.iter().map(|&x| ("xid", f64::from(x))).collect();
             let sev = if hw { Severity::Crit } else { Severity::Warn };
-            out.push(flag(FlagKind::Xid, sev, Subject::Gpu(g.index), first, text.join("; "), &ev));
+            out.push(flag(
+                FlagKind::Xid,
+                sev,
+                Subject::Gpu(g.index),
+                first,
+                text.join("; "),
+                &ev,
+            ));
         }
         _ => {
             st.xid_first = None;
@@ -169,7 +176,11 @@ fn hot(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     let slowdown_c = cx.th.slowdown_c(cx.desc);
     // Hysteresis in degrees: raised at slowdown - margin, cleared 2 °C below.
     let hot_at = slowdown_c.saturating_sub(cx.th.hot_margin_c);
-    let hot_now = if st.hot.raised() { temp + 2 > hot_at } else { temp >= hot_at };
+    let hot_now = if st.hot.raised() {
+        temp + 2 > hot_at
+    } else {
+        temp >= hot_at
+    };
     let (raise, clear) = (cx.th.throttle_raise_samples, cx.th.clear_samples);
     let Some(since) = st.hot.update(hot_now, cx.t, raise, clear) else {
         return;

@@ -131,7 +131,10 @@ pub enum Request {
     /// An attempt refused before anything ran, for the audit log.
     Refused(Plan, String),
     /// A burn-in suite on these nodes (by index).
-    Bench { nodes: Vec<usize>, suite: Suite },
+    Bench {
+        nodes: Vec<usize>,
+        suite: Suite,
+    },
     /// Stop the running burn-in (the agents stop when their streams go).
     CancelBench,
 }

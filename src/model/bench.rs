@@ -4,24 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Suite {
-    /// A few minutes at most: every check, short.
-    Quick,
-    /// Longer copies and a five-minute burn; every GPU pair.
-    Full,
-}
-
-impl Suite {
-    /// The suite's name on the wire and for people.
-    pub fn name(self) -> &'static str {
-        match self {
-            Suite::Quick => "quick",
-            Suite::Full => "full",
-        }
-    }
-}
+/// The suites, shared with the agent that runs them.
+pub use fleetop_proto::bench::Suite;
 
 /// What a measurement says about the hardware (an enum on the wire too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -74,15 +74,15 @@ pub fn result(r: pb::BenchResult) -> BenchResult {
 /// Appends a finished run to the audit log.
 pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<()> {
     let results = report
-            .nodes
-            .iter()
-            .map(|n| NodeResult {
-                node: n.name.clone(),
-                ok: n.ok,
-                message: n.summary(),
-                state_before: None,
-                state_after: None,
-            })
+        .nodes
+        .iter()
+        .map(|n| NodeResult {
+            node: n.name.clone(),
+            ok: n.ok,
+            message: n.summary(),
+            state_before: None,
+            state_after: None,
+        })
         .collect();
     audit::log(&audit::report(&plan(&report.suite, targets), None, results)).map(|_| ())
 }

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::model::action::{self, NodeAction, Plan, Request};
+use crate::model::bench::Suite;
 use crate::model::flag::{Flag, Subject};
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
-use crate::model::bench::Suite;
 
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]

@@ -16,10 +16,10 @@ use tokio::sync::mpsc;
 
 use crate::cli::SourceArgs;
 use crate::config::Config;
-use crate::session::Session;
 use crate::model::action::Request;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
+use crate::session::Session;
 use app::{Action, App};
 use theme::{ColorDepth, Theme};
 
@@ -49,14 +49,7 @@ pub fn run(
     let mut terminal = init_terminal();
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();
-    let result = rt.block_on(event_loop(
-        &mut terminal,
-        &mut app,
-        updates,
-        rx,
-        outgoing,
-        now_ms,
-    ));
+    let result = rt.block_on(event_loop(&mut terminal, &mut app, updates, rx, outgoing, now_ms));
     restore_terminal();
     rt.block_on(session.stop());
     result

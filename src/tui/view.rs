@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use crate::model::sample::{GpuDesc, GpuReading};
 
-use crate::model::flag::{FlagKind, Severity};
 use crate::detect::Thresholds;
 use crate::ingest::hostlist;
+use crate::model::flag::{FlagKind, Severity};
 use crate::store::{NodeState, NodeStatus, Store};
 
 /// The metric that colours the heatmap.

@@ -37,61 +37,34 @@ fn main() {
     let args = Arguments::from_args();
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let need = |ok: bool, why: &'static str| -> Option<&'static str> {
-        assert!(ok || !ci, "CI must run every test, but {why} ({})", ".ci/run installs it");
+        assert!(
+            ok || !ci,
+            "CI must run every test, but {why} ({})",
+            ".ci/run installs it"
+        );
         (!ok).then_some(why)
     };
     let tmux = need(e2e_tmux::tmux_installed(), "needs tmux");
-    let slurm = need(
-        slurm_harness::installed(),
-        "needs slurmctld slurmd slurm-client munge",
-    );
-    let tests: Vec<(&str, fn(), Option<&'static str>)> = vec![
-        (
-            "e2e_tmux::navigate_open_filter_quit_and_the_terminal_is_restored",
-            e2e_tmux::navigate_open_filter_quit_and_the_terminal_is_restored,
-            tmux,
-        ),
-        (
-            "e2e_tmux::sigterm_and_sighup_restore_the_terminal_too",
-            e2e_tmux::sigterm_and_sighup_restore_the_terminal_too,
-            tmux,
-        ),
-        (
-            "e2e_tmux::burn_in_from_the_console_runs_on_the_demo_agents",
-            e2e_tmux::burn_in_from_the_console_runs_on_the_demo_agents,
-            tmux,
-        ),
-        (
-            "slurm::discover_drain_resume_undrain_with_state_and_reason_shown",
-            slurm::discover_drain_resume_undrain_with_state_and_reason_shown,
-            slurm,
-        ),
-        (
-            "slurm::text_format_reads_the_same_as_json",
-            slurm::text_format_reads_the_same_as_json,
-            slurm,
-        ),
-        (
-            "slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node",
-            slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node,
-            slurm,
-        ),
-        (
-            "slurm::a_job_shows_on_its_node_and_a_drain_waits_for_it",
-            slurm::a_job_shows_on_its_node_and_a_drain_waits_for_it,
-            slurm,
-        ),
-        (
-            "slurm::read_only_refuses_and_logs_the_attempt",
-            slurm::read_only_refuses_and_logs_the_attempt,
-            slurm,
-        ),
-        (
-            "slurm::a_hung_then_dead_controller_is_shown_and_never_hangs_an_action",
+    let slurm = need(slurm_harness::installed(), "needs slurmctld slurmd slurm-client munge");
+    // Each test is named by its path, as the built-in harness names them.
+    macro_rules! t {
+        ($f:path, $missing:expr) => {
+            trial(stringify!($f), $f, $missing)
+        };
+    }
+    let trials = vec![
+        t!(e2e_tmux::navigate_open_filter_quit_and_the_terminal_is_restored, tmux),
+        t!(e2e_tmux::sigterm_and_sighup_restore_the_terminal_too, tmux),
+        t!(e2e_tmux::burn_in_from_the_console_runs_on_the_demo_agents, tmux),
+        t!(slurm::discover_drain_resume_undrain_with_state_and_reason_shown, slurm),
+        t!(slurm::text_format_reads_the_same_as_json, slurm),
+        t!(slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node, slurm),
+        t!(slurm::a_job_shows_on_its_node_and_a_drain_waits_for_it, slurm),
+        t!(slurm::read_only_refuses_and_logs_the_attempt, slurm),
+        t!(
             slurm::a_hung_then_dead_controller_is_shown_and_never_hangs_an_action,
-            slurm,
+            slurm
         ),
     ];
-    let trials = tests.into_iter().map(|(n, f, m)| trial(n, f, m)).collect();
     libtest_mimic::run(&args, trials).exit();
 }

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleetop::model::action::ActionReport;
 use fleetop::export::Snapshot;
+use fleetop::model::action::ActionReport;
 
 use crate::slurm_harness::SlurmCluster;
 
@@ -353,7 +353,10 @@ fn until_snapshot(
     want: impl Fn(&Snapshot) -> bool,
 ) -> Snapshot {
     for _ in 0..within {
-        let line = lines.next().and_then(Result::ok).unwrap_or_else(|| panic!("export ended before {what}"));
+        let line = lines
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!("export ended before {what}"));
         let snap: Snapshot = serde_json::from_str(&line).expect("a snapshot per line");
         if want(&snap) {
             return snap;
@@ -374,19 +377,33 @@ pub fn a_hung_then_dead_controller_is_shown_and_never_hangs_an_action() {
         .envs(env.cluster.env())
         .arg("--config")
         .arg(env.config())
-        .args(["export", "--slurm", "--format", "ndjson", "--interval", "1s", "--count", "90"])
+        .args([
+            "export",
+            "--slurm",
+            "--format",
+            "ndjson",
+            "--interval",
+            "1s",
+            "--count",
+            "90",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("export starts");
     let mut lines = std::io::BufReader::new(export.stdout.take().expect("stdout")).lines();
     let first = until_snapshot(&mut lines, 1, "a first snapshot", |_| true);
-    assert!(first.scheduler_read_at.is_some() && first.scheduler_error.is_none(), "{first:?}");
+    assert!(
+        first.scheduler_read_at.is_some() && first.scheduler_error.is_none(),
+        "{first:?}"
+    );
 
     // Hung: every client call times out; the export goes on and says so.
     env.cluster.signal_ctld("STOP");
     let hung = until_snapshot(&mut lines, 20, "the hang", |s| {
-        s.scheduler_error.as_deref().is_some_and(|e| e.contains("did not answer within 2 s"))
+        s.scheduler_error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not answer within 2 s"))
     });
     assert!(
         hung.scheduler_read_at.as_deref() < Some(hung.generated_at.as_str()),
@@ -401,11 +418,20 @@ pub fn a_hung_then_dead_controller_is_shown_and_never_hangs_an_action() {
     let (ok, stdout, stderr) = env.node("drain", "gpu01,gpu02", Some("maintenance"));
     assert!(!ok, "{stdout}{stderr}");
     for n in ["gpu01", "gpu02"] {
-        let line = stdout.lines().find(|l| l.starts_with(n)).unwrap_or_else(|| panic!("{n} in {stdout}"));
-        assert!(line.contains("FAIL") && line.contains("did not answer within 2 s"), "{line}");
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(n))
+            .unwrap_or_else(|| panic!("{n} in {stdout}"));
+        assert!(
+            line.contains("FAIL") && line.contains("did not answer within 2 s"),
+            "{line}"
+        );
     }
     let log = env.audit_lines();
-    assert!(log.last().is_some_and(|r| r.results.iter().all(|r| !r.ok)), "logged as failed");
+    assert!(
+        log.last().is_some_and(|r| r.results.iter().all(|r| !r.ok)),
+        "logged as failed"
+    );
 
     // Back: the error clears.
     env.cluster.signal_ctld("CONT");
@@ -413,7 +439,10 @@ pub fn a_hung_then_dead_controller_is_shown_and_never_hangs_an_action() {
     // Dead: refused connections or timeouts, but an error, not silence.
     env.cluster.signal_ctld("KILL");
     let dead = until_snapshot(&mut lines, 30, "the dead controller", |s| s.scheduler_error.is_some());
-    assert!(dead.nodes.iter().all(|n| n.status == fleetop::export::Status::Ok), "agents are fine: {dead:?}");
+    assert!(
+        dead.nodes.iter().all(|n| n.status == fleetop::export::Status::Ok),
+        "agents are fine: {dead:?}"
+    );
     let _ = export.kill();
     let _ = export.wait();
 }

@@ -31,7 +31,10 @@ pub struct SlurmCluster {
 
 /// Whether Slurm and munge are installed; these tests are reported ignored without them.
 pub fn installed() -> bool {
-    DAEMONS.iter().chain(&["sinfo", "scontrol"]).all(|b| find_bin(b).is_some())
+    DAEMONS
+        .iter()
+        .chain(&["sinfo", "scontrol"])
+        .all(|b| find_bin(b).is_some())
 }
 
 impl SlurmCluster {

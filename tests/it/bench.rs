@@ -89,7 +89,9 @@ fn host_and_network_run_for_real_and_gpu_checks_say_why_not() {
         };
         let host = get("host_memcpy");
         assert!(
-            host.value.is_some_and(|v| v > 0.0) && host.unit.as_deref() == Some("GB/s") && host.verdict == Verdict::Pass,
+            host.value.is_some_and(|v| v > 0.0)
+                && host.unit.as_deref() == Some("GB/s")
+                && host.verdict == Verdict::Pass,
             "{host:?}"
         );
         assert_eq!(host.expected_min, Some(0.01), "the operator's file replaced the floor");
@@ -101,7 +103,10 @@ fn host_and_network_run_for_real_and_gpu_checks_say_why_not() {
         assert_eq!(tcp.verdict == Verdict::Fail, v < min, "{tcp:?}");
         assert!(tcp.expected_source.is_some());
         let hbm = get("hbm_d2d");
-        assert_eq!((hbm.verdict, hbm.value, hbm.unit.as_deref()), (Verdict::Skipped, None, None));
+        assert_eq!(
+            (hbm.verdict, hbm.value, hbm.unit.as_deref()),
+            (Verdict::Skipped, None, None)
+        );
         assert!(
             hbm.reason.as_deref().is_some_and(|r| r.contains("no CUDA driver")),
             "{hbm:?}"

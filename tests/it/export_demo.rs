@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use fleetop::ingest::demo;
 use fleetop::export::{Snapshot, Status};
+use fleetop::ingest::demo;
 use fleetop::model::flag::FlagKind;
 use fleetop_agent::sim::{self, Scenario};
 

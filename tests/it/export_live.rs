@@ -69,9 +69,16 @@ fn agents_whose_clocks_are_90s_off_show_true_ages_and_never_go_stale() {
             // In console time, a 200 ms sample is at most a few hundred ms
             // old; 90 s off either way would show.
             let age = ms_between(sampled, &snap.generated_at);
-            assert!((-2_000..10_000).contains(&age), "{} sampled {age} ms before the snapshot", n.name);
+            assert!(
+                (-2_000..10_000).contains(&age),
+                "{} sampled {age} ms before the snapshot",
+                n.name
+            );
             for f in &n.flags {
-                assert!(ms_between(&f.since, &snap.generated_at) >= -2_000, "a flag from the future: {f:?}");
+                assert!(
+                    ms_between(&f.since, &snap.generated_at) >= -2_000,
+                    "a flag from the future: {f:?}"
+                );
             }
         }
         seen += 1;

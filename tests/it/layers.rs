@@ -34,7 +34,11 @@ fn imports(text: &str) -> BTreeSet<String> {
             if let Some(group) = rest.strip_prefix('{') {
                 let end = group.find('}').unwrap_or(group.len());
                 for item in group[..end].split(',') {
-                    let name: String = item.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    let name: String = item
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
                     if !name.is_empty() {
                         out.insert(name);
                     }
@@ -66,12 +70,20 @@ fn console_modules_import_only_lower_layers() {
     let mut wrong = Vec::new();
     visit(&src, &mut |p| {
         let rel = p.strip_prefix(&src).expect("under src");
-        let top = rel.iter().next().and_then(|s| s.to_str()).unwrap_or("").trim_end_matches(".rs");
+        let top = rel
+            .iter()
+            .next()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .trim_end_matches(".rs");
         if matches!(top, "lib" | "main") {
             return;
         }
         let Some(&mine) = layer.get(top) else {
-            wrong.push(format!("{}: module `{top}` has no layer in tests/it/layers.rs", rel.display()));
+            wrong.push(format!(
+                "{}: module `{top}` has no layer in tests/it/layers.rs",
+                rel.display()
+            ));
             return;
         };
         let text = std::fs::read_to_string(p).expect("readable");

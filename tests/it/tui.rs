@@ -3,15 +3,15 @@
 //! colours, which text snapshots lose, are asserted on the buffer's styles.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use fleetop::model::action::{ActionReport, NodeAction, NodeResult, Request};
 use fleetop::detect::Thresholds;
+use fleetop::ingest::demo::{self, SimFleet};
+use fleetop::model::action::{ActionReport, NodeAction, NodeResult, Request};
 use fleetop::model::target::Target;
 use fleetop::model::update::{Event, Update};
 use fleetop::store::Store;
 use fleetop::tui::app::{Action, App};
 use fleetop::tui::event_loop;
 use fleetop::tui::theme::{ColorDepth, Theme};
-use fleetop::ingest::demo::{self, SimFleet};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -543,13 +543,26 @@ fn a_scheduler_that_cannot_be_read_says_so_in_the_header_and_the_detail() {
     let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps(vec![fail]), setup);
     let screen = text(&buf);
     let header = screen.lines().nth(1).unwrap_or_default();
-    assert!(header.contains("Slurm: last read 0s ago: sinfo did not answer"), "{screen}");
+    assert!(
+        header.contains("Slurm: last read 0s ago: sinfo did not answer"),
+        "{screen}"
+    );
     let (x, y) = find(&buf, "Slurm: last read").expect("shown");
-    assert_eq!(buf[(x, y)].fg, theme().crit.fg.unwrap_or(Color::Reset), "in the crit colour");
+    assert_eq!(
+        buf[(x, y)].fg,
+        theme().crit.fg.unwrap_or(Color::Reset),
+        "in the crit colour"
+    );
     // In node detail too, beside the (now old) Slurm state.
     let fail = Step::Arrive(Update::SchedulerError(hung.into()));
     let open = Step::Do(key(KeyCode::Enter));
-    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), steps(vec![fail, open]), setup);
+    let (buf, _) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 60),
+        (120, 30),
+        steps(vec![fail, open]),
+        setup,
+    );
     let screen = text(&buf);
     let line = screen.lines().find(|l| l.contains("slurm mixed")).unwrap_or_default();
     assert!(line.contains("Slurm: last read 0s ago"), "{screen}");
@@ -557,8 +570,8 @@ fn a_scheduler_that_cannot_be_read_says_so_in_the_header_and_the_detail() {
 
 #[test]
 fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
-    use fleetop::model::bench::{BenchResult, Verdict};
     use fleetop::model::bench::BenchUpdate;
+    use fleetop::model::bench::{BenchResult, Verdict};
     let setup = |app: &mut App| {
         app.bench_enabled = true;
         app.actions_enabled = true;
@@ -576,7 +589,7 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
         unit: Some("GB/s".into()),
         expected_min: Some(1000.0),
         expected_source: None,
-        verdict: verdict.into(),
+        verdict,
         reason: reason.map(String::from),
     };
     let ev = |node: usize, event: BenchUpdate| Step::Arrive(Update::Bench { node, event });

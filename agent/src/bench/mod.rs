@@ -22,67 +22,45 @@ use gpu::{GpuBenchConfig, Measurement};
 /// move the figure.
 pub use gpu::median;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Suite {
-    /// A few minutes at most: every check, short.
-    Quick,
-    /// Longer copies and a five-minute burn; every GPU pair.
-    Full,
-}
+pub use fleetop_proto::bench::Suite;
 
-impl Suite {
-    pub fn name(self) -> &'static str {
-        match self {
-            Suite::Quick => "quick",
-            Suite::Full => "full",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Suite> {
-        match s {
-            "quick" => Some(Suite::Quick),
-            "full" => Some(Suite::Full),
-            _ => None,
-        }
-    }
-
-    fn sizes(self) -> Sizes {
-        match self {
-            Suite::Quick => Sizes {
-                host_bytes: 64 << 20,
-                host_runs: 5,
-                net: Duration::from_secs(3),
-                hbm: GpuBenchConfig {
-                    bytes: 1 << 30,
-                    warmup: 3,
-                    iterations: 20,
-                },
-                pcie: GpuBenchConfig {
-                    bytes: 256 << 20,
-                    warmup: 3,
-                    iterations: 20,
-                },
-                burn: Duration::from_secs(20),
-                all_pairs: false,
+/// How big each check of a suite is.
+fn sizes(suite: Suite) -> Sizes {
+    match suite {
+        Suite::Quick => Sizes {
+            host_bytes: 64 << 20,
+            host_runs: 5,
+            net: Duration::from_secs(3),
+            hbm: GpuBenchConfig {
+                bytes: 1 << 30,
+                warmup: 3,
+                iterations: 20,
             },
-            Suite::Full => Sizes {
-                host_bytes: 256 << 20,
-                host_runs: 10,
-                net: Duration::from_secs(15),
-                hbm: GpuBenchConfig {
-                    bytes: 2 << 30,
-                    warmup: 5,
-                    iterations: 50,
-                },
-                pcie: GpuBenchConfig {
-                    bytes: 1 << 30,
-                    warmup: 5,
-                    iterations: 50,
-                },
-                burn: Duration::from_secs(300),
-                all_pairs: true,
+            pcie: GpuBenchConfig {
+                bytes: 256 << 20,
+                warmup: 3,
+                iterations: 20,
             },
-        }
+            burn: Duration::from_secs(20),
+            all_pairs: false,
+        },
+        Suite::Full => Sizes {
+            host_bytes: 256 << 20,
+            host_runs: 10,
+            net: Duration::from_secs(15),
+            hbm: GpuBenchConfig {
+                bytes: 2 << 30,
+                warmup: 5,
+                iterations: 50,
+            },
+            pcie: GpuBenchConfig {
+                bytes: 1 << 30,
+                warmup: 5,
+                iterations: 50,
+            },
+            burn: Duration::from_secs(300),
+            all_pairs: true,
+        },
     }
 }
 
@@ -200,7 +178,7 @@ impl Run<'_> {
 
 /// Runs `suite`; `net_target` is a peer's sink for the network test.
 pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &AtomicBool, emit: Emit<'_>) {
-    let z = suite.sizes();
+    let z = sizes(suite);
     let gpus = gpu::device_count();
     let n = *gpus.as_ref().unwrap_or(&0);
     let pairs: Vec<(u32, u32)> = if z.all_pairs {
@@ -420,7 +398,11 @@ mod tests {
         let hbm = results.iter().find(|r| r.name == "hbm_d2d").expect("hbm result");
         assert_eq!(hbm.verdict(), Verdict::Skipped);
         assert!(hbm.reason.contains("no CUDA driver"), "{}", hbm.reason);
-        assert!(results.iter().any(|r| r.name == "tcp" && r.verdict() == Verdict::Skipped));
+        assert!(
+            results
+                .iter()
+                .any(|r| r.name == "tcp" && r.verdict() == Verdict::Skipped)
+        );
         assert!(matches!(events.last().and_then(|e| e.kind.as_ref()), Some(Kind::Done(d)) if !d.cancelled));
     }
 }

@@ -55,7 +55,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .results
             .iter()
             .rev()
-            .find_map(|r| Some(format!("{} {:.1} {}", r.name, r.value?, r.unit.as_deref().unwrap_or(""))))
+            .find_map(|r| {
+                Some(format!(
+                    "{} {:.1} {}",
+                    r.name,
+                    r.value?,
+                    r.unit.as_deref().unwrap_or("")
+                ))
+            })
             .unwrap_or_default();
         let line = Line::from(vec![
             Span::styled(format!("{:<name_w$} ", n.target.name), name_style),

@@ -1,0 +1,25 @@
+//! Burn-in suites, by the names a console sends in `BenchRequest.suite`.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// A few minutes at most: every check, short.
+    Quick,
+    /// Longer copies and a five-minute burn; every GPU pair.
+    Full,
+}
+
+impl Suite {
+    pub const ALL: [Suite; 2] = [Suite::Quick, Suite::Full];
+
+    /// The name on the wire and for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Quick => "quick",
+            Suite::Full => "full",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Suite> {
+        Self::ALL.into_iter().find(|x| x.name() == s)
+    }
+}
