@@ -38,3 +38,32 @@ impl Debounce {
         self.since.is_some()
     }
 }
+
+/// Events that keep a flag up for a while after the last one (XIDs, rising
+/// error counters): the flag starts at the first event of an episode and
+/// clears once `hold` has passed without one.
+#[derive(Debug, Default, Clone)]
+pub struct Hold {
+    first: Option<i64>,
+    last: Option<i64>,
+}
+
+impl Hold {
+    /// An event at `t`.
+    pub fn event(&mut self, t: i64) {
+        self.first.get_or_insert(t);
+        self.last = Some(t);
+    }
+
+    /// When the episode began, while it is held at `t`; `None` (and the
+    /// episode forgotten) once `hold_ms` has passed since the last event.
+    pub fn held(&mut self, t: i64, hold_ms: i64) -> Option<i64> {
+        match (self.first, self.last) {
+            (Some(first), Some(last)) if t - last <= hold_ms => Some(first),
+            _ => {
+                *self = Hold::default();
+                None
+            }
+        }
+    }
+}

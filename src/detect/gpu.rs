@@ -3,7 +3,7 @@
 
 use fleetop_proto::throttle;
 
-use crate::detect::debounce::Debounce;
+use crate::detect::debounce::{Debounce, Hold};
 use crate::detect::thresholds::Thresholds;
 use crate::detect::xid::xid_meaning;
 use crate::detect::{flag, ms};
@@ -23,8 +23,7 @@ pub struct GpuState {
     capped_run_start: Option<i64>,
     low_util_since: Option<i64>,
     idle: Debounce,
-    xid_first: Option<i64>,
-    xid_last: Option<i64>,
+    xid: Hold,
     xids: Vec<u32>,
 }
 
@@ -55,37 +54,31 @@ pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
 
 fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     for x in &g.xids {
-        st.xid_first.get_or_insert(x.time_ms);
-        st.xid_last = Some(x.time_ms);
+        st.xid.event(x.time_ms);
         if !st.xids.contains(&x.xid) {
             st.xids.push(x.xid);
         }
     }
-    match (st.xid_first, st.xid_last) {
-        (Some(first), Some(last)) if cx.t - last <= ms(cx.th.xid_hold) => {
-            let hw = st.xids.iter().any(|&x| xid_meaning(x).1);
-            let text: Vec<String> = st
-                .xids
-                .iter()
-                .map(|&x| format!("XID {x} ({})", xid_meaning(x).0))
-                .collect();
-            let ev: Vec<(&str, f64)> = st.xids.iter().map(|&x| ("xid", f64::from(x))).collect();
-            let sev = if hw { Severity::Crit } else { Severity::Warn };
-            out.push(flag(
-                FlagKind::Xid,
-                sev,
-                Subject::Gpu(g.index),
-                first,
-                text.join("; "),
-                &ev,
-            ));
-        }
-        _ => {
-            st.xid_first = None;
-            st.xid_last = None;
-            st.xids.clear();
-        }
-    }
+    let Some(first) = st.xid.held(cx.t, ms(cx.th.xid_hold)) else {
+        st.xids.clear();
+        return;
+    };
+    let hw = st.xids.iter().any(|&x| xid_meaning(x).1);
+    let text: Vec<String> = st
+        .xids
+        .iter()
+        .map(|&x| format!("XID {x} ({})", xid_meaning(x).0))
+        .collect();
+    let ev: Vec<(&str, f64)> = st.xids.iter().map(|&x| ("xid", f64::from(x))).collect();
+    let sev = if hw { Severity::Crit } else { Severity::Warn };
+    out.push(flag(
+        FlagKind::Xid,
+        sev,
+        Subject::Gpu(g.index),
+        first,
+        text.join("; "),
+        &ev,
+    ));
 }
 
 fn gpu_lost(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::detect::debounce::Debounce;
+use crate::detect::debounce::{Debounce, Hold};
 use crate::detect::thresholds::Thresholds;
 use crate::detect::{flag, ms};
 use crate::model::flag::{Flag, FlagKind, Severity, Subject};
@@ -12,29 +12,30 @@ use crate::model::sample::IbReading;
 #[derive(Debug, Default, Clone)]
 pub struct IbState {
     down: Debounce,
-    errors_first: Option<i64>,
-    errors_last: Option<i64>,
+    errors: Hold,
     /// Error increments over the current episode, by counter name.
     errors_seen: BTreeMap<&'static str, u64>,
 }
 
-/// Every flag of one port for one sample; `deltas` are its error counters'
-/// changes since the previous sample, `name` how people call the port.
-pub fn flags(
-    st: &mut IbState,
-    p: &IbReading,
-    name: &str,
-    deltas: &[Option<Delta>],
-    t: i64,
-    th: &Thresholds,
-    out: &mut Vec<Flag>,
-) {
-    ib_down(st, p, name, t, th, out);
-    ib_errors(st, p, name, deltas, t, th, out);
+/// What a port's flags are judged against.
+pub struct Context<'a> {
+    pub t: i64,
+    /// How people call the port ("mlx5_0/1").
+    pub name: &'a str,
+    /// Its error counters' changes since the previous sample.
+    pub deltas: &'a [Option<Delta>],
+    pub th: &'a Thresholds,
 }
 
-fn ib_down(st: &mut IbState, p: &IbReading, name: &str, t: i64, th: &Thresholds, out: &mut Vec<Flag>) {
-    let Some(since) = st.down.update(p.is_down(), t, th.link_down_samples, th.clear_samples) else {
+/// Every flag of one port for one sample.
+pub fn flags(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>) {
+    ib_down(st, p, cx, out);
+    ib_errors(st, p, cx, out);
+}
+
+fn ib_down(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>) {
+    let (raise, clear) = (cx.th.link_down_samples, cx.th.clear_samples);
+    let Some(since) = st.down.update(p.is_down(), cx.t, raise, clear) else {
         return;
     };
     let word = |s: &Option<String>| s.clone().unwrap_or_else(|| "?".into());
@@ -45,22 +46,14 @@ fn ib_down(st: &mut IbState, p: &IbReading, name: &str, t: i64, th: &Thresholds,
         Severity::Crit,
         Subject::IbPort(p.port),
         since,
-        format!("{name} {} ({})", word(&p.state), word(&p.phys_state)),
+        format!("{} {} ({})", cx.name, word(&p.state), word(&p.phys_state)),
         &ev,
     ));
 }
 
-fn ib_errors(
-    st: &mut IbState,
-    p: &IbReading,
-    name: &str,
-    deltas: &[Option<Delta>],
-    t: i64,
-    th: &Thresholds,
-    out: &mut Vec<Flag>,
-) {
+fn ib_errors(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>) {
     let mut rose = false;
-    for (i, d) in deltas.iter().enumerate() {
+    for (i, d) in cx.deltas.iter().enumerate() {
         let Some(v) = d.and_then(|d| d.value()) else {
             continue;
         };
@@ -70,26 +63,20 @@ fn ib_errors(
         }
     }
     if rose {
-        st.errors_last = Some(t);
-        st.errors_first.get_or_insert(t);
+        st.errors.event(cx.t);
     }
-    match (st.errors_first, st.errors_last) {
-        (Some(first), Some(last)) if t - last <= ms(th.ib_errors_hold) => {
-            let list: Vec<String> = st.errors_seen.iter().map(|(k, v)| format!("{k} +{v}")).collect();
-            let ev: Vec<(&str, f64)> = st.errors_seen.iter().map(|(k, v)| (*k, *v as f64)).collect();
-            out.push(flag(
-                FlagKind::IbErrors,
-                Severity::Warn,
-                Subject::IbPort(p.port),
-                first,
-                format!("{name}: {}", list.join(", ")),
-                &ev,
-            ));
-        }
-        _ => {
-            st.errors_first = None;
-            st.errors_last = None;
-            st.errors_seen.clear();
-        }
-    }
+    let Some(first) = st.errors.held(cx.t, ms(cx.th.ib_errors_hold)) else {
+        st.errors_seen.clear();
+        return;
+    };
+    let list: Vec<String> = st.errors_seen.iter().map(|(k, v)| format!("{k} +{v}")).collect();
+    let ev: Vec<(&str, f64)> = st.errors_seen.iter().map(|(k, v)| (*k, *v as f64)).collect();
+    out.push(flag(
+        FlagKind::IbErrors,
+        Severity::Warn,
+        Subject::IbPort(p.port),
+        first,
+        format!("{}: {}", cx.name, list.join(", ")),
+        &ev,
+    ));
 }

@@ -93,7 +93,13 @@ impl NodeDetector {
                 .get(p.port as usize)
                 .map(|r| r.errors.as_slice())
                 .unwrap_or(&[]);
-            ib::flags(st, p, &name, deltas, t, th, &mut want);
+            let cx = ib::Context {
+                t,
+                name: &name,
+                deltas,
+                th,
+            };
+            ib::flags(st, p, &cx, &mut want);
         }
         // Node-level flags (stale) are not decided by samples: keep them.
         let keep_node = |k: &(FlagKind, Subject)| k.1 == Subject::Node;

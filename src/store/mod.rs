@@ -171,26 +171,18 @@ mod tests {
         }
     }
 
+    fn on(st: &mut Store, event: Event, now_ms: i64) {
+        st.apply(Update::Node { node: 0, event }, now_ms);
+    }
+
     fn feed(st: &mut Store, s: NodeSample) {
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Sample(Box::new(s)),
-            },
-            0,
-        );
+        on(st, Event::Sample(Box::new(s)), 0);
     }
 
     #[test]
     fn nvlink_rates_hold_between_counter_carrying_samples() {
         let mut st = Store::new(vec![target()], Thresholds::default());
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Info(Box::default()),
-            },
-            0,
-        );
+        on(&mut st, Event::Info(Box::default()), 0);
         let with = |t: i64, kib: u64| NodeSample {
             seq: t as u64,
             time_ms: t,
@@ -234,40 +226,16 @@ mod tests {
             interval_ms: 1000,
             ..Default::default()
         };
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Info(Box::new(info)),
-            },
-            10_000,
-        );
+        on(&mut st, Event::Info(Box::new(info)), 10_000);
         let s = NodeSample {
             time_ms: 10_000,
             ..Default::default()
         };
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Sample(Box::new(s)),
-            },
-            10_000,
-        );
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::CaughtUp,
-            },
-            10_000,
-        );
+        on(&mut st, Event::Sample(Box::new(s)), 10_000);
+        on(&mut st, Event::CaughtUp, 10_000);
         assert_eq!(st.nodes[0].status(12_000, &th), NodeStatus::Ok);
         assert_eq!(st.nodes[0].status(14_000, &th), NodeStatus::Stale);
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Down("refused".into()),
-            },
-            14_000,
-        );
+        on(&mut st, Event::Down("refused".into()), 14_000);
         st.tick(14_000);
         assert!(
             st.nodes[0]
@@ -287,24 +255,12 @@ mod tests {
             interval_ms: 1000,
             ..Default::default()
         };
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Info(Box::new(info)),
-            },
-            100_000,
-        );
+        on(&mut st, Event::Info(Box::new(info)), 100_000);
         let old = NodeSample {
             time_ms: 10_000,
             ..Default::default()
         };
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Sample(Box::new(old)),
-            },
-            100_000,
-        );
+        on(&mut st, Event::Sample(Box::new(old)), 100_000);
         st.tick(100_000);
         assert_eq!(st.nodes[0].status(100_000, &th), NodeStatus::Connecting);
         assert_eq!(
@@ -312,13 +268,7 @@ mod tests {
             0,
             "no stale flag while history arrives"
         );
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::CaughtUp,
-            },
-            100_000,
-        );
+        on(&mut st, Event::CaughtUp, 100_000);
         st.tick(100_000);
         assert_eq!(
             st.nodes[0].status(100_000, &th),
@@ -330,13 +280,7 @@ mod tests {
     #[test]
     fn history_is_bounded_and_aligned() {
         let mut st = Store::new(vec![target()], Thresholds::default()).with_history(3);
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Info(Box::default()),
-            },
-            0,
-        );
+        on(&mut st, Event::Info(Box::default()), 0);
         for t in 1..=5 {
             let gpus = (0..(t % 2 + 1))
                 .map(|i| GpuReading {
@@ -351,13 +295,7 @@ mod tests {
                 gpus,
                 ..Default::default()
             };
-            st.apply(
-                Update::Node {
-                    node: 0,
-                    event: Event::Sample(Box::new(s)),
-                },
-                0,
-            );
+            on(&mut st, Event::Sample(Box::new(s)), 0);
         }
         let h = &st.nodes[0].history;
         assert_eq!(h.times, [3000, 4000, 5000]);
@@ -370,13 +308,7 @@ mod tests {
             time_ms: 9000,
             ..Default::default()
         };
-        st.apply(
-            Update::Node {
-                node: 0,
-                event: Event::Sample(Box::new(old)),
-            },
-            0,
-        );
+        on(&mut st, Event::Sample(Box::new(old)), 0);
         assert_eq!(st.nodes[0].history.times.back(), Some(&5000));
     }
 }
