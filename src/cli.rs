@@ -45,7 +45,7 @@ pub struct SourceArgs {
     #[arg(long, conflicts_with_all = ["hosts", "hostfile"])]
     pub slurm: bool,
     /// Agent port where a host gives none.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
     /// Demo: number of nodes.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]

@@ -96,15 +96,17 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
             _ => return Ok(Config::default()),
         },
     };
-    let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::Read {
-        path: path.clone(),
-        error,
+    let text = fleetop_proto::input::read_capped(&path, fleetop_proto::input::MAX_FILE_BYTES).map_err(|error| {
+        ConfigError::Read {
+            path: path.clone(),
+            error,
+        }
     })?;
     parse(&text, &path)
 }
 
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    toml::from_str(text).map_err(|e| {
+    let cfg: Config = toml::from_str(text).map_err(|e| {
         let line = e
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
@@ -114,7 +116,52 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             line,
             message: e.message().trim().replace('\n', " "),
         }
-    })
+    })?;
+    // Values that parse but would make the console lie are refused too,
+    // with the line they are on.
+    if let Some((section, key, why)) = cfg.invalid() {
+        return Err(ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: line_of_key(text, section, key),
+            message: format!("{}{key}: {why}", section.map(|s| format!("{s}.")).unwrap_or_default()),
+        });
+    }
+    Ok(cfg)
+}
+
+impl Config {
+    /// The first value out of its range, as (section, key, why).
+    fn invalid(&self) -> Option<(Option<&'static str>, &'static str, String)> {
+        if self.port == Some(0) {
+            return Some((None, "port", "must be 1 to 65535".into()));
+        }
+        if let Some((key, why)) = self.thresholds.invalid() {
+            return Some((Some("thresholds"), key, why));
+        }
+        let zero = |d: std::time::Duration| d.is_zero().then(|| "must be longer than zero".to_string());
+        if let Some(why) = zero(self.slurm.refresh) {
+            return Some((Some("slurm"), "refresh", why));
+        }
+        zero(self.slurm.timeout).map(|why| (Some("slurm"), "timeout", why))
+    }
+}
+
+/// The line where `key` is set in `[section]` (or before any section), for
+/// errors about values; 1 where it cannot be found.
+fn line_of_key(text: &str, section: Option<&str>, key: &str) -> usize {
+    let mut current: Option<String> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = Some(name.trim().to_string());
+            continue;
+        }
+        let here = line.split('=').next().map(str::trim) == Some(key);
+        if here && current.as_deref() == section {
+            return i + 1;
+        }
+    }
+    1
 }
 
 #[cfg(test)]
@@ -154,5 +201,32 @@ mod tests {
         let e = parse("[thresholds]\nidle_window = \"five\"\n", Path::new("f.toml")).expect_err("bad duration");
         assert!(e.to_string().starts_with("f.toml:2: "), "{e}");
         assert!(e.to_string().contains("five"), "{e}");
+    }
+
+    #[test]
+    fn values_that_would_make_the_console_lie_are_refused_with_file_line_and_key() {
+        let bad = [
+            ("[thresholds]\nidle_util_pct = 1000\n", 2, "thresholds.idle_util_pct"),
+            (
+                "port = 50051\n[thresholds]\n\nstale_intervals = 0\n",
+                4,
+                "thresholds.stale_intervals",
+            ),
+            (
+                "[thresholds]\nunreachable_after = \"0s\"\n",
+                2,
+                "thresholds.unreachable_after",
+            ),
+            ("[thresholds]\nclear_samples = 0\n", 2, "thresholds.clear_samples"),
+            ("[slurm]\nrefresh = \"0s\"\n", 2, "slurm.refresh"),
+            ("port = 0\n", 1, "port"),
+            ("[thresholds]\nxid_hold = \"300000000000y\"\n", 2, "at most a year"),
+        ];
+        for (text, line, needle) in bad {
+            let e = parse(text, Path::new("/etc/f.toml")).expect_err(text).to_string();
+            assert!(e.starts_with(&format!("/etc/f.toml:{line}: ")), "{text:?}: {e}");
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+        assert!(parse("[thresholds]\nidle_util_pct = 100\n", Path::new("f")).is_ok());
     }
 }

@@ -38,7 +38,10 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fleetop: {e:#}");
+            // One line, causes not repeated, nothing from outside sent raw
+            // to the terminal.
+            let line = fleetop_proto::input::error_line(e.as_ref());
+            eprintln!("fleetop: {}", fleetop_proto::input::printable(&line, 2000));
             ExitCode::FAILURE
         }
     }

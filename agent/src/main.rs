@@ -161,7 +161,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fleetop-agent: {e:#}");
+            let line = fleetop_proto::input::error_line(e.as_ref());
+            eprintln!("fleetop-agent: {}", fleetop_proto::input::printable(&line, 2000));
             ExitCode::FAILURE
         }
     }

@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod counters;
 pub mod ib;
+pub mod input;
 pub mod throttle;
 pub mod util;
 pub mod wire;

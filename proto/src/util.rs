@@ -8,11 +8,17 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The longest duration any flag or setting takes: anything longer is a
+/// typo, and would overflow when added to a clock.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(366 * 86_400);
+
 /// Parses a command-line interval ("500ms", "1s", "10m"); zero is refused,
-/// since nothing can be done every zero seconds.
+/// since nothing can be done every zero seconds, and so is anything past
+/// `MAX_DURATION`.
 pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     match humantime::parse_duration(s) {
         Ok(d) if d.is_zero() => Err("must be longer than zero".into()),
+        Ok(d) if d > MAX_DURATION => Err("must be at most a year".into()),
         Ok(d) => Ok(d),
         Err(e) => Err(e.to_string()),
     }
@@ -66,6 +72,8 @@ mod tests {
             Ok(std::time::Duration::from_millis(250))
         );
         assert!(super::parse_interval("0s").is_err());
+        assert!(super::parse_interval("300000000000y").is_err());
+        assert!(super::parse_interval("367d").is_err());
         assert!(super::parse_interval("soon").is_err());
     }
 

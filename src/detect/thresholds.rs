@@ -74,7 +74,54 @@ impl Thresholds {
     }
 }
 
+/// A duration in the config ("90s", "5m"): at most a year, like every flag.
 pub fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| serde::de::Error::custom(format!("bad duration '{s}': {e}")))
+    match humantime::parse_duration(&s) {
+        Ok(d) if d > fleetop_proto::util::MAX_DURATION => Err(serde::de::Error::custom(format!(
+            "bad duration '{s}': must be at most a year"
+        ))),
+        Ok(d) => Ok(d),
+        Err(e) => Err(serde::de::Error::custom(format!("bad duration '{s}': {e}"))),
+    }
+}
+
+impl Thresholds {
+    /// Values that parse but make no sense (a threshold above 100%, a zero
+    /// window): the first, as (key, why).
+    pub fn invalid(&self) -> Option<(&'static str, String)> {
+        let samples = |v: u32| (1..=1000).contains(&v);
+        let checks: [(&'static str, bool, &str); 10] = [
+            ("idle_util_pct", self.idle_util_pct <= 100, "a percentage: 0 to 100"),
+            (
+                "throttle_raise_samples",
+                samples(self.throttle_raise_samples),
+                "1 to 1000 samples",
+            ),
+            ("clear_samples", samples(self.clear_samples), "1 to 1000 samples"),
+            (
+                "link_down_samples",
+                samples(self.link_down_samples),
+                "1 to 1000 samples",
+            ),
+            ("stale_intervals", samples(self.stale_intervals), "1 to 1000 intervals"),
+            ("hot_margin_c", self.hot_margin_c <= 50, "0 to 50 °C"),
+            (
+                "hot_fallback_slowdown_c",
+                (40..=150).contains(&self.hot_fallback_slowdown_c),
+                "40 to 150 °C",
+            ),
+            ("idle_window", !self.idle_window.is_zero(), "longer than zero"),
+            ("power_cap_window", !self.power_cap_window.is_zero(), "longer than zero"),
+            (
+                "unreachable_after",
+                !self.unreachable_after.is_zero(),
+                "longer than zero",
+            ),
+        ];
+        checks
+            .into_iter()
+            .find(|(_, ok, _)| !ok)
+            .map(|(key, _, why)| (key, format!("must be {why}")))
+    }
 }

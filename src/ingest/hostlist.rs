@@ -18,7 +18,15 @@ use std::hash::Hash;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 
+use fleetop_proto::input::{MAX_FILE_BYTES, printable, read_capped};
+
 use crate::model::target::Target;
+
+/// A piece of operator input inside an error: escaped, and short enough
+/// that a 5 MB "host name" gives a one-line error.
+fn shown(s: &str) -> String {
+    printable(s, 100)
+}
 
 /// Largest number of hosts one expression (or hostfile) may expand to. A typo such as
 /// `gpu[1-9999999]` must fail fast instead of allocating millions of names.
@@ -106,7 +114,7 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
         .map(|segs| segs.iter().map(Segment::count).fold(1, u64::saturating_mul))
         .fold(0, u64::saturating_add);
     if total > MAX_HOSTS as u64 {
-        return Err(HostlistError::TooMany { expr: expr.into() });
+        return Err(HostlistError::TooMany { expr: shown(expr) });
     }
     let mut names = Vec::with_capacity(total as usize);
     for segs in &items {
@@ -123,11 +131,11 @@ pub fn parse_targets(list: &str, default_port: u16) -> Result<Vec<Target>, Hostl
     let mut targets = Vec::new();
     for item in split_top(list)? {
         if item.is_empty() {
-            return Err(HostlistError::EmptyName { expr: list.into() });
+            return Err(HostlistError::EmptyName { expr: shown(list) });
         }
         let (hosts, port) = parse_target_item(item, default_port)?;
         if targets.len() + hosts.len() > MAX_HOSTS {
-            return Err(HostlistError::TooMany { expr: list.into() });
+            return Err(HostlistError::TooMany { expr: shown(list) });
         }
         targets.extend(hosts.into_iter().map(|host| Target {
             name: host.clone(),
@@ -142,7 +150,7 @@ pub fn parse_targets(list: &str, default_port: u16) -> Result<Vec<Target>, Hostl
 /// and text after '#' are ignored. An empty result is an error: running a fleet command
 /// against zero nodes is almost always a mistake (wrong file, everything commented out).
 pub fn read_hostfile(path: &Path, default_port: u16) -> Result<Vec<Target>, HostfileError> {
-    let text = std::fs::read_to_string(path).map_err(|error| HostfileError::Read {
+    let text = read_capped(path, MAX_FILE_BYTES).map_err(|error| HostfileError::Read {
         path: path.to_path_buf(),
         error,
     })?;
@@ -159,7 +167,7 @@ pub fn read_hostfile(path: &Path, default_port: u16) -> Result<Vec<Target>, Host
         };
         targets.extend(parse_targets(line, default_port).map_err(at_line)?);
         if targets.len() > MAX_HOSTS {
-            return Err(at_line(HostlistError::TooMany { expr: line.into() }));
+            return Err(at_line(HostlistError::TooMany { expr: shown(line) }));
         }
     }
     let targets = dedup(targets);
@@ -177,8 +185,8 @@ fn split_top(expr: &str) -> Result<Vec<&str>, HostlistError> {
     let (mut items, mut start, mut open) = (Vec::new(), 0, false);
     for (i, c) in expr.char_indices() {
         match c {
-            '[' if open => return Err(HostlistError::Nested { expr: expr.into() }),
-            ']' if !open => return Err(HostlistError::Unopened { expr: expr.into() }),
+            '[' if open => return Err(HostlistError::Nested { expr: shown(expr) }),
+            ']' if !open => return Err(HostlistError::Unopened { expr: shown(expr) }),
             '[' | ']' => open = !open,
             ',' if !open => {
                 items.push(expr[start..i].trim());
@@ -188,7 +196,7 @@ fn split_top(expr: &str) -> Result<Vec<&str>, HostlistError> {
         }
     }
     if open {
-        return Err(HostlistError::Unclosed { expr: expr.into() });
+        return Err(HostlistError::Unclosed { expr: shown(expr) });
     }
     items.push(expr[start..].trim());
     Ok(items)
@@ -197,7 +205,7 @@ fn split_top(expr: &str) -> Result<Vec<&str>, HostlistError> {
 /// Parses one top-level item (balanced, unnested brackets) into literal and range segments.
 fn parse_item(expr: &str, item: &str) -> Result<Vec<Segment>, HostlistError> {
     if item.is_empty() {
-        return Err(HostlistError::EmptyName { expr: expr.into() });
+        return Err(HostlistError::EmptyName { expr: shown(expr) });
     }
     let literal = |text: &str| {
         if text
@@ -206,7 +214,7 @@ fn parse_item(expr: &str, item: &str) -> Result<Vec<Segment>, HostlistError> {
         {
             Ok(Segment::Literal(text.to_string()))
         } else {
-            Err(HostlistError::BadName { name: item.into() })
+            Err(HostlistError::BadName { name: shown(item) })
         }
     };
     let mut segments = Vec::new();
@@ -214,7 +222,7 @@ fn parse_item(expr: &str, item: &str) -> Result<Vec<Segment>, HostlistError> {
     while let Some((before, after)) = rest.split_once('[') {
         let (body, tail) = after
             .split_once(']')
-            .ok_or_else(|| HostlistError::Unclosed { expr: expr.into() })?;
+            .ok_or_else(|| HostlistError::Unclosed { expr: shown(expr) })?;
         segments.push(literal(before)?);
         segments.push(Segment::Ranges(parse_ranges(expr, body)?));
         rest = tail;
@@ -226,7 +234,7 @@ fn parse_item(expr: &str, item: &str) -> Result<Vec<Segment>, HostlistError> {
 /// Parses the inside of `[...]`: comma-separated numbers or `lo-hi` ranges.
 fn parse_ranges(expr: &str, body: &str) -> Result<Vec<Range>, HostlistError> {
     if body.trim().is_empty() {
-        return Err(HostlistError::EmptyBrackets { expr: expr.into() });
+        return Err(HostlistError::EmptyBrackets { expr: shown(expr) });
     }
     let number = |s: &str| {
         s.bytes()
@@ -240,15 +248,15 @@ fn parse_ranges(expr: &str, body: &str) -> Result<Vec<Range>, HostlistError> {
             let (lo_s, hi_s) = piece.split_once('-').unwrap_or((piece, piece));
             let (lo_s, hi_s) = (lo_s.trim(), hi_s.trim());
             let bad = || HostlistError::BadRange {
-                expr: expr.into(),
-                piece: piece.into(),
+                expr: shown(expr),
+                piece: shown(piece),
             };
             let (lo, hi) = (number(lo_s).ok_or_else(bad)?, number(hi_s).ok_or_else(bad)?);
             if lo > hi {
                 return Err(HostlistError::Backwards {
-                    expr: expr.into(),
-                    lo: lo_s.into(),
-                    hi: hi_s.into(),
+                    expr: shown(expr),
+                    lo: shown(lo_s),
+                    hi: shown(hi_s),
                 });
             }
             Ok(Range {
@@ -290,7 +298,7 @@ fn parse_target_item(item: &str, default_port: u16) -> Result<(Vec<String>, u16)
             "" => default_port,
             _ => match after.strip_prefix(':') {
                 Some(port) => parse_port(item, port)?,
-                None => return Err(HostlistError::BadIpv6 { addr: item.into() }),
+                None => return Err(HostlistError::BadIpv6 { addr: shown(item) }),
             },
         };
         return Ok((vec![ipv6(addr)?], port));
@@ -320,8 +328,8 @@ fn parse_port(item: &str, port: &str) -> Result<u16, HostlistError> {
         .and_then(|p| p.parse::<u16>().ok())
         .filter(|&p| p != 0)
         .ok_or_else(|| HostlistError::BadPort {
-            item: item.into(),
-            port: port.into(),
+            item: shown(item),
+            port: shown(port),
         })
 }
 
@@ -329,7 +337,7 @@ fn parse_port(item: &str, port: &str) -> Result<u16, HostlistError> {
 fn ipv6(addr: &str) -> Result<String, HostlistError> {
     addr.parse::<Ipv6Addr>()
         .map(|_| addr.to_string())
-        .map_err(|_| HostlistError::BadIpv6 { addr: addr.into() })
+        .map_err(|_| HostlistError::BadIpv6 { addr: shown(addr) })
 }
 
 fn dedup<T: Eq + Hash + Clone>(items: Vec<T>) -> Vec<T> {

@@ -404,7 +404,7 @@ impl Source {
     fn read(&self) -> Result<std::borrow::Cow<'static, str>, ThemeError> {
         match self {
             Source::Shipped(n) => Ok(shipped_text(n).unwrap_or_default().into()),
-            Source::File(p) => fs::read_to_string(p)
+            Source::File(p) => fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES)
                 .map(Into::into)
                 .map_err(|source| ThemeError::Read {
                     path: p.display().to_string(),

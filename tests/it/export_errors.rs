@@ -126,3 +126,69 @@ fn a_bad_theme_is_refused_before_the_terminal_is_touched() {
         .expect("runs");
     assert!(String::from_utf8_lossy(&out.stderr).contains("theme 'nope': no such theme"));
 }
+
+#[test]
+fn absurd_values_are_refused_in_one_line_never_a_panic() {
+    // Added to a clock, this overflowed and panicked. Flags are refused by
+    // the argument parser, in its usual form (exit 2).
+    for (args, needle) in [
+        (["--timeout", "300000000000y"], "must be at most a year"),
+        (["--port", "0"], "'0' for '--port <PORT>'"),
+    ] {
+        let out = fleetop()
+            .args(["export", "--once", "--hosts", "a"])
+            .args(args)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle) && !err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn hostile_files_and_names_cannot_exhaust_memory_or_reach_the_terminal() {
+    // An endless file is refused after a bounded read.
+    fails_with(
+        &["export", "--once", "--hostfile", "/dev/zero"],
+        "cannot read hostfile '/dev/zero': larger than 4 MiB",
+    );
+    // A terminal escape in a host name is shown escaped, never sent raw.
+    let out = fleetop()
+        .args(["export", "--once", "--hosts", "gpu\u{1b}]0;pwned\u{7}[1"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert!(err.contains("\\u{1b}]0;pwned"), "{err:?}");
+    // A 3 MB host name gives a short line.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hosts");
+    std::fs::write(&path, format!("{}!\n", "x".repeat(3 << 20))).expect("write");
+    let out = fleetop()
+        .args(["export", "--once", "--hostfile", &path.to_string_lossy()])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.len() < 1000 && err.contains("bad host name"), "{} bytes", err.len());
+}
+
+#[test]
+fn a_byte_order_mark_is_not_a_bad_host_name_and_causes_are_said_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hosts");
+    let port = free_port();
+    std::fs::write(&path, format!("\u{feff}127.0.0.1:{port}\n")).expect("write");
+    // The host is read (and refused by the network), not rejected as a name.
+    fails_with(
+        &["export", "--once", "--hostfile", &path.to_string_lossy()],
+        "no node answered",
+    );
+    let out = fleetop()
+        .env("COLORTERM", "truecolor")
+        .args(["--theme", "/nonexistent/theme.toml", "demo", "--nodes", "1"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

@@ -1,0 +1,95 @@
+//! What comes from outside (files, flags, peers), made safe: files are read
+//! up to a bound, and text is escaped and shortened before it is printed,
+//! so a hostfile pointed at /dev/zero or a host name full of terminal
+//! escapes can neither exhaust memory nor reach the terminal.
+
+use std::io::Read;
+use std::path::Path;
+
+/// The most any operator file (hostfile, config, theme, token) may hold.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// Reads a text file of at most `max` bytes; a larger one (or an endless
+/// one, like /dev/zero) is refused after reading just past the bound.
+pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
+    let mut buf = Vec::new();
+    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(std::io::Error::other(format!("larger than {} MiB", max >> 20)));
+    }
+    let text = String::from_utf8(buf).map_err(|_| std::io::Error::other("not UTF-8 text"))?;
+    // A byte-order mark is invisible and never part of the content.
+    Ok(text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text))
+}
+
+/// `s` for a one-line message: control characters escaped (`\x1b`, `\n`),
+/// and at most `max_chars` characters, the rest counted.
+pub fn printable(s: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in s.chars().enumerate() {
+        if n == max_chars {
+            let rest = s.chars().count() - n;
+            out.push_str(&format!("… ({rest} more characters)"));
+            break;
+        }
+        if c.is_control() || c == '\u{feff}' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An error and its causes on one line, each cause added only where the
+/// text so far does not already say it (many errors print their source).
+pub fn error_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endless_and_oversized_files_are_refused() {
+        let e = read_capped(Path::new("/dev/zero"), 1024).expect_err("endless");
+        assert!(e.to_string().contains("larger than"), "{e}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_dropped() {
+        let p = std::env::temp_dir().join(format!("fleetop-bom-{}", std::process::id()));
+        std::fs::write(&p, "\u{feff}gpu01\n").expect("write");
+        assert_eq!(read_capped(&p, 100).expect("read"), "gpu01\n");
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn terminal_escapes_are_shown_not_sent() {
+        let s = printable("a\u{1b}]0;pwned\u{7}b\nc", 100);
+        assert_eq!(s, "a\\u{1b}]0;pwned\\u{7}b\\nc");
+        assert!(!s.chars().any(char::is_control));
+        let long = printable(&"x".repeat(5_000_000), 10);
+        assert_eq!(long, "xxxxxxxxxx… (4999990 more characters)");
+    }
+
+    #[test]
+    fn causes_already_said_are_not_repeated() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read theme 'x': {0}")]
+        struct Outer(#[source] std::io::Error);
+        let e = Outer(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(error_line(&e), "cannot read theme 'x': entity not found");
+    }
+}
