@@ -703,3 +703,25 @@ fn a_16_colour_terminal_gets_only_the_16_ansi_colours() {
         }
     }
 }
+
+#[test]
+fn a_bench_progress_past_its_total_draws_a_full_bar_not_a_panic() {
+    use fleetop::model::bench::BenchUpdate;
+    let ev = |event: BenchUpdate| Step::Arrive(Update::Bench { node: 0, event });
+    let steps = vec![
+        ev(BenchUpdate::Started { suite: "quick".into() }),
+        ev(BenchUpdate::Progress {
+            step: "an agent that miscounts".into(),
+            done: 50,
+            total: 10,
+        }),
+        // Heatmap -> alerts -> detail -> the bench screen.
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+    ];
+    let setup = |app: &mut App| app.bench_enabled = true;
+    let (buf, _) = drive_steps(theme(), fleet_updates(2, 8, 30), (120, 30), steps, setup);
+    let screen = text(&buf);
+    assert!(screen.contains(&"█".repeat(20)) && screen.contains("50/10"), "{screen}");
+}

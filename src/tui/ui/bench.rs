@@ -37,8 +37,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let mut row = 0u16;
     for (pos, (&i, s)) in app.store.bench.iter().enumerate() {
         let Some(n) = app.store.nodes.get(i) else { continue };
+        // An agent may report more done than total: the bar is then full,
+        // never a panic.
         let filled = if s.total > 0 {
-            (s.done as usize * bar_w) / s.total as usize
+            (s.done.min(s.total) as usize * bar_w) / s.total as usize
         } else {
             0
         };
