@@ -103,6 +103,14 @@ async fn run_actions(
                 continue;
             }
         };
+        // Logged before it runs; not run if it cannot be logged.
+        if let Err(e) = audit::started(&plan) {
+            let report = audit::refused(&plan, &e.to_string());
+            if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let s = slurm.clone();
         let report = match tokio::task::spawn_blocking(move || slurm::execute(&s, &plan)).await {
             Ok(r) => r,

@@ -44,6 +44,7 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
             eprintln!("{} [{done}/{total}] {step}", names[i]);
         }
     };
+    audit::started(&plan)?;
     let report = bench::run_suites(targets, suite, &token, args.timeout, &progress).await;
     bench::audit_report(&report, targets)?;
     let mut out = std::io::stdout().lock();

@@ -28,6 +28,7 @@ pub fn run(args: NodeCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
     if !args.yes {
         super::confirm(&plan, "Run these commands?")?;
     }
+    audit::started(&plan)?;
     let report = slurm::execute(&targets::slurm(cfg), &plan);
     let logged = audit::append(&report);
     print_report(&report, args.format)?;

@@ -100,12 +100,38 @@ pub struct NodeResult {
     pub state_after: Option<String>,
 }
 
+/// Where an attempt is: logged before it runs, and again when it is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// About to run: written (and flushed) before the first command.
+    Started,
+    /// Ran; `results` say how each node went.
+    Done,
+    /// Not run; `refused` says why.
+    Refused,
+}
+
+/// Who acted. The identity is the OS account the console runs as; what the
+/// environment claims is kept beside it, never instead of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Actor {
+    pub uid: u32,
+    /// The account's name in the password database, where it has one.
+    pub name: Option<String>,
+    /// `$SUDO_USER`, when set: who ran sudo, as the environment says.
+    pub sudo_user: Option<String>,
+    /// `$USER`, when set and different from `name`.
+    pub env_user: Option<String>,
+}
+
 /// Everything about one attempt, as reported and as logged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ActionReport {
     /// RFC 3339.
     pub time: String,
-    pub user: String,
+    pub stage: Stage,
+    pub actor: Actor,
     pub action: NodeAction,
     pub nodes: Vec<String>,
     pub reason: Option<String>,

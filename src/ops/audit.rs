@@ -4,25 +4,30 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::model::action::{ActionReport, NodeResult, Plan};
+use crate::model::action::{ActionReport, Actor, NodeResult, Plan, Stage};
 use crate::model::time::{now_ms, rfc3339};
 
-/// Who is acting: the login name, for the audit log.
-pub fn user() -> String {
-    std::env::var("SUDO_USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .map(|u| format!("{u} (via sudo)"))
-        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-        .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| "unknown".into())
+/// Who is acting: the OS account (uid and its name from the password
+/// database), with what `SUDO_USER` and `USER` claim as extra fields only:
+/// the environment is the caller's to set.
+pub fn actor() -> Actor {
+    let uid = nix::unistd::getuid();
+    let name = nix::unistd::User::from_uid(uid).ok().flatten().map(|u| u.name);
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    Actor {
+        uid: uid.as_raw(),
+        env_user: var("USER").filter(|u| Some(u) != name.as_ref()),
+        name,
+        sudo_user: var("SUDO_USER"),
+    }
 }
 
-/// The report of `plan`, by this user, now.
-pub fn report(plan: &Plan, refused: Option<String>, results: Vec<NodeResult>) -> ActionReport {
+/// The report of `plan` at `stage`, by this user, now.
+pub fn report(plan: &Plan, stage: Stage, refused: Option<String>, results: Vec<NodeResult>) -> ActionReport {
     ActionReport {
         time: rfc3339(now_ms()),
-        user: user(),
+        stage,
+        actor: actor(),
         action: plan.action,
         nodes: plan.nodes.clone(),
         reason: plan.reason.clone(),
@@ -34,7 +39,13 @@ pub fn report(plan: &Plan, refused: Option<String>, results: Vec<NodeResult>) ->
 
 /// The report of an attempt that was not run, and why.
 pub fn refused(plan: &Plan, why: &str) -> ActionReport {
-    report(plan, Some(why.into()), Vec::new())
+    report(plan, Stage::Refused, Some(why.into()), Vec::new())
+}
+
+/// Logs that `plan` is about to run; an action that cannot be logged does
+/// not run.
+pub fn started(plan: &Plan) -> anyhow::Result<()> {
+    log(&report(plan, Stage::Started, None, Vec::new())).map(|_| ())
 }
 
 /// The audit log: `$FLEETOP_AUDIT_LOG`, or `$XDG_STATE_HOME/fleetop/audit.jsonl`.
@@ -45,18 +56,36 @@ pub fn audit_path() -> PathBuf {
     crate::logging::log_path().with_file_name("audit.jsonl")
 }
 
-/// Appends one JSON line. A log that cannot be written is an error: an
-/// action that cannot be audited should be noticed.
+/// Appends one JSON line, flushed to disk before this returns. The file
+/// (0600) and its directory (0700) get their modes whatever the umask, and
+/// a symbolic link in the log's place is refused: the log is evidence. A log
+/// that cannot be written is an error: an action that cannot be audited
+/// should be noticed.
 pub fn append(report: &ActionReport) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     let path = audit_path();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     let mut line = serde_json::to_string(report).map_err(std::io::Error::other)?;
     line.push('\n');
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(&path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == nix::errno::Errno::ELOOP as i32 => {
+                std::io::Error::other(format!("{} is a symbolic link: refused", path.display()))
+            }
+            _ => e,
+        })?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     // One write per line, so concurrent consoles do not interleave lines.
     f.write_all(line.as_bytes())?;
+    f.sync_data()?;
     Ok(path)
 }
 

@@ -11,7 +11,7 @@ use fleetop_proto::pb::{BenchRequest, NetSinkRequest};
 use tokio::sync::mpsc;
 
 use crate::ingest::agent;
-use crate::model::action::{NodeAction, NodeResult, Plan};
+use crate::model::action::{NodeAction, NodeResult, Plan, Stage};
 use crate::model::bench::{BenchNode, BenchReport, BenchResult, BenchUpdate, Suite, Verdict};
 use crate::model::target::Target;
 use crate::model::time::{now_ms, rfc3339};
@@ -84,7 +84,13 @@ pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<
             state_after: None,
         })
         .collect();
-    audit::log(&audit::report(&plan(&report.suite, targets), None, results)).map(|_| ())
+    audit::log(&audit::report(
+        &plan(&report.suite, targets),
+        Stage::Done,
+        None,
+        results,
+    ))
+    .map(|_| ())
 }
 
 /// Opens every node's sink, then runs every node's suite, concurrently.
@@ -203,6 +209,16 @@ pub async fn run_reporting(targets: Vec<(usize, Target)>, suite: Suite, token: S
     }
     let index: Vec<usize> = targets.iter().map(|(i, _)| *i).collect();
     let list: Vec<Target> = targets.into_iter().map(|(_, t)| t).collect();
+    if let Err(e) = audit::started(&plan(suite, &list)) {
+        // Not logged, not run: each node says why.
+        for node in index {
+            let event = BenchUpdate::Finished {
+                error: Some(e.to_string()),
+            };
+            let _ = tx.send(Update::Bench { node, event }).await;
+        }
+        return;
+    }
     // The callback cannot wait, so events queue without bound here and a
     // forwarder waits on the update channel: nothing is dropped, and a suite
     // produces a few dozen events per node.

@@ -4,7 +4,7 @@
 //! the caller appends the report to the audit log.
 
 use crate::ingest::slurm::{SchedError, Slurm};
-use crate::model::action::{ActionReport, NodeAction, NodeResult, Plan};
+use crate::model::action::{ActionReport, NodeAction, NodeResult, Plan, Stage};
 use crate::model::sched::SchedNode;
 use crate::ops::audit;
 
@@ -131,7 +131,7 @@ pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
             }
         }
     }
-    audit::report(plan, None, results)
+    audit::report(plan, Stage::Done, None, results)
 }
 
 #[cfg(test)]

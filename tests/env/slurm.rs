@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fleetop::export::Snapshot;
-use fleetop::model::action::ActionReport;
+use fleetop::model::action::{ActionReport, Stage};
 
 use crate::slurm_harness::SlurmCluster;
 
@@ -198,8 +198,18 @@ pub fn discover_drain_resume_undrain_with_state_and_reason_shown() {
     assert!(ok, "{stdout}");
     env.wait("gpu04", "idle");
 
-    // Every attempt is in the audit log, with its exact commands and results.
-    let log = env.audit_lines();
+    // Every attempt is in the audit log, with its exact commands and results:
+    // a line before it runs, and one with the results.
+    let all = env.audit_lines();
+    let (started, log): (Vec<ActionReport>, Vec<ActionReport>) =
+        all.iter().cloned().partition(|r| r.stage == Stage::Started);
+    assert_eq!(started.len(), log.len(), "each attempt logged before it ran");
+    for pair in all.chunks(2) {
+        assert_eq!(
+            (pair[0].stage, pair[1].stage, &pair[0].nodes),
+            (Stage::Started, Stage::Done, &pair[1].nodes)
+        );
+    }
     let actions: Vec<&str> = log.iter().map(|r| r.action.verb()).collect();
     assert_eq!(
         actions,
@@ -210,7 +220,7 @@ pub fn discover_drain_resume_undrain_with_state_and_reason_shown() {
         log[0].commands[0].last().map(String::as_str),
         Some(format!("Reason={REASON}").as_str())
     );
-    assert!(!log[0].user.is_empty() && log[0].results[0].ok);
+    assert!(log[0].actor.name.is_some() && log[0].results[0].ok);
 }
 
 pub fn text_format_reads_the_same_as_json() {

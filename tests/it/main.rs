@@ -2,6 +2,7 @@
 //! processes), the real binaries, JSON read back into the typed export.
 
 mod agent_stream;
+mod audit;
 mod bench;
 mod export_demo;
 mod export_errors;

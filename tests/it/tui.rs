@@ -5,7 +5,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use fleetop::detect::Thresholds;
 use fleetop::ingest::demo::{self, SimFleet};
-use fleetop::model::action::{ActionReport, NodeAction, NodeResult, Request};
+use fleetop::model::action::{ActionReport, Actor, NodeAction, NodeResult, Request, Stage};
 use fleetop::model::target::Target;
 use fleetop::model::update::{Event, Update};
 use fleetop::store::Store;
@@ -401,7 +401,13 @@ fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
     steps.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Char('y')))]);
     let report = ActionReport {
         time: "2026-01-01T00:00:00.000Z".into(),
-        user: "sre".into(),
+        stage: Stage::Done,
+        actor: Actor {
+            uid: 1000,
+            name: Some("sre".into()),
+            sudo_user: None,
+            env_user: None,
+        },
         action: NodeAction::Drain,
         nodes: vec!["gpu01".into(), "gpu03".into()],
         reason: Some("psu".into()),
