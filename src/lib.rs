@@ -18,6 +18,8 @@ pub mod cmd;
 pub mod config;
 pub mod detect;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ingest;
 pub mod logging;
 pub mod model;

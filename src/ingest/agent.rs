@@ -54,7 +54,11 @@ impl Default for SourceOptions {
         SourceOptions {
             connect_timeout: CONNECT_TIMEOUT,
             backoff_start: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(30),
+            // A node that comes back is seen within about two sample
+            // intervals; a refused connect costs microseconds, a dropped one
+            // waits out `connect_timeout`, so even a large dead fleet makes
+            // few attempts a second.
+            backoff_max: Duration::from_secs(2),
             backfill_s: 0,
         }
     }

@@ -244,7 +244,10 @@ mod tests {
                 .any(|f| f.kind == crate::model::flag::FlagKind::Stale)
         );
         assert_eq!(st.nodes[0].status(20_000, &th), NodeStatus::Stale);
-        assert_eq!(st.nodes[0].status(44_000, &th), NodeStatus::Unreachable);
+        // Silent since 10 s, noticed down at 14 s: unreachable 30 s after it
+        // went silent, not 30 s after it was noticed.
+        assert_eq!(st.nodes[0].status(39_000, &th), NodeStatus::Stale);
+        assert_eq!(st.nodes[0].status(40_000, &th), NodeStatus::Unreachable);
     }
 
     #[test]

@@ -99,9 +99,9 @@ impl NodeState {
             // Old samples while the history is still arriving say nothing
             // about the node being stale.
             (Some(_), Link::Connected { .. }) if !self.caught_up => NodeStatus::Connecting,
-            (Some(_), Link::Down { since_ms, .. }) if now_ms - since_ms >= th.unreachable_after.as_millis() as i64 => {
-                NodeStatus::Unreachable
-            }
+            // Counted from when the node went silent, not from when the
+            // connection was noticed dead (keepalive takes its own 15 s).
+            (Some(age), Link::Down { .. }) if age >= th.unreachable_after.as_millis() as i64 => NodeStatus::Unreachable,
             (Some(_), _) => NodeStatus::Stale,
         }
     }

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("session", 5),
     ("export", 5),
     ("cmd", 6),
+    ("fuzz", 6),
     ("tui", 6),
 ];
 

@@ -7,6 +7,7 @@ mod bench;
 mod export_demo;
 mod export_errors;
 mod export_live;
+mod fuzz_regressions;
 mod layers;
 mod stale_restart;
 mod tui;
