@@ -4,10 +4,13 @@
 
 use std::path::Path;
 
+/// A fuzz target's entry point.
+type Target = fn(&[u8]);
+
 #[test]
 fn every_input_the_fuzzers_found_is_handled() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
-    let targets: [(&str, fn(&[u8])); 6] = [
+    let targets: [(&str, Target); 6] = [
         ("hostlist", fleetop::fuzz::hostlist),
         ("config", fleetop::fuzz::config),
         ("theme", fleetop::fuzz::theme),
