@@ -185,11 +185,12 @@ pub fn local_to_utc(t: &str) -> Option<String> {
 /// "1-02:03:04", "02:03:04", "3:04" -> seconds.
 pub fn parse_elapsed(s: &str) -> u64 {
     let (days, rest) = s.trim().split_once('-').unwrap_or(("0", s.trim()));
+    // Saturating: a garbled field must not overflow (found by fuzzing).
     let mut secs = 0u64;
     for part in rest.split(':') {
-        secs = secs * 60 + part.parse::<u64>().unwrap_or(0);
+        secs = secs.saturating_mul(60).saturating_add(part.parse::<u64>().unwrap_or(0));
     }
-    days.parse::<u64>().unwrap_or(0) * 86_400 + secs
+    days.parse::<u64>().unwrap_or(0).saturating_mul(86_400).saturating_add(secs)
 }
 
 /// GPUs in a GRES string: "gres/gpu:2", "gres:gpu:a100:4", "gpu:8" -> the count.
