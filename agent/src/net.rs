@@ -1,0 +1,380 @@
+//! The agent's network edge: how connections are accepted, bounded and
+//! reaped, and how failed tokens are slowed down. The agent runs as root on
+//! every GPU node, so whoever reaches its port must not be able to exhaust
+//! its memory, file descriptors or CPU, or guess its tokens at line rate.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// What one agent allows its peers (every field has a flag).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Concurrent Subscribe streams, over all connections.
+    pub max_subscribers: usize,
+    /// HTTP/2 MAX_CONCURRENT_STREAMS: streams one connection may open.
+    pub max_streams_per_connection: u32,
+    /// Open connections; past it new ones are closed at once.
+    pub max_connections: usize,
+    /// A new connection must send its first bytes (the HTTP/2 preface, or a
+    /// TLS hello) within this, and finish a TLS handshake within it.
+    pub handshake_timeout: Duration,
+    /// A connection from which nothing arrives for this long is closed. The
+    /// agent pings every connection at a third of it (HTTP/2 keepalive), so a
+    /// live peer always has something to send: the ping's answer.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_subscribers: 64,
+            max_streams_per_connection: 16,
+            max_connections: 256,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Bytes a client sends first: the HTTP/2 connection preface is 24 bytes,
+/// a TLS ClientHello more. Until these arrive the handshake timeout runs.
+const HANDSHAKE_BYTES: usize = 24;
+
+/// A connection with deadlines on what it sends: the handshake timeout until
+/// its first bytes, then the idle timeout between reads. A peer that goes
+/// quiet (a bare connect, a truncated preface, a host that vanished) gets a
+/// read error, and the server closes it.
+pub struct Conn {
+    io: TcpStream,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    read: usize,
+    handshake: Duration,
+    idle: Duration,
+    /// Counts this connection among the open ones until it is dropped.
+    _slot: Slot,
+}
+
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Connected for Conn {
+    type ConnectInfo = TcpConnectInfo;
+    fn connect_info(&self) -> TcpConnectInfo {
+        TcpConnectInfo {
+            local_addr: self.io.local_addr().ok(),
+            remote_addr: self.io.peer_addr().ok(),
+        }
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut me.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len() - before;
+                if n > 0 {
+                    let was = me.read;
+                    me.read = me.read.saturating_add(n);
+                    // Only re-arm when it matters: after the handshake bytes,
+                    // and then on every read (a cheap timer update).
+                    if was < HANDSHAKE_BYTES && me.read < HANDSHAKE_BYTES {
+                        return Poll::Ready(Ok(()));
+                    }
+                    let next = tokio::time::Instant::now() + me.idle;
+                    me.deadline.as_mut().reset(next);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match me.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let what = if me.read < HANDSHAKE_BYTES {
+                        format!("no handshake within {:?}", me.handshake)
+                    } else {
+                        format!("nothing received for {:?}", me.idle)
+                    };
+                    tracing::debug!("closing {:?}: {what}", me.io.peer_addr().ok());
+                    Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+use std::future::Future;
+
+/// The first delay after the accept loop runs out of file descriptors; it
+/// doubles up to `ACCEPT_BACKOFF_MAX` while the shortage lasts.
+const ACCEPT_BACKOFF_START: Duration = Duration::from_millis(100);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Out of descriptors or kernel memory: accepting again at once would only
+/// fail again (and spin a core), so these wait.
+fn is_resource_shortage(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM)
+    )
+}
+
+/// Accepts connections for the server: counts them against the cap (closing
+/// any past it), wraps each in its deadlines, and backs off when the process
+/// is out of file descriptors, saying so once rather than spinning. Ends
+/// when the server drops the receiver.
+pub fn incoming(listener: TcpListener, limits: &Limits, open: Arc<AtomicUsize>) -> mpsc::Receiver<io::Result<Conn>> {
+    let (tx, rx) = mpsc::channel(16);
+    let limits = limits.clone();
+    tokio::spawn(async move {
+        let mut backoff = ACCEPT_BACKOFF_START;
+        let mut short = false;
+        let mut refused_logged: Option<Instant> = None;
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = tx.closed() => return,
+            };
+            let (io, peer): (TcpStream, SocketAddr) = match accepted {
+                Ok(a) => a,
+                Err(e) if is_resource_shortage(&e) => {
+                    if !short {
+                        tracing::warn!(
+                            "cannot accept connections: {e}; retrying with backoff until descriptors free up"
+                        );
+                        short = true;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tx.closed() => return,
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    continue;
+                }
+                // A peer that reset before we accepted it, and the like:
+                // about that peer, not about us.
+                Err(e) => {
+                    tracing::debug!("accept: {e}");
+                    continue;
+                }
+            };
+            if short {
+                tracing::info!("accepting connections again");
+                short = false;
+            }
+            backoff = ACCEPT_BACKOFF_START;
+            if open.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
+                open.fetch_sub(1, Ordering::SeqCst);
+                // One line a second at most, however many are refused.
+                if refused_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    tracing::warn!(
+                        "refusing a connection from {peer}: {} already open (--max-connections)",
+                        limits.max_connections
+                    );
+                    refused_logged = Some(Instant::now());
+                }
+                drop(io);
+                continue;
+            }
+            let _ = io.set_nodelay(true);
+            let conn = Conn {
+                io,
+                deadline: Box::pin(tokio::time::sleep(limits.handshake_timeout)),
+                read: 0,
+                handshake: limits.handshake_timeout,
+                idle: limits.idle_timeout,
+                _slot: Slot(open.clone()),
+            };
+            if tx.send(Ok(conn)).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Failed tokens per peer address: after each failure the peer must wait
+/// (100 ms, doubling to a minute) before its next token is even looked at,
+/// and failures are logged at most once a second per peer.
+pub struct FailedTokens {
+    peers: Mutex<HashMap<IpAddr, Failures>>,
+}
+
+struct Failures {
+    count: u32,
+    until: Instant,
+    logged: Option<Instant>,
+    unlogged: u32,
+}
+
+/// Peers remembered at most; an attacker with many addresses cannot grow
+/// the table past it (expired entries go first, then it starts over).
+const MAX_PEERS: usize = 4096;
+const PENALTY_START: Duration = Duration::from_millis(100);
+const PENALTY_MAX: Duration = Duration::from_secs(60);
+
+impl Default for FailedTokens {
+    fn default() -> Self {
+        FailedTokens {
+            peers: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl FailedTokens {
+    /// Refuses a peer still waiting out its penalty, before its token is checked.
+    pub fn check(&self, peer: Option<IpAddr>) -> Result<(), tonic::Status> {
+        let Some(ip) = peer else { return Ok(()) };
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        match peers.get(&ip) {
+            Some(f) if f.until > Instant::now() => Err(tonic::Status::resource_exhausted(format!(
+                "too many wrong tokens from {ip}: wait {} ms",
+                (f.until - Instant::now()).as_millis().max(1)
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a wrong token from `peer` (`what`: which token) and logs it.
+    pub fn failed(&self, peer: Option<IpAddr>, what: &str) {
+        let Some(ip) = peer else {
+            tracing::warn!("wrong {what} token from an unknown peer");
+            return;
+        };
+        let now = Instant::now();
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if peers.len() >= MAX_PEERS && !peers.contains_key(&ip) {
+            peers.retain(|_, f| f.until > now);
+            if peers.len() >= MAX_PEERS {
+                peers.clear();
+            }
+        }
+        let f = peers.entry(ip).or_insert(Failures {
+            count: 0,
+            until: now,
+            logged: None,
+            unlogged: 0,
+        });
+        f.count = f.count.saturating_add(1);
+        let penalty = PENALTY_START
+            .saturating_mul(1u32 << (f.count - 1).min(20))
+            .min(PENALTY_MAX);
+        f.until = now + penalty;
+        f.unlogged += 1;
+        if f.logged.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+            tracing::warn!(
+                "wrong {what} token from {ip} ({} since the last line, {} in a row); next try refused for {} ms",
+                f.unlogged,
+                f.count,
+                penalty.as_millis()
+            );
+            f.logged = Some(now);
+            f.unlogged = 0;
+        }
+    }
+
+    /// A right token: the peer starts afresh.
+    pub fn succeeded(&self, peer: Option<IpAddr>) {
+        if let Some(ip) = peer {
+            self.peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&ip);
+        }
+    }
+}
+
+/// Compares without an early exit, so timing says nothing about the token.
+pub fn same_token(expected: &str, given: &str) -> bool {
+    let (a, t) = (expected.as_bytes(), given.as_bytes());
+    a.len() == t.len() && a.iter().zip(t).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// TLS for the agent's listener: its certificate chain and key (PEM), and
+/// for mutual TLS the CA that signs its consoles' certificates.
+#[derive(Clone)]
+pub struct TlsSettings {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.debug_struct("TlsSettings")
+            .field("mutual", &self.client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_token_makes_the_peer_wait_longer_each_time() {
+        let f = FailedTokens::default();
+        let ip: Option<IpAddr> = Some("127.0.0.1".parse().expect("ip"));
+        assert!(f.check(ip).is_ok());
+        f.failed(ip, "telemetry");
+        let e = f.check(ip).expect_err("penalised");
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert!(e.message().contains("too many wrong tokens"), "{}", e.message());
+        for _ in 0..30 {
+            f.failed(ip, "telemetry");
+        }
+        // Capped: never more than a minute, however many failures.
+        let until = f.peers.lock().expect("lock")[&ip.expect("ip")].until;
+        assert!(until <= Instant::now() + PENALTY_MAX);
+        assert!(until > Instant::now() + Duration::from_secs(30));
+        // Another peer is not affected; a right token clears the peer.
+        assert!(f.check(Some("127.0.0.2".parse().expect("ip"))).is_ok());
+        f.succeeded(ip);
+        assert!(f.check(ip).is_ok());
+    }
+
+    #[test]
+    fn tokens_compare_by_content_and_length() {
+        assert!(same_token("abc", "abc"));
+        assert!(!same_token("abc", "abd"));
+        assert!(!same_token("abc", "ab"));
+        assert!(!same_token("abc", ""));
+    }
+}
