@@ -697,3 +697,37 @@ impl Agent for AgentService {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t: i64, gpus: usize) -> Arc<Sample> {
+        Arc::new(Sample {
+            time_ms: t,
+            gpus: vec![Default::default(); gpus],
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn the_ring_is_bounded_by_bytes_whatever_its_sample_bound() {
+        // A million samples allowed (as a 1 ms interval over 17 minutes
+        // would ask), but only 64 KiB: the bytes bound wins.
+        let mut ring = Ring::new(MAX_RING_SAMPLES, 64 << 10);
+        for t in 0..20_000 {
+            ring.push(sample(t, 8));
+        }
+        assert!(ring.bytes() <= 64 << 10, "{} bytes", ring.bytes());
+        assert!(ring.len() < 20_000 && ring.len() > 100, "{} samples", ring.len());
+        // The newest are kept.
+        assert_eq!(ring.back().map(|s| s.time_ms), Some(19_999));
+        // And by count, when that is the smaller bound.
+        let mut ring = Ring::new(10, 64 << 20);
+        for t in 0..100 {
+            ring.push(sample(t, 8));
+        }
+        assert_eq!(ring.len(), 10);
+        assert_eq!(ring.iter().next().map(|s| s.time_ms), Some(90));
+    }
+}

@@ -7,6 +7,8 @@ mod export_demo;
 mod export_errors;
 mod export_live;
 mod layers;
+mod limits;
+mod security;
 mod stale_restart;
 mod tui;
 
