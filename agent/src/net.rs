@@ -351,7 +351,8 @@ mod tests {
     #[test]
     fn a_wrong_token_makes_the_peer_wait_longer_each_time() {
         let f = FailedTokens::default();
-        let ip: Option<IpAddr> = Some("127.0.0.1".parse().expect("ip"));
+        let addr: IpAddr = "127.0.0.1".parse().expect("ip");
+        let ip = Some(addr);
         assert!(f.check(ip).is_ok());
         f.failed(ip, "telemetry");
         let e = f.check(ip).expect_err("penalised");
@@ -361,7 +362,7 @@ mod tests {
             f.failed(ip, "telemetry");
         }
         // Capped: never more than a minute, however many failures.
-        let until = f.peers.lock().expect("lock")[&ip.expect("ip")].until;
+        let until = f.peers.lock().expect("lock")[&addr].until;
         assert!(until <= Instant::now() + PENALTY_MAX);
         assert!(until > Instant::now() + Duration::from_secs(30));
         // Another peer is not affected; a right token clears the peer.
