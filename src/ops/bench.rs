@@ -122,6 +122,10 @@ pub async fn run_suites(
     // its stream is dropped, after the suites.
     let mut sinks = Vec::new();
     let mut net_targets: Vec<Option<String>> = vec![None; n];
+    // A node that refused the token for its sink is not asked again: the
+    // agent makes a peer with a wrong token wait, and the answer that
+    // matters is the first ("wrong bench token").
+    let mut refused: Vec<Option<String>> = vec![None; n];
     if n > 1 {
         for (i, t) in targets.iter().enumerate() {
             let from = (i + n - 1) % n;
@@ -132,18 +136,23 @@ pub async fn run_suites(
                 token: token.into(),
                 duration_s: timeout.as_secs().clamp(1, 3600) as u32,
             };
-            if let Ok(resp) = c.net_sink(req).await {
-                let mut stream = resp.into_inner();
-                if let Ok(Some(first)) = stream.message().await {
-                    net_targets[from] = Some(format!("{}:{}", t.host, first.port));
-                    sinks.push(stream);
+            match c.net_sink(req).await {
+                Ok(resp) => {
+                    let mut stream = resp.into_inner();
+                    if let Ok(Some(first)) = stream.message().await {
+                        net_targets[from] = Some(format!("{}:{}", t.host, first.port));
+                        sinks.push(stream);
+                    }
                 }
+                Err(s) if s.code() == tonic::Code::PermissionDenied => refused[i] = Some(s.message().to_string()),
+                Err(_) => {}
             }
         }
     }
     let runs = targets.iter().enumerate().map(|(i, t)| {
         let net_target = net_targets[i].clone();
         let peer = (n > 1).then(|| targets[(i + 1) % n].address());
+        let refused = refused[i].clone();
         async move {
             let mut node = BenchNode {
                 name: t.name.clone(),
@@ -160,6 +169,9 @@ pub async fn run_suites(
                 net_target: net_target.unwrap_or_default(),
             };
             let outcome = async {
+                if let Some(why) = refused {
+                    return Err(why);
+                }
                 let mut c = agent::connect(t, access)
                     .await
                     .map_err(|e| format!("cannot reach the agent at {}: {e}", t.address()))?;
