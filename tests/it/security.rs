@@ -190,3 +190,62 @@ fn the_agent_refuses_benchmarks_on_plaintext_and_exposed_token_files() {
     assert!(err.contains("readable by group or others"), "{err}");
     assert!(!err.contains("s3cret"), "{err}");
 }
+
+/// The secure setup of docs/security.md through the real binaries: an agent
+/// with TLS, mutual TLS and a telemetry token; a console configured with the
+/// config file's keys. Without the token it is refused, saying why.
+#[test]
+fn the_documented_secure_setup_works_through_the_binaries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::write_tls(dir.path());
+    crate::write_secret(&dir.path().join("telemetry.token"), "t0ken\n");
+    let p = |f: &str| dir.path().join(f).to_str().expect("utf-8").to_string();
+    let port = crate::free_port();
+    let _agent = crate::start_agent(
+        port,
+        &[
+            "--tls-cert",
+            &p("agent.pem"),
+            "--tls-key",
+            &p("agent.key"),
+            "--tls-client-ca",
+            &p("ca.pem"),
+            "--token-file",
+            &p("telemetry.token"),
+        ],
+    );
+    let config = |token: bool| {
+        let mut c = format!(
+            "tls_ca = \"{}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",
+            p("ca.pem"),
+            p("console.pem"),
+            p("console.key")
+        );
+        if token {
+            // The short alias of telemetry_token_file.
+            c.push_str(&format!("token_file = \"{}\"\n", p("telemetry.token")));
+        }
+        let path = dir.path().join(format!("config-{token}.toml"));
+        std::fs::write(&path, c).expect("config");
+        path
+    };
+    let hosts = format!("127.0.0.1:{port}");
+    let out = crate::fleetop()
+        .arg("--config")
+        .arg(config(true))
+        .args(["export", "--once", "--hosts", &hosts])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snap: fleetop::export::Snapshot = serde_json::from_slice(&out.stdout).expect("a snapshot");
+    assert_eq!(snap.nodes[0].status, fleetop::export::Status::Ok);
+    let out = crate::fleetop()
+        .arg("--config")
+        .arg(config(false))
+        .args(["export", "--once", "--hosts", &hosts])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("telemetry token"), "{err}");
+}
