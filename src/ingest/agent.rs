@@ -76,6 +76,9 @@ impl Access {
                 Some(cfg)
             }
         };
+        if tls.is_none() && telemetry_token.is_some() {
+            tracing::warn!("no tls_ca: the telemetry token goes to the agents in clear");
+        }
         Ok(Access {
             tls,
             telemetry_token,
