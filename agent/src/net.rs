@@ -372,6 +372,24 @@ mod tests {
     }
 
     #[test]
+    fn failures_are_logged_at_most_once_a_second_per_peer_and_the_table_is_bounded() {
+        let f = FailedTokens::default();
+        let addr: IpAddr = "10.0.0.1".parse().expect("ip");
+        for _ in 0..10 {
+            f.failed(Some(addr), "bench");
+        }
+        {
+            let peers = f.peers.lock().expect("lock");
+            // One line for the first; the nine since wait for the next second.
+            assert_eq!((peers[&addr].count, peers[&addr].unlogged), (10, 9));
+        }
+        for i in 0..(MAX_PEERS as u32 + 1000) {
+            f.failed(Some(IpAddr::from(std::net::Ipv4Addr::from(0x0b00_0000 + i))), "bench");
+        }
+        assert!(f.peers.lock().expect("lock").len() <= MAX_PEERS);
+    }
+
+    #[test]
     fn tokens_compare_by_content_and_length() {
         assert!(same_token("abc", "abc"));
         assert!(!same_token("abc", "abd"));
