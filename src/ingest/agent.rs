@@ -138,7 +138,15 @@ pub fn endpoint(target: &Target, access: &Access) -> Result<Endpoint, String> {
 
 /// A connected client for `target`'s agent, errors in one line.
 pub async fn connect(target: &Target, access: &Access) -> Result<Client, String> {
-    let channel = endpoint(target, access)?.connect().await.map_err(|e| error_chain(&e))?;
+    let channel = endpoint(target, access)?.connect().await.map_err(|e| {
+        let why = error_chain(&e);
+        // rustls's words for "that was not TLS": say what it likely means.
+        if access.tls.is_some() && why.contains("InvalidContentType") {
+            format!("{why} (is the agent serving TLS? start it with --tls-cert and --tls-key)")
+        } else {
+            why
+        }
+    })?;
     let token = match &access.telemetry_token {
         Some(t) => Some(
             format!("Bearer {t}")
