@@ -29,9 +29,10 @@ pub struct Limits {
     /// A new connection must send its first bytes (the HTTP/2 preface, or a
     /// TLS hello) within this, and finish a TLS handshake within it.
     pub handshake_timeout: Duration,
-    /// A connection from which nothing arrives for this long is closed. The
-    /// agent pings every connection at a third of it (HTTP/2 keepalive), so a
-    /// live peer always has something to send: the ping's answer.
+    /// A connection from which nothing arrives for this long is closed, and
+    /// so is one with no stream open for this long. The agent pings every
+    /// connection at a third of it (HTTP/2 keepalive), so a live peer always
+    /// has something to send: the ping's answer.
     pub idle_timeout: Duration,
 }
 
@@ -51,13 +52,62 @@ impl Default for Limits {
 /// a TLS ClientHello more. Until these arrive the handshake timeout runs.
 const HANDSHAKE_BYTES: usize = 24;
 
+/// The open connections, and the streams each has open: a connection that
+/// answers pings but opens no stream is idle all the same, and would
+/// otherwise hold one of the `max_connections` slots for ever.
+#[derive(Default)]
+pub struct Connections {
+    open: AtomicUsize,
+    by_peer: Mutex<HashMap<SocketAddr, Arc<Streams>>>,
+}
+
+/// One connection's open streams, and since when it has had none.
+pub struct Streams(Mutex<(usize, tokio::time::Instant)>);
+
+/// Counts a stream on its connection for as long as it lives.
+pub struct StreamGuard(Arc<Streams>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let mut s = self.0.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.0 = s.0.saturating_sub(1);
+        if s.0 == 0 {
+            s.1 = tokio::time::Instant::now();
+        }
+    }
+}
+
+impl Connections {
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// Counts a stream on the connection from `peer` (the request's remote
+    /// address) until the guard is dropped.
+    pub fn stream(&self, peer: Option<SocketAddr>) -> Option<StreamGuard> {
+        let streams = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer?)
+            .cloned()?;
+        streams.0.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
+        Some(StreamGuard(streams))
+    }
+}
+
 /// A connection with deadlines on what it sends: the handshake timeout until
-/// its first bytes, then the idle timeout between reads. A peer that goes
-/// quiet (a bare connect, a truncated preface, a host that vanished) gets a
-/// read error, and the server closes it.
+/// its first bytes, then the idle timeout between reads, and the idle
+/// timeout again while it has no stream open. A peer that goes quiet (a bare
+/// connect, a truncated preface, a host that vanished) or that only answers
+/// pings gets a read error, and the server closes it.
 pub struct Conn {
     io: TcpStream,
     deadline: Pin<Box<tokio::time::Sleep>>,
+    /// When a connection with no stream open is closed.
+    streamless: Pin<Box<tokio::time::Sleep>>,
+    streams: Arc<Streams>,
     read: usize,
     handshake: Duration,
     idle: Duration,
@@ -65,11 +115,12 @@ pub struct Conn {
     _slot: Slot,
 }
 
-struct Slot(Arc<AtomicUsize>);
+struct Slot(Arc<Connections>, SocketAddr);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+        self.0.by_peer.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
     }
 }
 
@@ -104,19 +155,39 @@ impl AsyncRead for Conn {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match me.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    let what = if me.read < HANDSHAKE_BYTES {
+            Poll::Pending => {
+                let what = if me.deadline.as_mut().poll(cx).is_ready() {
+                    if me.read < HANDSHAKE_BYTES {
                         format!("no handshake within {:?}", me.handshake)
                     } else {
                         format!("nothing received for {:?}", me.idle)
-                    };
-                    tracing::debug!("closing {:?}: {what}", me.io.peer_addr().ok());
-                    Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
-                }
-                Poll::Pending => Poll::Pending,
-            },
+                    }
+                } else if me.read >= HANDSHAKE_BYTES && me.streamless_expired(cx) {
+                    format!("no stream open for {:?}", me.idle)
+                } else {
+                    return Poll::Pending;
+                };
+                tracing::debug!("closing {:?}: {what}", me.io.peer_addr().ok());
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+            }
         }
+    }
+}
+
+impl Conn {
+    /// Whether the connection has had no stream open for the idle timeout.
+    /// Checked whenever the server waits to read: a live peer answers the
+    /// agent's pings, which brings it here at least every third of it.
+    fn streamless_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let (active, since) = *self.streams.0.lock().unwrap_or_else(|e| e.into_inner());
+        if active > 0 {
+            return false;
+        }
+        let at = since + self.idle;
+        if self.streamless.deadline() != at {
+            self.streamless.as_mut().reset(at);
+        }
+        self.streamless.as_mut().poll(cx).is_ready()
     }
 }
 
@@ -162,7 +233,7 @@ fn is_resource_shortage(e: &io::Error) -> bool {
 /// any past it), wraps each in its deadlines, and backs off when the process
 /// is out of file descriptors, saying so once rather than spinning. Ends
 /// when the server drops the receiver.
-pub fn incoming(listener: TcpListener, limits: &Limits, open: Arc<AtomicUsize>) -> mpsc::Receiver<io::Result<Conn>> {
+pub fn incoming(listener: TcpListener, limits: &Limits, conns: Arc<Connections>) -> mpsc::Receiver<io::Result<Conn>> {
     let (tx, rx) = mpsc::channel(16);
     let limits = limits.clone();
     tokio::spawn(async move {
@@ -202,8 +273,8 @@ pub fn incoming(listener: TcpListener, limits: &Limits, open: Arc<AtomicUsize>) 
                 short = false;
             }
             backoff = ACCEPT_BACKOFF_START;
-            if open.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
-                open.fetch_sub(1, Ordering::SeqCst);
+            if conns.open.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
+                conns.open.fetch_sub(1, Ordering::SeqCst);
                 // One line a second at most, however many are refused.
                 if refused_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                     tracing::warn!(
@@ -216,13 +287,21 @@ pub fn incoming(listener: TcpListener, limits: &Limits, open: Arc<AtomicUsize>) 
                 continue;
             }
             let _ = io.set_nodelay(true);
+            let streams = Arc::new(Streams(Mutex::new((0, tokio::time::Instant::now()))));
+            conns
+                .by_peer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(peer, streams.clone());
             let conn = Conn {
                 io,
                 deadline: Box::pin(tokio::time::sleep(limits.handshake_timeout)),
+                streamless: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+                streams,
                 read: 0,
                 handshake: limits.handshake_timeout,
                 idle: limits.idle_timeout,
-                _slot: Slot(open.clone()),
+                _slot: Slot(conns.clone(), peer),
             };
             if tx.send(Ok(conn)).await.is_err() {
                 return;

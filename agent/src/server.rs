@@ -165,6 +165,8 @@ struct Shared {
     /// Subscribe streams open now (each producer task holds one).
     subscribers: AtomicU64,
     failed_tokens: FailedTokens,
+    /// Open connections and their streams.
+    connections: Arc<crate::net::Connections>,
 }
 
 /// Counts a subscriber for as long as its producer task runs.
@@ -207,7 +209,6 @@ impl Shared {
 pub struct AgentHandle {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
-    connections: Arc<std::sync::atomic::AtomicUsize>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
 }
@@ -229,7 +230,7 @@ impl AgentHandle {
 
     /// Connections open now.
     pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
+        self.shared.connections.open()
     }
 
     /// Samples and encoded bytes the ring holds now.
@@ -320,6 +321,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         max_subscribers: opts.limits.max_subscribers,
         subscribers: AtomicU64::new(0),
         failed_tokens: FailedTokens::default(),
+        connections: Arc::new(crate::net::Connections::default()),
     });
     let (stop, stop_rx) = watch::channel(false);
 
@@ -350,8 +352,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     };
     let mut shutdown = stop_rx;
     let limits = &opts.limits;
-    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let incoming = ReceiverStream::new(crate::net::incoming(listener, limits, connections.clone()));
+    let incoming = ReceiverStream::new(crate::net::incoming(listener, limits, shared.connections.clone()));
     // A stalled stream can hold at most what HTTP/2 buffers for it (h2's send
     // buffer, bounded per stream) plus its channel: bounded, since streams
     // per connection and subscribers per agent are. The receive windows are
@@ -373,7 +374,6 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     Ok(AgentHandle {
         addr,
         shared,
-        connections,
         stop,
         server: Some(server),
     })
@@ -510,6 +510,7 @@ impl Agent for AgentService {
 
     async fn run_bench(&self, req: Request<BenchRequest>) -> Result<Response<Self::RunBenchStream>, Status> {
         let peer = req.remote_addr().map(|a| a.ip());
+        let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
         let settings = self.authorize(peer, &req.token)?;
         let suite = Suite::parse(&req.suite)
@@ -554,6 +555,7 @@ impl Agent for AgentService {
         }
         tokio::task::spawn_blocking(move || {
             let _busy = guard;
+            let _stream = stream;
             let mut emit = |e: BenchEvent| {
                 let e = match e.kind {
                     Some(bench_event::Kind::Done(mut d)) if timed_out.load(Ordering::SeqCst) => {
@@ -573,6 +575,7 @@ impl Agent for AgentService {
 
     async fn net_sink(&self, req: Request<NetSinkRequest>) -> Result<Response<Self::NetSinkStream>, Status> {
         let peer = req.remote_addr().map(|a| a.ip());
+        let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
         self.authorize(peer, &req.token)?;
         let listener = std::net::TcpListener::bind((self.ip, 0))
@@ -600,6 +603,7 @@ impl Agent for AgentService {
         }
         let limit = Duration::from_secs(u64::from(req.duration_s.clamp(1, 3600)));
         tokio::spawn(async move {
+            let _stream = stream;
             tokio::select! {
                 _ = tokio::time::sleep(limit) => {}
                 _ = tx.closed() => {}
@@ -633,6 +637,7 @@ impl Agent for AgentService {
             )));
         }
         let slot = SubscriberSlot(self.shared.clone());
+        let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
         let since = if req.no_backfill {
             None
@@ -650,7 +655,7 @@ impl Agent for AgentService {
         // messages here (the live ones are skipped on the broadcast instead).
         let (tx, rx) = mpsc::channel(8);
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slot = (slot, stream);
             let send = |msg: AgentMessage| {
                 shared.bytes_sent.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
                 tx.send(Ok(msg))

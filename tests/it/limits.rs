@@ -167,6 +167,21 @@ async fn bare_connections_and_truncated_prefaces_are_closed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_only_answers_pings_is_closed_when_it_opens_no_stream() {
+    let a = agent_with(Limits {
+        idle_timeout: Duration::from_secs(3),
+        ..Limits::default()
+    })
+    .await;
+    // A real HTTP/2 client: it answers the agent's pings, but asks nothing.
+    let c = agent::connect(&target(&a), &Access::default()).await.expect("connects");
+    until("the connection is open", || a.connections() == 1).await;
+    until("the idle connection is closed", || a.connections() == 0).await;
+    drop(c);
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_are_closed_at_once() {
     let a = agent_with(Limits {
         max_connections: 2,
