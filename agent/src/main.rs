@@ -58,8 +58,9 @@ struct Cli {
     /// Close a connection that has not sent its handshake within this (100ms to 10m).
     #[arg(long, default_value = "10s", value_parser = handshake_timeout)]
     handshake_timeout: Duration,
-    /// Close a connection from which nothing arrived for this long; the agent
-    /// pings at a third of it, so live consoles always answer (3s to 1h).
+    /// Close a connection from which nothing arrived, or that had no stream
+    /// open, for this long; the agent pings at a third of it, so live
+    /// consoles always answer (3s to 1h).
     #[arg(long, default_value = "60s", value_parser = idle_timeout)]
     idle_timeout: Duration,
     /// Simulation only: run the agent's clock this far ahead ("90s") or
