@@ -23,8 +23,8 @@ struct Cli {
     /// How much history to keep for consoles that connect later (1s to 24h).
     #[arg(long, default_value = "10m", value_parser = history)]
     history: Duration,
-    /// The most memory the history may take, in MiB of encoded samples
-    /// (whatever --history and --interval say).
+    /// The most memory the history may take, in MiB (whatever --history
+    /// and --interval say).
     #[arg(long, default_value_t = (server::DEFAULT_MAX_RING_BYTES >> 20) as u32,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     history_max_mib: u32,

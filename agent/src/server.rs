@@ -51,13 +51,14 @@ pub struct AgentOptions {
     /// Allow a bench token on a plaintext listener (`--insecure`).
     pub insecure: bool,
     pub limits: Limits,
-    /// The ring's bound in bytes (encoded samples), beside its bound in
-    /// samples: a short interval or a long history cannot talk it past this.
+    /// The ring's bound in bytes of memory, beside its bound in samples: a
+    /// short interval or a long history cannot talk it past this.
     pub max_ring_bytes: usize,
 }
 
-/// Default bound of the ring in bytes: ten minutes of a big node (8 GPUs,
-/// 18 NVLink links each, 8 IB ports) every second fit several times over.
+/// Default bound of the ring in bytes of memory: ten minutes of a big node
+/// (8 GPUs, 18 NVLink links each, 8 IB ports) every second fit several
+/// times over.
 pub const DEFAULT_MAX_RING_BYTES: usize = 64 << 20;
 
 /// What the agent needs to run burn-in suites.
@@ -96,7 +97,39 @@ impl Default for AgentOptions {
     }
 }
 
-/// Recent samples, bounded by count and by encoded bytes, oldest dropped first.
+/// What a sample takes in memory: its structs and what they own on the
+/// heap (several times its encoded size, since every field has its slot),
+/// so the ring's bytes bound is a bound on memory, not on the wire.
+pub fn memory_size(s: &Sample) -> usize {
+    use crate::proto::{GpuProcess, GpuSample, HostSample, IbSample, XidEvent};
+    use std::mem::size_of;
+    let gpus: usize = s
+        .gpus
+        .iter()
+        .map(|g| {
+            g.error.capacity()
+                + g.xids.capacity() * size_of::<XidEvent>()
+                + (g.nvlink_tx_kib.capacity() + g.nvlink_rx_kib.capacity()) * size_of::<u64>()
+                + g.processes.capacity() * size_of::<GpuProcess>()
+        })
+        .sum();
+    let ib: usize = s
+        .ib_ports
+        .iter()
+        .map(|p| p.state.capacity() + p.phys_state.capacity() + p.errors.capacity() * size_of::<u64>())
+        .sum();
+    // The Arc's two counts, the sample, and its parts.
+    2 * size_of::<usize>()
+        + size_of::<Sample>()
+        + s.host.as_ref().map_or(0, |_| size_of::<HostSample>())
+        + s.gpus.capacity() * size_of::<GpuSample>()
+        + gpus
+        + s.ib_ports.capacity() * size_of::<IbSample>()
+        + ib
+}
+
+/// Recent samples, bounded by count and by the memory they take, oldest
+/// dropped first.
 pub struct Ring {
     samples: VecDeque<(Arc<Sample>, usize)>,
     bytes: usize,
@@ -116,7 +149,7 @@ impl Ring {
     }
 
     pub fn push(&mut self, s: Arc<Sample>) {
-        let size = s.encoded_len();
+        let size = memory_size(&s);
         self.bytes += size;
         self.samples.push_back((s, size));
         while self.samples.len() > self.max_samples || (self.bytes > self.max_bytes && self.samples.len() > 1) {
@@ -134,7 +167,7 @@ impl Ring {
         self.samples.is_empty()
     }
 
-    /// Encoded bytes of the samples held.
+    /// Memory the samples held take (see `memory_size`).
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -233,7 +266,7 @@ impl AgentHandle {
         self.shared.connections.open()
     }
 
-    /// Samples and encoded bytes the ring holds now.
+    /// Samples the ring holds now, and the memory they take.
     pub fn ring_size(&self) -> (usize, usize) {
         let ring = self.shared.ring.lock().unwrap_or_else(|e| e.into_inner());
         (ring.len(), ring.bytes())
@@ -732,13 +765,19 @@ mod tests {
 
     #[test]
     fn the_ring_is_bounded_by_bytes_whatever_its_sample_bound() {
-        // A million samples allowed (as a 1 ms interval over 17 minutes
-        // would ask), but only 64 KiB: the bytes bound wins.
-        let mut ring = Ring::new(MAX_RING_SAMPLES, 64 << 10);
+        // A million samples allowed (as a 10 ms interval over 3 hours
+        // would ask), but only 1 MiB: the bytes bound wins.
+        let mut ring = Ring::new(MAX_RING_SAMPLES, 1 << 20);
         for t in 0..20_000 {
             ring.push(sample(t, 8));
         }
-        assert!(ring.bytes() <= 64 << 10, "{} bytes", ring.bytes());
+        assert!(ring.bytes() <= 1 << 20, "{} bytes", ring.bytes());
+        // Counted as memory, which is more than the wire's bytes.
+        let one = sample(0, 8);
+        assert!(
+            memory_size(&one) > one.encoded_len()
+                && memory_size(&one) > 8 * std::mem::size_of::<crate::proto::GpuSample>()
+        );
         assert!(ring.len() < 20_000 && ring.len() > 100, "{} samples", ring.len());
         // The newest are kept.
         assert_eq!(ring.back().map(|s| s.time_ms), Some(19_999));

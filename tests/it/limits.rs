@@ -293,3 +293,24 @@ fn out_of_file_descriptors_the_agent_waits_says_so_once_and_recovers() {
         s.message().await.expect("stream").expect("a message");
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_interval_and_a_long_history_cannot_grow_the_ring_past_its_bytes() {
+    let sim = fleetop::ingest::demo::plan(1, 8, 1, fleetop_agent::now_ms()).remove(0);
+    let opts = AgentOptions {
+        interval: Duration::from_millis(10),
+        history: Duration::from_secs(24 * 3600),
+        max_ring_bytes: 256 << 10,
+        ..Default::default()
+    };
+    let a = fleetop_agent::server::serve_sim(sim, opts).await.expect("serves");
+    // 8.6 million samples would fit the history; 256 KiB holds a few dozen.
+    until("the ring is full and still sampling", || {
+        a.samples_taken() > 2 * a.ring_size().0 as u64 && a.samples_taken() > 20
+    })
+    .await;
+    let (held, bytes) = a.ring_size();
+    assert!(bytes <= 256 << 10, "{bytes} bytes in the ring");
+    assert!(held >= 1 && (held as u64) < a.samples_taken(), "{held} held");
+    a.stop().await;
+}
