@@ -115,12 +115,17 @@ pub struct Conn {
     _slot: Slot,
 }
 
-struct Slot(Arc<Connections>, SocketAddr);
+struct Slot(Arc<Connections>, SocketAddr, Arc<Streams>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::SeqCst);
-        self.0.by_peer.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
+        let mut by_peer = self.0.by_peer.lock().unwrap_or_else(|e| e.into_inner());
+        // Only this connection's entry: a new one from the same address may
+        // already have taken its place.
+        if by_peer.get(&self.1).is_some_and(|s| Arc::ptr_eq(s, &self.2)) {
+            by_peer.remove(&self.1);
+        }
     }
 }
 
@@ -297,11 +302,11 @@ pub fn incoming(listener: TcpListener, limits: &Limits, conns: Arc<Connections>)
                 io,
                 deadline: Box::pin(tokio::time::sleep(limits.handshake_timeout)),
                 streamless: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+                _slot: Slot(conns.clone(), peer, streams.clone()),
                 streams,
                 read: 0,
                 handshake: limits.handshake_timeout,
                 idle: limits.idle_timeout,
-                _slot: Slot(conns.clone(), peer),
             };
             if tx.send(Ok(conn)).await.is_err() {
                 return;
