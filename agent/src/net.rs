@@ -316,25 +316,38 @@ pub fn incoming(listener: TcpListener, limits: &Limits, conns: Arc<Connections>)
     rx
 }
 
-/// Failed tokens per peer address: after each failure the peer must wait
-/// (100 ms, doubling to a minute) before its next token is even looked at,
-/// and failures are logged at most once a second per peer.
+/// Failed tokens per peer address, as a token bucket: a peer may get a few
+/// tokens wrong in a row (`FAILURE_BURST`), then one a `FAILURE_EVERY`; past
+/// that, its requests are refused before their token is even looked at.
+/// Right tokens cost nothing, so consoles that share an address with a
+/// misconfigured one (a login node) are not locked out by its retries, which
+/// back off far slower than the bucket refills. Failures are logged at most
+/// once a second per peer, with the count of those not logged.
 pub struct FailedTokens {
     peers: Mutex<HashMap<IpAddr, Failures>>,
 }
 
 struct Failures {
-    count: u32,
-    until: Instant,
+    /// Failures the peer may still make now (refills over time).
+    allowance: f64,
+    last: Instant,
     logged: Option<Instant>,
     unlogged: u32,
 }
 
 /// Peers remembered at most; an attacker with many addresses cannot grow
-/// the table past it (expired entries go first, then it starts over).
+/// the table past it (peers whose allowance is full go first).
 const MAX_PEERS: usize = 4096;
-const PENALTY_START: Duration = Duration::from_millis(100);
-const PENALTY_MAX: Duration = Duration::from_secs(60);
+const FAILURE_BURST: f64 = 5.0;
+const FAILURE_EVERY: Duration = Duration::from_secs(1);
+
+impl Failures {
+    fn refill(&mut self, now: Instant) {
+        let gained = now.duration_since(self.last).as_secs_f64() / FAILURE_EVERY.as_secs_f64();
+        self.allowance = (self.allowance + gained).min(FAILURE_BURST);
+        self.last = now;
+    }
+}
 
 impl Default for FailedTokens {
     fn default() -> Self {
@@ -345,17 +358,23 @@ impl Default for FailedTokens {
 }
 
 impl FailedTokens {
-    /// Refuses a peer still waiting out its penalty, before its token is checked.
+    /// Refuses a peer that has used up its allowance of wrong tokens,
+    /// before its token is checked.
     pub fn check(&self, peer: Option<IpAddr>) -> Result<(), tonic::Status> {
         let Some(ip) = peer else { return Ok(()) };
-        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        match peers.get(&ip) {
-            Some(f) if f.until > Instant::now() => Err(tonic::Status::resource_exhausted(format!(
-                "too many wrong tokens from {ip}: wait {} ms",
-                (f.until - Instant::now()).as_millis().max(1)
-            ))),
-            _ => Ok(()),
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(f) = peers.get_mut(&ip) else {
+            return Ok(());
+        };
+        f.refill(Instant::now());
+        if f.allowance >= 1.0 {
+            return Ok(());
         }
+        let wait = FAILURE_EVERY.mul_f64(1.0 - f.allowance);
+        Err(tonic::Status::resource_exhausted(format!(
+            "too many wrong tokens from {ip}: wait {} ms",
+            wait.as_millis().max(1)
+        )))
     }
 
     /// Records a wrong token from `peer` (`what`: which token) and logs it.
@@ -367,39 +386,27 @@ impl FailedTokens {
         let now = Instant::now();
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if peers.len() >= MAX_PEERS && !peers.contains_key(&ip) {
-            peers.retain(|_, f| f.until > now);
+            peers.retain(|_, f| {
+                f.refill(now);
+                f.allowance < FAILURE_BURST
+            });
             if peers.len() >= MAX_PEERS {
                 peers.clear();
             }
         }
         let f = peers.entry(ip).or_insert(Failures {
-            count: 0,
-            until: now,
+            allowance: FAILURE_BURST,
+            last: now,
             logged: None,
             unlogged: 0,
         });
-        f.count = f.count.saturating_add(1);
-        let penalty = PENALTY_START
-            .saturating_mul(1u32 << (f.count - 1).min(20))
-            .min(PENALTY_MAX);
-        f.until = now + penalty;
+        f.refill(now);
+        f.allowance = (f.allowance - 1.0).max(0.0);
         f.unlogged += 1;
         if f.logged.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
-            tracing::warn!(
-                "wrong {what} token from {ip} ({} since the last line, {} in a row); next try refused for {} ms",
-                f.unlogged,
-                f.count,
-                penalty.as_millis()
-            );
+            tracing::warn!("wrong {what} token from {ip} ({} since the last line)", f.unlogged);
             f.logged = Some(now);
             f.unlogged = 0;
-        }
-    }
-
-    /// A right token: the peer starts afresh.
-    pub fn succeeded(&self, peer: Option<IpAddr>) {
-        if let Some(ip) = peer {
-            self.peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&ip);
         }
     }
 }
@@ -433,26 +440,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_wrong_token_makes_the_peer_wait_longer_each_time() {
+    fn wrong_tokens_past_a_short_burst_make_the_peer_wait() {
         let f = FailedTokens::default();
         let addr: IpAddr = "127.0.0.1".parse().expect("ip");
         let ip = Some(addr);
         assert!(f.check(ip).is_ok());
-        f.failed(ip, "telemetry");
-        let e = f.check(ip).expect_err("penalised");
-        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
-        assert!(e.message().contains("too many wrong tokens"), "{}", e.message());
-        for _ in 0..30 {
+        for _ in 0..FAILURE_BURST as usize {
+            assert!(f.check(ip).is_ok(), "within the burst");
             f.failed(ip, "telemetry");
         }
-        // Capped: never more than a minute, however many failures.
-        let until = f.peers.lock().expect("lock")[&addr].until;
-        assert!(until <= Instant::now() + PENALTY_MAX);
-        assert!(until > Instant::now() + Duration::from_secs(30));
-        // Another peer is not affected; a right token clears the peer.
+        let e = f.check(ip).expect_err("past the burst");
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert!(e.message().contains("too many wrong tokens"), "{}", e.message());
+        // Another peer is not affected.
         assert!(f.check(Some("127.0.0.2".parse().expect("ip"))).is_ok());
-        f.succeeded(ip);
+        // The allowance comes back with time: a failure a second, sustained.
+        f.peers.lock().expect("lock").get_mut(&addr).expect("peer").last -= FAILURE_EVERY;
         assert!(f.check(ip).is_ok());
+        f.failed(ip, "telemetry");
+        assert!(f.check(ip).is_err());
     }
 
     #[test]
@@ -462,11 +468,8 @@ mod tests {
         for _ in 0..10 {
             f.failed(Some(addr), "bench");
         }
-        {
-            let peers = f.peers.lock().expect("lock");
-            // One line for the first; the nine since wait for the next second.
-            assert_eq!((peers[&addr].count, peers[&addr].unlogged), (10, 9));
-        }
+        // One line for the first; the nine since wait for the next second.
+        assert_eq!(f.peers.lock().expect("lock")[&addr].unlogged, 9);
         for i in 0..(MAX_PEERS as u32 + 1000) {
             f.failed(Some(IpAddr::from(std::net::Ipv4Addr::from(0x0b00_0000 + i))), "bench");
         }
