@@ -56,6 +56,21 @@ pub struct SourceArgs {
     /// Demo: seed; the same seed gives the same cluster.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Connect to the agents over TLS, trusting this CA (PEM); also `tls_ca` in the config.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// This console's certificate (PEM), for agents that require one; with --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The agents' telemetry token (their --token-file); also `telemetry_token_file` in the config.
+    #[arg(long)]
+    pub telemetry_token_file: Option<PathBuf>,
+    /// Send the bench token to agents without TLS (it then crosses the network in clear).
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 #[derive(Debug, Subcommand)]

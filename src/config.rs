@@ -22,6 +22,18 @@ pub struct Config {
     pub read_only: bool,
     /// The agents' bench token (the file given to `fleetop-agent --bench-token-file`).
     pub bench_token_file: Option<PathBuf>,
+    /// The agents' telemetry token (the file given to `fleetop-agent --token-file`).
+    #[serde(alias = "token_file")]
+    pub telemetry_token_file: Option<PathBuf>,
+    /// Connect to the agents over TLS, trusting this CA (PEM).
+    pub tls_ca: Option<PathBuf>,
+    /// This console's certificate and key (PEM), for agents that ask for one
+    /// (`fleetop-agent --tls-client-ca`).
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// The name the agents' certificates carry, where it is not the host
+    /// name the console connects to (e.g. addresses by IP).
+    pub tls_domain: Option<String>,
     pub thresholds: Thresholds,
     pub slurm: SlurmConfig,
 }
@@ -220,7 +232,7 @@ mod tests {
             ("[thresholds]\nclear_samples = 0\n", 2, "thresholds.clear_samples"),
             ("[slurm]\nrefresh = \"0s\"\n", 2, "slurm.refresh"),
             ("port = 0\n", 1, "port"),
-            ("[thresholds]\nxid_hold = \"300000000000y\"\n", 2, "at most a year"),
+            ("[thresholds]\nxid_hold = \"300000000000y\"\n", 2, "out of range"),
         ];
         for (text, line, needle) in bad {
             let e = parse(text, Path::new("/etc/f.toml")).expect_err(text).to_string();

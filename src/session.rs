@@ -64,6 +64,7 @@ async fn run_actions(
     tx: mpsc::Sender<Update>,
     targets: Vec<Target>,
     bench_token: Option<String>,
+    access: agent::Access,
 ) {
     let mut running: Option<(tokio::task::JoinHandle<()>, Vec<usize>)> = None;
     while let Some(ask) = asks.recv().await {
@@ -84,7 +85,7 @@ async fn run_actions(
                 let idx = chosen.iter().map(|(i, _)| *i).collect();
                 // A suite takes minutes: it runs beside the drain/resume queue.
                 running = Some((
-                    tokio::spawn(bench::run_reporting(chosen, suite, token, tx.clone())),
+                    tokio::spawn(bench::run_reporting(chosen, suite, token, access.clone(), tx.clone())),
                     idx,
                 ));
                 continue;
@@ -139,7 +140,11 @@ impl Session {
         store.scheduler_known = args.slurm;
         let (tx, updates) = mpsc::channel(8192);
         let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
-        agent::spawn_all(&targets, &SourceOptions::default(), tx.clone());
+        let sources = SourceOptions {
+            access: resolved.access.clone(),
+            ..SourceOptions::default()
+        };
+        agent::spawn_all(&targets, &sources, tx.clone());
         let poke = Arc::new(Notify::new());
         if args.slurm {
             tokio::spawn(poll_scheduler(
@@ -150,7 +155,15 @@ impl Session {
             ));
         }
         let (atx, arx) = mpsc::channel(8);
-        tokio::spawn(run_actions(slurm, arx, poke, tx, targets, bench_token.clone()));
+        tokio::spawn(run_actions(
+            slurm,
+            arx,
+            poke,
+            tx,
+            targets,
+            bench_token.clone(),
+            resolved.access,
+        ));
         Ok(Session {
             store,
             updates,

@@ -20,12 +20,49 @@ struct Cli {
     listen: SocketAddr,
     #[command(flatten)]
     node: NodeArgs,
-    /// How much history to keep for consoles that connect later.
-    #[arg(long, default_value = "10m", value_parser = fleetop_agent::parse_interval)]
+    /// How much history to keep for consoles that connect later (1s to 24h).
+    #[arg(long, default_value = "10m", value_parser = history)]
     history: Duration,
-    /// Simulation only: invent this much history at start.
-    #[arg(long, value_parser = fleetop_agent::parse_interval)]
+    /// The most memory the history may take, in MiB (whatever --history
+    /// and --interval say).
+    #[arg(long, default_value_t = (server::DEFAULT_MAX_RING_BYTES >> 20) as u32,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    history_max_mib: u32,
+    /// Simulation only: invent this much history at start (1s to 24h).
+    #[arg(long, value_parser = history)]
     sim_history: Option<Duration>,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: only consoles with a certificate signed by this CA (PEM) may connect.
+    #[arg(long, requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Subscribers must present the token in this file (mode 0600).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Accept --bench-token-file on a plaintext listener (the token then crosses the network in clear).
+    #[arg(long)]
+    insecure: bool,
+    /// The most consoles that may subscribe at once; more are refused.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_subscribers: u32,
+    /// HTTP/2 streams one connection may open at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    max_streams_per_connection: u32,
+    /// Open connections at most; more are closed at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_connections: u32,
+    /// Close a connection that has not sent its handshake within this (100ms to 10m).
+    #[arg(long, default_value = "10s", value_parser = handshake_timeout)]
+    handshake_timeout: Duration,
+    /// Close a connection from which nothing arrived, or that had no stream
+    /// open, for this long; the agent pings at a third of it, so live
+    /// consoles always answer (3s to 1h).
+    #[arg(long, default_value = "60s", value_parser = idle_timeout)]
+    idle_timeout: Duration,
     /// Simulation only: run the agent's clock this far ahead ("90s") or
     /// behind ("-90s") of this machine's, to test how consoles handle skew.
     #[arg(long, value_parser = parse_offset, allow_hyphen_values = true)]
@@ -37,8 +74,8 @@ struct Cli {
     /// Expected minimums that replace the shipped ones, key by key (TOML).
     #[arg(long, global = true)]
     bench_expectations: Option<PathBuf>,
-    /// The longest a suite may run, whatever a console asks.
-    #[arg(long, global = true, default_value = "30m", value_parser = fleetop_agent::parse_interval)]
+    /// The longest a suite may run, whatever a console asks (1s to 24h).
+    #[arg(long, global = true, default_value = "30m", value_parser = history)]
     bench_max_duration: Duration,
     #[command(subcommand)]
     command: Option<Command>,
@@ -49,8 +86,8 @@ struct NodeArgs {
     /// Where GPU data comes from.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
-    /// Sampling interval.
-    #[arg(long, default_value = "1s", value_parser = fleetop_agent::parse_interval)]
+    /// Sampling interval (10ms to 1h).
+    #[arg(long, default_value = "1s", value_parser = interval)]
     interval: Duration,
     /// Root of the InfiniBand sysfs tree.
     #[arg(long, default_value = fleetop_agent::ib::DEFAULT_ROOT)]
@@ -61,11 +98,11 @@ struct NodeArgs {
     /// Root of procfs, where GPU processes' Slurm jobs are looked up.
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
-    /// Simulation: number of GPUs.
-    #[arg(long, default_value_t = 8)]
+    /// Simulation: number of GPUs (1 to 64).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     sim_gpus: u32,
-    /// Simulation: number of InfiniBand ports.
-    #[arg(long, default_value_t = 8)]
+    /// Simulation: number of InfiniBand ports (0 to 64).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=64))]
     sim_ib_ports: u32,
     /// Simulation: GPU model.
     #[arg(long, value_enum, default_value_t = Model::H100)]
@@ -87,7 +124,7 @@ enum Command {
     /// their addresses to a hostfile and, on exit, what they sent to stderr.
     #[command(hide = true)]
     Swarm {
-        #[arg(long, default_value_t = 256)]
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10000))]
         count: u32,
         /// Where to write the agents' addresses, one per line.
         #[arg(long)]
@@ -171,7 +208,10 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Sample { node, .. }) => return sample_once(node),
-        Some(Command::Swarm { count, hostfile, node }) => return swarm(*count, hostfile, node, bench_settings(&cli)?),
+        Some(Command::Swarm { count, hostfile, node }) => {
+            let sec = security(&cli)?;
+            return swarm(*count, hostfile, node, bench_settings(&cli)?, sec, &cli);
+        }
         None => {}
     }
     let clock_offset_ms = match (cli.node.backend, cli.sim_clock_offset) {
@@ -187,6 +227,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         eprintln!("fleetop-agent: {note}");
     }
     let bench = bench_settings(&cli)?;
+    let sec = security(&cli)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(cli.listen)
@@ -198,6 +239,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             backfill_from_ms: (cli.node.backend == Backend::Sim && history_ms > 0).then_some(start_ms),
             bench,
             clock_offset_ms,
+            tls: sec.tls,
+            telemetry_token: sec.telemetry_token,
+            insecure: cli.insecure,
+            limits: cli.limits(),
+            max_ring_bytes: (cli.history_max_mib as usize) << 20,
         };
         let handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);
@@ -223,16 +269,88 @@ fn bench_settings(cli: &Cli) -> anyhow::Result<Option<server::BenchSettings>> {
     }))
 }
 
-/// "90s" or "-90s" as signed milliseconds.
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Every duration flag goes through the one bounded parser, so none can
+/// overflow later arithmetic or size a buffer without bound.
+fn bounded(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    fleetop_proto::util::parse_bounded_duration(s, min, max)
+}
+
+fn interval(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::from_millis(10), HOUR)
+}
+
+fn history(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::from_secs(1), 24 * HOUR)
+}
+
+fn handshake_timeout(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::from_millis(100), Duration::from_secs(600))
+}
+
+fn idle_timeout(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::from_secs(3), HOUR)
+}
+
+/// "90s" or "-90s" as signed milliseconds, within a day either way.
 fn parse_offset(s: &str) -> Result<i64, String> {
     let (sign, rest) = match s.strip_prefix('-') {
         Some(rest) => (-1, rest),
         None => (1, s),
     };
-    let d = humantime::parse_duration(rest).map_err(|e| e.to_string())?;
-    i64::try_from(d.as_millis())
-        .map(|ms| sign * ms)
-        .map_err(|_| "too large".to_string())
+    let d = bounded(rest, Duration::ZERO, 24 * HOUR)?;
+    Ok(sign * d.as_millis() as i64)
+}
+
+/// TLS and tokens from the command line, read and checked before serving.
+struct Security {
+    tls: Option<server::TlsSettings>,
+    telemetry_token: Option<String>,
+}
+
+fn security(cli: &Cli) -> anyhow::Result<Security> {
+    let read = |p: &PathBuf, what: &str| std::fs::read(p).map_err(|e| anyhow::anyhow!("{what} {}: {e}", p.display()));
+    let tls = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(c), Some(k)) => Some(server::TlsSettings {
+            cert_pem: read(c, "--tls-cert")?,
+            key_pem: read(k, "--tls-key")?,
+            client_ca_pem: cli
+                .tls_client_ca
+                .as_ref()
+                .map(|p| read(p, "--tls-client-ca"))
+                .transpose()?,
+        }),
+        _ => None,
+    };
+    let telemetry_token = cli
+        .token_file
+        .as_deref()
+        .map(fleetop_proto::util::read_token_file)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--token-file: {e}"))?;
+    if tls.is_none() && cli.bench_token_file.is_some() && !cli.insecure {
+        anyhow::bail!(
+            "--bench-token-file on a plaintext listener: the bench token would cross the network in clear; \
+             give --tls-cert and --tls-key, or --insecure to accept that"
+        );
+    }
+    if tls.is_none() && telemetry_token.is_some() {
+        tracing::warn!("--token-file without TLS: the telemetry token crosses the network in clear");
+    }
+    Ok(Security { tls, telemetry_token })
+}
+
+impl Cli {
+    fn limits(&self) -> server::Limits {
+        server::Limits {
+            max_subscribers: self.max_subscribers as usize,
+            max_streams_per_connection: self.max_streams_per_connection,
+            max_connections: self.max_connections as usize,
+            handshake_timeout: self.handshake_timeout,
+            idle_timeout: self.idle_timeout,
+        }
+    }
 }
 
 /// Waits for Ctrl-C or SIGTERM.
@@ -250,6 +368,8 @@ fn swarm(
     hostfile: &std::path::Path,
     node: &NodeArgs,
     bench: Option<server::BenchSettings>,
+    sec: Security,
+    cli: &Cli,
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
@@ -265,6 +385,10 @@ fn swarm(
             let opts = AgentOptions {
                 interval: node.interval,
                 bench: bench.clone(),
+                tls: sec.tls.clone(),
+                telemetry_token: sec.telemetry_token.clone(),
+                insecure: cli.insecure,
+                limits: cli.limits(),
                 ..Default::default()
             };
             let h = server::serve(collector, opts, listener).await?;

@@ -17,10 +17,12 @@ use prost::Message;
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::bench::{BenchContext, Suite};
+use crate::net::{FailedTokens, same_token};
+pub use crate::net::{Limits, TlsSettings};
 use crate::proto::agent_message::Kind;
 use crate::proto::agent_server::{Agent, AgentServer};
 use crate::proto::{AgentMessage, NodeInfo, Sample, SubscribeRequest};
@@ -42,7 +44,22 @@ pub struct AgentOptions {
     /// simulated node whose clock is wrong (`--sim-clock-offset`), so the
     /// console's handling of skew can be tested.
     pub clock_offset_ms: i64,
+    /// Serve TLS (rustls) with this certificate; `None` serves plaintext.
+    pub tls: Option<TlsSettings>,
+    /// Subscribers must present this token (`authorization: Bearer ...`).
+    pub telemetry_token: Option<String>,
+    /// Allow a bench token on a plaintext listener (`--insecure`).
+    pub insecure: bool,
+    pub limits: Limits,
+    /// The ring's bound in bytes of memory, beside its bound in samples: a
+    /// short interval or a long history cannot talk it past this.
+    pub max_ring_bytes: usize,
 }
+
+/// Default bound of the ring in bytes of memory: ten minutes of a big node
+/// (8 GPUs, 18 NVLink links each, 8 IB ports) every second fit several
+/// times over.
+pub const DEFAULT_MAX_RING_BYTES: usize = 64 << 20;
 
 /// What the agent needs to run burn-in suites.
 #[derive(Clone)]
@@ -71,14 +88,102 @@ impl Default for AgentOptions {
             backfill_from_ms: None,
             bench: None,
             clock_offset_ms: 0,
+            tls: None,
+            telemetry_token: None,
+            insecure: false,
+            limits: Limits::default(),
+            max_ring_bytes: DEFAULT_MAX_RING_BYTES,
         }
+    }
+}
+
+/// What a sample takes in memory: its structs and what they own on the
+/// heap (several times its encoded size, since every field has its slot),
+/// so the ring's bytes bound is a bound on memory, not on the wire.
+pub fn memory_size(s: &Sample) -> usize {
+    use crate::proto::{GpuProcess, GpuSample, HostSample, IbSample, XidEvent};
+    use std::mem::size_of;
+    let gpus: usize = s
+        .gpus
+        .iter()
+        .map(|g| {
+            g.error.capacity()
+                + g.xids.capacity() * size_of::<XidEvent>()
+                + (g.nvlink_tx_kib.capacity() + g.nvlink_rx_kib.capacity()) * size_of::<u64>()
+                + g.processes.capacity() * size_of::<GpuProcess>()
+        })
+        .sum();
+    let ib: usize = s
+        .ib_ports
+        .iter()
+        .map(|p| p.state.capacity() + p.phys_state.capacity() + p.errors.capacity() * size_of::<u64>())
+        .sum();
+    // The Arc's two counts, the sample, and its parts.
+    2 * size_of::<usize>()
+        + size_of::<Sample>()
+        + s.host.as_ref().map_or(0, |_| size_of::<HostSample>())
+        + s.gpus.capacity() * size_of::<GpuSample>()
+        + gpus
+        + s.ib_ports.capacity() * size_of::<IbSample>()
+        + ib
+}
+
+/// Recent samples, bounded by count and by the memory they take, oldest
+/// dropped first.
+pub struct Ring {
+    samples: VecDeque<(Arc<Sample>, usize)>,
+    bytes: usize,
+    max_samples: usize,
+    max_bytes: usize,
+}
+
+impl Ring {
+    pub fn new(max_samples: usize, max_bytes: usize) -> Ring {
+        Ring {
+            // Grown as samples come, never reserved up front from a flag.
+            samples: VecDeque::new(),
+            bytes: 0,
+            max_samples: max_samples.max(1),
+            max_bytes,
+        }
+    }
+
+    pub fn push(&mut self, s: Arc<Sample>) {
+        let size = memory_size(&s);
+        self.bytes += size;
+        self.samples.push_back((s, size));
+        while self.samples.len() > self.max_samples || (self.bytes > self.max_bytes && self.samples.len() > 1) {
+            if let Some((_, n)) = self.samples.pop_front() {
+                self.bytes -= n;
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Memory the samples held take (see `memory_size`).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Sample>> {
+        self.samples.iter().map(|(s, _)| s)
+    }
+
+    pub fn back(&self) -> Option<&Arc<Sample>> {
+        self.samples.back().map(|(s, _)| s)
     }
 }
 
 struct Shared {
     info: NodeInfo,
-    ring: Mutex<VecDeque<Arc<Sample>>>,
-    capacity: usize,
+    ring: Mutex<Ring>,
     live: broadcast::Sender<Arc<Sample>>,
     /// Protobuf bytes of messages sent to subscribers (for benchmarks).
     bytes_sent: AtomicU64,
@@ -88,6 +193,22 @@ struct Shared {
     /// A suite is running (one at a time).
     bench_busy: std::sync::atomic::AtomicBool,
     clock_offset_ms: i64,
+    telemetry_token: Option<String>,
+    max_subscribers: usize,
+    /// Subscribe streams open now (each producer task holds one).
+    subscribers: AtomicU64,
+    failed_tokens: FailedTokens,
+    /// Open connections and their streams.
+    connections: Arc<crate::net::Connections>,
+}
+
+/// Counts a subscriber for as long as its producer task runs.
+struct SubscriberSlot(Arc<Shared>);
+
+impl Drop for SubscriberSlot {
+    fn drop(&mut self) {
+        self.0.subscribers.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Shared {
@@ -100,10 +221,7 @@ impl Shared {
         let s = Arc::new(s);
         self.samples_taken.fetch_add(1, Ordering::Relaxed);
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
-        if ring.len() == self.capacity {
-            ring.pop_front();
-        }
-        ring.push_back(s.clone());
+        ring.push(s.clone());
         // Sent under the ring lock so a new subscriber sees every sample
         // exactly once: either in its backlog or on its receiver.
         let _ = self.live.send(s);
@@ -136,6 +254,22 @@ impl AgentHandle {
 
     pub fn samples_taken(&self) -> u64 {
         self.shared.samples_taken.load(Ordering::Relaxed)
+    }
+
+    /// Subscribe streams being served now.
+    pub fn subscribers(&self) -> u64 {
+        self.shared.subscribers.load(Ordering::SeqCst)
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.open()
+    }
+
+    /// Samples the ring holds now, and the memory they take.
+    pub fn ring_size(&self) -> (usize, usize) {
+        let ring = self.shared.ring.lock().unwrap_or_else(|e| e.into_inner());
+        (ring.len(), ring.bytes())
     }
 
     /// Stops sampling and serving, ends every subscriber's stream, and waits
@@ -171,25 +305,56 @@ pub async fn serve_sim(sim: crate::sim::SimConfig, opts: AgentOptions) -> std::i
     serve(collector, opts, listener).await
 }
 
-/// Starts sampling with `collector` and serving on `listener`.
+/// The most samples a ring may hold, whatever the history and interval.
+pub const MAX_RING_SAMPLES: usize = 1_000_000;
+
+/// Starts sampling with `collector` and serving on `listener`. Refuses a
+/// bench token on a plaintext listener unless `opts.insecure`: the token
+/// would cross the network in clear.
 pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListener) -> std::io::Result<AgentHandle> {
+    if opts.bench.is_some() && opts.tls.is_none() && !opts.insecure {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "benchmarks on a plaintext listener would take their token in clear: \
+             give --tls-cert and --tls-key, or --insecure to accept that",
+        ));
+    }
+    let server = tonic::transport::Server::builder();
+    let server = match &opts.tls {
+        None => server,
+        Some(t) => {
+            let mut cfg = tonic::transport::ServerTlsConfig::new()
+                .identity(tonic::transport::Identity::from_pem(&t.cert_pem, &t.key_pem))
+                .timeout(opts.limits.handshake_timeout);
+            if let Some(ca) = &t.client_ca_pem {
+                cfg = cfg.client_ca_root(tonic::transport::Certificate::from_pem(ca));
+            }
+            server
+                .tls_config(cfg)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("TLS: {}", chain(&e))))?
+        }
+    };
     let addr = listener.local_addr()?;
     let interval_ms = opts.interval.as_millis().max(1) as i64;
-    let capacity = ((opts.history.as_millis() as i64 / interval_ms).max(1)) as usize;
+    let capacity = ((opts.history.as_millis() / interval_ms as u128).max(1)).min(MAX_RING_SAMPLES as u128) as usize;
     let mut info = collector.info().clone();
     info.sample_interval_ms = interval_ms as u32;
     info.agent_instance = instance_id();
     let (live, _) = broadcast::channel(16);
     let shared = Arc::new(Shared {
         info,
-        ring: Mutex::new(VecDeque::with_capacity(capacity)),
-        capacity,
+        ring: Mutex::new(Ring::new(capacity, opts.max_ring_bytes)),
         live,
         bytes_sent: AtomicU64::new(0),
         samples_taken: AtomicU64::new(0),
         bench: opts.bench.clone(),
         bench_busy: std::sync::atomic::AtomicBool::new(false),
         clock_offset_ms: opts.clock_offset_ms,
+        telemetry_token: opts.telemetry_token.clone(),
+        max_subscribers: opts.limits.max_subscribers,
+        subscribers: AtomicU64::new(0),
+        failed_tokens: FailedTokens::default(),
+        connections: Arc::new(crate::net::Connections::default()),
     });
     let (stop, stop_rx) = watch::channel(false);
 
@@ -219,10 +384,23 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         ip: addr.ip(),
     };
     let mut shutdown = stop_rx;
+    let limits = &opts.limits;
+    let incoming = ReceiverStream::new(crate::net::incoming(listener, limits, shared.connections.clone()));
+    // A stalled stream can hold at most what HTTP/2 buffers for it (h2's send
+    // buffer, bounded per stream) plus its channel: bounded, since streams
+    // per connection and subscribers per agent are. The receive windows are
+    // small because consoles only ever send small requests.
     let server = tokio::spawn(
-        tonic::transport::Server::builder()
+        server
+            .max_concurrent_streams(limits.max_streams_per_connection)
+            .initial_stream_window_size(64 * 1024)
+            .initial_connection_window_size(256 * 1024)
+            .http2_keepalive_interval(Some(limits.idle_timeout / 3))
+            .http2_keepalive_timeout(Some((limits.idle_timeout / 3).min(Duration::from_secs(20))))
+            .http2_max_pending_accept_reset_streams(Some(32))
+            .http2_max_header_list_size(16 * 1024)
             .add_service(AgentServer::new(svc))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            .serve_with_incoming_shutdown(incoming, async move {
                 let _ = shutdown.wait_for(|s| *s).await;
             }),
     );
@@ -232,6 +410,21 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         stop,
         server: Some(server),
     })
+}
+
+/// An error and its causes in one line ("transport error" alone says nothing).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
 }
 
 /// A random number naming this agent process (see `NodeInfo.agent_instance`).
@@ -285,19 +478,47 @@ struct AgentService {
 
 impl AgentService {
     /// The bench settings, if the request carries the agent's token.
-    fn authorize(&self, token: &str) -> Result<BenchSettings, Status> {
+    fn authorize(&self, peer: Option<std::net::IpAddr>, token: &str) -> Result<BenchSettings, Status> {
         let Some(b) = &self.shared.bench else {
             return Err(Status::failed_precondition(
                 "benchmarks are disabled on this agent: start it with --bench-token-file",
             ));
         };
-        // Compare without an early exit, so timing says nothing about the token.
-        let (a, t) = (b.token.as_bytes(), token.as_bytes());
-        let same = a.len() == t.len() && a.iter().zip(t).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
-        if !same {
+        let failed = &self.shared.failed_tokens;
+        failed.check(peer)?;
+        if !same_token(&b.token, token) {
+            failed.failed(peer, "bench");
             return Err(Status::permission_denied("wrong bench token"));
         }
         Ok(b.clone())
+    }
+
+    /// Checks the telemetry token (`authorization: Bearer TOKEN`), where one is set.
+    fn authorize_telemetry<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let Some(want) = &self.shared.telemetry_token else {
+            return Ok(());
+        };
+        let peer = req.remote_addr().map(|a| a.ip());
+        let failed = &self.shared.failed_tokens;
+        failed.check(peer)?;
+        let given = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match given {
+            Some(t) if same_token(want, t) => Ok(()),
+            Some(_) => {
+                failed.failed(peer, "telemetry");
+                Err(Status::unauthenticated("wrong telemetry token"))
+            }
+            None => {
+                failed.failed(peer, "telemetry");
+                Err(Status::unauthenticated(
+                    "this agent needs a telemetry token (console: telemetry_token_file)",
+                ))
+            }
+        }
     }
 }
 
@@ -317,8 +538,10 @@ impl Agent for AgentService {
     type NetSinkStream = ReceiverStream<Result<NetSinkEvent, Status>>;
 
     async fn run_bench(&self, req: Request<BenchRequest>) -> Result<Response<Self::RunBenchStream>, Status> {
+        let peer = req.remote_addr().map(|a| a.ip());
+        let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
-        let settings = self.authorize(&req.token)?;
+        let settings = self.authorize(peer, &req.token)?;
         let suite = Suite::parse(&req.suite)
             .ok_or_else(|| Status::invalid_argument(format!("unknown suite '{}': quick or full", req.suite)))?;
         if self
@@ -361,6 +584,7 @@ impl Agent for AgentService {
         }
         tokio::task::spawn_blocking(move || {
             let _busy = guard;
+            let _stream = stream;
             let mut emit = |e: BenchEvent| {
                 let e = match e.kind {
                     Some(bench_event::Kind::Done(mut d)) if timed_out.load(Ordering::SeqCst) => {
@@ -379,8 +603,10 @@ impl Agent for AgentService {
     }
 
     async fn net_sink(&self, req: Request<NetSinkRequest>) -> Result<Response<Self::NetSinkStream>, Status> {
+        let peer = req.remote_addr().map(|a| a.ip());
+        let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
-        self.authorize(&req.token)?;
+        self.authorize(peer, &req.token)?;
         let listener = std::net::TcpListener::bind((self.ip, 0))
             .map_err(|e| Status::internal(format!("cannot open a sink port: {e}")))?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
@@ -406,6 +632,7 @@ impl Agent for AgentService {
         }
         let limit = Duration::from_secs(u64::from(req.duration_s.clamp(1, 3600)));
         tokio::spawn(async move {
+            let _stream = stream;
             tokio::select! {
                 _ = tokio::time::sleep(limit) => {}
                 _ = tx.closed() => {}
@@ -426,6 +653,20 @@ impl Agent for AgentService {
     }
 
     async fn subscribe(&self, req: Request<SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
+        self.authorize_telemetry(&req)?;
+        let max = self.shared.max_subscribers as u64;
+        if self
+            .shared
+            .subscribers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
+            .is_err()
+        {
+            return Err(Status::resource_exhausted(format!(
+                "this agent already serves {max} subscribers (its --max-subscribers); try again later"
+            )));
+        }
+        let slot = SubscriberSlot(self.shared.clone());
+        let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
         let since = if req.no_backfill {
             None
@@ -439,8 +680,11 @@ impl Agent for AgentService {
         info.agent_time_ms = self.shared.now_ms();
         let shared = self.shared.clone();
         let mut stop = self.stop.clone();
-        let (tx, rx) = mpsc::channel(32);
+        // Small: a subscriber that stops reading holds at most this many
+        // messages here (the live ones are skipped on the broadcast instead).
+        let (tx, rx) = mpsc::channel(8);
         tokio::spawn(async move {
+            let _slot = (slot, stream);
             let send = |msg: AgentMessage| {
                 shared.bytes_sent.fetch_add(msg.encoded_len() as u64, Ordering::Relaxed);
                 tx.send(Ok(msg))
@@ -500,5 +744,45 @@ impl Agent for AgentService {
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t: i64, gpus: usize) -> Arc<Sample> {
+        Arc::new(Sample {
+            time_ms: t,
+            gpus: vec![Default::default(); gpus],
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn the_ring_is_bounded_by_bytes_whatever_its_sample_bound() {
+        // A million samples allowed (as a 10 ms interval over 3 hours
+        // would ask), but only 1 MiB: the bytes bound wins.
+        let mut ring = Ring::new(MAX_RING_SAMPLES, 1 << 20);
+        for t in 0..20_000 {
+            ring.push(sample(t, 8));
+        }
+        assert!(ring.bytes() <= 1 << 20, "{} bytes", ring.bytes());
+        // Counted as memory, which is more than the wire's bytes.
+        let one = sample(0, 8);
+        assert!(
+            memory_size(&one) > one.encoded_len()
+                && memory_size(&one) > 8 * std::mem::size_of::<crate::proto::GpuSample>()
+        );
+        assert!(ring.len() < 20_000 && ring.len() > 100, "{} samples", ring.len());
+        // The newest are kept.
+        assert_eq!(ring.back().map(|s| s.time_ms), Some(19_999));
+        // And by count, when that is the smaller bound.
+        let mut ring = Ring::new(10, 64 << 20);
+        for t in 0..100 {
+            ring.push(sample(t, 8));
+        }
+        assert_eq!(ring.len(), 10);
+        assert_eq!(ring.iter().next().map(|s| s.time_ms), Some(90));
     }
 }

@@ -88,5 +88,36 @@ fn a_zero_interval_is_refused_not_a_panic() {
         .output()
         .expect("runs");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("must be longer than zero"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'0ms' is out of range"), "{err}");
+}
+
+/// Durations and counts that would take the agent's memory (or overflow its
+/// arithmetic) are refused at start, with a line naming the value.
+#[test]
+fn durations_and_counts_out_of_range_are_clear_errors() {
+    for (args, says) in [
+        (&["--interval", "1ms"][..], "'1ms' is out of range: from 10ms to 1h"),
+        (&["--history", "300000000000y"][..], "'300000000000y'"),
+        (&["--history", "2days"][..], "'2days' is out of range"),
+        (&["--sim-history", "1y"][..], "'1y' is out of range"),
+        (&["--handshake-timeout", "0s"][..], "'0s' is out of range"),
+        (&["--idle-timeout", "99999h"][..], "'99999h' is out of range"),
+        (&["--bench-max-duration", "10y"][..], "'10y' is out of range"),
+        (&["--sim-clock-offset", "-100y"][..], "'100y' is out of range"),
+        (&["--sim-gpus", "100000"][..], "100000 is not in 1..=64"),
+        (&["--sim-gpus", "0"][..], "0 is not in 1..=64"),
+        (&["--max-subscribers", "0"][..], "0 is not in 1..=4096"),
+        (&["--history-max-mib", "100000"][..], "100000 is not in 1..=4096"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+            .args(["--backend", "sim", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }

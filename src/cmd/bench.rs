@@ -45,7 +45,7 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
         }
     };
     audit::started(&plan)?;
-    let report = bench::run_suites(targets, suite, &token, args.timeout, &progress).await;
+    let report = bench::run_suites(targets, suite, &token, &resolved.access, args.timeout, &progress).await;
     bench::audit_report(&report, targets)?;
     let mut out = std::io::stdout().lock();
     match args.format {

@@ -74,16 +74,12 @@ impl Thresholds {
     }
 }
 
-/// A duration in the config ("90s", "5m"): at most a year, like every flag.
+/// A duration in the config ("90s", "5m"): at most a year, like every
+/// flag (keys that must not be zero are checked by `invalid`).
 pub fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
-    match humantime::parse_duration(&s) {
-        Ok(d) if d > fleetop_proto::util::MAX_DURATION => Err(serde::de::Error::custom(format!(
-            "bad duration '{s}': must be at most a year"
-        ))),
-        Ok(d) => Ok(d),
-        Err(e) => Err(serde::de::Error::custom(format!("bad duration '{s}': {e}"))),
-    }
+    fleetop_proto::util::parse_bounded_duration(&s, Duration::ZERO, fleetop_proto::util::MAX_DURATION)
+        .map_err(|e| serde::de::Error::custom(format!("bad duration: {e}")))
 }
 
 impl Thresholds {

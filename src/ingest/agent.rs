@@ -12,7 +12,8 @@ use fleetop_proto::pb::agent_client::AgentClient;
 use fleetop_proto::pb::agent_message::Kind;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::ingest::decode;
 use crate::model::target::Target;
@@ -22,22 +23,139 @@ use crate::model::update::{Event, Update};
 /// How long a connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How the console reaches its agents: TLS (the CA it trusts, its own
+/// certificate for mutual TLS) and the telemetry token; the same for every
+/// agent of a session, for streams and control calls alike.
+#[derive(Clone, Default)]
+pub struct Access {
+    pub tls: Option<ClientTlsConfig>,
+    /// Sent with every call as `authorization: Bearer ...`.
+    pub telemetry_token: Option<String>,
+    /// Send the bench token even without TLS (`--insecure`).
+    pub insecure: bool,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token.
+        f.debug_struct("Access")
+            .field("tls", &self.tls.is_some())
+            .field("telemetry_token", &self.telemetry_token.is_some())
+            .field("insecure", &self.insecure)
+            .finish()
+    }
+}
+
+/// PEM files for `Access::load`.
+#[derive(Debug, Default, Clone)]
+pub struct TlsFiles<'a> {
+    pub ca: Option<&'a std::path::Path>,
+    pub cert: Option<&'a std::path::Path>,
+    pub key: Option<&'a std::path::Path>,
+    pub domain: Option<&'a str>,
+}
+
+impl Access {
+    /// Reads the CA, the console's certificate and key (all PEM), errors naming the file.
+    pub fn load(files: &TlsFiles<'_>, telemetry_token: Option<String>, insecure: bool) -> Result<Access, String> {
+        let read =
+            |p: &std::path::Path, what: &str| std::fs::read(p).map_err(|e| format!("{what} {}: {e}", p.display()));
+        let tls = match files.ca {
+            None if files.cert.is_some() => return Err("a client certificate needs tls_ca (--tls-ca) too".into()),
+            None => None,
+            Some(ca) => {
+                let mut cfg = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "tls_ca")?));
+                if let (Some(c), Some(k)) = (files.cert, files.key) {
+                    cfg = cfg.identity(Identity::from_pem(read(c, "tls_cert")?, read(k, "tls_key")?));
+                } else if files.cert.is_some() || files.key.is_some() {
+                    return Err("tls_cert and tls_key go together".into());
+                }
+                if let Some(d) = files.domain {
+                    cfg = cfg.domain_name(d);
+                }
+                Some(cfg)
+            }
+        };
+        if tls.is_none() && telemetry_token.is_some() {
+            tracing::warn!("no tls_ca: the telemetry token goes to the agents in clear");
+        }
+        Ok(Access {
+            tls,
+            telemetry_token,
+            insecure,
+        })
+    }
+
+    /// A control token (bench) may go out: over TLS, or where the user said
+    /// `--insecure` explicitly.
+    pub fn control_token_allowed(&self) -> Result<(), String> {
+        if self.tls.is_some() || self.insecure {
+            return Ok(());
+        }
+        Err(
+            "refused to send the bench token without TLS (it would cross the network in clear): \
+             set tls_ca (--tls-ca), or pass --insecure"
+                .into(),
+        )
+    }
+}
+
+/// Adds the telemetry token to every call.
+#[derive(Clone)]
+pub struct Auth(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Auth {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// A client of one agent, with the session's token on every call.
+pub type Client = AgentClient<InterceptedService<Channel, Auth>>;
+
 /// The one way the console reaches an agent, for streams and control calls
-/// alike: a bounded connect, HTTP/2 keepalive so a silent peer is noticed.
-pub fn endpoint(target: &Target) -> Result<Endpoint, String> {
-    let uri = format!("http://{}", target.address());
-    Ok(Endpoint::from_shared(uri.clone())
+/// alike: TLS where configured, a bounded connect, HTTP/2 keepalive so a
+/// silent peer is noticed.
+pub fn endpoint(target: &Target, access: &Access) -> Result<Endpoint, String> {
+    let scheme = if access.tls.is_some() { "https" } else { "http" };
+    let uri = format!("{scheme}://{}", target.address());
+    let mut ep = Endpoint::from_shared(uri.clone())
         .map_err(|e| format!("bad address {uri}: {e}"))?
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5)))
+        .keep_alive_timeout(Duration::from_secs(5));
+    if let Some(tls) = &access.tls {
+        ep = ep
+            .tls_config(tls.clone())
+            .map_err(|e| format!("TLS: {}", error_chain(&e)))?;
+    }
+    Ok(ep)
 }
 
 /// A connected client for `target`'s agent, errors in one line.
-pub async fn connect(target: &Target) -> Result<AgentClient<Channel>, String> {
-    let channel = endpoint(target)?.connect().await.map_err(|e| error_chain(&e))?;
-    Ok(AgentClient::new(channel).max_decoding_message_size(64 << 20))
+pub async fn connect(target: &Target, access: &Access) -> Result<Client, String> {
+    let channel = endpoint(target, access)?.connect().await.map_err(|e| {
+        let why = error_chain(&e);
+        // rustls's words for "that was not TLS": say what it likely means.
+        if access.tls.is_some() && why.contains("InvalidContentType") {
+            format!("{why} (is the agent serving TLS? start it with --tls-cert and --tls-key)")
+        } else {
+            why
+        }
+    })?;
+    let token = match &access.telemetry_token {
+        Some(t) => Some(
+            format!("Bearer {t}")
+                .parse()
+                .map_err(|_| "the telemetry token holds characters a header cannot carry".to_string())?,
+        ),
+        None => None,
+    };
+    Ok(AgentClient::with_interceptor(channel, Auth(token)).max_decoding_message_size(64 << 20))
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +165,7 @@ pub struct SourceOptions {
     pub backoff_max: Duration,
     /// History to ask for on connect (0: all the agent has).
     pub backfill_s: u32,
+    pub access: Access,
 }
 
 impl Default for SourceOptions {
@@ -60,6 +179,7 @@ impl Default for SourceOptions {
             // few attempts a second.
             backoff_max: Duration::from_secs(2),
             backfill_s: 0,
+            access: Access::default(),
         }
     }
 }
@@ -136,7 +256,7 @@ async fn stream_once(
     tx: &mpsc::Sender<Update>,
     backoff: &mut Backoff,
 ) -> Result<(), String> {
-    let mut client = connect(target).await?;
+    let mut client = connect(target, &opts.access).await?;
     let req = SubscribeRequest {
         backfill_s: opts.backfill_s,
         no_backfill: false,

@@ -6,6 +6,7 @@ use fleetop_agent::sampler::{Collector, Sampler};
 use fleetop_agent::server::{self, AgentHandle, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig, SimNode};
 
+use crate::ingest::agent::Access;
 use crate::ingest::decode;
 use crate::model::target::Target;
 use crate::model::update::{Event, Update};
@@ -38,6 +39,60 @@ pub struct Demo {
     agents: Vec<AgentHandle>,
     /// The agents run burn-in for this console only: a one-off token.
     pub bench_token: String,
+    /// How this console reaches the demo's agents: TLS with the demo's own
+    /// CA, and a one-off telemetry token (the secure path is the one tested).
+    pub access: Access,
+}
+
+/// A certificate authority made up at run time, and certificates it signs:
+/// for the demo and for tests. No key is ever written to the repository.
+pub struct Pki {
+    pub ca_pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+/// A certificate and its private key, PEM.
+pub struct Issued {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl Pki {
+    pub fn new(name: &str) -> Result<Pki, rcgen::Error> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("{name} CA"));
+        params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let ca = params.self_signed(&key)?;
+        Ok(Pki {
+            ca_pem: ca.pem(),
+            issuer: rcgen::Issuer::new(params, key),
+        })
+    }
+
+    /// A certificate for these names (host names or IP addresses).
+    pub fn issue(&self, names: &[&str]) -> Result<Issued, rcgen::Error> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, names.first().copied().unwrap_or("fleetop"));
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// A random token of 32 hex digits (two randomly keyed hashes: no
+/// dependency for a demo's one-off secret).
+fn one_off_token() -> String {
+    let h = |x: u8| std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), x);
+    format!("{:016x}{:016x}", h(1), h(2))
 }
 
 impl Demo {
@@ -100,10 +155,24 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
 /// flags), so a thousand-node demo starts in seconds on a laptop. Burn-in
 /// is on in every agent, for a token made up here.
 pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
-    let bench_token = format!(
-        "{:016x}",
-        std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 1u8)
-    );
+    let bench_token = one_off_token();
+    let telemetry_token = one_off_token();
+    let pki = Pki::new("fleetop demo").map_err(std::io::Error::other)?;
+    let server_cert = pki.issue(&["localhost", "127.0.0.1"]).map_err(std::io::Error::other)?;
+    let tls = server::TlsSettings {
+        cert_pem: server_cert.cert_pem.into_bytes(),
+        key_pem: server_cert.key_pem.into_bytes(),
+        client_ca_pem: None,
+    };
+    // The console side trusts the demo's CA and nothing else.
+    let access = Access {
+        tls: Some(
+            tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(&pki.ca_pem)),
+        ),
+        telemetry_token: Some(telemetry_token.clone()),
+        insecure: false,
+    };
     let bench = server::BenchSettings {
         token: bench_token.clone(),
         expectations: fleetop_agent::bench::expect::Expectations::load(None).map_err(std::io::Error::other)?,
@@ -115,12 +184,15 @@ pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
         nodes: Vec::new(),
         agents: Vec::new(),
         bench_token,
+        access,
     };
     for sim in plan(nodes, gpus, seed, start_ms) {
         let opts = AgentOptions {
             history,
             backfill_from_ms: Some(start_ms),
             bench: Some(bench.clone()),
+            tls: Some(tls.clone()),
+            telemetry_token: Some(telemetry_token.clone()),
             ..Default::default()
         };
         let agent = server::serve_sim(sim.clone(), opts).await?;

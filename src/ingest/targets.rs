@@ -16,6 +16,8 @@ pub struct Resolved {
     pub demo: Option<crate::ingest::demo::Demo>,
     /// The agents' bench token, where known (config, or the demo's own).
     pub bench_token: Option<String>,
+    /// TLS and the telemetry token for every agent of the source.
+    pub access: crate::ingest::agent::Access,
 }
 
 /// The agent port where a host gives none: `--port`, the config's, or 50051.
@@ -44,12 +46,14 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
             return Ok(Resolved {
                 targets: d.nodes.iter().map(|n| n.target.clone()).collect(),
                 bench_token: Some(d.bench_token.clone()),
+                access: d.access.clone(),
                 demo: Some(d),
             });
         }
         #[cfg(not(feature = "demo"))]
         anyhow::bail!("--demo: this fleetop was built without the demo (cargo feature \"demo\")");
     }
+    let access = access(args, cfg)?;
     let targets = if args.slurm {
         let (s, c, port) = (slurm(cfg), cfg.clone(), port(args, cfg));
         tokio::task::spawn_blocking(move || slurm_targets(&s, &c, port)).await??
@@ -61,7 +65,30 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
         #[cfg(feature = "demo")]
         demo: None,
         bench_token,
+        access,
     })
+}
+
+/// TLS and the telemetry token: flags first, then the config.
+fn access(args: &SourceArgs, cfg: &Config) -> anyhow::Result<crate::ingest::agent::Access> {
+    let token_file = args.telemetry_token_file.as_ref().or(cfg.telemetry_token_file.as_ref());
+    let telemetry_token = match token_file {
+        Some(p) => {
+            Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("telemetry_token_file: {e}"))?)
+        }
+        None => None,
+    };
+    let (cert, key) = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => (Some(c), Some(k)),
+        _ => (cfg.tls_cert.as_ref(), cfg.tls_key.as_ref()),
+    };
+    let files = crate::ingest::agent::TlsFiles {
+        ca: args.tls_ca.as_deref().or(cfg.tls_ca.as_deref()),
+        cert: cert.map(|p| p.as_path()),
+        key: key.map(|p| p.as_path()),
+        domain: cfg.tls_domain.as_deref(),
+    };
+    crate::ingest::agent::Access::load(&files, telemetry_token, args.insecure).map_err(anyhow::Error::msg)
 }
 
 /// The nodes Slurm knows, at the agent address the config gives them.

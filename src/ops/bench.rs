@@ -100,34 +100,65 @@ pub async fn run_suites(
     targets: &[Target],
     suite: &str,
     token: &str,
+    access: &agent::Access,
     timeout: Duration,
     seen: &(dyn Fn(usize, &BenchUpdate) + Sync),
 ) -> BenchReport {
     let n = targets.len();
+    if let Err(why) = access.control_token_allowed() {
+        // Nothing was sent: every node says why.
+        return BenchReport {
+            schema_version: 1,
+            generated_at: rfc3339(now_ms()),
+            suite: suite.into(),
+            nodes: targets
+                .iter()
+                .map(|t| BenchNode {
+                    name: t.name.clone(),
+                    address: t.address(),
+                    ok: false,
+                    error: Some(why.clone()),
+                    net_peer: None,
+                    results: Vec::new(),
+                })
+                .collect(),
+        };
+    }
     // Sinks first: node i+1 receives what node i sends. Each stays open until
     // its stream is dropped, after the suites.
     let mut sinks = Vec::new();
     let mut net_targets: Vec<Option<String>> = vec![None; n];
+    // A node that refused the token for its sink is not asked again: the
+    // agent makes a peer with a wrong token wait, and the answer that
+    // matters is the first ("wrong bench token").
+    let mut refused: Vec<Option<String>> = vec![None; n];
     if n > 1 {
         for (i, t) in targets.iter().enumerate() {
             let from = (i + n - 1) % n;
-            let Ok(mut c) = agent::connect(t).await else { continue };
+            let Ok(mut c) = agent::connect(t, access).await else {
+                continue;
+            };
             let req = NetSinkRequest {
                 token: token.into(),
                 duration_s: timeout.as_secs().clamp(1, 3600) as u32,
             };
-            if let Ok(resp) = c.net_sink(req).await {
-                let mut stream = resp.into_inner();
-                if let Ok(Some(first)) = stream.message().await {
-                    net_targets[from] = Some(format!("{}:{}", t.host, first.port));
-                    sinks.push(stream);
+            match c.net_sink(req).await {
+                Ok(resp) => {
+                    let mut stream = resp.into_inner();
+                    if let Ok(Some(first)) = stream.message().await {
+                        net_targets[from] = Some(format!("{}:{}", t.host, first.port));
+                        sinks.push(stream);
+                    }
                 }
+                Err(s) if s.code() == tonic::Code::PermissionDenied => refused[i] = Some(s.message().to_string()),
+                Err(_) => {}
             }
         }
     }
     let runs = targets.iter().enumerate().map(|(i, t)| {
         let net_target = net_targets[i].clone();
         let peer = (n > 1).then(|| targets[(i + 1) % n].address());
+        let refused = refused[i].clone();
         async move {
             let mut node = BenchNode {
                 name: t.name.clone(),
@@ -144,7 +175,10 @@ pub async fn run_suites(
                 net_target: net_target.unwrap_or_default(),
             };
             let outcome = async {
-                let mut c = agent::connect(t)
+                if let Some(why) = refused {
+                    return Err(why);
+                }
+                let mut c = agent::connect(t, access)
                     .await
                     .map_err(|e| format!("cannot reach the agent at {}: {e}", t.address()))?;
                 let mut stream = c
@@ -197,7 +231,13 @@ pub async fn run_suites(
 
 /// Runs a burn-in suite on some nodes, reporting every event as an update,
 /// and logs it like any other action.
-pub async fn run_reporting(targets: Vec<(usize, Target)>, suite: Suite, token: String, tx: mpsc::Sender<Update>) {
+pub async fn run_reporting(
+    targets: Vec<(usize, Target)>,
+    suite: Suite,
+    token: String,
+    access: agent::Access,
+    tx: mpsc::Sender<Update>,
+) {
     let suite = suite.name();
     for (node, _) in &targets {
         let _ = tx
@@ -239,7 +279,7 @@ pub async fn run_reporting(targets: Vec<(usize, Target)>, suite: Suite, token: S
             event: event.clone(),
         });
     };
-    let report = run_suites(&list, suite, &token, Duration::from_secs(1800), &seen).await;
+    let report = run_suites(&list, suite, &token, &access, Duration::from_secs(1800), &seen).await;
     // Everything seen goes out before the finish.
     drop(queue);
     let _ = forward.await;

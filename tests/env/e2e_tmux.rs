@@ -211,9 +211,21 @@ pub fn burn_in_from_the_console_runs_on_the_demo_agents() {
         );
         std::thread::sleep(Duration::from_millis(250));
     };
+    // Host and network checks were measured (judged pass, warn or fail by
+    // their floors: how fast this machine is decides which, not whether the
+    // test passes), and the GPU checks skipped without a driver.
+    let count = |row: &str, word: &str| -> u32 {
+        let words: Vec<&str> = row.split_whitespace().collect();
+        words
+            .windows(2)
+            .find(|w| w[1] == word)
+            .and_then(|w| w[0].parse().ok())
+            .unwrap_or(0)
+    };
     for node in ["gpu01", "gpu02"] {
         let row = s.lines().find(|l| l.starts_with(node)).unwrap_or_default();
-        assert!(row.contains("skipped") && !row.contains(" 0 pass"), "{row}");
+        let measured = count(row, "pass") + count(row, "warn") + count(row, "fail");
+        assert!(measured >= 2 && count(row, "skipped") > 0, "{row}");
     }
     t.keys(&["q"]);
     t.wait_clean_exit(Duration::from_secs(10));

@@ -24,12 +24,14 @@ impl Drop for Agents {
     }
 }
 
-/// Two agent processes (one swarm) with benchmarks on, token "s3cret", and
-/// an operator's expectations file that lowers the host floor (this machine
-/// shares its cores between the "nodes").
+/// Two agent processes (one swarm) with benchmarks on, token "s3cret",
+/// served over TLS with a CA made up for the test (the secure setup of
+/// docs/security.md), and an operator's expectations file that lowers the
+/// host floor (this machine shares its cores between the "nodes").
 fn agents() -> Agents {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("token"), "s3cret\n").expect("token");
+    crate::write_secret(&dir.path().join("token"), "s3cret\n");
+    crate::write_tls(dir.path());
     std::fs::write(
         dir.path().join("expect.toml"),
         "[host]\nhost_memcpy = { min = 0.01, source = \"test\" }\n",
@@ -37,6 +39,10 @@ fn agents() -> Agents {
     .expect("expectations");
     let hostfile = dir.path().join("hosts");
     let child = Command::new(crate::agent_bin())
+        .arg("--tls-cert")
+        .arg(dir.path().join("agent.pem"))
+        .arg("--tls-key")
+        .arg(dir.path().join("agent.key"))
         .args(["swarm", "--count", "2", "--sim-gpus", "2", "--hostfile"])
         .arg(&hostfile)
         .arg("--bench-token-file")
@@ -65,6 +71,8 @@ impl Agents {
             .env("FLEETOP_AUDIT_LOG", self.dir.path().join("audit.jsonl"))
             .args(["bench", "--hosts", &self.hosts, "--yes", "--token-file"])
             .arg(self.dir.path().join("token"))
+            .arg("--tls-ca")
+            .arg(self.dir.path().join("ca.pem"))
             .args(extra)
             .output()
             .expect("runs")
@@ -137,11 +145,13 @@ fn host_and_network_run_for_real_and_gpu_checks_say_why_not() {
 #[test]
 fn the_token_read_only_and_confirmation_guard_the_agents() {
     let a = agents();
-    std::fs::write(a.dir.path().join("wrong"), "guess").expect("write");
+    crate::write_secret(&a.dir.path().join("wrong"), "guess");
     let out = crate::fleetop()
         .env("FLEETOP_AUDIT_LOG", a.dir.path().join("audit.jsonl"))
         .args(["bench", "--hosts", &a.hosts, "--yes", "--token-file"])
         .arg(a.dir.path().join("wrong"))
+        .arg("--tls-ca")
+        .arg(a.dir.path().join("ca.pem"))
         .output()
         .expect("runs");
     assert!(!out.status.success());
@@ -162,6 +172,8 @@ fn the_token_read_only_and_confirmation_guard_the_agents() {
         .env("FLEETOP_AUDIT_LOG", a.dir.path().join("audit.jsonl"))
         .args(["bench", "--hosts", &a.hosts, "--token-file"])
         .arg(a.dir.path().join("token"))
+        .arg("--tls-ca")
+        .arg(a.dir.path().join("ca.pem"))
         .write_stdin("")
         .output()
         .expect("runs");
@@ -175,8 +187,10 @@ async fn agent(max: Duration, token: Option<&str>) -> fleetop_agent::server::Age
         max_duration: max,
     });
     let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
+    // Plaintext, for the suite logic: these clients are in this process.
     let o = fleetop_agent::server::AgentOptions {
         bench,
+        insecure: true,
         ..Default::default()
     };
     fleetop_agent::server::serve_sim(sim, o).await.expect("serves")

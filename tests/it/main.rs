@@ -9,6 +9,8 @@ mod export_errors;
 mod export_live;
 mod fuzz_regressions;
 mod layers;
+mod limits;
+mod security;
 mod stale_restart;
 mod tui;
 

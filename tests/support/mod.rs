@@ -75,3 +75,26 @@ pub fn start_agent(port: u16, extra: &[&str]) -> Killed {
     }
     Killed(child)
 }
+
+/// Writes a secret (a token, a key) readable by its owner only, as the
+/// agent and the console require.
+pub fn write_secret(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write secret");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+}
+
+/// A CA made up for the test, and certificates it signs, written to `dir`:
+/// `ca.pem`; `agent.pem` and `agent.key` (for localhost and 127.0.0.1);
+/// `console.pem` and `console.key` (a client certificate, for mutual TLS).
+/// Generated at run time: no private key lives in the repository.
+pub fn write_tls(dir: &std::path::Path) {
+    let pki = fleetop::ingest::demo::Pki::new("fleetop test").expect("CA");
+    std::fs::write(dir.join("ca.pem"), &pki.ca_pem).expect("write CA");
+    let agent = pki.issue(&["localhost", "127.0.0.1"]).expect("agent certificate");
+    std::fs::write(dir.join("agent.pem"), &agent.cert_pem).expect("write");
+    write_secret(&dir.join("agent.key"), &agent.key_pem);
+    let console = pki.issue(&["fleetop-console"]).expect("console certificate");
+    std::fs::write(dir.join("console.pem"), &console.cert_pem).expect("write");
+    write_secret(&dir.join("console.key"), &console.key_pem);
+}

@@ -190,7 +190,10 @@ pub fn parse_elapsed(s: &str) -> u64 {
     for part in rest.split(':') {
         secs = secs.saturating_mul(60).saturating_add(part.parse::<u64>().unwrap_or(0));
     }
-    days.parse::<u64>().unwrap_or(0).saturating_mul(86_400).saturating_add(secs)
+    days.parse::<u64>()
+        .unwrap_or(0)
+        .saturating_mul(86_400)
+        .saturating_add(secs)
 }
 
 /// GPUs in a GRES string: "gres/gpu:2", "gres:gpu:a100:4", "gpu:8" -> the count.

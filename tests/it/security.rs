@@ -1,0 +1,258 @@
+//! TLS and tokens between console and agents: the demo is served over TLS
+//! with tokens (so the secure path is the tested one), plaintext and wrong
+//! tokens are refused, wrong guesses are slowed down, mutual TLS keeps out
+//! consoles without a certificate, and the bench token never crosses the
+//! network in clear unless the user says `--insecure`.
+
+use std::time::{Duration, Instant};
+
+use fleetop::ingest::agent::{self, Access};
+use fleetop::model::bench::BenchReport;
+use fleetop::model::target::Target;
+use fleetop_agent::proto::SubscribeRequest;
+use fleetop_agent::server::{AgentOptions, TlsSettings};
+
+fn target(addr: std::net::SocketAddr) -> Target {
+    Target {
+        name: "n1".into(),
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    }
+}
+
+/// The first message of a Subscribe stream, or the refusal, in one line.
+async fn first_message(t: &Target, access: &Access) -> Result<(), String> {
+    let mut c = agent::connect(t, access).await?;
+    let req = SubscribeRequest {
+        no_backfill: true,
+        ..Default::default()
+    };
+    let mut s = c
+        .subscribe(req)
+        .await
+        .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?
+        .into_inner();
+    match s.message().await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("ended".into()),
+        Err(s) => Err(format!("{:?}: {}", s.code(), s.message())),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_is_served_over_tls_and_wants_its_token() {
+    let demo = fleetop::ingest::demo::start(1, 1, 1).await.expect("demo starts");
+    let t = demo.targets().remove(0);
+    // The console's own way in works.
+    first_message(&t, &demo.access).await.expect("TLS and the token");
+    // Plaintext to a TLS agent gets nothing.
+    let plain = Access {
+        telemetry_token: demo.access.telemetry_token.clone(),
+        ..Access::default()
+    };
+    assert!(first_message(&t, &plain).await.is_err(), "plaintext must fail");
+    // TLS without the token, then with a wrong one: refused, saying why.
+    let no_token = Access {
+        telemetry_token: None,
+        ..demo.access.clone()
+    };
+    let e = first_message(&t, &no_token).await.expect_err("no token");
+    assert!(e.contains("Unauthenticated") && e.contains("telemetry token"), "{e}");
+    let wrong = Access {
+        telemetry_token: Some("guess".into()),
+        ..demo.access.clone()
+    };
+    // A few wrong guesses in a row are answered; past them, the peer's
+    // requests are refused before their token is looked at, even the right one.
+    let mut answered = 1;
+    let e = loop {
+        let e = first_message(&t, &wrong).await.expect_err("wrong token");
+        if !e.contains("wrong telemetry token") {
+            break e;
+        }
+        answered += 1;
+        assert!(answered < 20, "guessing is not limited");
+    };
+    assert!(
+        e.contains("ResourceExhausted") && e.contains("too many wrong tokens"),
+        "{e}"
+    );
+    let e = first_message(&t, &demo.access).await.expect_err("limited");
+    assert!(e.contains("too many wrong tokens"), "{e}");
+    // The allowance comes back: the right token works again.
+    let start = Instant::now();
+    loop {
+        match first_message(&t, &demo.access).await {
+            Ok(()) => break,
+            Err(e) if e.contains("too many wrong tokens") && start.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the right token after the wait: {e}"),
+        }
+    }
+    demo.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_keeps_out_consoles_without_a_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::write_tls(dir.path());
+    let read = |f: &str| std::fs::read(dir.path().join(f)).expect("read");
+    let opts = AgentOptions {
+        tls: Some(TlsSettings {
+            cert_pem: read("agent.pem"),
+            key_pem: read("agent.key"),
+            client_ca_pem: Some(read("ca.pem")),
+        }),
+        ..Default::default()
+    };
+    let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
+    let a = fleetop_agent::server::serve_sim(sim, opts).await.expect("serves");
+    let t = target(a.addr);
+    let p = |f: &str| dir.path().join(f);
+    let (ca, cert, key) = (p("ca.pem"), p("console.pem"), p("console.key"));
+    let server_only = agent::TlsFiles {
+        ca: Some(&ca),
+        ..Default::default()
+    };
+    let anonymous = Access::load(&server_only, None, false).expect("loads");
+    assert!(first_message(&t, &anonymous).await.is_err(), "no client certificate");
+    let mutual = agent::TlsFiles {
+        ca: Some(&ca),
+        cert: Some(&cert),
+        key: Some(&key),
+        domain: None,
+    };
+    let with_cert = Access::load(&mutual, None, false).expect("loads");
+    first_message(&t, &with_cert)
+        .await
+        .expect("with the console's certificate");
+    // A certificate from another CA is not trusted by the console.
+    let other = tempfile::tempdir().expect("tempdir");
+    crate::write_tls(other.path());
+    let other_ca = other.path().join("ca.pem");
+    let stranger = agent::TlsFiles {
+        ca: Some(&other_ca),
+        cert: Some(&cert),
+        key: Some(&key),
+        domain: None,
+    };
+    let e = first_message(&t, &Access::load(&stranger, None, false).expect("loads"))
+        .await
+        .expect_err("the agent's certificate is from a CA the console does not trust");
+    assert!(!e.is_empty());
+    a.stop().await;
+}
+
+#[test]
+fn the_console_does_not_send_the_bench_token_in_clear() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::write_secret(&dir.path().join("token"), "s3cret\n");
+    let port = crate::free_port();
+    let token = dir.path().join("token");
+    let token = token.to_str().expect("utf-8");
+    let _agent = crate::start_agent(port, &["--bench-token-file", token, "--insecure"]);
+    let out = crate::fleetop()
+        .env("FLEETOP_AUDIT_LOG", dir.path().join("audit.jsonl"))
+        .args([
+            "bench",
+            "--hosts",
+            &format!("127.0.0.1:{port}"),
+            "--yes",
+            "--token-file",
+            token,
+        ])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let report: BenchReport = serde_json::from_slice(&out.stdout).expect("report");
+    let err = report.nodes[0].error.as_deref().unwrap_or_default();
+    assert!(err.contains("refused to send the bench token without TLS"), "{err}");
+    assert!(err.contains("--insecure"), "{err}");
+}
+
+#[test]
+fn the_agent_refuses_benchmarks_on_plaintext_and_exposed_token_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    crate::write_secret(&token, "s3cret\n");
+    let out = std::process::Command::new(crate::agent_bin())
+        .args(["--backend", "sim", "--listen", "127.0.0.1:0", "--bench-token-file"])
+        .arg(&token)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("plaintext") && err.contains("--insecure"), "{err}");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out = std::process::Command::new(crate::agent_bin())
+        .args(["--backend", "sim", "--listen", "127.0.0.1:0", "--token-file"])
+        .arg(&token)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("readable by group or others"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+}
+
+/// The secure setup of docs/security.md through the real binaries: an agent
+/// with TLS, mutual TLS and a telemetry token; a console configured with the
+/// config file's keys. Without the token it is refused, saying why.
+#[test]
+fn the_documented_secure_setup_works_through_the_binaries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::write_tls(dir.path());
+    crate::write_secret(&dir.path().join("telemetry.token"), "t0ken\n");
+    let p = |f: &str| dir.path().join(f).to_str().expect("utf-8").to_string();
+    let port = crate::free_port();
+    let _agent = crate::start_agent(
+        port,
+        &[
+            "--tls-cert",
+            &p("agent.pem"),
+            "--tls-key",
+            &p("agent.key"),
+            "--tls-client-ca",
+            &p("ca.pem"),
+            "--token-file",
+            &p("telemetry.token"),
+        ],
+    );
+    let config = |token: bool| {
+        let mut c = format!(
+            "tls_ca = \"{}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",
+            p("ca.pem"),
+            p("console.pem"),
+            p("console.key")
+        );
+        if token {
+            // The short alias of telemetry_token_file.
+            c.push_str(&format!("token_file = \"{}\"\n", p("telemetry.token")));
+        }
+        let path = dir.path().join(format!("config-{token}.toml"));
+        std::fs::write(&path, c).expect("config");
+        path
+    };
+    let hosts = format!("127.0.0.1:{port}");
+    let out = crate::fleetop()
+        .arg("--config")
+        .arg(config(true))
+        .args(["export", "--once", "--hosts", &hosts])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snap: fleetop::export::Snapshot = serde_json::from_slice(&out.stdout).expect("a snapshot");
+    assert_eq!(snap.nodes[0].status, fleetop::export::Status::Ok);
+    let out = crate::fleetop()
+        .arg("--config")
+        .arg(config(false))
+        .args(["export", "--once", "--hosts", &hosts])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("telemetry token"), "{err}");
+}
