@@ -7,7 +7,7 @@
 //! unknown bits kept, NVLink field values with the link in `scopeId`, remapped
 //! rows) call the sys layer directly.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use nvml_wrapper::Device;
@@ -51,12 +51,18 @@ pub struct NvmlSampler {
 ///
 /// The handle is leaked on purpose: device handles borrow it and the XID
 /// thread waits on it for as long as the agent runs.
-pub fn open() -> Result<&'static Nvml, NvmlUnavailable> {
-    match Nvml::init() {
+/// `lib`: the library to load instead of the system's `libnvidia-ml.so.1`.
+pub fn open(lib: Option<&Path>) -> Result<&'static Nvml, NvmlUnavailable> {
+    let mut b = Nvml::builder();
+    if let Some(p) = lib {
+        b.lib_path(p.as_os_str());
+    }
+    match b.init() {
         Ok(n) => Ok(Box::leak(Box::new(n))),
-        Err(NvmlError::LibloadingError(e)) => Err(NvmlUnavailable(format!(
-            "libnvidia-ml.so could not be loaded ({e}); is the NVIDIA driver installed?"
-        ))),
+        Err(NvmlError::LibloadingError(e)) => Err(NvmlUnavailable(match lib {
+            Some(p) => format!("{} could not be loaded ({e})", p.display()),
+            None => format!("libnvidia-ml.so could not be loaded ({e}); is the NVIDIA driver installed?"),
+        })),
         Err(NvmlError::DriverNotLoaded) => Err(NvmlUnavailable("the NVIDIA kernel driver is not loaded".into())),
         Err(e) => Err(NvmlUnavailable(e.to_string())),
     }
