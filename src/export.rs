@@ -131,8 +131,13 @@ pub struct Gpu {
     pub ecc_corrected_volatile: Option<u64>,
     pub ecc_uncorrected_volatile: Option<u64>,
     pub retired_pages: Option<u32>,
-    pub remapped_rows_pending: Option<u32>,
-    pub remapped_rows_failed: Option<u32>,
+    /// Rows remapped for correctable / uncorrectable errors (counts).
+    pub remapped_rows_correctable: Option<u32>,
+    pub remapped_rows_uncorrectable: Option<u32>,
+    /// A row remap waits for a GPU reset.
+    pub remap_pending: Option<bool>,
+    /// A row remap failed: the GPU needs replacing.
+    pub remap_failed: Option<bool>,
     /// XIDs reported with the latest sample.
     pub xids: Vec<u32>,
     pub nvlink: Vec<NvLink>,
@@ -146,6 +151,9 @@ pub struct NvLink {
     /// `null` while the GPU gives no reading.
     pub active: Option<bool>,
     pub peer_pci_bus_id: Option<String>,
+    /// Not active when the agent started (unused by design): not flagged.
+    #[serde(default)]
+    pub inactive_at_start: bool,
     pub tx_bytes_per_s: Option<f64>,
     pub rx_bytes_per_s: Option<f64>,
 }
@@ -303,8 +311,10 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
         ecc_corrected_volatile: s.and_then(|s| s.ecc_corrected_volatile),
         ecc_uncorrected_volatile: s.and_then(|s| s.ecc_uncorrected_volatile),
         retired_pages: r(|s| s.retired_pages),
-        remapped_rows_pending: r(|s| s.remapped_rows_pending),
-        remapped_rows_failed: r(|s| s.remapped_rows_failed),
+        remapped_rows_correctable: r(|s| s.remapped_rows_correctable),
+        remapped_rows_uncorrectable: r(|s| s.remapped_rows_uncorrectable),
+        remap_pending: s.and_then(|s| s.remap_pending),
+        remap_failed: s.and_then(|s| s.remap_failed),
         xids: s.map(|s| s.xids.iter().map(|x| x.xid).collect()).unwrap_or_default(),
         nvlink: g
             .nvlinks
@@ -314,6 +324,7 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
                 link: l.link,
                 active: s.and_then(|s| s.nvlink_up(i)),
                 peer_pci_bus_id: l.peer_pci_bus_id.clone(),
+                inactive_at_start: l.inactive_at_start,
                 tx_bytes_per_s: rates.and_then(|r| r.nvlink_tx_bytes_per_s.get(i).copied().flatten()),
                 rx_bytes_per_s: rates.and_then(|r| r.nvlink_rx_bytes_per_s.get(i).copied().flatten()),
             })

@@ -298,13 +298,16 @@ impl SimNode {
         let kib_per_s = sp.nvlink_gbps * 1e9 / 1024.0 * link_share;
         for l in 0..sp.nvlinks {
             let mut t = elapsed_s;
+            let mut state = 1;
             if c.scenario == Scenario::NvlinkDown && target && l == DOWN_LINK {
                 // The counters stop where the link went down.
                 t = t.min(ONSET_MS as f64 / 1000.0);
                 if problem {
                     s.nvlink_down_mask |= 1 << l;
+                    state = 0;
                 }
             }
+            s.nvlink_state.push(state);
             let base = 1_000_000 * u64::from(l);
             s.nvlink_tx_kib.push(base + (kib_per_s * t) as u64);
             s.nvlink_rx_kib.push(base + (kib_per_s * 0.98 * t) as u64);
@@ -357,6 +360,7 @@ impl SimNode {
             Scenario::EccUncorrectable => {
                 s.ecc_uncorrected_volatile = 2;
                 s.remapped_rows_pending = 1;
+                s.remapped_rows_uncorrectable = 1;
                 if onset {
                     s.xids.push(XidEvent {
                         xid: 94,
@@ -439,6 +443,7 @@ impl Sampler for SimNode {
                     .map(|l| NvLinkInfo {
                         link: l,
                         peer_pci_bus_id: format!("00000000:{:02X}:00.0", 0xA0 + l % 4),
+                        inactive_at_start: false,
                     })
                     .collect(),
             });

@@ -20,6 +20,8 @@ pub struct GpuState {
     nvlink: Debounce,
     capped: Debounce,
     ecc: Debounce,
+    remap_pending: Debounce,
+    remap_failed: Debounce,
     capped_run_start: Option<i64>,
     low_util_since: Option<i64>,
     idle: Debounce,
@@ -49,6 +51,7 @@ pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     hot(st, g, cx, out);
     nvlink_down(st, g, cx, out);
     ecc_uncorrected(st, g, cx, out);
+    remap(st, g, cx, out);
     idle(st, g, cx, out);
 }
 
@@ -194,7 +197,15 @@ fn hot(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
 }
 
 fn nvlink_down(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
-    let down = &g.nvlinks_down;
+    // Links inactive when the agent started (unused by design) are listed
+    // as inactive but are not links that went down.
+    let unused = |pos: usize| {
+        cx.desc
+            .and_then(|d| d.nvlinks.get(pos))
+            .is_some_and(|l| l.inactive_at_start)
+    };
+    let down: Vec<usize> = g.nvlinks_down.iter().copied().filter(|&p| !unused(p)).collect();
+    let down = &down;
     let (raise, clear) = (cx.th.link_down_samples, cx.th.clear_samples);
     let Some(since) = st.nvlink.update(!down.is_empty(), cx.t, raise, clear) else {
         return;
@@ -225,11 +236,10 @@ fn ecc_uncorrected(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Ve
     let Some(since) = st.ecc.update(errors > 0, cx.t, 1, 1) else {
         return;
     };
-    let mut ev = vec![("ecc_uncorrected", errors as f64)];
+    let ev = vec![("ecc_uncorrected", errors as f64)];
     let mut detail = format!("{errors} uncorrectable ECC errors");
-    if let Some(p) = g.remapped_rows_pending {
-        ev.push(("remapped_rows_pending", f64::from(p)));
-        detail.push_str(&format!(", {p} rows pending remap"));
+    if g.remap_pending == Some(true) {
+        detail.push_str(", a row remap pending");
     }
     out.push(flag(
         FlagKind::EccUncorrected,
@@ -239,6 +249,42 @@ fn ecc_uncorrected(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Ve
         detail,
         &ev,
     ));
+}
+
+/// Row remapping (Ampere and later): a pending remap needs a GPU reset
+/// (warn); a failed one means the GPU needs replacing (crit).
+fn remap(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let ev = [
+        (
+            "remapped_rows_uncorrectable",
+            f64::from(g.remapped_rows_uncorrectable.unwrap_or(0)),
+        ),
+        (
+            "remapped_rows_correctable",
+            f64::from(g.remapped_rows_correctable.unwrap_or(0)),
+        ),
+    ];
+    let rows = shown(g.remapped_rows_uncorrectable);
+    if let Some(since) = st.remap_pending.update(g.remap_pending == Some(true), cx.t, 1, 1) {
+        out.push(flag(
+            FlagKind::RemapPending,
+            Severity::Warn,
+            Subject::Gpu(g.index),
+            since,
+            format!("row remap pending: reset the GPU ({rows} rows remapped for uncorrectable errors)"),
+            &ev,
+        ));
+    }
+    if let Some(since) = st.remap_failed.update(g.remap_failed == Some(true), cx.t, 1, 1) {
+        out.push(flag(
+            FlagKind::RemapFailed,
+            Severity::Crit,
+            Subject::Gpu(g.index),
+            since,
+            format!("row remap failed: the GPU needs replacing ({rows} rows remapped for uncorrectable errors)"),
+            &ev,
+        ));
+    }
 }
 
 fn idle(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
