@@ -7,6 +7,7 @@ mod export_demo;
 mod export_errors;
 mod export_live;
 mod layers;
+mod nvml_fake;
 mod stale_restart;
 mod tui;
 
