@@ -50,6 +50,9 @@ struct Gpu {
 pub struct NvmlSampler {
     nvml: &'static Nvml,
     gpus: Vec<Gpu>,
+    /// Per GPU, the previous PCIe byte counters (time ms, tx, rx), for a
+    /// throughput over the whole interval where the driver counts bytes.
+    pcie_prev: Vec<Option<(i64, u64, u64)>>,
     xids: XidQueue,
     proc_root: PathBuf,
 }
@@ -114,6 +117,7 @@ impl NvmlSampler {
         spawn_xid_thread(nvml, handles, Arc::downgrade(&xids));
         Ok(NvmlSampler {
             nvml,
+            pcie_prev: vec![None; gpus.len()],
             gpus,
             xids,
             proc_root,
@@ -220,10 +224,15 @@ fn spawn_xid_thread(nvml: &'static Nvml, handles: Vec<(u32, Handle)>, queue: Wea
     }
 }
 
-/// Field values read in one NVML call per GPU: HBM temperature, then per
-/// link its state and data throughput counters (KiB), the link in `scopeId`.
+/// Field values read in one NVML call per GPU: HBM temperature, the PCIe
+/// byte counters, then per link its state and data throughput counters
+/// (KiB), the link in `scopeId`.
 fn field_request(links: &[(u32, bool)]) -> Vec<nvmlFieldValue_t> {
-    let mut ids = vec![(field_id::NVML_FI_DEV_MEMORY_TEMP, 0)];
+    let mut ids = vec![
+        (field_id::NVML_FI_DEV_MEMORY_TEMP, 0),
+        (field_id::NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0),
+        (field_id::NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0),
+    ];
     for &(l, _) in links {
         ids.push((field_id::NVML_FI_DEV_NVLINK_GET_STATE, l));
         ids.push((field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l));
@@ -264,6 +273,12 @@ fn field_u64(v: &nvmlFieldValue_t) -> Option<u64> {
     }
 }
 
+/// The PCIe byte counters (tx, rx) one sample read, where the driver has them.
+#[derive(Default)]
+struct PcieCounters {
+    now: Option<(u64, u64)>,
+}
+
 /// What nvmlDeviceGetRemappedRows says.
 struct RemappedRows {
     correctable: u32,
@@ -295,7 +310,7 @@ fn got<T: Default>(r: Result<T, NvmlError>, bit: u32, absent: &mut u32) -> T {
 }
 
 impl NvmlSampler {
-    fn sample_gpu(&self, g: &Gpu, xids: &[(u32, XidEvent)]) -> GpuSample {
+    fn sample_gpu(&self, g: &Gpu, xids: &[(u32, XidEvent)], pcie: &mut PcieCounters) -> GpuSample {
         use fleetop_proto::absent as a;
         let mut s = GpuSample {
             index: g.index,
@@ -327,7 +342,7 @@ impl NvmlSampler {
             Ok(m) => s.mem_used_bytes = m.used,
             Err(_) => ab |= a::MEM_USED,
         }
-        s.temp_c = got(d.temperature(TemperatureSensor::Gpu), a::TEMP, &mut ab);
+        s.temp_c = got(self.gpu_temperature(d), a::TEMP, &mut ab);
         s.power_mw = got(d.power_usage(), a::POWER, &mut ab);
         s.power_limit_mw = got(d.enforced_power_limit(), a::POWER_LIMIT, &mut ab);
         s.energy_mj = got(d.total_energy_consumption(), a::ENERGY, &mut ab);
@@ -371,7 +386,7 @@ impl NvmlSampler {
             .map(|p| p.len() as u32)
             .sum();
         }
-        self.read_fields(g, d, &mut s, &mut ab);
+        self.read_fields(g, d, &mut s, &mut ab, pcie);
         match d.running_compute_processes() {
             Ok(procs) => {
                 s.processes = procs
@@ -390,6 +405,25 @@ impl NvmlSampler {
         }
         s.absent = ab;
         s
+    }
+
+    /// GPU temperature, °C: nvmlDeviceGetTemperatureV where the driver has
+    /// it (nvmlDeviceGetTemperature is deprecated), the old call otherwise.
+    fn gpu_temperature(&self, d: &Device) -> Result<u32, NvmlError> {
+        if let Ok(sym) = self.nvml.lib().nvmlDeviceGetTemperatureV.as_ref() {
+            let mut t = nvml_wrapper_sys::bindings::nvmlTemperature_t {
+                // nvmlTemperature_v1: the struct's size, version 1 in the top byte.
+                version: std::mem::size_of::<nvml_wrapper_sys::bindings::nvmlTemperature_t>() as u32 | (1 << 24),
+                sensorType: nvml_wrapper_sys::bindings::nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU,
+                temperature: 0,
+            };
+            // SAFETY: a valid device handle and a versioned struct NVML fills.
+            let rc = unsafe { sym(d.handle(), &mut t) };
+            if rc == nvmlReturn_enum_NVML_SUCCESS {
+                return Ok(u32::try_from(t.temperature).unwrap_or(0));
+            }
+        }
+        d.temperature(TemperatureSensor::Gpu)
     }
 
     /// The raw clocks-event bitmask, unknown bits kept (nvml-wrapper's typed
@@ -422,7 +456,7 @@ impl NvmlSampler {
     }
 
     /// HBM temperature and NVLink state and throughput in one field-values call.
-    fn read_fields(&self, g: &Gpu, d: &Device, s: &mut GpuSample, ab: &mut u32) {
+    fn read_fields(&self, g: &Gpu, d: &Device, s: &mut GpuSample, ab: &mut u32, pcie: &mut PcieCounters) {
         use fleetop_proto::absent as a;
         let Ok(sym) = self.nvml.lib().nvmlDeviceGetFieldValues.as_ref() else {
             *ab |= a::HBM_TEMP;
@@ -439,7 +473,8 @@ impl NvmlSampler {
             Some(t) => s.hbm_temp_c = u32::try_from(t).unwrap_or(u32::MAX),
             None => *ab |= a::HBM_TEMP,
         }
-        for (i, chunk) in req[1..].chunks(3).enumerate() {
+        pcie.now = field_u64(&req[1]).zip(field_u64(&req[2]));
+        for (i, chunk) in req[3..].chunks(3).enumerate() {
             // NVML_NVLINK_STATE: 0 inactive, 1 active, 2 sleep (up, low
             // power). A state NVML cannot give counts as inactive.
             let state = field_u64(&chunk[0]).and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
@@ -501,14 +536,32 @@ impl Sampler for NvmlSampler {
         }
     }
 
-    fn sample(&mut self, _now_ms: i64, out: &mut Sample) {
+    fn sample(&mut self, now_ms: i64, out: &mut Sample) {
         let xids = self
             .xids
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
-        for g in &self.gpus {
-            out.gpus.push(self.sample_gpu(g, &xids));
+        for (i, g) in self.gpus.iter().enumerate() {
+            let mut pcie = PcieCounters::default();
+            let mut s = self.sample_gpu(g, &xids, &mut pcie);
+            // PCIe throughput over the whole interval from the driver's byte
+            // counters where it has them: NVML's throughput call looks at
+            // 20 ms only, noise at one sample a second.
+            if let Some((tx, rx)) = pcie.now {
+                if let Some((t0, tx0, rx0)) = self.pcie_prev[i]
+                    && now_ms > t0
+                    && tx >= tx0
+                    && rx >= rx0
+                {
+                    // Bytes per ms are KB/s.
+                    let kbps = |b: u64| u32::try_from(b / (now_ms - t0) as u64).unwrap_or(u32::MAX);
+                    s.pcie_tx_kbps = kbps(tx - tx0);
+                    s.pcie_rx_kbps = kbps(rx - rx0);
+                }
+                self.pcie_prev[i] = Some((now_ms, tx, rx));
+            }
+            out.gpus.push(s);
         }
     }
 }
@@ -520,13 +573,14 @@ mod tests {
     #[test]
     fn field_request_puts_the_link_in_scope_id() {
         let req = field_request(&[(0, false), (5, true)]);
-        assert_eq!(req.len(), 1 + 2 * 3);
+        assert_eq!(req.len(), 3 + 2 * 3);
         assert_eq!(req[0].fieldId, field_id::NVML_FI_DEV_MEMORY_TEMP);
-        assert_eq!(req[4].fieldId, field_id::NVML_FI_DEV_NVLINK_GET_STATE);
-        assert_eq!(req[4].scopeId, 5);
-        assert_eq!(req[5].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
-        assert_eq!(req[6].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+        assert_eq!(req[1].fieldId, field_id::NVML_FI_DEV_PCIE_COUNT_TX_BYTES);
+        assert_eq!(req[6].fieldId, field_id::NVML_FI_DEV_NVLINK_GET_STATE);
         assert_eq!(req[6].scopeId, 5);
+        assert_eq!(req[7].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
+        assert_eq!(req[8].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+        assert_eq!(req[8].scopeId, 5);
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub enum Scenario {
     PowerCap,
     /// One GPU falls off the bus: XID 79, then every reading fails.
     Xid79,
-    /// One GPU reports uncorrectable ECC errors (XID 94, a row pending remap).
+    /// One GPU reports uncorrectable ECC errors (XID 94, a row pending remap,
+    /// an earlier remap failed).
     EccUncorrectable,
     /// One NVLink link of one GPU goes down.
     NvlinkDown,
@@ -361,6 +362,8 @@ impl SimNode {
                 s.ecc_uncorrected_volatile = 2;
                 s.remapped_rows_pending = 1;
                 s.remapped_rows_uncorrectable = 1;
+                // An earlier remap failed too: no spare rows left (RMA).
+                s.remapped_rows_failed = 1;
                 if onset {
                     s.xids.push(XidEvent {
                         xid: 94,

@@ -20,7 +20,7 @@ fn expected(s: Scenario) -> &'static [FlagKind] {
         Scenario::PowerBrake => &[Throttled],
         Scenario::PowerCap => &[PowerCapped],
         Scenario::Xid79 => &[Xid, GpuLost],
-        Scenario::EccUncorrectable => &[Xid, EccUncorrected],
+        Scenario::EccUncorrectable => &[Xid, EccUncorrected, RemapPending, RemapFailed],
         Scenario::NvlinkDown => &[NvlinkDown],
         Scenario::IbDown => &[IbDown],
         Scenario::IbErrors => &[IbErrors],

@@ -289,6 +289,13 @@ fn unsupported_and_refused_readings_are_absent_and_a_hung_call_does_not_end_the_
     let n = export_until(port, "a sample after the hang", |n| n.sampled_at != after.sampled_at);
     let g0 = gpu(&n, 0);
     assert_eq!(g0.error, None);
+    // PCIe throughput from the byte counters over the interval: the
+    // profile's mean of 1.2 GB/s out, 3.4 GB/s in (NVML's 20 ms window sees
+    // bursts: twice that, or nothing). Within 2 %: the agent's interval and
+    // the fake's clock are read at slightly different moments.
+    let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v / want - 1.0).abs() < 0.02);
+    assert!(near(g0.pcie_tx_bytes_per_s, 1.2e9), "{:?}", g0.pcie_tx_bytes_per_s);
+    assert!(near(g0.pcie_rx_bytes_per_s, 3.4e9), "{:?}", g0.pcie_rx_bytes_per_s);
     assert_eq!(g0.hbm_temp_c, None, "NOT_SUPPORTED is no reading, not 0");
     assert!(g0.temp_c.is_some());
     let g1 = gpu(&n, 1);

@@ -558,6 +558,27 @@ pub extern "C" fn nvmlDeviceGetTemperature(d: nvmlDevice_t, sensor: c_uint, t: *
 }
 
 #[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTemperatureV(d: nvmlDevice_t, t: *mut nvmlTemperature_t) -> nvmlReturn_t {
+    with("nvmlDeviceGetTemperatureV", Some(d), |f, d| {
+        let Some(g) = gpu_of(d) else { return NOT_SUPPORTED };
+        if t.is_null() {
+            return INVALID;
+        }
+        // SAFETY: non-null, the caller's nvmlTemperature_t.
+        let t = unsafe { &mut *t };
+        // nvmlTemperature_v1: size 12, version 1 in the top byte.
+        if t.version != (std::mem::size_of::<nvmlTemperature_t>() as u32 | (1 << 24)) {
+            return nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        if t.sensorType != 0 {
+            return INVALID;
+        }
+        t.temperature = f.temp_c(g) as c_int;
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetTemperatureThreshold(d: nvmlDevice_t, kind: c_uint, t: *mut c_uint) -> nvmlReturn_t {
     with("nvmlDeviceGetTemperatureThreshold", Some(d), |f, d| {
         let Some(g) = gpu_of(d) else { return NOT_SUPPORTED };
@@ -648,9 +669,14 @@ pub extern "C" fn nvmlDeviceGetPcieThroughput(d: nvmlDevice_t, counter: c_uint, 
     with("nvmlDeviceGetPcieThroughput", Some(d), |f, d| {
         let Some(g) = gpu_of(d) else { return NOT_SUPPORTED };
         let s = f.spec(g);
+        // NVML looks at a 20 ms window: traffic comes in bursts, so one
+        // window sees twice the mean or nothing (the byte counters give
+        // the mean).
+        let burst = ((f.now_s() * 50.0).floor() as i64) % 2 == 0;
+        let w = |kbps: u32| if burst { kbps.saturating_mul(2) } else { 0 };
         match counter {
-            0 => out!(v, s.pcie_tx_kbps),
-            1 => out!(v, s.pcie_rx_kbps),
+            0 => out!(v, w(s.pcie_tx_kbps)),
+            1 => out!(v, w(s.pcie_rx_kbps)),
             _ => return INVALID,
         }
         SUCCESS
