@@ -140,6 +140,13 @@ pub struct Gpu {
     pub remap_failed: Option<bool>,
     /// XIDs reported with the latest sample.
     pub xids: Vec<u32>,
+    /// NVML GPM (Hopper and later), percent of the interval: SMs with a warp
+    /// assigned, warp occupancy, tensor pipes busy, DRAM bandwidth. `null`
+    /// where the GPU has no GPM (not 0).
+    pub sm_active_pct: Option<f64>,
+    pub sm_occupancy_pct: Option<f64>,
+    pub tensor_active_pct: Option<f64>,
+    pub dram_bw_pct: Option<f64>,
     pub nvlink: Vec<NvLink>,
     pub processes: Vec<Process>,
 }
@@ -316,6 +323,10 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
         remap_pending: s.and_then(|s| s.remap_pending),
         remap_failed: s.and_then(|s| s.remap_failed),
         xids: s.map(|s| s.xids.iter().map(|x| x.xid).collect()).unwrap_or_default(),
+        sm_active_pct: s.and_then(|s| s.gpm).map(|m| m.sm_active_pct),
+        sm_occupancy_pct: s.and_then(|s| s.gpm).map(|m| m.sm_occupancy_pct),
+        tensor_active_pct: s.and_then(|s| s.gpm).map(|m| m.tensor_active_pct),
+        dram_bw_pct: s.and_then(|s| s.gpm).map(|m| m.dram_bw_pct),
         nvlink: g
             .nvlinks
             .iter()

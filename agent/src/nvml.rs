@@ -22,7 +22,10 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper_sys::bindings::{field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS};
 
 use crate::jobs;
-use crate::proto::{GpuInfo, GpuProcess, GpuSample, NodeInfo, NvLinkInfo, Sample, XidEvent};
+use nvml_wrapper::GpmSample;
+use nvml_wrapper::enums::gpm::GpmMetricId;
+
+use crate::proto::{Gpm, GpuInfo, GpuProcess, GpuSample, NodeInfo, NvLinkInfo, Sample, XidEvent};
 use crate::sampler::Sampler;
 
 /// NVML could not be used on this machine; the message is one line for people.
@@ -53,6 +56,10 @@ pub struct NvmlSampler {
     /// Per GPU, the previous PCIe byte counters (time ms, tx, rx), for a
     /// throughput over the whole interval where the driver counts bytes.
     pcie_prev: Vec<Option<(i64, u64, u64)>>,
+    /// Per GPU with GPM, the previous GPM sample: metrics are over the
+    /// interval between two samples, so each sample pairs with the last.
+    gpm_prev: Vec<Option<GpmSample<'static>>>,
+    gpm_supported: Vec<bool>,
     xids: XidQueue,
     proc_root: PathBuf,
 }
@@ -118,6 +125,12 @@ impl NvmlSampler {
         Ok(NvmlSampler {
             nvml,
             pcie_prev: vec![None; gpus.len()],
+            gpm_prev: gpus.iter().map(|_| None).collect(),
+            // A GPU without GPM (before Hopper) is never asked again.
+            gpm_supported: gpus
+                .iter()
+                .map(|g| g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false)))
+                .collect(),
             gpus,
             xids,
             proc_root,
@@ -407,6 +420,38 @@ impl NvmlSampler {
         s
     }
 
+    /// GPM metrics since the previous sample of GPU `i`, `None` without GPM
+    /// or on the first sample.
+    fn gpm(&mut self, i: usize) -> Option<Gpm> {
+        if !self.gpm_supported[i] {
+            return None;
+        }
+        let d = self.gpus[i].dev.as_ref().ok()?;
+        let cur = match d.gpm_sample() {
+            Ok(s) => s,
+            Err(_) => {
+                self.gpm_prev[i] = None;
+                return None;
+            }
+        };
+        let prev = self.gpm_prev[i].replace(cur)?;
+        let cur = self.gpm_prev[i].as_ref()?;
+        let ids = [
+            GpmMetricId::SmUtil,
+            GpmMetricId::SmOccupancy,
+            GpmMetricId::AnyTensorUtil,
+            GpmMetricId::DramBwUtil,
+        ];
+        let r = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &prev, cur, &ids).ok()?;
+        let v = |k: usize| r.get(k)?.as_ref().ok().map(|m| m.value.clamp(0.0, 100.0));
+        Some(Gpm {
+            sm_active_pct: v(0)?,
+            sm_occupancy_pct: v(1)?,
+            tensor_active_pct: v(2)?,
+            dram_bw_pct: v(3)?,
+        })
+    }
+
     /// GPU temperature, °C: nvmlDeviceGetTemperatureV where the driver has
     /// it (nvmlDeviceGetTemperature is deprecated), the old call otherwise.
     fn gpu_temperature(&self, d: &Device) -> Result<u32, NvmlError> {
@@ -542,9 +587,9 @@ impl Sampler for NvmlSampler {
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
-        for (i, g) in self.gpus.iter().enumerate() {
+        for i in 0..self.gpus.len() {
             let mut pcie = PcieCounters::default();
-            let mut s = self.sample_gpu(g, &xids, &mut pcie);
+            let mut s = self.sample_gpu(&self.gpus[i], &xids, &mut pcie);
             // PCIe throughput over the whole interval from the driver's byte
             // counters where it has them: NVML's throughput call looks at
             // 20 ms only, noise at one sample a second.
@@ -560,6 +605,9 @@ impl Sampler for NvmlSampler {
                     s.pcie_rx_kbps = kbps(rx - rx0);
                 }
                 self.pcie_prev[i] = Some((now_ms, tx, rx));
+            }
+            if s.error.is_empty() {
+                s.gpm = self.gpm(i);
             }
             out.gpus.push(s);
         }

@@ -42,6 +42,9 @@ pub enum Scenario {
     IbErrors,
     /// The agent's sampling hangs (as when a driver call blocks): the node goes stale.
     Hang,
+    /// One GPU is busy by utilization but few of its SMs work (an input-bound
+    /// job): what GPM shows and util % hides.
+    Underused,
 }
 
 impl Scenario {
@@ -262,6 +265,26 @@ impl SimNode {
         // Near the limit the firmware caps power now and then: normal at full load.
         if busy && power_frac > 0.88 {
             s.throttle_reasons |= throttle::SW_POWER_CAP;
+        }
+        // GPM (Hopper and later): how much of the GPU the work really uses.
+        if self.cfg.model != Model::A100 {
+            s.gpm = Some(if !busy {
+                crate::proto::Gpm::default()
+            } else if c.scenario == Scenario::Underused && problem {
+                crate::proto::Gpm {
+                    sm_active_pct: 8.0 + 6.0 * n(13),
+                    sm_occupancy_pct: 3.0 + 3.0 * n(14),
+                    tensor_active_pct: 1.0 + 2.0 * n(15),
+                    dram_bw_pct: 4.0 + 4.0 * n(16),
+                }
+            } else {
+                crate::proto::Gpm {
+                    sm_active_pct: 70.0 + 20.0 * n(13),
+                    sm_occupancy_pct: 35.0 + 15.0 * n(14),
+                    tensor_active_pct: 45.0 + 25.0 * n(15),
+                    dram_bw_pct: 50.0 + 20.0 * n(16),
+                }
+            });
         }
         // Energy grows with the node's mean draw; a pure function of time keeps it monotonic.
         let mean_w = if busy {

@@ -25,6 +25,8 @@ pub struct GpuState {
     capped_run_start: Option<i64>,
     low_util_since: Option<i64>,
     idle: Debounce,
+    underused_since: Option<i64>,
+    underused: Debounce,
     xid: Hold,
     xids: Vec<u32>,
 }
@@ -53,6 +55,66 @@ pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     ecc_uncorrected(st, g, cx, out);
     remap(st, g, cx, out);
     idle(st, g, cx, out);
+    underused(st, g, cx, out);
+}
+
+/// Busy by NVML's utilization (some kernel ran the whole time) while GPM
+/// says most SMs had nothing to do, for the window: the waste util % hides.
+/// Needs GPM: a GPU without it is never judged.
+fn underused(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let (Some(util), Some(gpm)) = (g.util_pct, g.gpm) else {
+        st.underused_since = None;
+        let _ = st.underused.update(false, cx.t, 1, 1);
+        return;
+    };
+    if util >= cx.th.underused_util_pct && gpm.sm_active_pct < cx.th.underused_sm_active_pct {
+        st.underused_since.get_or_insert(cx.t);
+    } else {
+        st.underused_since = None;
+    }
+    let long = st
+        .underused_since
+        .is_some_and(|s| cx.t - s >= ms(cx.th.underused_window));
+    let Some(since) = st.underused.update(long, cx.t, 1, 1) else {
+        return;
+    };
+    let start = st.underused_since.unwrap_or(since);
+    out.push(flag(
+        FlagKind::Underused,
+        Severity::Info,
+        Subject::Gpu(g.index),
+        start,
+        format!(
+            "{} at {util}% utilization but {:.0}% SM activity",
+            holder(g, cx),
+            gpm.sm_active_pct
+        ),
+        &[
+            ("util_pct", f64::from(util)),
+            ("sm_active_pct", gpm.sm_active_pct),
+            ("sm_occupancy_pct", gpm.sm_occupancy_pct),
+            ("tensor_active_pct", gpm.tensor_active_pct),
+        ],
+    ));
+}
+
+/// Who holds a GPU, as an SRE asks: the job, its user, and how many GPUs it
+/// has here; the processes where no job is known.
+fn holder(g: &GpuReading, cx: &Context) -> String {
+    let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
+    ids.dedup();
+    let named: Vec<String> = ids
+        .iter()
+        .map(|id| match cx.jobs.iter().find(|j| j.id == *id) {
+            Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
+            None => format!("job {id}"),
+        })
+        .collect();
+    if named.is_empty() {
+        format!("{} process(es)", g.processes.len())
+    } else {
+        named.join(", ")
+    }
 }
 
 fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
@@ -302,21 +364,7 @@ fn idle(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     };
     let start = st.low_util_since.unwrap_or(since);
     let mins = (cx.t - start) / 60_000;
-    // Who holds it, as an SRE asks: the job, its user, and how many GPUs it has here.
-    let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
-    ids.dedup();
-    let named: Vec<String> = ids
-        .iter()
-        .map(|id| match cx.jobs.iter().find(|j| j.id == *id) {
-            Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
-            None => format!("job {id}"),
-        })
-        .collect();
-    let holder = if named.is_empty() {
-        format!("{} process(es)", g.processes.len())
-    } else {
-        named.join(", ")
-    };
+    let holder = holder(g, cx);
     let mut ev = Vec::new();
     ev.extend(util.map(|u| ("util_pct", f64::from(u))));
     ev.extend(g.mem_used_bytes.map(|b| ("mem_used_bytes", b as f64)));

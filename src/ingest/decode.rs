@@ -7,8 +7,8 @@ use fleetop_proto::pb;
 use fleetop_proto::wire::{self, OutOfSequence};
 
 use crate::model::sample::{
-    GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, NodeDesc, NodeSample, NvLinkDesc,
-    Xid,
+    Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, NodeDesc, NodeSample,
+    NvLinkDesc, Xid,
 };
 
 fn text(s: String) -> Option<String> {
@@ -165,6 +165,12 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
                 job_id: nz(p.job_id),
             })
             .collect(),
+        gpm: g.gpm.map(|m| Gpm {
+            sm_active_pct: m.sm_active_pct,
+            sm_occupancy_pct: m.sm_occupancy_pct,
+            tensor_active_pct: m.tensor_active_pct,
+            dram_bw_pct: m.dram_bw_pct,
+        }),
     }
 }
 

@@ -33,10 +33,12 @@ pub enum FlagKind {
     RemapPending,
     /// A row remap failed: the GPU needs replacing (crit).
     RemapFailed,
+    /// Busy by NVML's utilization, yet most SMs idle by GPM (info).
+    Underused,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 13] = [
+    pub const ALL: [FlagKind; 14] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -50,6 +52,7 @@ impl FlagKind {
         FlagKind::Hot,
         FlagKind::RemapPending,
         FlagKind::RemapFailed,
+        FlagKind::Underused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +70,7 @@ impl FlagKind {
             FlagKind::Hot => "hot",
             FlagKind::RemapPending => "remap_pending",
             FlagKind::RemapFailed => "remap_failed",
+            FlagKind::Underused => "underused",
         }
     }
 

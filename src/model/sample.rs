@@ -158,6 +158,18 @@ pub struct GpuReading {
     pub nvlink_tx_kib: Vec<u64>,
     pub nvlink_rx_kib: Vec<u64>,
     pub processes: Vec<GpuProcess>,
+    /// NVML GPM metrics (Hopper and later); `None` without GPM, never 0.
+    pub gpm: Option<Gpm>,
+}
+
+/// What share of the GPU the work really used, percent of the interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Gpm {
+    /// SMs with at least one warp assigned.
+    pub sm_active_pct: f64,
+    pub sm_occupancy_pct: f64,
+    pub tensor_active_pct: f64,
+    pub dram_bw_pct: f64,
 }
 
 impl GpuReading {

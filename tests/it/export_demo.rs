@@ -20,6 +20,7 @@ fn expected(s: Scenario) -> &'static [FlagKind] {
         Scenario::PowerBrake => &[Throttled],
         Scenario::PowerCap => &[PowerCapped],
         Scenario::Xid79 => &[Xid, GpuLost],
+        Scenario::Underused => &[Underused],
         Scenario::EccUncorrectable => &[Xid, EccUncorrected, RemapPending, RemapFailed],
         Scenario::NvlinkDown => &[NvlinkDown],
         Scenario::IbDown => &[IbDown],

@@ -139,6 +139,58 @@ fn h100_profile_reads_through_to_the_export() {
 }
 
 #[test]
+fn gpm_metrics_reach_the_export_and_busy_gpus_with_idle_sms_are_underused() {
+    let port = free_port();
+    // The clock runs: GPM metrics are over the interval between two samples.
+    let _a = nvml_agent(port, "h100-sxm5.toml", None);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[thresholds]\nunderused_window = \"1s\"\n").expect("config written");
+    let start = Instant::now();
+    let n = loop {
+        let out = fleetop()
+            .arg("--config")
+            .arg(&config)
+            .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut snap: Snapshot = serde_json::from_slice(&out.stdout).expect("a snapshot");
+        let n = snap.nodes.remove(0);
+        if !flags(&n, FlagKind::Underused).is_empty() {
+            break n;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never underused: {n:#?}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let g = gpu(&n, 0);
+    assert_eq!(g.sm_active_pct, Some(78.5));
+    assert_eq!(g.sm_occupancy_pct, Some(41.0));
+    assert_eq!(g.tensor_active_pct, Some(55.25));
+    assert_eq!(g.dram_bw_pct, Some(62.0));
+    // GPU 6: a kernel always running (util ~90 %), 12 % of SMs active.
+    let u = flags(&n, FlagKind::Underused);
+    assert_eq!(u.len(), 1, "{u:?}");
+    assert_eq!((u[0].gpu, u[0].severity), (Some(6), Severity::Info));
+    assert!(u[0].detail.contains("12% SM activity"), "{}", u[0].detail);
+    assert_eq!(u[0].evidence.get("sm_active_pct"), Some(&12.0));
+}
+
+#[test]
+fn gpus_without_gpm_have_no_gpm_readings_not_zero() {
+    let port = free_port();
+    let _a = nvml_agent(port, "a100-sxm4-80gb-mig.toml", None);
+    // Two samples at least, so that a GPU with GPM would have its metrics.
+    let first = export_once(port);
+    let n = export_until(port, "a second sample", |n| n.sampled_at != first.sampled_at);
+    for g in &n.gpus {
+        assert_eq!(g.sm_active_pct, None, "GPU {}", g.index);
+        assert_eq!(g.dram_bw_pct, None, "GPU {}", g.index);
+    }
+    assert!(flags(&n, FlagKind::Underused).is_empty());
+}
+
+#[test]
 fn h200_profile_reads_through_to_the_export() {
     let port = free_port();
     let _a = nvml_agent(port, "h200.toml", Some("15"));

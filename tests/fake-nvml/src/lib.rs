@@ -17,7 +17,13 @@
 
 // The exported functions are C entry points whose contract is nvml.h's:
 // callers pass pointers NVML documents, and each is null-checked before use.
-#![allow(non_snake_case, clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
+// bindgen's names for nvml.h's constants are kept as they are.
+#![allow(
+    non_snake_case,
+    non_upper_case_globals,
+    clippy::missing_safety_doc,
+    clippy::not_unsafe_ptr_arg_deref
+)]
 
 mod profile;
 
@@ -54,6 +60,9 @@ static SETS: [u8; MAX_SETS] = [0; MAX_SETS];
 
 struct Fake {
     p: Profile,
+    /// GPM samples allocated and not freed: handle number -> (GPU, time taken).
+    gpm: std::collections::HashMap<usize, Option<(u32, f64)>>,
+    gpm_next: usize,
     start: Instant,
     frozen_s: Option<f64>,
     calls: u64,
@@ -276,6 +285,8 @@ fn init() -> nvmlReturn_t {
         calls: 0,
         hung: HashSet::new(),
         sets: Vec::new(),
+        gpm: Default::default(),
+        gpm_next: 1,
     });
     SUCCESS
 }
@@ -924,6 +935,109 @@ pub extern "C" fn nvmlDeviceGetGpuInstanceId(d: nvmlDevice_t, id: *mut c_uint) -
             SUCCESS
         }
         _ => INVALID,
+    })
+}
+
+// ---- GPM ------------------------------------------------------------------
+
+/// GPM sample handles are numbers dressed as pointers: never dereferenced.
+fn gpm_key(s: nvmlGpmSample_t) -> usize {
+    s as usize
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmQueryDeviceSupport(d: nvmlDevice_t, s: *mut nvmlGpmSupport_t) -> nvmlReturn_t {
+    with("nvmlGpmQueryDeviceSupport", Some(d), |f, d| {
+        let Some(g) = gpu_of(d) else { return INVALID };
+        if s.is_null() {
+            return INVALID;
+        }
+        // SAFETY: non-null, the caller's struct.
+        let s = unsafe { &mut *s };
+        if s.version != NVML_GPM_SUPPORT_VERSION {
+            return nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        s.isSupportedDevice = u32::from(f.spec(g).gpm.is_some());
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmSampleAlloc(s: *mut nvmlGpmSample_t) -> nvmlReturn_t {
+    with("nvmlGpmSampleAlloc", None, |f, _| {
+        let k = f.gpm_next * 16;
+        f.gpm_next += 1;
+        f.gpm.insert(k, None);
+        out!(s, k as nvmlGpmSample_t);
+        SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmSampleFree(s: nvmlGpmSample_t) -> nvmlReturn_t {
+    with("nvmlGpmSampleFree", None, |f, _| match f.gpm.remove(&gpm_key(s)) {
+        Some(_) => SUCCESS,
+        None => INVALID,
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmSampleGet(d: nvmlDevice_t, s: nvmlGpmSample_t) -> nvmlReturn_t {
+    with("nvmlGpmSampleGet", Some(d), |f, d| {
+        let Some(g) = gpu_of(d) else { return INVALID };
+        if f.spec(g).gpm.is_none() {
+            return NOT_SUPPORTED;
+        }
+        let now = f.now_s();
+        match f.gpm.get_mut(&gpm_key(s)) {
+            Some(slot) => {
+                *slot = Some((g, now));
+                SUCCESS
+            }
+            None => INVALID,
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmMetricsGet(m: *mut nvmlGpmMetricsGet_t) -> nvmlReturn_t {
+    with("nvmlGpmMetricsGet", None, |f, _| {
+        if m.is_null() {
+            return INVALID;
+        }
+        // SAFETY: non-null, the caller's request.
+        let m = unsafe { &mut *m };
+        if m.version != NVML_GPM_METRICS_GET_VERSION || m.numMetrics as usize > m.metrics.len() {
+            return INVALID;
+        }
+        let (Some(Some((g1, _))), Some(Some((g2, _)))) =
+            (f.gpm.get(&gpm_key(m.sample1)), f.gpm.get(&gpm_key(m.sample2)))
+        else {
+            return INVALID;
+        };
+        if g1 != g2 {
+            return INVALID;
+        }
+        let Some(spec) = f.spec(*g1).gpm else {
+            return NOT_SUPPORTED;
+        };
+        for x in &mut m.metrics[..m.numMetrics as usize] {
+            let v = match x.metricId {
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_UTIL => Some(spec.sm_active_pct),
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_OCCUPANCY => Some(spec.sm_occupancy_pct),
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_ANY_TENSOR_UTIL => Some(spec.tensor_active_pct),
+                nvmlGpmMetricId_t_NVML_GPM_METRIC_DRAM_BW_UTIL => Some(spec.dram_bw_pct),
+                _ => None,
+            };
+            match v {
+                Some(v) => {
+                    x.nvmlReturn = SUCCESS;
+                    x.value = v;
+                }
+                None => x.nvmlReturn = NOT_SUPPORTED,
+            }
+        }
+        SUCCESS
     })
 }
 

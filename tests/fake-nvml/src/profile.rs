@@ -72,9 +72,21 @@ pub struct GpuSpec {
     pub nvlink_kib_per_s: u64,
     #[serde(default)]
     pub processes: Vec<Process>,
+    /// GPM metrics (Hopper and later); absent: the GPU has no GPM.
+    pub gpm: Option<GpmSpec>,
     /// MIG instances; a non-empty list puts the GPU in MIG mode.
     #[serde(default)]
     pub mig: Vec<MigSpec>,
+}
+
+/// Percent of the interval, as nvmlGpmMetricsGet reports them.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpmSpec {
+    pub sm_active_pct: f64,
+    pub sm_occupancy_pct: f64,
+    pub tensor_active_pct: f64,
+    pub dram_bw_pct: f64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
