@@ -152,7 +152,7 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         return;
     };
     // Columns in order of importance; the last ones go first when narrow.
-    let all: [(&str, u16); 10] = [
+    let all: [(&str, u16); 11] = [
         ("GPU", 4),
         ("util", 5),
         ("mem GiB", 11),
@@ -162,6 +162,9 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         ("throttle", 22),
         ("ECC c/u", 8),
         ("XID", 5),
+        // GPM's SM activity ("-" without GPM): after the faults, which an
+        // 80-column terminal must keep.
+        ("SM act", 6),
         ("flags", 18),
     ];
     let mut keep = all.len();
@@ -233,6 +236,10 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                     if xids.is_empty() { "-".into() } else { xids.join(",") },
                     t.crit,
                 )),
+                Cell::from(match g.gpm {
+                    Some(m) => format!("{:>3.0}%", m.sm_active_pct),
+                    None => "   -".into(),
+                }),
                 Cell::from(Line::from(flags.clone())),
             ]
         };
