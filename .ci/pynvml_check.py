@@ -157,7 +157,9 @@ def compare(name, agent, py):
                   "ecc_corrected_volatile", "ecc_uncorrected_volatile", "remapped_rows_correctable",
                   "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failed"]:
             eq(f"GPU {i} {k}", s.get(k, 0), p[k])
-        eq(f"GPU {i} nvlink_state", s.get("nvlink_state", []), p["nvlink_state"])
+        # No states on the wire means every link active.
+        states = s.get("nvlink_state") or [1] * len(d.get("nvlinks", []))
+        eq(f"GPU {i} nvlink_state", states, p["nvlink_state"])
         # The first sample carries the NVLink counters.
         eq(f"GPU {i} nvlink_tx_kib", s.get("nvlink_tx_kib", []), p["nvlink_tx_kib"])
         eq(f"GPU {i} nvlink_rx_kib", s.get("nvlink_rx_kib", []), p["nvlink_rx_kib"])

@@ -443,12 +443,16 @@ impl NvmlSampler {
             GpmMetricId::DramBwUtil,
         ];
         let r = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &prev, cur, &ids).ok()?;
-        let v = |k: usize| r.get(k)?.as_ref().ok().map(|m| m.value.clamp(0.0, 100.0));
+        // Percent to hundredths of a percent, as the wire carries them.
+        let v = |k: usize| {
+            let p = r.get(k)?.as_ref().ok()?.value;
+            p.is_finite().then(|| (p.clamp(0.0, 100.0) * 100.0).round() as u32)
+        };
         Some(Gpm {
-            sm_active_pct: v(0)?,
-            sm_occupancy_pct: v(1)?,
-            tensor_active_pct: v(2)?,
-            dram_bw_pct: v(3)?,
+            sm_active_cpct: v(0)?,
+            sm_occupancy_cpct: v(1)?,
+            tensor_active_cpct: v(2)?,
+            dram_bw_cpct: v(3)?,
         })
     }
 
@@ -529,6 +533,10 @@ impl NvmlSampler {
             }
             s.nvlink_tx_kib.push(field_u64(&chunk[1]).unwrap_or(0));
             s.nvlink_rx_kib.push(field_u64(&chunk[2]).unwrap_or(0));
+        }
+        // All links active, the usual case, travels as no states at all.
+        if s.nvlink_state.iter().all(|&st| st == 1) {
+            s.nvlink_state.clear();
         }
     }
 }

@@ -155,6 +155,17 @@ pub struct SimConfig {
     pub interval_ms: u32,
 }
 
+/// GPM metrics from percentages, as the wire carries them (hundredths).
+fn gpm(sm: f64, occupancy: f64, tensor: f64, dram: f64) -> crate::proto::Gpm {
+    let c = |p: f64| (p.clamp(0.0, 100.0) * 100.0).round() as u32;
+    crate::proto::Gpm {
+        sm_active_cpct: c(sm),
+        sm_occupancy_cpct: c(occupancy),
+        tensor_active_cpct: c(tensor),
+        dram_bw_cpct: c(dram),
+    }
+}
+
 /// Time from the start of the story to the scenario's problem.
 pub const ONSET_MS: i64 = 20_000;
 
@@ -271,19 +282,19 @@ impl SimNode {
             s.gpm = Some(if !busy {
                 crate::proto::Gpm::default()
             } else if c.scenario == Scenario::Underused && problem {
-                crate::proto::Gpm {
-                    sm_active_pct: 8.0 + 6.0 * n(13),
-                    sm_occupancy_pct: 3.0 + 3.0 * n(14),
-                    tensor_active_pct: 1.0 + 2.0 * n(15),
-                    dram_bw_pct: 4.0 + 4.0 * n(16),
-                }
+                gpm(
+                    8.0 + 6.0 * n(13),
+                    3.0 + 3.0 * n(14),
+                    1.0 + 2.0 * n(15),
+                    4.0 + 4.0 * n(16),
+                )
             } else {
-                crate::proto::Gpm {
-                    sm_active_pct: 70.0 + 20.0 * n(13),
-                    sm_occupancy_pct: 35.0 + 15.0 * n(14),
-                    tensor_active_pct: 45.0 + 25.0 * n(15),
-                    dram_bw_pct: 50.0 + 20.0 * n(16),
-                }
+                gpm(
+                    70.0 + 20.0 * n(13),
+                    35.0 + 15.0 * n(14),
+                    45.0 + 25.0 * n(15),
+                    50.0 + 20.0 * n(16),
+                )
             });
         }
         // Energy grows with the node's mean draw; a pure function of time keeps it monotonic.
@@ -335,6 +346,10 @@ impl SimNode {
             let base = 1_000_000 * u64::from(l);
             s.nvlink_tx_kib.push(base + (kib_per_s * t) as u64);
             s.nvlink_rx_kib.push(base + (kib_per_s * 0.98 * t) as u64);
+        }
+        // As the NVML sampler: all links active travels as no states.
+        if s.nvlink_state.iter().all(|&st| st == 1) {
+            s.nvlink_state.clear();
         }
 
         if problem {
@@ -624,6 +639,6 @@ mod tests {
         let names: Vec<String> = Scenario::all().iter().map(|s| s.name()).collect();
         assert!(names.contains(&"thermal-throttle".to_string()));
         assert!(names.contains(&"xid79".to_string()));
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 14);
     }
 }

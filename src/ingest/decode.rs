@@ -165,11 +165,12 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
                 job_id: nz(p.job_id),
             })
             .collect(),
+        // Hundredths of a percent on the wire.
         gpm: g.gpm.map(|m| Gpm {
-            sm_active_pct: m.sm_active_pct,
-            sm_occupancy_pct: m.sm_occupancy_pct,
-            tensor_active_pct: m.tensor_active_pct,
-            dram_bw_pct: m.dram_bw_pct,
+            sm_active_pct: f64::from(m.sm_active_cpct) / 100.0,
+            sm_occupancy_pct: f64::from(m.sm_occupancy_cpct) / 100.0,
+            tensor_active_pct: f64::from(m.tensor_active_cpct) / 100.0,
+            dram_bw_pct: f64::from(m.dram_bw_cpct) / 100.0,
         }),
     }
 }
