@@ -1,7 +1,7 @@
 //! The agent's CPU per sample on the NVML path: 8 GPUs of the fake
 //! libnvidia-ml.so (tests/fake-nvml, the 8x H100 SXM5 profile: 18 NVLink
-//! links each). The time reported is the sampling thread's CPU time (from
-//! /proc/thread-self/schedstat), not wall time. The fake answers from memory,
+//! links each). The time reported is the sampling thread's CPU time
+//! (CLOCK_THREAD_CPUTIME_ID), not wall time. The fake answers from memory,
 //! so this is the agent's own cost plus a cheap library; a real driver's
 //! calls cost more (ioctls), which this cannot measure without a GPU.
 
@@ -14,9 +14,11 @@ use fleetop_agent::backend::{self, Backend, BackendOptions};
 
 /// CPU time this thread has used.
 fn thread_cpu() -> Duration {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let ns = s.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
-    Duration::from_nanos(ns)
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a timespec to write.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "no thread CPU clock");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn fake_lib() -> PathBuf {
