@@ -147,8 +147,23 @@ pub struct Gpu {
     pub sm_occupancy_pct: Option<f64>,
     pub tensor_active_pct: Option<f64>,
     pub dram_bw_pct: Option<f64>,
+    /// A GPU in MIG mode: its instances (empty otherwise).
+    #[serde(default)]
+    pub mig: Vec<MigInstance>,
     pub nvlink: Vec<NvLink>,
     pub processes: Vec<Process>,
+}
+
+/// One MIG instance of a GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigInstance {
+    pub gpu_instance_id: u32,
+    /// The GPU instance profile, e.g. "3g.40gb".
+    pub profile: String,
+    pub uuid: String,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -327,6 +342,20 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
         sm_occupancy_pct: s.and_then(|s| s.gpm).map(|m| m.sm_occupancy_pct),
         tensor_active_pct: s.and_then(|s| s.gpm).map(|m| m.tensor_active_pct),
         dram_bw_pct: s.and_then(|s| s.gpm).map(|m| m.dram_bw_pct),
+        mig: s
+            .map(|s| {
+                s.mig
+                    .iter()
+                    .map(|m| MigInstance {
+                        gpu_instance_id: m.gpu_instance_id,
+                        profile: m.profile.clone(),
+                        uuid: m.uuid.clone(),
+                        mem_used_bytes: m.mem_used_bytes,
+                        mem_total_bytes: m.mem_total_bytes,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         nvlink: g
             .nvlinks
             .iter()

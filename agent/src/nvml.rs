@@ -25,7 +25,7 @@ use crate::jobs;
 use nvml_wrapper::GpmSample;
 use nvml_wrapper::enums::gpm::GpmMetricId;
 
-use crate::proto::{Gpm, GpuInfo, GpuProcess, GpuSample, NodeInfo, NvLinkInfo, Sample, XidEvent};
+use crate::proto::{Gpm, GpuInfo, GpuProcess, GpuSample, MigInstance, NodeInfo, NvLinkInfo, Sample, XidEvent};
 use crate::sampler::Sampler;
 
 /// NVML could not be used on this machine; the message is one line for people.
@@ -48,6 +48,17 @@ struct Gpu {
     /// NVLink links this GPU has (those NVML answers for), in wire order,
     /// and whether each was inactive when the agent started.
     links: Vec<(u32, bool)>,
+    /// MIG instances, where the GPU is in MIG mode (handles made once).
+    mig: Vec<Device<'static>>,
+}
+
+/// The MIG instances of a GPU in MIG mode; none otherwise.
+fn mig_devices(d: &Device<'static>) -> Vec<Device<'static>> {
+    if !d.mig_mode().is_ok_and(|m| m.current == 1) {
+        return Vec::new();
+    }
+    let n = d.mig_device_count().unwrap_or(0);
+    (0..n).filter_map(|k| d.mig_device_by_index(k).ok()).collect()
 }
 
 pub struct NvmlSampler {
@@ -100,10 +111,12 @@ impl NvmlSampler {
                     let links = (0..PROBE_LINKS)
                         .filter_map(|l| dev.link_wrapper_for(l).is_active().ok().map(|up| (l, !up)))
                         .collect();
+                    let mig = mig_devices(&dev);
                     gpus.push(Gpu {
                         index,
                         dev: Ok(dev),
                         links,
+                        mig,
                     });
                 }
                 Err(e) => {
@@ -112,6 +125,7 @@ impl NvmlSampler {
                         index,
                         dev: Err(error_text(&e)),
                         links: Vec::new(),
+                        mig: Vec::new(),
                     });
                 }
             }
@@ -417,7 +431,31 @@ impl NvmlSampler {
             Err(_) => ab |= a::PROCESSES,
         }
         s.absent = ab;
+        s.mig = g.mig.iter().map(|m| self.mig_instance(m)).collect();
         s
+    }
+
+    /// One MIG instance: its profile (from NVML's name, "<model> MIG 3g.40gb")
+    /// and memory.
+    fn mig_instance(&self, m: &Device) -> MigInstance {
+        let name = m.name().unwrap_or_default();
+        let profile = name.rsplit_once(" MIG ").map(|(_, p)| p.to_string()).unwrap_or(name);
+        let mut id = 0u32;
+        if let Ok(sym) = self.nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref() {
+            // SAFETY: a valid MIG device handle and a u32 NVML writes.
+            let rc = unsafe { sym(m.handle(), &mut id) };
+            if rc != nvmlReturn_enum_NVML_SUCCESS {
+                id = 0;
+            }
+        }
+        let mem = m.memory_info().ok();
+        MigInstance {
+            gpu_instance_id: id,
+            profile,
+            uuid: m.uuid().unwrap_or_default(),
+            mem_used_bytes: mem.as_ref().map(|x| x.used).unwrap_or(0),
+            mem_total_bytes: mem.map(|x| x.total).unwrap_or(0),
+        }
     }
 
     /// GPM metrics since the previous sample of GPU `i`, `None` without GPM

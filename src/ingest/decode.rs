@@ -7,8 +7,8 @@ use fleetop_proto::pb;
 use fleetop_proto::wire::{self, OutOfSequence};
 
 use crate::model::sample::{
-    Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, NodeDesc, NodeSample,
-    NvLinkDesc, Xid,
+    Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, MigReading, NodeDesc,
+    NodeSample, NvLinkDesc, Xid,
 };
 
 fn text(s: String) -> Option<String> {
@@ -163,6 +163,17 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
                 pid: p.pid,
                 used_mem_bytes: p.used_mem_bytes,
                 job_id: nz(p.job_id),
+            })
+            .collect(),
+        mig: g
+            .mig
+            .into_iter()
+            .map(|m| MigReading {
+                gpu_instance_id: m.gpu_instance_id,
+                profile: m.profile,
+                uuid: m.uuid,
+                mem_used_bytes: nz(m.mem_total_bytes).map(|_| m.mem_used_bytes),
+                mem_total_bytes: nz(m.mem_total_bytes),
             })
             .collect(),
         // Hundredths of a percent on the wire.

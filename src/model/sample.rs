@@ -160,6 +160,19 @@ pub struct GpuReading {
     pub processes: Vec<GpuProcess>,
     /// NVML GPM metrics (Hopper and later); `None` without GPM, never 0.
     pub gpm: Option<Gpm>,
+    /// A GPU in MIG mode: its instances.
+    pub mig: Vec<MigReading>,
+}
+
+/// One MIG instance of a GPU.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MigReading {
+    pub gpu_instance_id: u32,
+    /// "3g.40gb"
+    pub profile: String,
+    pub uuid: String,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
 }
 
 /// What share of the GPU the work really used, percent of the interval.

@@ -224,6 +224,23 @@ fn mig_gpus_without_utilization_keep_every_other_reading_and_flag() {
     }
     // Memory used on a MIG GPU is its instances' together.
     assert_eq!(gpu(&n, 2).mem_used_bytes, Some(39_000_000_000));
+    // Its instances, each with its profile and memory.
+    let mig: Vec<(u32, &str, Option<u64>)> = gpu(&n, 2)
+        .mig
+        .iter()
+        .map(|m| (m.gpu_instance_id, m.profile.as_str(), m.mem_used_bytes))
+        .collect();
+    assert_eq!(
+        mig,
+        vec![
+            (1, "3g.40gb", Some(30_000_000_000)),
+            (2, "2g.20gb", Some(9_000_000_000)),
+            (3, "1g.10gb", Some(0)),
+        ]
+    );
+    assert_eq!(gpu(&n, 5).mig[0].mem_total_bytes, Some(42_949_672_960));
+    assert!(gpu(&n, 5).mig[0].uuid.starts_with("MIG-"));
+    assert!(gpu(&n, 0).mig.is_empty());
     assert_eq!(gpu(&n, 0).util_pct.map(|u| u <= 100), Some(true));
     assert_eq!(gpu(&n, 0).power_limit_w, Some(400.0));
 }
