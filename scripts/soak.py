@@ -128,7 +128,10 @@ def main():
     ap.add_argument("--agents", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "soak.json"))
+    ap.add_argument("--bin", default=BIN, help="where fleetop and fleetop-agent are (default target/release)")
     args = ap.parse_args()
+    global BIN
+    BIN = args.bin
     rng = random.Random(args.seed)
     for b in ("fleetop", "fleetop-agent"):
         if not os.path.exists(os.path.join(BIN, b)):

@@ -131,12 +131,39 @@ pub struct Gpu {
     pub ecc_corrected_volatile: Option<u64>,
     pub ecc_uncorrected_volatile: Option<u64>,
     pub retired_pages: Option<u32>,
-    pub remapped_rows_pending: Option<u32>,
-    pub remapped_rows_failed: Option<u32>,
+    /// Rows remapped for correctable / uncorrectable errors (counts).
+    pub remapped_rows_correctable: Option<u32>,
+    pub remapped_rows_uncorrectable: Option<u32>,
+    /// A row remap waits for a GPU reset.
+    pub remap_pending: Option<bool>,
+    /// A row remap failed: the GPU needs replacing.
+    pub remap_failed: Option<bool>,
     /// XIDs reported with the latest sample.
     pub xids: Vec<u32>,
+    /// NVML GPM (Hopper and later), percent of the interval: SMs with a warp
+    /// assigned, warp occupancy, tensor pipes busy, DRAM bandwidth. `null`
+    /// where the GPU has no GPM (not 0).
+    pub sm_active_pct: Option<f64>,
+    pub sm_occupancy_pct: Option<f64>,
+    pub tensor_active_pct: Option<f64>,
+    pub dram_bw_pct: Option<f64>,
+    /// A GPU in MIG mode: its instances (empty otherwise).
+    #[serde(default)]
+    pub mig: Vec<MigInstance>,
     pub nvlink: Vec<NvLink>,
     pub processes: Vec<Process>,
+}
+
+/// One MIG instance of a GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigInstance {
+    pub gpu_instance_id: u32,
+    /// The GPU instance profile, e.g. "3g.40gb".
+    pub profile: String,
+    pub uuid: String,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -146,6 +173,9 @@ pub struct NvLink {
     /// `null` while the GPU gives no reading.
     pub active: Option<bool>,
     pub peer_pci_bus_id: Option<String>,
+    /// Not active when the agent started (unused by design): not flagged.
+    #[serde(default)]
+    pub inactive_at_start: bool,
     pub tx_bytes_per_s: Option<f64>,
     pub rx_bytes_per_s: Option<f64>,
 }
@@ -303,9 +333,29 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
         ecc_corrected_volatile: s.and_then(|s| s.ecc_corrected_volatile),
         ecc_uncorrected_volatile: s.and_then(|s| s.ecc_uncorrected_volatile),
         retired_pages: r(|s| s.retired_pages),
-        remapped_rows_pending: r(|s| s.remapped_rows_pending),
-        remapped_rows_failed: r(|s| s.remapped_rows_failed),
+        remapped_rows_correctable: r(|s| s.remapped_rows_correctable),
+        remapped_rows_uncorrectable: r(|s| s.remapped_rows_uncorrectable),
+        remap_pending: s.and_then(|s| s.remap_pending),
+        remap_failed: s.and_then(|s| s.remap_failed),
         xids: s.map(|s| s.xids.iter().map(|x| x.xid).collect()).unwrap_or_default(),
+        sm_active_pct: s.and_then(|s| s.gpm).map(|m| m.sm_active_pct),
+        sm_occupancy_pct: s.and_then(|s| s.gpm).map(|m| m.sm_occupancy_pct),
+        tensor_active_pct: s.and_then(|s| s.gpm).map(|m| m.tensor_active_pct),
+        dram_bw_pct: s.and_then(|s| s.gpm).map(|m| m.dram_bw_pct),
+        mig: s
+            .map(|s| {
+                s.mig
+                    .iter()
+                    .map(|m| MigInstance {
+                        gpu_instance_id: m.gpu_instance_id,
+                        profile: m.profile.clone(),
+                        uuid: m.uuid.clone(),
+                        mem_used_bytes: m.mem_used_bytes,
+                        mem_total_bytes: m.mem_total_bytes,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         nvlink: g
             .nvlinks
             .iter()
@@ -314,6 +364,7 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
                 link: l.link,
                 active: s.and_then(|s| s.nvlink_up(i)),
                 peer_pci_bus_id: l.peer_pci_bus_id.clone(),
+                inactive_at_start: l.inactive_at_start,
                 tx_bytes_per_s: rates.and_then(|r| r.nvlink_tx_bytes_per_s.get(i).copied().flatten()),
                 rx_bytes_per_s: rates.and_then(|r| r.nvlink_rx_bytes_per_s.get(i).copied().flatten()),
             })

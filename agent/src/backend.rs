@@ -25,6 +25,8 @@ pub struct BackendOptions {
     pub backend: Backend,
     pub ib_sysfs: PathBuf,
     pub proc_root: PathBuf,
+    /// The NVML library to load; `None`: the system's libnvidia-ml.so.1.
+    pub nvml_lib: Option<PathBuf>,
     pub sim: SimConfig,
     /// Per-link NVLink counters go out in every this-many samples.
     pub nvlink_counters_every: u32,
@@ -37,6 +39,7 @@ impl BackendOptions {
             backend: Backend::Sim,
             ib_sysfs: Default::default(),
             proc_root: Default::default(),
+            nvml_lib: None,
             sim,
             nvlink_counters_every: crate::sampler::NVLINK_COUNTERS_EVERY,
         }
@@ -58,7 +61,7 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), NvmlU
     }
     let mut samplers: Vec<Box<dyn Sampler>> = Vec::new();
     let mut note = None;
-    match nvml::open().and_then(|n| NvmlSampler::new(n, opts.proc_root.clone())) {
+    match nvml::open(opts.nvml_lib.as_deref()).and_then(|n| NvmlSampler::new(n, opts.proc_root.clone())) {
         Ok(s) => samplers.push(Box::new(s)),
         Err(e) if opts.backend == Backend::Auto => note = Some(e.to_string()),
         Err(e) => return Err(e),

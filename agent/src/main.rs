@@ -86,6 +86,9 @@ struct NodeArgs {
     /// Where GPU data comes from.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
+    /// The NVML library to load (default: the system's libnvidia-ml.so.1).
+    #[arg(long, value_name = "PATH")]
+    nvml_lib: Option<PathBuf>,
     /// Sampling interval (10ms to 1h).
     #[arg(long, default_value = "1s", value_parser = interval)]
     interval: Duration,
@@ -167,6 +170,7 @@ impl NodeArgs {
             backend: self.backend,
             ib_sysfs: self.ib_sysfs.clone(),
             proc_root: self.proc_root.clone(),
+            nvml_lib: self.nvml_lib.clone(),
             nvlink_counters_every: self.nvlink_counters_every,
             sim: SimConfig {
                 hostname: self

@@ -7,7 +7,7 @@
 //! unknown bits kept, NVLink field values with the link in `scopeId`, remapped
 //! rows) call the sys layer directly.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use nvml_wrapper::Device;
@@ -19,10 +19,13 @@ use nvml_wrapper::enum_wrappers::device::{
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper_sys::bindings::{NVML_NVLINK_MAX_LINKS, field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS};
+use nvml_wrapper_sys::bindings::{field_id, nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS};
 
 use crate::jobs;
-use crate::proto::{GpuInfo, GpuProcess, GpuSample, NodeInfo, NvLinkInfo, Sample, XidEvent};
+use nvml_wrapper::GpmSample;
+use nvml_wrapper::enums::gpm::GpmMetricId;
+
+use crate::proto::{Gpm, GpuInfo, GpuProcess, GpuSample, MigInstance, NodeInfo, NvLinkInfo, Sample, XidEvent};
 use crate::sampler::Sampler;
 
 /// NVML could not be used on this machine; the message is one line for people.
@@ -33,16 +36,41 @@ pub struct NvmlUnavailable(String);
 /// XID events seen by the event thread, waiting for the next sample: (GPU index, event).
 type XidQueue = Arc<Mutex<Vec<(u32, XidEvent)>>>;
 
+/// Links NVML may number: nvml.h's NVML_NVLINK_MAX_LINKS has grown (18 in
+/// the bindings, 36 in current headers); asking past the last gives an error.
+const PROBE_LINKS: u32 = 36;
+
 struct Gpu {
     index: u32,
-    dev: Device<'static>,
-    /// NVLink links this GPU has (those NVML answers for), in wire order.
-    links: Vec<u32>,
+    /// `Err`: the handle could not be opened ("gpu_lost", "no_permission",
+    /// ...); the GPU is still listed, with that error in every sample.
+    dev: Result<Device<'static>, String>,
+    /// NVLink links this GPU has (those NVML answers for), in wire order,
+    /// and whether each was inactive when the agent started.
+    links: Vec<(u32, bool)>,
+    /// MIG instances, where the GPU is in MIG mode (handles made once).
+    mig: Vec<Device<'static>>,
+}
+
+/// The MIG instances of a GPU in MIG mode; none otherwise.
+fn mig_devices(d: &Device<'static>) -> Vec<Device<'static>> {
+    if !d.mig_mode().is_ok_and(|m| m.current == 1) {
+        return Vec::new();
+    }
+    let n = d.mig_device_count().unwrap_or(0);
+    (0..n).filter_map(|k| d.mig_device_by_index(k).ok()).collect()
 }
 
 pub struct NvmlSampler {
     nvml: &'static Nvml,
     gpus: Vec<Gpu>,
+    /// Per GPU, the previous PCIe byte counters (time ms, tx, rx), for a
+    /// throughput over the whole interval where the driver counts bytes.
+    pcie_prev: Vec<Option<(i64, u64, u64)>>,
+    /// Per GPU with GPM, the previous GPM sample: metrics are over the
+    /// interval between two samples, so each sample pairs with the last.
+    gpm_prev: Vec<Option<GpmSample<'static>>>,
+    gpm_supported: Vec<bool>,
     xids: XidQueue,
     proc_root: PathBuf,
 }
@@ -51,20 +79,27 @@ pub struct NvmlSampler {
 ///
 /// The handle is leaked on purpose: device handles borrow it and the XID
 /// thread waits on it for as long as the agent runs.
-pub fn open() -> Result<&'static Nvml, NvmlUnavailable> {
-    match Nvml::init() {
+/// `lib`: the library to load instead of the system's `libnvidia-ml.so.1`.
+pub fn open(lib: Option<&Path>) -> Result<&'static Nvml, NvmlUnavailable> {
+    let mut b = Nvml::builder();
+    if let Some(p) = lib {
+        b.lib_path(p.as_os_str());
+    }
+    match b.init() {
         Ok(n) => Ok(Box::leak(Box::new(n))),
-        Err(NvmlError::LibloadingError(e)) => Err(NvmlUnavailable(format!(
-            "libnvidia-ml.so could not be loaded ({e}); is the NVIDIA driver installed?"
-        ))),
+        Err(NvmlError::LibloadingError(e)) => Err(NvmlUnavailable(match lib {
+            Some(p) => format!("{} could not be loaded ({e})", p.display()),
+            None => format!("libnvidia-ml.so could not be loaded ({e}); is the NVIDIA driver installed?"),
+        })),
         Err(NvmlError::DriverNotLoaded) => Err(NvmlUnavailable("the NVIDIA kernel driver is not loaded".into())),
         Err(e) => Err(NvmlUnavailable(e.to_string())),
     }
 }
 
 impl NvmlSampler {
-    /// Opens every GPU NVML sees. A GPU that cannot be opened is skipped with a
-    /// warning; the others are still sampled.
+    /// Opens every GPU NVML counts. A GPU that cannot be opened is kept, with
+    /// the reason, so that it shows as that GPU (lost, no permission) rather
+    /// than as a node with one GPU fewer.
     pub fn new(nvml: &'static Nvml, proc_root: PathBuf) -> Result<Self, NvmlUnavailable> {
         let count = nvml
             .device_count()
@@ -73,18 +108,43 @@ impl NvmlSampler {
         for index in 0..count {
             match nvml.device_by_index(index) {
                 Ok(dev) => {
-                    let links = (0..NVML_NVLINK_MAX_LINKS)
-                        .filter(|&l| dev.link_wrapper_for(l).is_active().is_ok())
+                    let links = (0..PROBE_LINKS)
+                        .filter_map(|l| dev.link_wrapper_for(l).is_active().ok().map(|up| (l, !up)))
                         .collect();
-                    gpus.push(Gpu { index, dev, links });
+                    let mig = mig_devices(&dev);
+                    gpus.push(Gpu {
+                        index,
+                        dev: Ok(dev),
+                        links,
+                        mig,
+                    });
                 }
-                Err(e) => tracing::warn!("GPU {index}: cannot open: {e}"),
+                Err(e) => {
+                    tracing::warn!("GPU {index}: cannot open: {e}");
+                    gpus.push(Gpu {
+                        index,
+                        dev: Err(error_text(&e)),
+                        links: Vec::new(),
+                        mig: Vec::new(),
+                    });
+                }
             }
         }
         let xids: XidQueue = Arc::default();
-        spawn_xid_thread(nvml, gpus.iter().map(|g| g.index).collect(), Arc::downgrade(&xids));
+        let handles = gpus
+            .iter()
+            .filter_map(|g| g.dev.as_ref().ok().map(|d| (g.index, Handle(unsafe_handle(d)))))
+            .collect();
+        spawn_xid_thread(nvml, handles, Arc::downgrade(&xids));
         Ok(NvmlSampler {
             nvml,
+            pcie_prev: vec![None; gpus.len()],
+            gpm_prev: gpus.iter().map(|_| None).collect(),
+            // A GPU without GPM (before Hopper) is never asked again.
+            gpm_supported: gpus
+                .iter()
+                .map(|g| g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false)))
+                .collect(),
             gpus,
             xids,
             proc_root,
@@ -92,9 +152,21 @@ impl NvmlSampler {
     }
 }
 
+/// A device handle as an address, to tell which GPU an event came from:
+/// NVML's handles are stable for the life of the library, and the event
+/// carries the handle, while asking a lost GPU for its index fails.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Handle(usize);
+
+fn unsafe_handle(d: &Device) -> usize {
+    // SAFETY: the raw handle is only compared, never used to call NVML.
+    unsafe { d.handle() as usize }
+}
+
 /// Waits on an NVML event set for critical XID errors and queues them for the
-/// sampler. Ends when the sampler (the queue's owner) is gone.
-fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Vec<(u32, XidEvent)>>>) {
+/// sampler. Ends only when the sampler (the queue's owner) is gone: an error
+/// from the wait (one GPU lost) must not end XID reporting for the others.
+fn spawn_xid_thread(nvml: &'static Nvml, handles: Vec<(u32, Handle)>, queue: Weak<Mutex<Vec<(u32, XidEvent)>>>) {
     let spawned = std::thread::Builder::new().name("nvml-xid".into()).spawn(move || {
         // A failed registration frees the whole set, so first find the
         // GPUs that accept event registration, each in a throwaway set.
@@ -114,7 +186,7 @@ fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Ve
                 Err(_) => false,
             }
         };
-        let accepted: Vec<u32> = indices.into_iter().filter(|&i| accepts(i)).collect();
+        let accepted: Vec<u32> = handles.iter().map(|h| h.0).filter(|&i| accepts(i)).collect();
         let mut set = match nvml.create_event_set() {
             Ok(s) => s,
             Err(e) => {
@@ -134,15 +206,22 @@ fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Ve
                 }
             }
         }
+        let mut warned = false;
         loop {
             let Some(queue) = queue.upgrade() else { return };
             match set.wait(1000) {
                 Ok(ev) => {
                     let xid = match ev.event_data {
-                        Some(XidError::Value(v)) => v as u32,
-                        _ => 0,
+                        Some(XidError::Value(v)) => u32::try_from(v).unwrap_or(u32::MAX),
+                        // nvml-wrapper turns XID 999 (NVML's "unknown") into this.
+                        Some(XidError::Unknown) => 999,
+                        None => continue,
                     };
-                    let index = ev.device.index().unwrap_or(u32::MAX);
+                    let from = Handle(unsafe_handle(&ev.device));
+                    let Some(&(index, _)) = handles.iter().find(|(_, h)| *h == from) else {
+                        tracing::warn!("XID {xid} from a GPU the agent does not know");
+                        continue;
+                    };
                     if let Ok(mut q) = queue.lock() {
                         q.push((
                             index,
@@ -155,8 +234,14 @@ fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Ve
                 }
                 Err(NvmlError::Timeout) => {}
                 Err(e) => {
-                    tracing::warn!("XID event wait failed, stopping XID events: {e}");
-                    return;
+                    // A lost GPU makes the wait fail; the others still
+                    // report. Pause so a wait that fails at once cannot spin.
+                    if !warned {
+                        tracing::warn!("XID event wait: {e}; still listening");
+                        warned = true;
+                    }
+                    drop(queue);
+                    std::thread::sleep(std::time::Duration::from_millis(200));
                 }
             }
         }
@@ -166,11 +251,16 @@ fn spawn_xid_thread(nvml: &'static Nvml, indices: Vec<u32>, queue: Weak<Mutex<Ve
     }
 }
 
-/// Field values read in one NVML call per GPU: HBM temperature, then per
-/// link its state and data throughput counters (KiB), the link in `scopeId`.
-fn field_request(links: &[u32]) -> Vec<nvmlFieldValue_t> {
-    let mut ids = vec![(field_id::NVML_FI_DEV_MEMORY_TEMP, 0)];
-    for &l in links {
+/// Field values read in one NVML call per GPU: HBM temperature, the PCIe
+/// byte counters, then per link its state and data throughput counters
+/// (KiB), the link in `scopeId`.
+fn field_request(links: &[(u32, bool)]) -> Vec<nvmlFieldValue_t> {
+    let mut ids = vec![
+        (field_id::NVML_FI_DEV_MEMORY_TEMP, 0),
+        (field_id::NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0),
+        (field_id::NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0),
+    ];
+    for &(l, _) in links {
         ids.push((field_id::NVML_FI_DEV_NVLINK_GET_STATE, l));
         ids.push((field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l));
         ids.push((field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, l));
@@ -210,25 +300,61 @@ fn field_u64(v: &nvmlFieldValue_t) -> Option<u64> {
     }
 }
 
+/// The PCIe byte counters (tx, rx) one sample read, where the driver has them.
+#[derive(Default)]
+struct PcieCounters {
+    now: Option<(u64, u64)>,
+}
+
+/// What nvmlDeviceGetRemappedRows says.
+struct RemappedRows {
+    correctable: u32,
+    uncorrectable: u32,
+    /// A remap waits for a GPU reset.
+    pending: bool,
+    /// A remap failed: the GPU needs replacing.
+    failed: bool,
+}
+
 /// Short, stable text for an NVML error, as carried in `GpuSample.error`.
 fn error_text(e: &NvmlError) -> String {
     match e {
         NvmlError::GpuLost => "gpu_lost".into(),
         NvmlError::NotSupported => "not_supported".into(),
+        NvmlError::NoPermission => "no_permission".into(),
         other => format!("nvml: {other}"),
     }
 }
 
+/// A reading, or its `absent` bit set when the GPU did not give it. Only
+/// that field is affected: NOT_SUPPORTED (a MIG GPU's utilization, an HBM
+/// sensor that is not there) is no reading, not a GPU error.
+fn got<T: Default>(r: Result<T, NvmlError>, bit: u32, absent: &mut u32) -> T {
+    r.unwrap_or_else(|_| {
+        *absent |= bit;
+        T::default()
+    })
+}
+
 impl NvmlSampler {
-    fn sample_gpu(&self, g: &Gpu, xids: &[(u32, XidEvent)]) -> GpuSample {
+    fn sample_gpu(&self, g: &Gpu, xids: &[(u32, XidEvent)], pcie: &mut PcieCounters) -> GpuSample {
+        use fleetop_proto::absent as a;
         let mut s = GpuSample {
             index: g.index,
             xids: xids.iter().filter(|(i, _)| *i == g.index).map(|(_, e)| *e).collect(),
             ..Default::default()
         };
+        let d = match &g.dev {
+            Ok(d) => d,
+            Err(e) => {
+                s.error = e.clone();
+                return s;
+            }
+        };
+        let mut ab = 0;
         // Utilization answers first; if the GPU is lost there is no point in
         // asking the rest (each call would take NVML's timeout).
-        match g.dev.utilization_rates() {
+        match d.utilization_rates() {
             Ok(u) => {
                 s.util_pct = u.gpu;
                 s.mem_util_pct = u.memory;
@@ -237,32 +363,45 @@ impl NvmlSampler {
                 s.error = error_text(&e);
                 return s;
             }
-            Err(e) => s.error = error_text(&e),
+            Err(_) => ab |= a::UTIL | a::MEM_UTIL,
         }
-        let d = &g.dev;
-        if let Ok(m) = d.memory_info() {
-            s.mem_used_bytes = m.used;
+        match d.memory_info() {
+            Ok(m) => s.mem_used_bytes = m.used,
+            Err(_) => ab |= a::MEM_USED,
         }
-        s.temp_c = d.temperature(TemperatureSensor::Gpu).unwrap_or(0);
-        s.power_mw = d.power_usage().unwrap_or(0);
-        s.power_limit_mw = d.enforced_power_limit().unwrap_or(0);
-        s.energy_mj = d.total_energy_consumption().unwrap_or(0);
-        s.sm_clock_mhz = d.clock_info(Clock::SM).unwrap_or(0);
-        s.mem_clock_mhz = d.clock_info(Clock::Memory).unwrap_or(0);
-        s.throttle_reasons = self.raw_clock_event_reasons(d).unwrap_or(0);
-        s.pcie_tx_kbps = d.pcie_throughput(PcieUtilCounter::Send).unwrap_or(0);
-        s.pcie_rx_kbps = d.pcie_throughput(PcieUtilCounter::Receive).unwrap_or(0);
-        s.pcie_replay_count = d.pcie_replay_counter().map(u64::from).unwrap_or(0);
-        s.ecc_corrected_volatile = d
-            .total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
-            .unwrap_or(0);
-        s.ecc_uncorrected_volatile = d
-            .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
-            .unwrap_or(0);
-        if let Some((pending, failed)) = self.remapped_rows(d) {
-            s.remapped_rows_pending = pending;
-            s.remapped_rows_failed = failed;
+        s.temp_c = got(self.gpu_temperature(d), a::TEMP, &mut ab);
+        s.power_mw = got(d.power_usage(), a::POWER, &mut ab);
+        s.power_limit_mw = got(d.enforced_power_limit(), a::POWER_LIMIT, &mut ab);
+        s.energy_mj = got(d.total_energy_consumption(), a::ENERGY, &mut ab);
+        s.sm_clock_mhz = got(d.clock_info(Clock::SM), a::SM_CLOCK, &mut ab);
+        s.mem_clock_mhz = got(d.clock_info(Clock::Memory), a::MEM_CLOCK, &mut ab);
+        s.throttle_reasons = got(
+            self.raw_clock_event_reasons(d).ok_or(NvmlError::NotSupported),
+            a::THROTTLE,
+            &mut ab,
+        );
+        match (
+            d.pcie_throughput(PcieUtilCounter::Send),
+            d.pcie_throughput(PcieUtilCounter::Receive),
+        ) {
+            (Ok(tx), Ok(rx)) => (s.pcie_tx_kbps, s.pcie_rx_kbps) = (tx, rx),
+            _ => ab |= a::PCIE_THROUGHPUT,
+        }
+        s.pcie_replay_count = got(d.pcie_replay_counter().map(u64::from), a::PCIE_REPLAY, &mut ab);
+        match (
+            d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
+            d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
+        ) {
+            (Ok(c), Ok(u)) => (s.ecc_corrected_volatile, s.ecc_uncorrected_volatile) = (c, u),
+            _ => ab |= a::ECC,
+        }
+        if let Some(r) = self.remapped_rows(d) {
+            s.remapped_rows_correctable = r.correctable;
+            s.remapped_rows_uncorrectable = r.uncorrectable;
+            s.remapped_rows_pending = u32::from(r.pending);
+            s.remapped_rows_failed = u32::from(r.failed);
         } else {
+            ab |= a::REMAPPED_ROWS;
             // Pre-Ampere GPUs retire pages instead of remapping rows.
             use nvml_wrapper::enum_wrappers::device::RetirementCause;
             s.retired_pages = [
@@ -274,21 +413,104 @@ impl NvmlSampler {
             .map(|p| p.len() as u32)
             .sum();
         }
-        self.read_fields(g, &mut s);
-        if let Ok(procs) = d.running_compute_processes() {
-            s.processes = procs
-                .into_iter()
-                .map(|p| GpuProcess {
-                    pid: p.pid,
-                    used_mem_bytes: match p.used_gpu_memory {
-                        UsedGpuMemory::Used(b) => b,
-                        UsedGpuMemory::Unavailable => 0,
-                    },
-                    job_id: jobs::job_id_of_pid(&self.proc_root, p.pid).unwrap_or(0),
-                })
-                .collect();
+        self.read_fields(g, d, &mut s, &mut ab, pcie);
+        match d.running_compute_processes() {
+            Ok(procs) => {
+                s.processes = procs
+                    .into_iter()
+                    .map(|p| GpuProcess {
+                        pid: p.pid,
+                        used_mem_bytes: match p.used_gpu_memory {
+                            UsedGpuMemory::Used(b) => b,
+                            UsedGpuMemory::Unavailable => 0,
+                        },
+                        job_id: jobs::job_id_of_pid(&self.proc_root, p.pid).unwrap_or(0),
+                    })
+                    .collect()
+            }
+            Err(_) => ab |= a::PROCESSES,
         }
+        s.absent = ab;
+        s.mig = g.mig.iter().map(|m| self.mig_instance(m)).collect();
         s
+    }
+
+    /// One MIG instance: its profile (from NVML's name, "<model> MIG 3g.40gb")
+    /// and memory.
+    fn mig_instance(&self, m: &Device) -> MigInstance {
+        let name = m.name().unwrap_or_default();
+        let profile = name.rsplit_once(" MIG ").map(|(_, p)| p.to_string()).unwrap_or(name);
+        let mut id = 0u32;
+        if let Ok(sym) = self.nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref() {
+            // SAFETY: a valid MIG device handle and a u32 NVML writes.
+            let rc = unsafe { sym(m.handle(), &mut id) };
+            if rc != nvmlReturn_enum_NVML_SUCCESS {
+                id = 0;
+            }
+        }
+        let mem = m.memory_info().ok();
+        MigInstance {
+            gpu_instance_id: id,
+            profile,
+            uuid: m.uuid().unwrap_or_default(),
+            mem_used_bytes: mem.as_ref().map(|x| x.used).unwrap_or(0),
+            mem_total_bytes: mem.map(|x| x.total).unwrap_or(0),
+        }
+    }
+
+    /// GPM metrics since the previous sample of GPU `i`, `None` without GPM
+    /// or on the first sample.
+    fn gpm(&mut self, i: usize) -> Option<Gpm> {
+        if !self.gpm_supported[i] {
+            return None;
+        }
+        let d = self.gpus[i].dev.as_ref().ok()?;
+        let cur = match d.gpm_sample() {
+            Ok(s) => s,
+            Err(_) => {
+                self.gpm_prev[i] = None;
+                return None;
+            }
+        };
+        let prev = self.gpm_prev[i].replace(cur)?;
+        let cur = self.gpm_prev[i].as_ref()?;
+        let ids = [
+            GpmMetricId::SmUtil,
+            GpmMetricId::SmOccupancy,
+            GpmMetricId::AnyTensorUtil,
+            GpmMetricId::DramBwUtil,
+        ];
+        let r = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &prev, cur, &ids).ok()?;
+        // Percent to hundredths of a percent, as the wire carries them.
+        let v = |k: usize| {
+            let p = r.get(k)?.as_ref().ok()?.value;
+            p.is_finite().then(|| (p.clamp(0.0, 100.0) * 100.0).round() as u32)
+        };
+        Some(Gpm {
+            sm_active_cpct: v(0)?,
+            sm_occupancy_cpct: v(1)?,
+            tensor_active_cpct: v(2)?,
+            dram_bw_cpct: v(3)?,
+        })
+    }
+
+    /// GPU temperature, °C: nvmlDeviceGetTemperatureV where the driver has
+    /// it (nvmlDeviceGetTemperature is deprecated), the old call otherwise.
+    fn gpu_temperature(&self, d: &Device) -> Result<u32, NvmlError> {
+        if let Ok(sym) = self.nvml.lib().nvmlDeviceGetTemperatureV.as_ref() {
+            let mut t = nvml_wrapper_sys::bindings::nvmlTemperature_t {
+                // nvmlTemperature_v1: the struct's size, version 1 in the top byte.
+                version: std::mem::size_of::<nvml_wrapper_sys::bindings::nvmlTemperature_t>() as u32 | (1 << 24),
+                sensorType: nvml_wrapper_sys::bindings::nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU,
+                temperature: 0,
+            };
+            // SAFETY: a valid device handle and a versioned struct NVML fills.
+            let rc = unsafe { sym(d.handle(), &mut t) };
+            if rc == nvmlReturn_enum_NVML_SUCCESS {
+                return Ok(u32::try_from(t.temperature).unwrap_or(0));
+            }
+        }
+        d.temperature(TemperatureSensor::Gpu)
     }
 
     /// The raw clocks-event bitmask, unknown bits kept (nvml-wrapper's typed
@@ -306,34 +528,53 @@ impl NvmlSampler {
         (rc == nvmlReturn_enum_NVML_SUCCESS).then_some(mask)
     }
 
-    /// Rows pending remap and whether a remap failed (Ampere and later).
-    fn remapped_rows(&self, d: &Device) -> Option<(u32, u32)> {
+    /// Remapped rows (Ampere and later): two counts and two flags.
+    fn remapped_rows(&self, d: &Device) -> Option<RemappedRows> {
         let sym = self.nvml.lib().nvmlDeviceGetRemappedRows.as_ref().ok()?;
         let (mut corr, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
         // SAFETY: a valid device handle and pointers to four u32 NVML writes.
         let rc = unsafe { sym(d.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
-        (rc == nvmlReturn_enum_NVML_SUCCESS).then_some((pending, failed))
+        (rc == nvmlReturn_enum_NVML_SUCCESS).then_some(RemappedRows {
+            correctable: corr,
+            uncorrectable: unc,
+            pending: pending != 0,
+            failed: failed != 0,
+        })
     }
 
     /// HBM temperature and NVLink state and throughput in one field-values call.
-    fn read_fields(&self, g: &Gpu, s: &mut GpuSample) {
+    fn read_fields(&self, g: &Gpu, d: &Device, s: &mut GpuSample, ab: &mut u32, pcie: &mut PcieCounters) {
+        use fleetop_proto::absent as a;
         let Ok(sym) = self.nvml.lib().nvmlDeviceGetFieldValues.as_ref() else {
+            *ab |= a::HBM_TEMP;
             return;
         };
         let mut req = field_request(&g.links);
         // SAFETY: a valid device handle and a buffer of req.len() field values.
-        let rc = unsafe { sym(g.dev.handle(), req.len() as i32, req.as_mut_ptr()) };
+        let rc = unsafe { sym(d.handle(), req.len() as i32, req.as_mut_ptr()) };
         if rc != nvmlReturn_enum_NVML_SUCCESS {
+            *ab |= a::HBM_TEMP;
             return;
         }
-        s.hbm_temp_c = field_u64(&req[0]).unwrap_or(0) as u32;
-        for (i, chunk) in req[1..].chunks(3).enumerate() {
-            // A link whose state NVML cannot give counts as down.
-            if field_u64(&chunk[0]) != Some(1) {
+        match field_u64(&req[0]) {
+            Some(t) => s.hbm_temp_c = u32::try_from(t).unwrap_or(u32::MAX),
+            None => *ab |= a::HBM_TEMP,
+        }
+        pcie.now = field_u64(&req[1]).zip(field_u64(&req[2]));
+        for (i, chunk) in req[3..].chunks(3).enumerate() {
+            // NVML_NVLINK_STATE: 0 inactive, 1 active, 2 sleep (up, low
+            // power). A state NVML cannot give counts as inactive.
+            let state = field_u64(&chunk[0]).and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
+            s.nvlink_state.push(state);
+            if state == 0 && i < 32 {
                 s.nvlink_down_mask |= 1 << i;
             }
             s.nvlink_tx_kib.push(field_u64(&chunk[1]).unwrap_or(0));
             s.nvlink_rx_kib.push(field_u64(&chunk[2]).unwrap_or(0));
+        }
+        // All links active, the usual case, travels as no states at all.
+        if s.nvlink_state.iter().all(|&st| st == 1) {
+            s.nvlink_state.clear();
         }
     }
 }
@@ -350,7 +591,14 @@ impl Sampler for NvmlSampler {
             );
         }
         for g in &self.gpus {
-            let d = &g.dev;
+            let Ok(d) = &g.dev else {
+                // Listed by index: the samples say why there is nothing more.
+                info.gpus.push(GpuInfo {
+                    index: g.index,
+                    ..Default::default()
+                });
+                continue;
+            };
             info.gpus.push(GpuInfo {
                 index: g.index,
                 uuid: d.uuid().unwrap_or_default(),
@@ -365,8 +613,9 @@ impl Sampler for NvmlSampler {
                 nvlinks: g
                     .links
                     .iter()
-                    .map(|&l| NvLinkInfo {
+                    .map(|&(l, inactive_at_start)| NvLinkInfo {
                         link: l,
+                        inactive_at_start,
                         peer_pci_bus_id: d
                             .link_wrapper_for(l)
                             .remote_pci_info()
@@ -378,14 +627,35 @@ impl Sampler for NvmlSampler {
         }
     }
 
-    fn sample(&mut self, _now_ms: i64, out: &mut Sample) {
+    fn sample(&mut self, now_ms: i64, out: &mut Sample) {
         let xids = self
             .xids
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
-        for g in &self.gpus {
-            out.gpus.push(self.sample_gpu(g, &xids));
+        for i in 0..self.gpus.len() {
+            let mut pcie = PcieCounters::default();
+            let mut s = self.sample_gpu(&self.gpus[i], &xids, &mut pcie);
+            // PCIe throughput over the whole interval from the driver's byte
+            // counters where it has them: NVML's throughput call looks at
+            // 20 ms only, noise at one sample a second.
+            if let Some((tx, rx)) = pcie.now {
+                if let Some((t0, tx0, rx0)) = self.pcie_prev[i]
+                    && now_ms > t0
+                    && tx >= tx0
+                    && rx >= rx0
+                {
+                    // Bytes per ms are KB/s.
+                    let kbps = |b: u64| u32::try_from(b / (now_ms - t0) as u64).unwrap_or(u32::MAX);
+                    s.pcie_tx_kbps = kbps(tx - tx0);
+                    s.pcie_rx_kbps = kbps(rx - rx0);
+                }
+                self.pcie_prev[i] = Some((now_ms, tx, rx));
+            }
+            if s.error.is_empty() {
+                s.gpm = self.gpm(i);
+            }
+            out.gpus.push(s);
         }
     }
 }
@@ -396,14 +666,15 @@ mod tests {
 
     #[test]
     fn field_request_puts_the_link_in_scope_id() {
-        let req = field_request(&[0, 5]);
-        assert_eq!(req.len(), 1 + 2 * 3);
+        let req = field_request(&[(0, false), (5, true)]);
+        assert_eq!(req.len(), 3 + 2 * 3);
         assert_eq!(req[0].fieldId, field_id::NVML_FI_DEV_MEMORY_TEMP);
-        assert_eq!(req[4].fieldId, field_id::NVML_FI_DEV_NVLINK_GET_STATE);
-        assert_eq!(req[4].scopeId, 5);
-        assert_eq!(req[5].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
-        assert_eq!(req[6].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+        assert_eq!(req[1].fieldId, field_id::NVML_FI_DEV_PCIE_COUNT_TX_BYTES);
+        assert_eq!(req[6].fieldId, field_id::NVML_FI_DEV_NVLINK_GET_STATE);
         assert_eq!(req[6].scopeId, 5);
+        assert_eq!(req[7].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
+        assert_eq!(req[8].fieldId, field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+        assert_eq!(req[8].scopeId, 5);
     }
 
     #[test]

@@ -559,6 +559,12 @@ impl Agent for AgentService {
         let ctx = BenchContext {
             expectations: settings.expectations.clone(),
             gpu_models: shared.info.gpus.iter().map(|g| g.model.clone()).collect(),
+            gpu_pci_bus_ids: shared
+                .info
+                .gpus
+                .iter()
+                .map(|g| (g.index, g.pci_bus_id.clone()))
+                .collect(),
             latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.back().cloned())),
         };
         let limit = match req.timeout_s {

@@ -31,7 +31,8 @@ pub enum Scenario {
     PowerCap,
     /// One GPU falls off the bus: XID 79, then every reading fails.
     Xid79,
-    /// One GPU reports uncorrectable ECC errors (XID 94, a row pending remap).
+    /// One GPU reports uncorrectable ECC errors (XID 94, a row pending remap,
+    /// an earlier remap failed).
     EccUncorrectable,
     /// One NVLink link of one GPU goes down.
     NvlinkDown,
@@ -41,6 +42,9 @@ pub enum Scenario {
     IbErrors,
     /// The agent's sampling hangs (as when a driver call blocks): the node goes stale.
     Hang,
+    /// One GPU is busy by utilization but few of its SMs work (an input-bound
+    /// job): what GPM shows and util % hides.
+    Underused,
 }
 
 impl Scenario {
@@ -149,6 +153,17 @@ pub struct SimConfig {
     /// start `ONSET_MS` after this.
     pub start_ms: i64,
     pub interval_ms: u32,
+}
+
+/// GPM metrics from percentages, as the wire carries them (hundredths).
+fn gpm(sm: f64, occupancy: f64, tensor: f64, dram: f64) -> crate::proto::Gpm {
+    let c = |p: f64| (p.clamp(0.0, 100.0) * 100.0).round() as u32;
+    crate::proto::Gpm {
+        sm_active_cpct: c(sm),
+        sm_occupancy_cpct: c(occupancy),
+        tensor_active_cpct: c(tensor),
+        dram_bw_cpct: c(dram),
+    }
 }
 
 /// Time from the start of the story to the scenario's problem.
@@ -262,6 +277,26 @@ impl SimNode {
         if busy && power_frac > 0.88 {
             s.throttle_reasons |= throttle::SW_POWER_CAP;
         }
+        // GPM (Hopper and later): how much of the GPU the work really uses.
+        if self.cfg.model != Model::A100 {
+            s.gpm = Some(if !busy {
+                crate::proto::Gpm::default()
+            } else if c.scenario == Scenario::Underused && problem {
+                gpm(
+                    8.0 + 6.0 * n(13),
+                    3.0 + 3.0 * n(14),
+                    1.0 + 2.0 * n(15),
+                    4.0 + 4.0 * n(16),
+                )
+            } else {
+                gpm(
+                    70.0 + 20.0 * n(13),
+                    35.0 + 15.0 * n(14),
+                    45.0 + 25.0 * n(15),
+                    50.0 + 20.0 * n(16),
+                )
+            });
+        }
         // Energy grows with the node's mean draw; a pure function of time keeps it monotonic.
         let mean_w = if busy {
             idle_w + 0.82 * (f64::from(sp.power_limit_w) - idle_w)
@@ -298,16 +333,23 @@ impl SimNode {
         let kib_per_s = sp.nvlink_gbps * 1e9 / 1024.0 * link_share;
         for l in 0..sp.nvlinks {
             let mut t = elapsed_s;
+            let mut state = 1;
             if c.scenario == Scenario::NvlinkDown && target && l == DOWN_LINK {
                 // The counters stop where the link went down.
                 t = t.min(ONSET_MS as f64 / 1000.0);
                 if problem {
                     s.nvlink_down_mask |= 1 << l;
+                    state = 0;
                 }
             }
+            s.nvlink_state.push(state);
             let base = 1_000_000 * u64::from(l);
             s.nvlink_tx_kib.push(base + (kib_per_s * t) as u64);
             s.nvlink_rx_kib.push(base + (kib_per_s * 0.98 * t) as u64);
+        }
+        // As the NVML sampler: all links active travels as no states.
+        if s.nvlink_state.iter().all(|&st| st == 1) {
+            s.nvlink_state.clear();
         }
 
         if problem {
@@ -357,6 +399,9 @@ impl SimNode {
             Scenario::EccUncorrectable => {
                 s.ecc_uncorrected_volatile = 2;
                 s.remapped_rows_pending = 1;
+                s.remapped_rows_uncorrectable = 1;
+                // An earlier remap failed too: no spare rows left (RMA).
+                s.remapped_rows_failed = 1;
                 if onset {
                     s.xids.push(XidEvent {
                         xid: 94,
@@ -439,6 +484,7 @@ impl Sampler for SimNode {
                     .map(|l| NvLinkInfo {
                         link: l,
                         peer_pci_bus_id: format!("00000000:{:02X}:00.0", 0xA0 + l % 4),
+                        inactive_at_start: false,
                     })
                     .collect(),
             });
@@ -593,6 +639,6 @@ mod tests {
         let names: Vec<String> = Scenario::all().iter().map(|s| s.name()).collect();
         assert!(names.contains(&"thermal-throttle".to_string()));
         assert!(names.contains(&"xid79".to_string()));
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 14);
     }
 }

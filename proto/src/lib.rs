@@ -7,6 +7,7 @@
 //! The console depends on this crate, not on the agent, so it never links
 //! NVML or CUDA code just to read samples.
 
+pub mod absent;
 pub mod bench;
 pub mod counters;
 pub mod ib;

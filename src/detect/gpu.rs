@@ -20,9 +20,13 @@ pub struct GpuState {
     nvlink: Debounce,
     capped: Debounce,
     ecc: Debounce,
+    remap_pending: Debounce,
+    remap_failed: Debounce,
     capped_run_start: Option<i64>,
     low_util_since: Option<i64>,
     idle: Debounce,
+    underused_since: Option<i64>,
+    underused: Debounce,
     xid: Hold,
     xids: Vec<u32>,
 }
@@ -49,7 +53,68 @@ pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     hot(st, g, cx, out);
     nvlink_down(st, g, cx, out);
     ecc_uncorrected(st, g, cx, out);
+    remap(st, g, cx, out);
     idle(st, g, cx, out);
+    underused(st, g, cx, out);
+}
+
+/// Busy by NVML's utilization (some kernel ran the whole time) while GPM
+/// says most SMs had nothing to do, for the window: the waste util % hides.
+/// Needs GPM: a GPU without it is never judged.
+fn underused(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let (Some(util), Some(gpm)) = (g.util_pct, g.gpm) else {
+        st.underused_since = None;
+        let _ = st.underused.update(false, cx.t, 1, 1);
+        return;
+    };
+    if util >= cx.th.underused_util_pct && gpm.sm_active_pct < cx.th.underused_sm_active_pct {
+        st.underused_since.get_or_insert(cx.t);
+    } else {
+        st.underused_since = None;
+    }
+    let long = st
+        .underused_since
+        .is_some_and(|s| cx.t - s >= ms(cx.th.underused_window));
+    let Some(since) = st.underused.update(long, cx.t, 1, 1) else {
+        return;
+    };
+    let start = st.underused_since.unwrap_or(since);
+    out.push(flag(
+        FlagKind::Underused,
+        Severity::Info,
+        Subject::Gpu(g.index),
+        start,
+        format!(
+            "{} at {util}% utilization but {:.0}% SM activity",
+            holder(g, cx),
+            gpm.sm_active_pct
+        ),
+        &[
+            ("util_pct", f64::from(util)),
+            ("sm_active_pct", gpm.sm_active_pct),
+            ("sm_occupancy_pct", gpm.sm_occupancy_pct),
+            ("tensor_active_pct", gpm.tensor_active_pct),
+        ],
+    ));
+}
+
+/// Who holds a GPU, as an SRE asks: the job, its user, and how many GPUs it
+/// has here; the processes where no job is known.
+fn holder(g: &GpuReading, cx: &Context) -> String {
+    let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
+    ids.dedup();
+    let named: Vec<String> = ids
+        .iter()
+        .map(|id| match cx.jobs.iter().find(|j| j.id == *id) {
+            Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
+            None => format!("job {id}"),
+        })
+        .collect();
+    if named.is_empty() {
+        format!("{} process(es)", g.processes.len())
+    } else {
+        named.join(", ")
+    }
 }
 
 fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
@@ -194,7 +259,15 @@ fn hot(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
 }
 
 fn nvlink_down(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
-    let down = &g.nvlinks_down;
+    // Links inactive when the agent started (unused by design) are listed
+    // as inactive but are not links that went down.
+    let unused = |pos: usize| {
+        cx.desc
+            .and_then(|d| d.nvlinks.get(pos))
+            .is_some_and(|l| l.inactive_at_start)
+    };
+    let down: Vec<usize> = g.nvlinks_down.iter().copied().filter(|&p| !unused(p)).collect();
+    let down = &down;
     let (raise, clear) = (cx.th.link_down_samples, cx.th.clear_samples);
     let Some(since) = st.nvlink.update(!down.is_empty(), cx.t, raise, clear) else {
         return;
@@ -225,11 +298,10 @@ fn ecc_uncorrected(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Ve
     let Some(since) = st.ecc.update(errors > 0, cx.t, 1, 1) else {
         return;
     };
-    let mut ev = vec![("ecc_uncorrected", errors as f64)];
+    let ev = vec![("ecc_uncorrected", errors as f64)];
     let mut detail = format!("{errors} uncorrectable ECC errors");
-    if let Some(p) = g.remapped_rows_pending {
-        ev.push(("remapped_rows_pending", f64::from(p)));
-        detail.push_str(&format!(", {p} rows pending remap"));
+    if g.remap_pending == Some(true) {
+        detail.push_str(", a row remap pending");
     }
     out.push(flag(
         FlagKind::EccUncorrected,
@@ -239,6 +311,42 @@ fn ecc_uncorrected(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Ve
         detail,
         &ev,
     ));
+}
+
+/// Row remapping (Ampere and later): a pending remap needs a GPU reset
+/// (warn); a failed one means the GPU needs replacing (crit).
+fn remap(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let ev = [
+        (
+            "remapped_rows_uncorrectable",
+            f64::from(g.remapped_rows_uncorrectable.unwrap_or(0)),
+        ),
+        (
+            "remapped_rows_correctable",
+            f64::from(g.remapped_rows_correctable.unwrap_or(0)),
+        ),
+    ];
+    let rows = shown(g.remapped_rows_uncorrectable);
+    if let Some(since) = st.remap_pending.update(g.remap_pending == Some(true), cx.t, 1, 1) {
+        out.push(flag(
+            FlagKind::RemapPending,
+            Severity::Warn,
+            Subject::Gpu(g.index),
+            since,
+            format!("row remap pending: reset the GPU ({rows} rows remapped for uncorrectable errors)"),
+            &ev,
+        ));
+    }
+    if let Some(since) = st.remap_failed.update(g.remap_failed == Some(true), cx.t, 1, 1) {
+        out.push(flag(
+            FlagKind::RemapFailed,
+            Severity::Crit,
+            Subject::Gpu(g.index),
+            since,
+            format!("row remap failed: the GPU needs replacing ({rows} rows remapped for uncorrectable errors)"),
+            &ev,
+        ));
+    }
 }
 
 fn idle(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
@@ -256,21 +364,7 @@ fn idle(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     };
     let start = st.low_util_since.unwrap_or(since);
     let mins = (cx.t - start) / 60_000;
-    // Who holds it, as an SRE asks: the job, its user, and how many GPUs it has here.
-    let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
-    ids.dedup();
-    let named: Vec<String> = ids
-        .iter()
-        .map(|id| match cx.jobs.iter().find(|j| j.id == *id) {
-            Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
-            None => format!("job {id}"),
-        })
-        .collect();
-    let holder = if named.is_empty() {
-        format!("{} process(es)", g.processes.len())
-    } else {
-        named.join(", ")
-    };
+    let holder = holder(g, cx);
     let mut ev = Vec::new();
     ev.extend(util.map(|u| ("util_pct", f64::from(u))));
     ev.extend(g.mem_used_bytes.map(|b| ("mem_used_bytes", b as f64)));

@@ -40,6 +40,13 @@ pub struct Thresholds {
     /// A stale node whose agent cannot be reached this long is unreachable.
     #[serde(deserialize_with = "de_duration")]
     pub unreachable_after: Duration,
+    /// `underused`: utilization (NVML's: some kernel ran) at least this...
+    pub underused_util_pct: u32,
+    /// ...while GPM's SM activity stays under this...
+    pub underused_sm_active_pct: f64,
+    /// ...for this long.
+    #[serde(deserialize_with = "de_duration")]
+    pub underused_window: Duration,
     /// How long cleared flags stay visible.
     #[serde(deserialize_with = "de_duration")]
     pub cleared_keep: Duration,
@@ -61,6 +68,9 @@ impl Default for Thresholds {
             stale_intervals: 3,
             unreachable_after: Duration::from_secs(30),
             cleared_keep: Duration::from_secs(900),
+            underused_util_pct: 80,
+            underused_sm_active_pct: 30.0,
+            underused_window: Duration::from_secs(300),
         }
     }
 }

@@ -7,8 +7,8 @@ use fleetop_proto::pb;
 use fleetop_proto::wire::{self, OutOfSequence};
 
 use crate::model::sample::{
-    GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, NodeDesc, NodeSample, NvLinkDesc,
-    Xid,
+    Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, MigReading, NodeDesc,
+    NodeSample, NvLinkDesc, Xid,
 };
 
 fn text(s: String) -> Option<String> {
@@ -61,6 +61,7 @@ fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
             .map(|l| NvLinkDesc {
                 link: l.link,
                 peer_pci_bus_id: text(l.peer_pci_bus_id),
+                inactive_at_start: l.inactive_at_start,
             })
             .collect(),
     }
@@ -85,6 +86,7 @@ pub fn sample(s: pb::Sample, skew_ms: i64) -> NodeSample {
 }
 
 fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
+    use fleetop_proto::absent as a;
     let xids = g
         .xids
         .iter()
@@ -96,6 +98,9 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
     let error = match g.error.as_str() {
         "" => None,
         "gpu_lost" => Some(GpuError::Lost),
+        // An agent before `absent` said this for a MIG GPU's utilization
+        // alone; it is no reading, not a GPU that failed.
+        "not_supported" => None,
         _ => Some(GpuError::Other(g.error.clone())),
     };
     if error.is_some() {
@@ -107,31 +112,48 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
             ..Default::default()
         };
     }
+    let ab = g.absent;
+    let nvlinks_down = if g.nvlink_state.is_empty() {
+        // Older agents: the mask (32 links at most).
+        (0..32).filter(|b| g.nvlink_down_mask & (1 << b) != 0).collect()
+    } else {
+        // NVML_NVLINK_STATE: only 0 is inactive; 2 (sleep) is up.
+        g.nvlink_state
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == 0)
+            .map(|(i, _)| i)
+            .collect()
+    };
     GpuReading {
         index: g.index,
         error: None,
-        util_pct: Some(g.util_pct),
-        mem_util_pct: Some(g.mem_util_pct),
-        mem_used_bytes: Some(g.mem_used_bytes),
-        temp_c: Some(g.temp_c),
+        util_pct: opt(ab, a::UTIL, g.util_pct),
+        mem_util_pct: opt(ab, a::MEM_UTIL, g.mem_util_pct),
+        mem_used_bytes: opt(ab, a::MEM_USED, g.mem_used_bytes),
+        temp_c: opt(ab, a::TEMP, g.temp_c),
         // NVML reports no HBM temperature as 0: no memory is at 0 °C.
-        hbm_temp_c: nz(g.hbm_temp_c),
-        power_w: Some(f64::from(g.power_mw) / 1000.0),
-        power_limit_w: nz(g.power_limit_mw).map(|mw| f64::from(mw) / 1000.0),
-        energy_mj: Some(g.energy_mj),
-        sm_clock_mhz: Some(g.sm_clock_mhz),
-        mem_clock_mhz: Some(g.mem_clock_mhz),
-        throttle_mask: Some(g.throttle_reasons),
-        pcie_tx_bytes_per_s: Some(f64::from(g.pcie_tx_kbps) * 1000.0),
-        pcie_rx_bytes_per_s: Some(f64::from(g.pcie_rx_kbps) * 1000.0),
-        pcie_replay_count: Some(g.pcie_replay_count),
-        ecc_corrected_volatile: Some(g.ecc_corrected_volatile),
-        ecc_uncorrected_volatile: Some(g.ecc_uncorrected_volatile),
+        hbm_temp_c: opt(ab, a::HBM_TEMP, g.hbm_temp_c).and_then(nz),
+        power_w: opt(ab, a::POWER, f64::from(g.power_mw) / 1000.0),
+        power_limit_w: opt(ab, a::POWER_LIMIT, g.power_limit_mw)
+            .and_then(nz)
+            .map(|mw| f64::from(mw) / 1000.0),
+        energy_mj: opt(ab, a::ENERGY, g.energy_mj),
+        sm_clock_mhz: opt(ab, a::SM_CLOCK, g.sm_clock_mhz),
+        mem_clock_mhz: opt(ab, a::MEM_CLOCK, g.mem_clock_mhz),
+        throttle_mask: opt(ab, a::THROTTLE, g.throttle_reasons),
+        pcie_tx_bytes_per_s: opt(ab, a::PCIE_THROUGHPUT, f64::from(g.pcie_tx_kbps) * 1000.0),
+        pcie_rx_bytes_per_s: opt(ab, a::PCIE_THROUGHPUT, f64::from(g.pcie_rx_kbps) * 1000.0),
+        pcie_replay_count: opt(ab, a::PCIE_REPLAY, g.pcie_replay_count),
+        ecc_corrected_volatile: opt(ab, a::ECC, g.ecc_corrected_volatile),
+        ecc_uncorrected_volatile: opt(ab, a::ECC, g.ecc_uncorrected_volatile),
         retired_pages: Some(g.retired_pages),
-        remapped_rows_pending: Some(g.remapped_rows_pending),
-        remapped_rows_failed: Some(g.remapped_rows_failed),
+        remapped_rows_correctable: opt(ab, a::REMAPPED_ROWS, g.remapped_rows_correctable),
+        remapped_rows_uncorrectable: opt(ab, a::REMAPPED_ROWS, g.remapped_rows_uncorrectable),
+        remap_pending: opt(ab, a::REMAPPED_ROWS, g.remapped_rows_pending != 0),
+        remap_failed: opt(ab, a::REMAPPED_ROWS, g.remapped_rows_failed != 0),
         xids,
-        nvlinks_down: (0..32).filter(|b| g.nvlink_down_mask & (1 << b) != 0).collect(),
+        nvlinks_down,
         nvlink_tx_kib: g.nvlink_tx_kib,
         nvlink_rx_kib: g.nvlink_rx_kib,
         processes: g
@@ -143,7 +165,30 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
                 job_id: nz(p.job_id),
             })
             .collect(),
+        mig: g
+            .mig
+            .into_iter()
+            .map(|m| MigReading {
+                gpu_instance_id: m.gpu_instance_id,
+                profile: m.profile,
+                uuid: m.uuid,
+                mem_used_bytes: nz(m.mem_total_bytes).map(|_| m.mem_used_bytes),
+                mem_total_bytes: nz(m.mem_total_bytes),
+            })
+            .collect(),
+        // Hundredths of a percent on the wire.
+        gpm: g.gpm.map(|m| Gpm {
+            sm_active_pct: f64::from(m.sm_active_cpct) / 100.0,
+            sm_occupancy_pct: f64::from(m.sm_occupancy_cpct) / 100.0,
+            tensor_active_pct: f64::from(m.tensor_active_cpct) / 100.0,
+            dram_bw_pct: f64::from(m.dram_bw_cpct) / 100.0,
+        }),
     }
+}
+
+/// A reading, unless the agent said (in `absent`) the GPU did not give it.
+fn opt<T>(absent: u32, bit: u32, v: T) -> Option<T> {
+    (absent & bit == 0).then_some(v)
 }
 
 fn ib_reading(p: pb::IbSample) -> IbReading {

@@ -12,7 +12,7 @@ use crate::model::target::Target;
 use crate::model::update::{Event, Update};
 
 /// The scenarios that each show a problem, placed once each in a demo.
-pub const PROBLEMS: [Scenario; 11] = [
+pub const PROBLEMS: [Scenario; 12] = [
     Scenario::Idle,
     Scenario::ThermalThrottle,
     Scenario::Hot,
@@ -24,6 +24,8 @@ pub const PROBLEMS: [Scenario; 11] = [
     Scenario::IbDown,
     Scenario::IbErrors,
     Scenario::Hang,
+    // Last, so that adding it moved no other problem in existing demos.
+    Scenario::Underused,
 ];
 
 /// One simulated node of the demo.
@@ -134,6 +136,8 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
             let model = match i * 8 / nodes.max(1) {
                 0..=4 => Model::H100,
                 5 | 6 => Model::H200,
+                // GPM, which the underused scenario is about, needs Hopper.
+                _ if scenario[i as usize] == Scenario::Underused => Model::H100,
                 _ => Model::A100,
             };
             SimConfig {

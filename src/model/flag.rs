@@ -29,10 +29,16 @@ pub enum FlagKind {
     Stale,
     /// Temperature near the GPU's slowdown threshold.
     Hot,
+    /// A row remap waits for a GPU reset (warn).
+    RemapPending,
+    /// A row remap failed: the GPU needs replacing (crit).
+    RemapFailed,
+    /// Busy by NVML's utilization, yet most SMs idle by GPM (info).
+    Underused,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 11] = [
+    pub const ALL: [FlagKind; 14] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -44,6 +50,9 @@ impl FlagKind {
         FlagKind::IbErrors,
         FlagKind::Stale,
         FlagKind::Hot,
+        FlagKind::RemapPending,
+        FlagKind::RemapFailed,
+        FlagKind::Underused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +68,9 @@ impl FlagKind {
             FlagKind::IbErrors => "ib_errors",
             FlagKind::Stale => "stale",
             FlagKind::Hot => "hot",
+            FlagKind::RemapPending => "remap_pending",
+            FlagKind::RemapFailed => "remap_failed",
+            FlagKind::Underused => "underused",
         }
     }
 

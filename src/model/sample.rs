@@ -59,6 +59,8 @@ pub struct NvLinkDesc {
     pub link: u32,
     /// PCI bus id of the GPU or switch on the other end.
     pub peer_pci_bus_id: Option<String>,
+    /// Not active when the agent started: unused by design, not a link that went down.
+    pub inactive_at_start: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -115,7 +117,8 @@ impl GpuError {
 }
 
 /// One GPU's readings in one sample. When `error` is set, every reading is
-/// `None`: the agent could not take them.
+/// `None`: the agent could not take them. Without an error, a single
+/// reading the GPU did not give (NOT_SUPPORTED) is `None` on its own.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuReading {
     pub index: u32,
@@ -139,8 +142,13 @@ pub struct GpuReading {
     pub ecc_corrected_volatile: Option<u64>,
     pub ecc_uncorrected_volatile: Option<u64>,
     pub retired_pages: Option<u32>,
-    pub remapped_rows_pending: Option<u32>,
-    pub remapped_rows_failed: Option<u32>,
+    /// Rows remapped for correctable / uncorrectable errors (counts).
+    pub remapped_rows_correctable: Option<u32>,
+    pub remapped_rows_uncorrectable: Option<u32>,
+    /// A remap waits for a GPU reset.
+    pub remap_pending: Option<bool>,
+    /// A remap failed (the GPU needs replacing).
+    pub remap_failed: Option<bool>,
     /// XIDs reported since the previous sample.
     pub xids: Vec<Xid>,
     /// Positions (in `GpuDesc::nvlinks`) of the links that are down.
@@ -150,6 +158,31 @@ pub struct GpuReading {
     pub nvlink_tx_kib: Vec<u64>,
     pub nvlink_rx_kib: Vec<u64>,
     pub processes: Vec<GpuProcess>,
+    /// NVML GPM metrics (Hopper and later); `None` without GPM, never 0.
+    pub gpm: Option<Gpm>,
+    /// A GPU in MIG mode: its instances.
+    pub mig: Vec<MigReading>,
+}
+
+/// One MIG instance of a GPU.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MigReading {
+    pub gpu_instance_id: u32,
+    /// "3g.40gb"
+    pub profile: String,
+    pub uuid: String,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+}
+
+/// What share of the GPU the work really used, percent of the interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Gpm {
+    /// SMs with at least one warp assigned.
+    pub sm_active_pct: f64,
+    pub sm_occupancy_pct: f64,
+    pub tensor_active_pct: f64,
+    pub dram_bw_pct: f64,
 }
 
 impl GpuReading {

@@ -18,10 +18,28 @@ pub enum Metric {
     Temp,
     Power,
     Clock,
+    /// GPM: SMs with a warp assigned ("-" on GPUs without GPM).
+    SmActive,
+    /// GPM: warp occupancy.
+    SmOccupancy,
+    /// GPM: tensor pipes busy.
+    TensorActive,
+    /// GPM: DRAM bandwidth against the peak.
+    DramBw,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [Metric::Util, Metric::Mem, Metric::Temp, Metric::Power, Metric::Clock];
+    pub const ALL: [Metric; 9] = [
+        Metric::Util,
+        Metric::Mem,
+        Metric::Temp,
+        Metric::Power,
+        Metric::Clock,
+        Metric::SmActive,
+        Metric::SmOccupancy,
+        Metric::TensorActive,
+        Metric::DramBw,
+    ];
 
     pub fn next(self) -> Metric {
         let i = Self::ALL.iter().position(|m| *m == self).unwrap_or(0);
@@ -35,6 +53,10 @@ impl Metric {
             Metric::Temp => "temperature",
             Metric::Power => "power / limit",
             Metric::Clock => "SM clock / max",
+            Metric::SmActive => "SM activity (GPM)",
+            Metric::SmOccupancy => "SM occupancy (GPM)",
+            Metric::TensorActive => "tensor activity (GPM)",
+            Metric::DramBw => "DRAM bandwidth (GPM)",
         }
     }
 
@@ -69,6 +91,10 @@ impl Metric {
                 g.sm_clock_mhz.map(f64::from),
                 desc.and_then(|d| d.max_sm_clock_mhz).map(f64::from),
             ),
+            Metric::SmActive => g.gpm.map(|m| (m.sm_active_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::SmOccupancy => g.gpm.map(|m| (m.sm_occupancy_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::TensorActive => g.gpm.map(|m| (m.tensor_active_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::DramBw => g.gpm.map(|m| (m.dram_bw_pct / 100.0).clamp(0.0, 1.0)),
         }
     }
 
@@ -304,6 +330,20 @@ mod tests {
         assert_eq!(Metric::Power.frac(&g, Some(&info), &th), Some(0.5));
         assert_eq!(Metric::Clock.frac(&g, Some(&info), &th), Some(0.5));
         assert_eq!(Metric::Mem.frac(&g, None, &th), None, "no total, no fraction");
+        // GPM metrics: a GPU without GPM shows "-", not 0.
+        assert_eq!(Metric::SmActive.cell_text(&g, Some(&info), &th), "-");
+        let gpm = GpuReading {
+            gpm: Some(crate::model::sample::Gpm {
+                sm_active_pct: 12.0,
+                sm_occupancy_pct: 4.0,
+                tensor_active_pct: 0.0,
+                dram_bw_pct: 62.0,
+            }),
+            ..g.clone()
+        };
+        assert_eq!(Metric::SmActive.cell_text(&gpm, Some(&info), &th), "12");
+        assert_eq!(Metric::TensorActive.cell_text(&gpm, Some(&info), &th), "0");
+        assert_eq!(Metric::DramBw.frac(&gpm, Some(&info), &th), Some(0.62));
         // Without the GPU's own slowdown temperature, the configured one.
         let th = Thresholds {
             hot_fallback_slowdown_c: 125,

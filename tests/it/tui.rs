@@ -731,3 +731,53 @@ fn a_bench_progress_past_its_total_draws_a_full_bar_not_a_panic() {
     let screen = text(&buf);
     assert!(screen.contains(&"█".repeat(20)) && screen.contains("50/10"), "{screen}");
 }
+
+#[test]
+fn node_detail_lists_a_mig_gpus_instances_under_it() {
+    use fleetop::model::sample::MigReading;
+    let (targets, mut updates) = fleet_updates(1, 8, 30);
+    // GPU 2 in MIG mode: no whole-GPU utilization, two instances.
+    for u in &mut updates {
+        if let Update::Node {
+            event: Event::Sample(s),
+            ..
+        } = u
+        {
+            let g = &mut s.gpus[2];
+            g.util_pct = None;
+            g.mig = vec![
+                MigReading {
+                    gpu_instance_id: 1,
+                    profile: "3g.40gb".into(),
+                    uuid: "MIG-a".into(),
+                    mem_used_bytes: Some(30 << 30),
+                    mem_total_bytes: Some(40 << 30),
+                },
+                MigReading {
+                    gpu_instance_id: 2,
+                    profile: "2g.20gb".into(),
+                    uuid: "MIG-b".into(),
+                    mem_used_bytes: Some(0),
+                    mem_total_bytes: Some(20 << 30),
+                },
+            ];
+        }
+    }
+    let buf = drive(theme(), (targets, updates), (120, 40), vec![key(KeyCode::Enter)]);
+    let screen = text(&buf);
+    let lines: Vec<&str> = screen.lines().collect();
+    let gpu2 = lines
+        .iter()
+        .position(|l| l.starts_with("2 "))
+        .unwrap_or_else(|| panic!("GPU 2's row:\n{screen}"));
+    assert!(
+        lines[gpu2].contains(" -%"),
+        "no utilization in MIG mode: {}",
+        lines[gpu2]
+    );
+    let gi1 = lines[gpu2 + 1].split_whitespace().collect::<Vec<_>>();
+    assert_eq!(gi1, ["gi1", "30.0/40", "3g.40gb"], "{screen}");
+    let gi2 = lines[gpu2 + 2].split_whitespace().collect::<Vec<_>>();
+    assert_eq!(gi2, ["gi2", "0.0/20", "2g.20gb"], "{screen}");
+    assert!(lines[gpu2 + 3].starts_with("3 "), "GPU 3 follows: {screen}");
+}

@@ -61,6 +61,23 @@ pub fn device_count() -> Result<u32, GpuBenchError> {
     guarded(&[], || Ok(drv::device::get_count().map_err(cu)?.max(0) as u32))
 }
 
+/// The PCI address (domain, bus, device) of CUDA device `ordinal`: CUDA's
+/// order (and CUDA_VISIBLE_DEVICES) need not be NVML's, the address is the same.
+pub fn pci_address(ordinal: u32) -> Result<(u32, u32, u32), GpuBenchError> {
+    use drv_sys::CUdevice_attribute::{
+        CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+    };
+    guarded(&[], || {
+        let ctx = CudaContext::new(ordinal as usize).map_err(cu)?;
+        let a = |x| ctx.attribute(x).map(|v| v.max(0) as u32).map_err(cu);
+        Ok((
+            a(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            a(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            a(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+        ))
+    })
+}
+
 /// Device-to-device copy within one GPU (HBM). Each byte is read once and written once but counted once (the
 /// convention of timing `b.copy_(a)` in PyTorch), so the memory carries twice the reported figure.
 pub fn hbm_copy(gpu: u32, cfg: &GpuBenchConfig) -> Result<Measurement, GpuBenchError> {

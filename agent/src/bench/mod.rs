@@ -79,6 +79,8 @@ pub struct BenchContext {
     pub expectations: Expectations,
     /// GPU models by index (NVML's names).
     pub gpu_models: Vec<String>,
+    /// (NVML index, PCI bus id) of each GPU the agent samples.
+    pub gpu_pci_bus_ids: Vec<(u32, String)>,
     /// The latest sample, to watch the GPUs during the burn.
     pub latest: Arc<dyn Fn() -> Option<Arc<Sample>> + Send + Sync>,
 }
@@ -277,11 +279,35 @@ pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &At
 /// GEMM on every GPU at once for `dur`, while the agent's samples are
 /// watched: a throttle that matters, an XID or a new uncorrectable ECC error
 /// during the burn fails that GPU whatever its TFLOP/s.
+/// The NVML index of each CUDA ordinal, matched by PCI address ("DDDDDDDD:BB:DD.F"
+/// on NVML's side); `None` where there is no match (then nothing the
+/// samples say is blamed on that burn: better than blaming the wrong GPU).
+pub fn nvml_index_of_ordinals(cuda: &[Option<(u32, u32, u32)>], nvml: &[(u32, String)]) -> Vec<Option<u32>> {
+    let parse = |s: &str| {
+        let p: Vec<u32> = s
+            .split([':', '.'])
+            .map(|x| u32::from_str_radix(x, 16))
+            .collect::<Result<_, _>>()
+            .ok()?;
+        (p.len() == 4).then(|| (p[0], p[1], p[2]))
+    };
+    cuda.iter()
+        .map(|c| {
+            let c = (*c)?;
+            nvml.iter().find(|(_, b)| parse(b) == Some(c)).map(|(i, _)| *i)
+        })
+        .collect()
+}
+
 fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
     let stop = r.stop;
     let latest = r.ctx.latest.clone();
-    let ecc_before: Vec<u64> = latest()
-        .map(|s| s.gpus.iter().map(|g| g.ecc_uncorrected_volatile).collect())
+    let cuda: Vec<_> = (0..n).map(|g| gpu::pci_address(g).ok()).collect();
+    let nvml_of = nvml_index_of_ordinals(&cuda, &r.ctx.gpu_pci_bus_ids);
+    let ordinal_of = |index: u32| nvml_of.iter().position(|&i| i == Some(index));
+    // Uncorrectable ECC counts before the burn, by NVML index.
+    let ecc_before: Vec<(u32, u64)> = latest()
+        .map(|s| s.gpus.iter().map(|g| (g.index, g.ecc_uncorrected_volatile)).collect())
         .unwrap_or_default();
     let trouble: Vec<std::sync::Mutex<Vec<String>>> = (0..n).map(|_| std::sync::Mutex::new(Vec::new())).collect();
     let done = AtomicBool::new(false);
@@ -290,7 +316,7 @@ fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
             while !done.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
                 if let Some(smp) = latest() {
                     for g in &smp.gpus {
-                        let Some(t) = trouble.get(g.index as usize) else {
+                        let Some(t) = ordinal_of(g.index).and_then(|o| trouble.get(o)) else {
                             continue;
                         };
                         let mut seen = t.lock().unwrap_or_else(|e| e.into_inner());
@@ -305,7 +331,8 @@ fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
                         for x in &g.xids {
                             note(format!("XID {}", x.xid));
                         }
-                        if g.ecc_uncorrected_volatile > ecc_before.get(g.index as usize).copied().unwrap_or(0) {
+                        let before = ecc_before.iter().find(|(i, _)| *i == g.index).map(|(_, e)| *e);
+                        if g.ecc_uncorrected_volatile > before.unwrap_or(0) {
                             note("uncorrectable ECC".into());
                         }
                     }
@@ -327,6 +354,11 @@ fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
     });
     for (g, m) in results.into_iter().enumerate() {
         let seen = trouble[g].lock().map(|v| v.clone()).unwrap_or_default();
+        // Reported under NVML's index where the PCI address matched.
+        let m = m.map(|mut m| {
+            m.gpu = nvml_of.get(g).copied().flatten().or(m.gpu);
+            m
+        });
         match m {
             Ok(m) if !seen.is_empty() => {
                 let exp = r
@@ -375,10 +407,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn burn_ins_blame_the_gpu_at_the_same_pci_address_not_the_same_number() {
+        // CUDA_VISIBLE_DEVICES=3,1 and an unknown device: CUDA's 0 is NVML's 3.
+        let nvml: Vec<(u32, String)> = [(1, "00000000:2A:00.0"), (3, "00000000:5D:00.0")]
+            .into_iter()
+            .map(|(i, b)| (i, b.to_string()))
+            .collect();
+        let cuda = [Some((0, 0x5d, 0)), Some((0, 0x2a, 0)), Some((0, 0x99, 0)), None];
+        assert_eq!(nvml_index_of_ordinals(&cuda, &nvml), vec![Some(3), Some(1), None, None]);
+    }
+
+    #[test]
     fn without_cuda_every_gpu_check_says_why_and_host_runs() {
         let ctx = BenchContext {
             expectations: Expectations::load(None).expect("shipped"),
             gpu_models: vec![],
+            gpu_pci_bus_ids: vec![],
             latest: Arc::new(|| None),
         };
         let mut events = Vec::new();

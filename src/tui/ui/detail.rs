@@ -152,7 +152,7 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         return;
     };
     // Columns in order of importance; the last ones go first when narrow.
-    let all: [(&str, u16); 10] = [
+    let all: [(&str, u16); 11] = [
         ("GPU", 4),
         ("util", 5),
         ("mem GiB", 11),
@@ -162,6 +162,9 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         ("throttle", 22),
         ("ECC c/u", 8),
         ("XID", 5),
+        // GPM's SM activity ("-" without GPM): after the faults, which an
+        // 80-column terminal must keep.
+        ("SM act", 6),
         ("flags", 18),
     ];
     let mut keep = all.len();
@@ -233,6 +236,10 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                     if xids.is_empty() { "-".into() } else { xids.join(",") },
                     t.crit,
                 )),
+                Cell::from(match g.gpm {
+                    Some(m) => format!("{:>3.0}%", m.sm_active_pct),
+                    None => "   -".into(),
+                }),
                 Cell::from(Line::from(flags.clone())),
             ]
         };
@@ -244,12 +251,31 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             cells.push(Cell::from(Line::from(flags)));
         }
         let row = Row::new(cells);
-        if pos == app.detail_gpu {
+        let row = if pos == app.detail_gpu {
             row.style(t.selected)
         } else {
             row
-        }
+        };
+        // A GPU in MIG mode: a row per instance under it, with its profile
+        // and memory (the GPU's utilization is not given in MIG mode).
+        let mig = g.mig.iter().map(|m| {
+            let mem = format!(
+                "{:>4}/{}",
+                opt(m.mem_used_bytes.map(|b| format!("{:.1}", b as f64 / GIB))),
+                opt(m.mem_total_bytes.map(|b| format!("{:.0}", b as f64 / GIB)))
+            );
+            let mut cells = vec![
+                Cell::from(""),
+                Cell::from(format!("gi{}", m.gpu_instance_id)),
+                Cell::from(mem),
+                Cell::from(m.profile.clone()),
+            ];
+            cells.truncate(keep);
+            Row::new(cells).style(t.muted)
+        });
+        std::iter::once(row).chain(mig).collect::<Vec<_>>()
     });
+    let rows = rows.flatten();
     let widths: Vec<Constraint> = cols.iter().map(|(_, w)| Constraint::Length(*w)).collect();
     let header = Row::new(cols.iter().map(|(h, _)| Cell::from(*h))).style(t.title);
     Table::new(rows, widths)

@@ -1,0 +1,207 @@
+//! The machine a fake NVML pretends to be: a TOML profile, optionally a fault
+//! script layered on a profile (`base = "h100-sxm5.toml"`).
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// For people reading the profile; NVML has no call for it.
+    #[allow(dead_code)]
+    pub name: String,
+    pub driver_version: String,
+    pub nvml_version: String,
+    /// As NVML encodes it: 1000 * major + 10 * minor.
+    pub cuda_driver_version: i32,
+    pub count: u32,
+    /// One per GPU, in NVML index order.
+    pub pci_bus_ids: Vec<String>,
+    /// Seconds per cycle of the values that move (utilization, power, ...).
+    #[serde(default = "default_period")]
+    pub period_s: f64,
+    /// Filled from the `[gpu]` template and the `[[override]]`s (by `index`).
+    #[serde(skip)]
+    pub gpus: Vec<GpuSpec>,
+    #[serde(default)]
+    pub fault: Vec<Fault>,
+}
+
+fn default_period() -> f64 {
+    60.0
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    pub model: String,
+    pub mem_total_bytes: u64,
+    pub mem_reserved_bytes: u64,
+    pub mem_used_bytes: u64,
+    pub power_limit_mw: u32,
+    pub power_mw: u32,
+    /// How far power, utilization and temperature swing around their centre.
+    pub power_swing_mw: u32,
+    pub util_pct: u32,
+    pub util_swing_pct: u32,
+    pub mem_util_pct: u32,
+    pub temp_c: u32,
+    /// Absent: the GPU has no memory temperature sensor (NOT_SUPPORTED).
+    pub hbm_temp_c: Option<u32>,
+    pub slowdown_temp_c: u32,
+    pub shutdown_temp_c: u32,
+    pub mem_max_temp_c: u32,
+    pub gpu_max_temp_c: u32,
+    pub sm_clock_mhz: u32,
+    pub mem_clock_mhz: u32,
+    pub max_sm_clock_mhz: u32,
+    pub max_mem_clock_mhz: u32,
+    pub clocks_event_reasons: u64,
+    pub energy_base_mj: u64,
+    pub pcie_tx_kbps: u32,
+    pub pcie_rx_kbps: u32,
+    pub pcie_replay: u32,
+    pub ecc_corrected: u64,
+    pub ecc_uncorrected: u64,
+    pub remap_correctable: u32,
+    pub remap_uncorrectable: u32,
+    /// NVLink links (18 on an H100 SXM5, 12 on an A100 SXM4).
+    pub nvlinks: u32,
+    /// Data per link and direction, KiB/s.
+    pub nvlink_kib_per_s: u64,
+    #[serde(default)]
+    pub processes: Vec<Process>,
+    /// GPM metrics (Hopper and later); absent: the GPU has no GPM.
+    pub gpm: Option<GpmSpec>,
+    /// MIG instances; a non-empty list puts the GPU in MIG mode.
+    #[serde(default)]
+    pub mig: Vec<MigSpec>,
+}
+
+/// Percent of the interval, as nvmlGpmMetricsGet reports them.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpmSpec {
+    pub sm_active_pct: f64,
+    pub sm_occupancy_pct: f64,
+    pub tensor_active_pct: f64,
+    pub dram_bw_pct: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    pub pid: u32,
+    pub used_mem_bytes: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigSpec {
+    /// The GPU instance profile, e.g. "3g.40gb".
+    pub profile: String,
+    pub mem_total_bytes: u64,
+    pub mem_used_bytes: u64,
+}
+
+/// A change of state from a moment on: `at_s` seconds after nvmlInit and
+/// after `at_call` NVML calls (both default to 0: from the start).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    #[serde(default)]
+    pub at_s: f64,
+    #[serde(default)]
+    pub at_call: u64,
+    pub gpu: u32,
+    pub kind: FaultKind,
+    /// xid: the XID number.
+    pub xid: Option<u64>,
+    /// nvlink_state: the link and its NVML_NVLINK_STATE (0 inactive, 1 active, 2 sleep).
+    pub link: Option<u32>,
+    pub state: Option<u32>,
+    /// hang: the NVML function that blocks, and for how long.
+    pub call: Option<String>,
+    pub seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Every call on the GPU returns GPU_IS_LOST (opening it too, from the start).
+    GpuLost,
+    /// Opening the GPU's handle returns NO_PERMISSION.
+    NoPermission,
+    Xid,
+    NvlinkState,
+    RemapPending,
+    RemapFailure,
+    Hang,
+    /// Compute processes answer NO_PERMISSION.
+    ProcessesNoPermission,
+    /// The HBM temperature field answers NOT_SUPPORTED.
+    HbmTempNotSupported,
+}
+
+/// Reads a profile or a fault script (whose `base` names the profile it
+/// changes, relative to the script; its faults are added to the profile's).
+pub fn load(path: &Path) -> Result<Profile, String> {
+    let here = |e: String| format!("{}: {e}", path.display());
+    let mut v = load_value(path, 0)?;
+    let template = match v.remove("gpu") {
+        Some(toml::Value::Table(t)) => t,
+        _ => return Err(here("no [gpu] table".into())),
+    };
+    let overrides = match v.remove("override") {
+        Some(toml::Value::Array(a)) => a,
+        None => Vec::new(),
+        Some(_) => return Err(here("override must be [[override]] tables".into())),
+    };
+    let mut p: Profile = v.try_into().map_err(|e: toml::de::Error| here(e.to_string()))?;
+    if p.pci_bus_ids.len() < p.count as usize {
+        return Err(here("fewer pci_bus_ids than GPUs".into()));
+    }
+    for i in 0..p.count {
+        let mut t = template.clone();
+        for o in &overrides {
+            let Some(o) = o.as_table() else { continue };
+            if o.get("index").and_then(|x| x.as_integer()) == Some(i64::from(i)) {
+                t.extend(
+                    o.iter()
+                        .filter(|(k, _)| *k != "index")
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
+            }
+        }
+        let g: GpuSpec = toml::Value::Table(t)
+            .try_into()
+            .map_err(|e: toml::de::Error| here(format!("GPU {i}: {e}")))?;
+        p.gpus.push(g);
+    }
+    Ok(p)
+}
+
+fn load_value(path: &Path, depth: u32) -> Result<toml::Table, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut t: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let Some(base) = t.remove("base") else {
+        return Ok(t);
+    };
+    let base = base.as_str().ok_or("base must be a file name")?.to_string();
+    if depth > 4 {
+        return Err(format!("{}: base nested too deep", path.display()));
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut b = load_value(&dir.join(base), depth + 1)?;
+    for (k, v) in t {
+        match (k.as_str(), b.get_mut(&k), v) {
+            // Faults and per-GPU overrides add to the profile's.
+            ("fault" | "override", Some(toml::Value::Array(old)), toml::Value::Array(new)) => old.extend(new),
+            (_, _, v) => {
+                b.insert(k, v);
+            }
+        }
+    }
+    Ok(b)
+}

@@ -1,0 +1,376 @@
+//! The agent's NVML path on the fake libnvidia-ml.so (tests/fake-nvml): an
+//! agent process per profile and fault script, `--backend nvml --nvml-lib`,
+//! read through a real console export. No GPU needed.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use fleetop::export::{FlagOut, Gpu, Node, Snapshot};
+use fleetop::model::flag::{FlagKind, Severity};
+
+use crate::{Killed, agent_bin, fleetop, free_port};
+
+/// The fake library, built once for this test run (cargo does not build
+/// workspace members that are not default members for `cargo test`).
+fn fake_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "fleetop-fake-nvml"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the fake NVML failed");
+        // Built beside the binaries under test (same target dir and profile).
+        let lib = PathBuf::from(env!("CARGO_BIN_EXE_fleetop")).with_file_name("libnvidia_ml.so");
+        assert!(lib.exists(), "{} is missing", lib.display());
+        lib
+    })
+}
+
+fn profile(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fake-nvml/profiles")
+        .join(name)
+}
+
+/// An agent on the fake NVML with `profile`, its clock frozen at
+/// `frozen_s` seconds (every fault due by then in effect) or running.
+fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
+    let mut cmd = std::process::Command::new(agent_bin());
+    cmd.args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+        .arg("--nvml-lib")
+        .arg(fake_lib())
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("FAKE_NVML_PROFILE", profile(profile_name))
+        .env("FLEETOP_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    match frozen_s {
+        Some(t) => cmd.env("FAKE_NVML_TIME_S", t),
+        None => cmd.env_remove("FAKE_NVML_TIME_S"),
+    };
+    let child = cmd.spawn().expect("agent starts");
+    let killed = Killed(child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "agent did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    killed
+}
+
+fn export_once(port: u16) -> Node {
+    let out = fleetop()
+        .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut snap: Snapshot = serde_json::from_slice(&out.stdout).expect("a snapshot");
+    snap.nodes.remove(0)
+}
+
+/// Exports until `done` holds for the node (the agent's clock runs), or
+/// fails after a generous while with the last node seen.
+fn export_until(port: u16, what: &str, done: impl Fn(&Node) -> bool) -> Node {
+    let start = Instant::now();
+    loop {
+        let n = export_once(port);
+        if done(&n) {
+            return n;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never {what}: {n:#?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn gpu(n: &Node, i: u32) -> &Gpu {
+    n.gpus.iter().find(|g| g.index == i).expect("the GPU is listed")
+}
+
+fn flags(n: &Node, kind: FlagKind) -> Vec<&FlagOut> {
+    n.flags.iter().filter(|f| f.kind == kind).collect()
+}
+
+#[test]
+fn h100_profile_reads_through_to_the_export() {
+    let port = free_port();
+    let _a = nvml_agent(port, "h100-sxm5.toml", Some("15"));
+    let n = export_once(port);
+    let agent = n.agent.as_ref().expect("described");
+    assert_eq!(agent.backend, "nvml");
+    assert_eq!(agent.driver_version.as_deref(), Some("550.90.07"));
+    assert_eq!(agent.cuda_version.as_deref(), Some("12.4"));
+    assert_eq!(n.gpus.len(), 8);
+    let g = gpu(&n, 0);
+    assert_eq!(g.model, "NVIDIA H100 80GB HBM3");
+    assert_eq!(g.pci_bus_id, "00000000:18:00.0");
+    assert!(g.uuid.starts_with("GPU-"), "{}", g.uuid);
+    assert_eq!(g.error, None);
+    assert_eq!(g.mem_total_bytes, Some(85_520_809_984));
+    assert_eq!(g.mem_used_bytes, Some(71_000_000_000));
+    assert_eq!(g.power_limit_w, Some(700.0));
+    assert_eq!(g.slowdown_temp_c, Some(89));
+    assert_eq!(g.hbm_temp_c, Some(70));
+    assert_eq!(g.sm_clock_mhz, Some(1980));
+    assert_eq!(g.sm_clock_max_mhz, Some(1980));
+    assert_eq!(g.mem_clock_mhz, Some(2619));
+    assert_eq!(g.ecc_uncorrected_volatile, Some(0));
+    assert_eq!(g.remapped_rows_uncorrectable, Some(0));
+    assert_eq!(g.remap_pending, Some(false));
+    // The moving values, at the frozen moment: 90 % ± 8, 610 W ± 40.
+    let util = g.util_pct.expect("util");
+    assert!((82..=98).contains(&util), "{util}");
+    let p = g.power_w.expect("power");
+    assert!((570.0..=650.0).contains(&p), "{p}");
+    assert_eq!(g.nvlink.len(), 18);
+    assert!(g.nvlink.iter().all(|l| l.active == Some(true)), "{:?}", g.nvlink);
+    assert_eq!(g.processes.len(), 1);
+    assert_eq!(g.processes[0].pid, 4242);
+    assert_eq!(g.processes[0].used_mem_bytes, 70_000_000_000);
+    // GPU 7 idles with no process: GPU-idle clocks event, nothing flagged.
+    assert_eq!(gpu(&n, 7).util_pct, Some(0));
+    assert_eq!(gpu(&n, 7).throttle_reasons, vec!["gpu_idle".to_string()]);
+    assert!(n.flags.is_empty(), "{:?}", n.flags);
+}
+
+#[test]
+fn gpm_metrics_reach_the_export_and_busy_gpus_with_idle_sms_are_underused() {
+    let port = free_port();
+    // The clock runs: GPM metrics are over the interval between two samples.
+    let _a = nvml_agent(port, "h100-sxm5.toml", None);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[thresholds]\nunderused_window = \"1s\"\n").expect("config written");
+    let start = Instant::now();
+    let n = loop {
+        let out = fleetop()
+            .arg("--config")
+            .arg(&config)
+            .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut snap: Snapshot = serde_json::from_slice(&out.stdout).expect("a snapshot");
+        let n = snap.nodes.remove(0);
+        if !flags(&n, FlagKind::Underused).is_empty() {
+            break n;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never underused: {n:#?}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let g = gpu(&n, 0);
+    assert_eq!(g.sm_active_pct, Some(78.5));
+    assert_eq!(g.sm_occupancy_pct, Some(41.0));
+    assert_eq!(g.tensor_active_pct, Some(55.25));
+    assert_eq!(g.dram_bw_pct, Some(62.0));
+    // GPU 6: a kernel always running (util ~90 %), 12 % of SMs active.
+    let u = flags(&n, FlagKind::Underused);
+    assert_eq!(u.len(), 1, "{u:?}");
+    assert_eq!((u[0].gpu, u[0].severity), (Some(6), Severity::Info));
+    assert!(u[0].detail.contains("12% SM activity"), "{}", u[0].detail);
+    assert_eq!(u[0].evidence.get("sm_active_pct"), Some(&12.0));
+}
+
+#[test]
+fn gpus_without_gpm_have_no_gpm_readings_not_zero() {
+    let port = free_port();
+    let _a = nvml_agent(port, "a100-sxm4-80gb-mig.toml", None);
+    // Two samples at least, so that a GPU with GPM would have its metrics.
+    let first = export_once(port);
+    let n = export_until(port, "a second sample", |n| n.sampled_at != first.sampled_at);
+    for g in &n.gpus {
+        assert_eq!(g.sm_active_pct, None, "GPU {}", g.index);
+        assert_eq!(g.dram_bw_pct, None, "GPU {}", g.index);
+    }
+    assert!(flags(&n, FlagKind::Underused).is_empty());
+}
+
+#[test]
+fn h200_profile_reads_through_to_the_export() {
+    let port = free_port();
+    let _a = nvml_agent(port, "h200.toml", Some("15"));
+    let n = export_once(port);
+    assert_eq!(n.gpus.len(), 8);
+    let g = gpu(&n, 3);
+    assert_eq!(g.model, "NVIDIA H200");
+    assert_eq!(g.mem_total_bytes, Some(150_754_820_096));
+    assert_eq!(g.mem_clock_mhz, Some(3201));
+    assert_eq!(g.nvlink.len(), 18);
+}
+
+#[test]
+fn mig_gpus_without_utilization_keep_every_other_reading_and_flag() {
+    let port = free_port();
+    let _a = nvml_agent(port, "a100-sxm4-80gb-mig.toml", Some("15"));
+    let n = export_once(port);
+    assert_eq!(n.gpus.len(), 8);
+    for i in [2, 5] {
+        let g = gpu(&n, i);
+        assert_eq!(g.model, "NVIDIA A100-SXM4-80GB");
+        // NOT_SUPPORTED for utilization on a MIG GPU: that reading only.
+        assert_eq!(g.error, None, "GPU {i}");
+        assert_eq!(g.util_pct, None, "GPU {i}");
+        assert_eq!(g.mem_util_pct, None, "GPU {i}");
+        assert!(g.temp_c.is_some(), "GPU {i}");
+        assert_eq!(g.hbm_temp_c, Some(63), "GPU {i}");
+        assert_eq!(g.ecc_corrected_volatile, Some(3), "GPU {i}");
+        assert_eq!(g.remapped_rows_correctable, Some(1), "GPU {i}");
+        assert_eq!(g.nvlink.len(), 12);
+    }
+    // Memory used on a MIG GPU is its instances' together.
+    assert_eq!(gpu(&n, 2).mem_used_bytes, Some(39_000_000_000));
+    // Its instances, each with its profile and memory.
+    let mig: Vec<(u32, &str, Option<u64>)> = gpu(&n, 2)
+        .mig
+        .iter()
+        .map(|m| (m.gpu_instance_id, m.profile.as_str(), m.mem_used_bytes))
+        .collect();
+    assert_eq!(
+        mig,
+        vec![
+            (1, "3g.40gb", Some(30_000_000_000)),
+            (2, "2g.20gb", Some(9_000_000_000)),
+            (3, "1g.10gb", Some(0)),
+        ]
+    );
+    assert_eq!(gpu(&n, 5).mig[0].mem_total_bytes, Some(42_949_672_960));
+    assert!(gpu(&n, 5).mig[0].uuid.starts_with("MIG-"));
+    assert!(gpu(&n, 0).mig.is_empty());
+    assert_eq!(gpu(&n, 0).util_pct.map(|u| u <= 100), Some(true));
+    assert_eq!(gpu(&n, 0).power_limit_w, Some(400.0));
+}
+
+#[test]
+fn xids_79_48_94_13_and_999_are_flagged_on_their_gpus() {
+    let port = free_port();
+    let _a = nvml_agent(port, "faults/xids.toml", Some("15"));
+    let n = export_until(port, "five XID flags", |n| flags(n, FlagKind::Xid).len() == 5);
+    for (i, xid, sev) in [
+        (0, 79, Severity::Crit),
+        (1, 48, Severity::Crit),
+        (2, 94, Severity::Crit),
+        (3, 13, Severity::Warn),
+        // Unknown to the agent: taken as hardware until known otherwise.
+        (4, 999, Severity::Crit),
+    ] {
+        let f = flags(&n, FlagKind::Xid)
+            .into_iter()
+            .find(|f| f.gpu == Some(i))
+            .unwrap_or_else(|| panic!("no XID flag on GPU {i}: {:?}", n.flags));
+        assert!(f.detail.contains(&format!("XID {xid} ")), "GPU {i}: {}", f.detail);
+        assert_eq!(f.evidence.get("xid"), Some(&f64::from(xid)), "GPU {i}");
+        assert_eq!(f.severity, sev, "GPU {i}");
+    }
+}
+
+#[test]
+fn a_gpu_lost_mid_run_is_flagged_and_the_others_still_report_xids() {
+    let port = free_port();
+    // The clock runs: GPU 3 is lost 2 s in (XID 79), GPU 5 reports XID 48 at 3 s.
+    let _a = nvml_agent(port, "faults/gpu-lost-mid-run.toml", None);
+    let n = export_until(port, "GPU 3 lost and XID 48 on GPU 5", |n| {
+        flags(n, FlagKind::GpuLost).iter().any(|f| f.gpu == Some(3))
+            && flags(n, FlagKind::Xid).iter().any(|f| f.gpu == Some(5))
+    });
+    assert_eq!(gpu(&n, 3).error.as_deref(), Some("gpu_lost"));
+    assert_eq!(gpu(&n, 3).util_pct, None);
+    let xid3 = flags(&n, FlagKind::Xid).into_iter().find(|f| f.gpu == Some(3));
+    let xid3 = xid3.expect("XID 79 of the lost GPU, attributed by its handle");
+    assert!(xid3.detail.contains("XID 79"), "{}", xid3.detail);
+    // The other GPUs answer on.
+    assert_eq!(gpu(&n, 4).error, None);
+    assert!(gpu(&n, 4).util_pct.is_some());
+}
+
+#[test]
+fn gpus_that_cannot_be_opened_show_as_themselves() {
+    let port = free_port();
+    let _a = nvml_agent(port, "faults/gpu-lost-at-start.toml", Some("15"));
+    let n = export_until(port, "GPU 6 flagged lost", |n| !flags(n, FlagKind::GpuLost).is_empty());
+    assert_eq!(n.gpus.len(), 8, "every GPU NVML counts is listed");
+    assert_eq!(gpu(&n, 6).error.as_deref(), Some("gpu_lost"));
+    assert_eq!(gpu(&n, 7).error.as_deref(), Some("no_permission"));
+    let lost: Vec<_> = flags(&n, FlagKind::GpuLost).iter().map(|f| f.gpu).collect();
+    assert_eq!(lost, vec![Some(6)]);
+    assert!(gpu(&n, 5).util_pct.is_some());
+}
+
+#[test]
+fn nvlink_sleep_is_up_and_links_unused_from_the_start_are_not_flagged() {
+    let port = free_port();
+    let _a = nvml_agent(port, "faults/nvlink.toml", None);
+    // GPU 3 link 9 goes inactive 2 s in: that one is flagged, by its NVML id.
+    let n = export_until(port, "GPU 3 link 9 flagged", |n| {
+        flags(n, FlagKind::NvlinkDown).iter().any(|f| f.gpu == Some(3))
+    });
+    let down = flags(&n, FlagKind::NvlinkDown);
+    assert_eq!(down.len(), 1, "{down:?}");
+    assert_eq!(down[0].severity, Severity::Crit);
+    assert_eq!(down[0].detail, "NVLink link 9 down");
+    let link = |g: u32, l: u32| {
+        gpu(&n, g)
+            .nvlink
+            .iter()
+            .find(|x| x.link == l)
+            .cloned()
+            .expect("link listed")
+    };
+    // Asleep (NVML_NVLINK_STATE_SLEEP) is up.
+    assert_eq!(link(1, 4).active, Some(true));
+    // Inactive from the start: listed as such, not flagged.
+    assert_eq!(link(2, 17).active, Some(false));
+    assert!(link(2, 17).inactive_at_start);
+    assert_eq!(link(3, 9).active, Some(false));
+    assert!(!link(3, 9).inactive_at_start);
+}
+
+#[test]
+fn remap_pending_warns_and_remap_failure_is_critical() {
+    let port = free_port();
+    let _a = nvml_agent(port, "faults/remap.toml", Some("15"));
+    let n = export_until(port, "remap flags", |n| {
+        !flags(n, FlagKind::RemapPending).is_empty() && !flags(n, FlagKind::RemapFailed).is_empty()
+    });
+    let p = flags(&n, FlagKind::RemapPending);
+    assert_eq!((p.len(), p[0].gpu, p[0].severity), (1, Some(0), Severity::Warn));
+    let f = flags(&n, FlagKind::RemapFailed);
+    assert_eq!((f.len(), f[0].gpu, f[0].severity), (1, Some(1), Severity::Crit));
+    assert_eq!(gpu(&n, 0).remap_pending, Some(true));
+    assert_eq!(gpu(&n, 0).remapped_rows_uncorrectable, Some(1));
+    assert_eq!(gpu(&n, 1).remap_failed, Some(true));
+    assert_eq!(gpu(&n, 1).remap_pending, Some(false));
+}
+
+#[test]
+fn unsupported_and_refused_readings_are_absent_and_a_hung_call_does_not_end_the_agent() {
+    let port = free_port();
+    // The clock runs: GPU 2's power reading hangs 3 s once, 1 s in.
+    let started = Instant::now();
+    let _a = nvml_agent(port, "faults/degraded.toml", None);
+    // Past the hang (1 s to 4 s of the agent's life), sampling goes on.
+    std::thread::sleep(Duration::from_secs(5).saturating_sub(started.elapsed()));
+    let after = export_once(port);
+    let n = export_until(port, "a sample after the hang", |n| n.sampled_at != after.sampled_at);
+    let g0 = gpu(&n, 0);
+    assert_eq!(g0.error, None);
+    // PCIe throughput from the byte counters over the interval: the
+    // profile's mean of 1.2 GB/s out, 3.4 GB/s in (NVML's 20 ms window sees
+    // bursts: twice that, or nothing). Within 2 %: the agent's interval and
+    // the fake's clock are read at slightly different moments.
+    let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v / want - 1.0).abs() < 0.02);
+    assert!(near(g0.pcie_tx_bytes_per_s, 1.2e9), "{:?}", g0.pcie_tx_bytes_per_s);
+    assert!(near(g0.pcie_rx_bytes_per_s, 3.4e9), "{:?}", g0.pcie_rx_bytes_per_s);
+    assert_eq!(g0.hbm_temp_c, None, "NOT_SUPPORTED is no reading, not 0");
+    assert!(g0.temp_c.is_some());
+    let g1 = gpu(&n, 1);
+    assert_eq!(g1.error, None);
+    assert!(g1.processes.is_empty());
+    assert!(g1.util_pct.is_some());
+    assert!(gpu(&n, 2).power_w.is_some());
+    assert_eq!(n.gpus.len(), 8);
+}
