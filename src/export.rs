@@ -17,7 +17,13 @@ use crate::model::sched::Job;
 use crate::model::time::rfc3339;
 use crate::store::{Link, NodeState, NodeStatus, Store};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version of the export's JSON. 2 (2026-11-22): remapped rows as
+/// `remap_pending`/`remap_failed` booleans with the row counts beside them
+/// (1 had `remapped_rows_pending`/`_failed` counts), readings a GPU does not
+/// give are null (MIG utilization, HBM temperature), `gpm`-derived fields,
+/// `mig` instances, `scheduler_read_at`/`scheduler_error`, and `agent`
+/// versions, NVLink peers and IB states null where unknown.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -68,6 +68,10 @@ impl BenchNode {
     }
 }
 
+/// The version of `fleetop bench`'s JSON. 2: a skipped check has no value
+/// and no unit (null), where 1 had 0.0 and "".
+pub const BENCH_SCHEMA_VERSION: u32 = 2;
+
 /// A whole run (`fleetop bench`'s output).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BenchReport {

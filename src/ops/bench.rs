@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::ingest::agent;
 use crate::model::action::{NodeAction, NodeResult, Plan, Stage};
-use crate::model::bench::{BenchNode, BenchReport, BenchResult, BenchUpdate, Suite, Verdict};
+use crate::model::bench::{BENCH_SCHEMA_VERSION, BenchNode, BenchReport, BenchResult, BenchUpdate, Suite, Verdict};
 use crate::model::target::Target;
 use crate::model::time::{now_ms, rfc3339};
 use crate::model::update::Update;
@@ -108,7 +108,7 @@ pub async fn run_suites(
     if let Err(why) = access.control_token_allowed() {
         // Nothing was sent: every node says why.
         return BenchReport {
-            schema_version: 1,
+            schema_version: BENCH_SCHEMA_VERSION,
             generated_at: rfc3339(now_ms()),
             suite: suite.into(),
             nodes: targets
@@ -222,7 +222,7 @@ pub async fn run_suites(
     let nodes = futures_util::future::join_all(runs).await;
     drop(sinks);
     BenchReport {
-        schema_version: 1,
+        schema_version: BENCH_SCHEMA_VERSION,
         generated_at: rfc3339(now_ms()),
         suite: suite.into(),
         nodes,

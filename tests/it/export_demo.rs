@@ -46,7 +46,8 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
         .expect("runs");
     assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
     let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("stdout is one JSON snapshot, nothing else");
-    assert_eq!(snap.schema_version, 1);
+    assert_eq!(snap.schema_version, fleetop::export::SCHEMA_VERSION);
+    assert_eq!(snap.schema_version, 2);
     assert_eq!(snap.nodes.len(), nodes as usize);
 
     let plan = demo::plan(nodes, gpus, seed, 0);
