@@ -123,6 +123,7 @@ def teardown_netns():
 
 
 def main():
+    global BIN
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--agents", type=int, default=256)
@@ -130,7 +131,6 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "soak.json"))
     ap.add_argument("--bin", default=BIN, help="where fleetop and fleetop-agent are (default target/release)")
     args = ap.parse_args()
-    global BIN
     BIN = args.bin
     rng = random.Random(args.seed)
     for b in ("fleetop", "fleetop-agent"):
