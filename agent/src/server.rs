@@ -329,9 +329,12 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
             if let Some(ca) = &t.client_ca_pem {
                 cfg = cfg.client_ca_root(tonic::transport::Certificate::from_pem(ca));
             }
-            server
-                .tls_config(cfg)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("TLS: {}", chain(&e))))?
+            server.tls_config(cfg).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("TLS: {}", fleetop_proto::input::error_line(&e)),
+                )
+            })?
         }
     };
     let addr = listener.local_addr()?;
@@ -410,21 +413,6 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         stop,
         server: Some(server),
     })
-}
-
-/// An error and its causes in one line ("transport error" alone says nothing).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = inner.source();
-    }
-    s
 }
 
 /// A random number naming this agent process (see `NodeInfo.agent_instance`).

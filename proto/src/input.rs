@@ -43,7 +43,7 @@ pub fn printable(s: &str, max_chars: usize) -> String {
 
 /// An error and its causes on one line, each cause added only where the
 /// text so far does not already say it (many errors print their source).
-pub fn error_line(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_line(e: &dyn std::error::Error) -> String {
     let mut line = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

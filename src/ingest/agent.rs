@@ -7,6 +7,7 @@
 use std::hash::BuildHasher;
 use std::time::Duration;
 
+use fleetop_proto::input::error_line;
 use fleetop_proto::pb::SubscribeRequest;
 use fleetop_proto::pb::agent_client::AgentClient;
 use fleetop_proto::pb::agent_message::Kind;
@@ -131,7 +132,7 @@ pub fn endpoint(target: &Target, access: &Access) -> Result<Endpoint, String> {
     if let Some(tls) = &access.tls {
         ep = ep
             .tls_config(tls.clone())
-            .map_err(|e| format!("TLS: {}", error_chain(&e)))?;
+            .map_err(|e| format!("TLS: {}", error_line(&e)))?;
     }
     Ok(ep)
 }
@@ -139,7 +140,7 @@ pub fn endpoint(target: &Target, access: &Access) -> Result<Endpoint, String> {
 /// A connected client for `target`'s agent, errors in one line.
 pub async fn connect(target: &Target, access: &Access) -> Result<Client, String> {
     let channel = endpoint(target, access)?.connect().await.map_err(|e| {
-        let why = error_chain(&e);
+        let why = error_line(&e);
         // rustls's words for "that was not TLS": say what it likely means.
         if access.tls.is_some() && why.contains("InvalidContentType") {
             format!("{why} (is the agent serving TLS? start it with --tls-cert and --tls-key)")
@@ -295,21 +296,6 @@ async fn stream_once(
             return Ok(());
         }
     }
-}
-
-/// "transport error: tcp connect error: Connection refused (os error 111)".
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = inner.source();
-    }
-    s
 }
 
 #[cfg(test)]
