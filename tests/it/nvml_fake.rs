@@ -406,13 +406,20 @@ fn a_gpu_whose_nvml_call_hangs_is_reported_stuck_while_the_others_keep_reporting
             "stuck is not lost: {:?}",
             n.flags
         );
+        let f = flags(n, FlagKind::GpuStuck);
+        assert_eq!(f.len(), 1, "{:?}", n.flags);
+        // Stuck for seconds, not yet the 30 s that make it critical.
+        assert_eq!((f[0].gpu, f[0].severity), (Some(2), Severity::Warn));
+        assert!(f[0].detail.contains("nvmlDeviceGetPowerUsage"), "{}", f[0].detail);
     }
     let during = export_until(port, "GPU 2's XID while it is stuck", |n| {
         stuck_ms(n, 2).is_some() && flags(n, FlagKind::Xid).iter().any(|f| f.gpu == Some(2))
     });
     assert!(gpu(&during, 0).util_pct.is_some());
     // When the call returns, GPU 2 reads normally again.
-    let after = export_until(port, "GPU 2 answering again", |n| gpu(n, 2).error.is_none());
+    let after = export_until(port, "GPU 2 answering again, its flag cleared", |n| {
+        gpu(n, 2).error.is_none() && flags(n, FlagKind::GpuStuck).is_empty()
+    });
     assert!(gpu(&after, 2).power_w.is_some(), "{:?}", gpu(&after, 2));
     assert!(gpu(&after, 2).util_pct.is_some());
 }
