@@ -906,6 +906,16 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_is_waited_for_most_of_the_interval_within_bounds() {
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(answer_deadline(ms(1000)), ms(800));
+        assert_eq!(answer_deadline(ms(500)), ms(400));
+        // Short intervals: not a scheduling delay; long ones: NVML is slow.
+        assert_eq!(answer_deadline(ms(10)), ms(250));
+        assert_eq!(answer_deadline(ms(60_000)), ms(1000));
+    }
+
+    #[test]
     fn lost_gpu_is_named_plainly() {
         assert_eq!(error_text(&NvmlError::GpuLost), "gpu_lost");
         assert_eq!(error_text(&NvmlError::NotSupported), "not_supported");
