@@ -113,7 +113,8 @@ pub struct Gpu {
     pub uuid: String,
     pub model: String,
     pub pci_bus_id: String,
-    /// What went wrong reading this GPU ("gpu_lost", ...); readings are null then.
+    /// What went wrong reading this GPU ("gpu_lost", "nvml_stuck: <call>: no
+    /// answer for N ms", ...); readings are null then.
     pub error: Option<String>,
     pub util_pct: Option<u32>,
     pub mem_util_pct: Option<u32>,

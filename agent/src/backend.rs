@@ -1,6 +1,7 @@
 //! Chooses and assembles the samplers of a node from the command line.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::host::HostSampler;
 use crate::ib::IbSampler;
@@ -30,6 +31,8 @@ pub struct BackendOptions {
     pub sim: SimConfig,
     /// Per-link NVLink counters go out in every this-many samples.
     pub nvlink_counters_every: u32,
+    /// The sampling interval: how long NVML waits for a GPU follows from it.
+    pub interval: Duration,
 }
 
 impl BackendOptions {
@@ -40,6 +43,7 @@ impl BackendOptions {
             ib_sysfs: Default::default(),
             proc_root: Default::default(),
             nvml_lib: None,
+            interval: Duration::from_millis(u64::from(sim.interval_ms)),
             sim,
             nvlink_counters_every: crate::sampler::NVLINK_COUNTERS_EVERY,
         }
@@ -61,7 +65,8 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), NvmlU
     }
     let mut samplers: Vec<Box<dyn Sampler>> = Vec::new();
     let mut note = None;
-    match nvml::open(opts.nvml_lib.as_deref()).and_then(|n| NvmlSampler::new(n, opts.proc_root.clone())) {
+    match nvml::open(opts.nvml_lib.as_deref()).and_then(|n| NvmlSampler::new(n, opts.proc_root.clone(), opts.interval))
+    {
         Ok(s) => samplers.push(Box::new(s)),
         Err(e) if opts.backend == Backend::Auto => note = Some(e.to_string()),
         Err(e) => return Err(e),

@@ -172,6 +172,7 @@ impl NodeArgs {
             proc_root: self.proc_root.clone(),
             nvml_lib: self.nvml_lib.clone(),
             nvlink_counters_every: self.nvlink_counters_every,
+            interval: self.interval,
             sim: SimConfig {
                 hostname: self
                     .sim_hostname

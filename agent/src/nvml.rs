@@ -8,7 +8,9 @@
 //! rows) call the sys layer directly.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
@@ -61,18 +63,158 @@ fn mig_devices(d: &Device<'static>) -> Vec<Device<'static>> {
     (0..n).filter_map(|k| d.mig_device_by_index(k).ok()).collect()
 }
 
+/// NVML for every GPU of the node. Each GPU is read on a worker thread of
+/// its own, so that a GPU whose NVML calls hang holds up only itself: the
+/// sampler asks every worker at once, waits until a deadline, and reports a
+/// GPU that has not answered as stuck while its worker stays in the call.
 pub struct NvmlSampler {
     nvml: &'static Nvml,
-    gpus: Vec<Gpu>,
-    /// Per GPU, the previous PCIe byte counters (time ms, tx, rx), for a
-    /// throughput over the whole interval where the driver counts bytes.
-    pcie_prev: Vec<Option<(i64, u64, u64)>>,
-    /// Per GPU with GPM, the previous GPM sample: metrics are over the
-    /// interval between two samples, so each sample pairs with the last.
-    gpm_prev: Vec<Option<GpmSample<'static>>>,
-    gpm_supported: Vec<bool>,
+    /// Shared with the workers; here for the node description.
+    gpus: Vec<Arc<Gpu>>,
+    workers: Vec<Worker>,
+    /// How long a sample waits for the GPUs' answers (see `answer_deadline`).
+    deadline: Duration,
     xids: XidQueue,
+}
+
+/// How long a sample waits for a GPU: 80 % of the interval, so that the
+/// rest of the node's sample (IB, host) and its sending still fit in the
+/// tick and a stuck GPU costs the others no sample; at most 1 s, because
+/// NVML answers in milliseconds and at long intervals waiting longer only
+/// ages the other readings; at least 250 ms, so that a healthy GPU on a
+/// loaded node is not called stuck for a scheduling delay at very short
+/// intervals (those samples then take longer and skip ticks, as before).
+pub fn answer_deadline(interval: Duration) -> Duration {
+    (interval * 4 / 5).clamp(Duration::from_millis(250), Duration::from_secs(1))
+}
+
+/// One GPU's reader, owned by its worker thread: the handles, and what lives
+/// from one of its samples to the next.
+struct GpuReader {
+    nvml: &'static Nvml,
+    gpu: Arc<Gpu>,
+    /// The previous PCIe byte counters (when read, tx, rx), for a throughput
+    /// over the whole interval where the driver counts bytes.
+    pcie_prev: Option<(Instant, u64, u64)>,
+    /// With GPM, the previous GPM sample: metrics are over the interval
+    /// between two samples, so each sample pairs with the last.
+    gpm_prev: Option<GpmSample<'static>>,
+    /// A GPU without GPM (before Hopper) is never asked again.
+    gpm_supported: bool,
     proc_root: PathBuf,
+    /// The NVML call under way, for the sampler to name when the GPU is stuck.
+    doing: Arc<Mutex<&'static str>>,
+}
+
+/// The sampler's end of a GPU's worker thread.
+struct Worker {
+    index: u32,
+    /// Requests out, answers back; `Err`: the worker cannot answer (its
+    /// thread could not start or has ended), the reason as sent for the GPU.
+    link: Result<(Sender<()>, Receiver<GpuSample>), String>,
+    doing: Arc<Mutex<&'static str>>,
+    /// When the request the worker has not answered yet was sent.
+    asked: Option<Instant>,
+}
+
+impl Worker {
+    /// Starts the thread that reads this GPU for as long as the sampler lives.
+    fn spawn(reader: GpuReader) -> Worker {
+        let index = reader.gpu.index;
+        let doing = reader.doing.clone();
+        let (ask, asks) = mpsc::channel::<()>();
+        let (answer, answers) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("nvml-gpu{index}"))
+            .spawn(move || {
+                let mut reader = reader;
+                // Ends when the sampler is dropped (its sender with it).
+                while asks.recv().is_ok() {
+                    if answer.send(reader.sample()).is_err() {
+                        return;
+                    }
+                }
+            });
+        let link = match spawned {
+            Ok(_) => Ok((ask, answers)),
+            Err(e) => {
+                tracing::error!("GPU {index}: cannot start its NVML thread: {e}");
+                Err(format!("nvml_worker: cannot start the GPU's reader thread: {e}"))
+            }
+        };
+        Worker {
+            index,
+            link,
+            doing,
+            asked: None,
+        }
+    }
+
+    /// The worker's thread is gone (it can only have panicked): say so in
+    /// every sample from now on rather than take the agent down.
+    fn gone(&mut self) {
+        tracing::error!("GPU {}: its NVML thread ended", self.index);
+        self.link = Err("nvml_worker: the GPU's reader thread ended".into());
+        self.asked = None;
+    }
+
+    /// Asks for a sample at `now`, unless the previous one is still under
+    /// way (the GPU is stuck). Whether it asked.
+    fn ask(&mut self, now: Instant) -> bool {
+        let Ok((ask, answers)) = &self.link else {
+            return false;
+        };
+        if self.asked.is_some() {
+            match answers.try_recv() {
+                // Answered after its deadline: readings from before the hang
+                // are old, so it is asked again rather than believed.
+                Ok(_) => self.asked = None,
+                Err(TryRecvError::Empty) => return false,
+                Err(TryRecvError::Disconnected) => {
+                    self.gone();
+                    return false;
+                }
+            }
+        }
+        if ask.send(()).is_err() {
+            self.gone();
+            return false;
+        }
+        self.asked = Some(now);
+        true
+    }
+
+    /// The GPU's answer if it comes by `until`; otherwise a sample that says
+    /// the GPU is stuck, naming the call and how long it has not answered.
+    fn answer(&mut self, until: Instant) -> GpuSample {
+        let mut s = GpuSample {
+            index: self.index,
+            ..Default::default()
+        };
+        let (Ok((_, answers)), Some(asked)) = (&self.link, self.asked) else {
+            s.error = match &self.link {
+                Err(e) => e.clone(),
+                Ok(_) => "nvml_worker: not asked".into(),
+            };
+            return s;
+        };
+        match answers.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(answer) => {
+                self.asked = None;
+                answer
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let call = self.doing.lock().map(|d| *d).unwrap_or("?");
+                s.error = format!("nvml_stuck: {call}: no answer for {} ms", asked.elapsed().as_millis());
+                s
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.gone();
+                s.error = self.link.as_ref().err().cloned().unwrap_or_default();
+                s
+            }
+        }
+    }
 }
 
 /// Loads NVML once for the life of the process.
@@ -100,7 +242,9 @@ impl NvmlSampler {
     /// Opens every GPU NVML counts. A GPU that cannot be opened is kept, with
     /// the reason, so that it shows as that GPU (lost, no permission) rather
     /// than as a node with one GPU fewer.
-    pub fn new(nvml: &'static Nvml, proc_root: PathBuf) -> Result<Self, NvmlUnavailable> {
+    /// `interval`: the agent's sampling interval, which sets how long a
+    /// sample waits for a GPU before calling it stuck.
+    pub fn new(nvml: &'static Nvml, proc_root: PathBuf, interval: Duration) -> Result<Self, NvmlUnavailable> {
         let count = nvml
             .device_count()
             .map_err(|e| NvmlUnavailable(format!("cannot count GPUs: {e}")))?;
@@ -136,18 +280,27 @@ impl NvmlSampler {
             .filter_map(|g| g.dev.as_ref().ok().map(|d| (g.index, Handle(unsafe_handle(d)))))
             .collect();
         spawn_xid_thread(nvml, handles, Arc::downgrade(&xids));
+        let gpus: Vec<Arc<Gpu>> = gpus.into_iter().map(Arc::new).collect();
+        let workers = gpus
+            .iter()
+            .map(|g| {
+                Worker::spawn(GpuReader {
+                    nvml,
+                    gpu: g.clone(),
+                    pcie_prev: None,
+                    gpm_prev: None,
+                    gpm_supported: g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false)),
+                    proc_root: proc_root.clone(),
+                    doing: Arc::new(Mutex::new("")),
+                })
+            })
+            .collect();
         Ok(NvmlSampler {
             nvml,
-            pcie_prev: vec![None; gpus.len()],
-            gpm_prev: gpus.iter().map(|_| None).collect(),
-            // A GPU without GPM (before Hopper) is never asked again.
-            gpm_supported: gpus
-                .iter()
-                .map(|g| g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false)))
-                .collect(),
             gpus,
+            workers,
+            deadline: answer_deadline(interval),
             xids,
-            proc_root,
         })
     }
 }
@@ -300,10 +453,10 @@ fn field_u64(v: &nvmlFieldValue_t) -> Option<u64> {
     }
 }
 
-/// The PCIe byte counters (tx, rx) one sample read, where the driver has them.
+/// The PCIe byte counters (when read, tx, rx) one sample read, where the driver has them.
 #[derive(Default)]
 struct PcieCounters {
-    now: Option<(u64, u64)>,
+    now: Option<(Instant, u64, u64)>,
 }
 
 /// What nvmlDeviceGetRemappedRows says.
@@ -336,12 +489,49 @@ fn got<T: Default>(r: Result<T, NvmlError>, bit: u32, absent: &mut u32) -> T {
     })
 }
 
-impl NvmlSampler {
-    fn sample_gpu(&self, g: &Gpu, xids: &[(u32, XidEvent)], pcie: &mut PcieCounters) -> GpuSample {
+impl GpuReader {
+    /// Notes the NVML call about to be made (for a stuck GPU's report), then makes it.
+    fn call<T>(&self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        if let Ok(mut d) = self.doing.lock() {
+            *d = name;
+        }
+        f()
+    }
+
+    /// This GPU's sample, its PCIe throughput over the interval since the
+    /// previous one and its GPM metrics with it.
+    fn sample(&mut self) -> GpuSample {
+        let mut pcie = PcieCounters::default();
+        let mut s = self.sample_gpu(&mut pcie);
+        // PCIe throughput over the whole interval from the driver's byte
+        // counters where it has them: NVML's throughput call looks at
+        // 20 ms only, noise at one sample a second. Timed where they were
+        // read: this GPU's reads may have waited on a slow call.
+        if let Some((at, tx, rx)) = pcie.now {
+            if let Some((t0, tx0, rx0)) = self.pcie_prev
+                && at > t0
+                && tx >= tx0
+                && rx >= rx0
+            {
+                // Bytes per ms are KB/s.
+                let us = (at - t0).as_micros().max(1);
+                let kbps = |b: u64| u32::try_from(u128::from(b) * 1000 / us).unwrap_or(u32::MAX);
+                s.pcie_tx_kbps = kbps(tx - tx0);
+                s.pcie_rx_kbps = kbps(rx - rx0);
+            }
+            self.pcie_prev = Some((at, tx, rx));
+        }
+        if s.error.is_empty() {
+            s.gpm = self.gpm();
+        }
+        s
+    }
+
+    fn sample_gpu(&self, pcie: &mut PcieCounters) -> GpuSample {
         use fleetop_proto::absent as a;
+        let g = &*self.gpu;
         let mut s = GpuSample {
             index: g.index,
-            xids: xids.iter().filter(|(i, _)| *i == g.index).map(|(_, e)| *e).collect(),
             ..Default::default()
         };
         let d = match &g.dev {
@@ -354,7 +544,7 @@ impl NvmlSampler {
         let mut ab = 0;
         // Utilization answers first; if the GPU is lost there is no point in
         // asking the rest (each call would take NVML's timeout).
-        match d.utilization_rates() {
+        match self.call("nvmlDeviceGetUtilizationRates", || d.utilization_rates()) {
             Ok(u) => {
                 s.util_pct = u.gpu;
                 s.mem_util_pct = u.memory;
@@ -365,37 +555,62 @@ impl NvmlSampler {
             }
             Err(_) => ab |= a::UTIL | a::MEM_UTIL,
         }
-        match d.memory_info() {
+        match self.call("nvmlDeviceGetMemoryInfo", || d.memory_info()) {
             Ok(m) => s.mem_used_bytes = m.used,
             Err(_) => ab |= a::MEM_USED,
         }
-        s.temp_c = got(self.gpu_temperature(d), a::TEMP, &mut ab);
-        s.power_mw = got(d.power_usage(), a::POWER, &mut ab);
-        s.power_limit_mw = got(d.enforced_power_limit(), a::POWER_LIMIT, &mut ab);
-        s.energy_mj = got(d.total_energy_consumption(), a::ENERGY, &mut ab);
-        s.sm_clock_mhz = got(d.clock_info(Clock::SM), a::SM_CLOCK, &mut ab);
-        s.mem_clock_mhz = got(d.clock_info(Clock::Memory), a::MEM_CLOCK, &mut ab);
+        s.temp_c = got(
+            self.call("nvmlDeviceGetTemperature", || self.gpu_temperature(d)),
+            a::TEMP,
+            &mut ab,
+        );
+        s.power_mw = got(
+            self.call("nvmlDeviceGetPowerUsage", || d.power_usage()),
+            a::POWER,
+            &mut ab,
+        );
+        s.power_limit_mw = got(
+            self.call("nvmlDeviceGetEnforcedPowerLimit", || d.enforced_power_limit()),
+            a::POWER_LIMIT,
+            &mut ab,
+        );
+        s.energy_mj = got(
+            self.call("nvmlDeviceGetTotalEnergyConsumption", || d.total_energy_consumption()),
+            a::ENERGY,
+            &mut ab,
+        );
+        let clock = |c| self.call("nvmlDeviceGetClockInfo", || d.clock_info(c));
+        s.sm_clock_mhz = got(clock(Clock::SM), a::SM_CLOCK, &mut ab);
+        s.mem_clock_mhz = got(clock(Clock::Memory), a::MEM_CLOCK, &mut ab);
         s.throttle_reasons = got(
-            self.raw_clock_event_reasons(d).ok_or(NvmlError::NotSupported),
+            self.call("nvmlDeviceGetCurrentClocksEventReasons", || {
+                self.raw_clock_event_reasons(d)
+            })
+            .ok_or(NvmlError::NotSupported),
             a::THROTTLE,
             &mut ab,
         );
-        match (
-            d.pcie_throughput(PcieUtilCounter::Send),
-            d.pcie_throughput(PcieUtilCounter::Receive),
-        ) {
+        let pcie_tp = |c| self.call("nvmlDeviceGetPcieThroughput", || d.pcie_throughput(c));
+        match (pcie_tp(PcieUtilCounter::Send), pcie_tp(PcieUtilCounter::Receive)) {
             (Ok(tx), Ok(rx)) => (s.pcie_tx_kbps, s.pcie_rx_kbps) = (tx, rx),
             _ => ab |= a::PCIE_THROUGHPUT,
         }
-        s.pcie_replay_count = got(d.pcie_replay_counter().map(u64::from), a::PCIE_REPLAY, &mut ab);
-        match (
-            d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile),
-            d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
-        ) {
+        s.pcie_replay_count = got(
+            self.call("nvmlDeviceGetPcieReplayCounter", || d.pcie_replay_counter())
+                .map(u64::from),
+            a::PCIE_REPLAY,
+            &mut ab,
+        );
+        let ecc = |e| {
+            self.call("nvmlDeviceGetTotalEccErrors", || {
+                d.total_ecc_errors(e, EccCounter::Volatile)
+            })
+        };
+        match (ecc(MemoryError::Corrected), ecc(MemoryError::Uncorrected)) {
             (Ok(c), Ok(u)) => (s.ecc_corrected_volatile, s.ecc_uncorrected_volatile) = (c, u),
             _ => ab |= a::ECC,
         }
-        if let Some(r) = self.remapped_rows(d) {
+        if let Some(r) = self.call("nvmlDeviceGetRemappedRows", || self.remapped_rows(d)) {
             s.remapped_rows_correctable = r.correctable;
             s.remapped_rows_uncorrectable = r.uncorrectable;
             s.remapped_rows_pending = u32::from(r.pending);
@@ -409,12 +624,14 @@ impl NvmlSampler {
                 RetirementCause::DoubleBitEccError,
             ]
             .into_iter()
-            .filter_map(|c| d.retired_pages(c).ok())
+            .filter_map(|c| self.call("nvmlDeviceGetRetiredPages", || d.retired_pages(c)).ok())
             .map(|p| p.len() as u32)
             .sum();
         }
-        self.read_fields(g, d, &mut s, &mut ab, pcie);
-        match d.running_compute_processes() {
+        self.call("nvmlDeviceGetFieldValues", || {
+            self.read_fields(g, d, &mut s, &mut ab, pcie)
+        });
+        match self.call("nvmlDeviceGetComputeRunningProcesses", || d.running_compute_processes()) {
             Ok(procs) => {
                 s.processes = procs
                     .into_iter()
@@ -431,7 +648,11 @@ impl NvmlSampler {
             Err(_) => ab |= a::PROCESSES,
         }
         s.absent = ab;
-        s.mig = g.mig.iter().map(|m| self.mig_instance(m)).collect();
+        s.mig = g
+            .mig
+            .iter()
+            .map(|m| self.call("nvmlDeviceGetMemoryInfo (MIG)", || self.mig_instance(m)))
+            .collect();
         s
     }
 
@@ -458,29 +679,33 @@ impl NvmlSampler {
         }
     }
 
-    /// GPM metrics since the previous sample of GPU `i`, `None` without GPM
-    /// or on the first sample.
-    fn gpm(&mut self, i: usize) -> Option<Gpm> {
-        if !self.gpm_supported[i] {
+    /// GPM metrics since the previous sample, `None` without GPM or on the
+    /// first sample.
+    fn gpm(&mut self) -> Option<Gpm> {
+        if !self.gpm_supported {
             return None;
         }
-        let d = self.gpus[i].dev.as_ref().ok()?;
-        let cur = match d.gpm_sample() {
+        let d = self.gpu.dev.as_ref().ok()?;
+        let cur = match self.call("nvmlGpmSampleGet", || d.gpm_sample()) {
             Ok(s) => s,
             Err(_) => {
-                self.gpm_prev[i] = None;
+                self.gpm_prev = None;
                 return None;
             }
         };
-        let prev = self.gpm_prev[i].replace(cur)?;
-        let cur = self.gpm_prev[i].as_ref()?;
+        let prev = self.gpm_prev.replace(cur)?;
+        let cur = self.gpm_prev.as_ref()?;
         let ids = [
             GpmMetricId::SmUtil,
             GpmMetricId::SmOccupancy,
             GpmMetricId::AnyTensorUtil,
             GpmMetricId::DramBwUtil,
         ];
-        let r = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &prev, cur, &ids).ok()?;
+        let r = self
+            .call("nvmlGpmMetricsGet", || {
+                nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &prev, cur, &ids)
+            })
+            .ok()?;
         // Percent to hundredths of a percent, as the wire carries them.
         let v = |k: usize| {
             let p = r.get(k)?.as_ref().ok()?.value;
@@ -560,7 +785,8 @@ impl NvmlSampler {
             Some(t) => s.hbm_temp_c = u32::try_from(t).unwrap_or(u32::MAX),
             None => *ab |= a::HBM_TEMP,
         }
-        pcie.now = field_u64(&req[1]).zip(field_u64(&req[2]));
+        let at = Instant::now();
+        pcie.now = field_u64(&req[1]).zip(field_u64(&req[2])).map(|(tx, rx)| (at, tx, rx));
         for (i, chunk) in req[3..].chunks(3).enumerate() {
             // NVML_NVLINK_STATE: 0 inactive, 1 active, 2 sleep (up, low
             // power). A state NVML cannot give counts as inactive.
@@ -627,34 +853,22 @@ impl Sampler for NvmlSampler {
         }
     }
 
-    fn sample(&mut self, now_ms: i64, out: &mut Sample) {
+    fn sample(&mut self, _now_ms: i64, out: &mut Sample) {
         let xids = self
             .xids
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
-        for i in 0..self.gpus.len() {
-            let mut pcie = PcieCounters::default();
-            let mut s = self.sample_gpu(&self.gpus[i], &xids, &mut pcie);
-            // PCIe throughput over the whole interval from the driver's byte
-            // counters where it has them: NVML's throughput call looks at
-            // 20 ms only, noise at one sample a second.
-            if let Some((tx, rx)) = pcie.now {
-                if let Some((t0, tx0, rx0)) = self.pcie_prev[i]
-                    && now_ms > t0
-                    && tx >= tx0
-                    && rx >= rx0
-                {
-                    // Bytes per ms are KB/s.
-                    let kbps = |b: u64| u32::try_from(b / (now_ms - t0) as u64).unwrap_or(u32::MAX);
-                    s.pcie_tx_kbps = kbps(tx - tx0);
-                    s.pcie_rx_kbps = kbps(rx - rx0);
-                }
-                self.pcie_prev[i] = Some((now_ms, tx, rx));
-            }
-            if s.error.is_empty() {
-                s.gpm = self.gpm(i);
-            }
+        let now = Instant::now();
+        // Every GPU at once; one still in a call from an earlier sample is
+        // stuck and not waited for again, so it delays no sample after the
+        // first that found it stuck.
+        let asked: Vec<bool> = self.workers.iter_mut().map(|w| w.ask(now)).collect();
+        let deadline = now + self.deadline;
+        for (w, asked) in self.workers.iter_mut().zip(asked) {
+            let mut s = w.answer(if asked { deadline } else { now });
+            // XIDs come from the event thread: a stuck GPU still reports them.
+            s.xids = xids.iter().filter(|(i, _)| *i == w.index).map(|(_, e)| *e).collect();
             out.gpus.push(s);
         }
     }
@@ -689,6 +903,16 @@ mod tests {
         assert_eq!(field_u64(&v), Some(71));
         v.nvmlReturn = nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
         assert_eq!(field_u64(&v), None);
+    }
+
+    #[test]
+    fn a_gpu_is_waited_for_most_of_the_interval_within_bounds() {
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(answer_deadline(ms(1000)), ms(800));
+        assert_eq!(answer_deadline(ms(500)), ms(400));
+        // Short intervals: not a scheduling delay; long ones: NVML is slow.
+        assert_eq!(answer_deadline(ms(10)), ms(250));
+        assert_eq!(answer_deadline(ms(60_000)), ms(1000));
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub enum Scenario {
     /// One GPU is busy by utilization but few of its SMs work (an input-bound
     /// job): what GPM shows and util % hides.
     Underused,
+    /// One GPU's NVML calls stop returning: it is reported stuck while the
+    /// other GPUs keep reporting.
+    NvmlStuck,
 }
 
 impl Scenario {
@@ -396,6 +399,15 @@ impl SimNode {
                     });
                 }
             }
+            Scenario::NvmlStuck => {
+                // As the NVML sampler words it, the call stuck since onset.
+                let stuck_ms = now_ms - (self.cfg.start_ms + ONSET_MS);
+                *s = GpuSample {
+                    index: s.index,
+                    error: format!("nvml_stuck: nvmlDeviceGetPowerUsage: no answer for {stuck_ms} ms"),
+                    ..Default::default()
+                };
+            }
             Scenario::EccUncorrectable => {
                 s.ecc_uncorrected_volatile = 2;
                 s.remapped_rows_pending = 1;
@@ -639,6 +651,6 @@ mod tests {
         let names: Vec<String> = Scenario::all().iter().map(|s| s.name()).collect();
         assert!(names.contains(&"thermal-throttle".to_string()));
         assert!(names.contains(&"xid79".to_string()));
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 15);
     }
 }

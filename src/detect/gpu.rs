@@ -8,7 +8,7 @@ use crate::detect::thresholds::Thresholds;
 use crate::detect::xid::xid_meaning;
 use crate::detect::{flag, ms};
 use crate::model::flag::{Flag, FlagKind, Severity, Subject};
-use crate::model::sample::{GpuDesc, GpuReading};
+use crate::model::sample::{GpuDesc, GpuError, GpuReading};
 use crate::model::sched::Job;
 
 /// Per-GPU detector memory.
@@ -17,6 +17,7 @@ pub struct GpuState {
     throttled: Debounce,
     hot: Debounce,
     lost: Debounce,
+    stuck: Debounce,
     nvlink: Debounce,
     capped: Debounce,
     ecc: Debounce,
@@ -44,6 +45,7 @@ pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     // XIDs first: they arrive with the sample that follows them, lost GPU or not.
     xid(st, g, cx, out);
     gpu_lost(st, g, cx, out);
+    gpu_stuck(st, g, cx, out);
     if g.error.is_some() {
         // No readings to judge the rest by; keep their memory as it is.
         return;
@@ -157,6 +159,35 @@ fn gpu_lost(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>
             &[],
         ));
     }
+}
+
+/// A stuck NVML call this long is no slow call that may yet return.
+const STUCK_CRIT_MS: u64 = 30_000;
+
+/// An NVML call on the GPU has not returned (the agent says so and serves
+/// the others): its temperature, ECC and clocks are unknown meanwhile. Warn
+/// at once, crit once it lasts `STUCK_CRIT_MS`.
+fn gpu_stuck(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let stuck = match &g.error {
+        Some(GpuError::Stuck { text, for_ms }) => Some((text, *for_ms)),
+        _ => None,
+    };
+    let Some(since) = st.stuck.update(stuck.is_some(), cx.t, 1, cx.th.clear_samples) else {
+        return;
+    };
+    let (detail, sev, ev) = match stuck {
+        Some((text, ms)) => (
+            format!("NVML call does not return: {}", text.trim_start_matches("nvml_stuck: ")),
+            if ms >= STUCK_CRIT_MS {
+                Severity::Crit
+            } else {
+                Severity::Warn
+            },
+            vec![("no_answer_s", ms as f64 / 1000.0)],
+        ),
+        None => ("NVML answers again (clearing)".into(), Severity::Warn, Vec::new()),
+    };
+    out.push(flag(FlagKind::GpuStuck, sev, Subject::Gpu(g.index), since, detail, &ev));
 }
 
 /// A reading for the evidence and the detail line ("?" where absent).

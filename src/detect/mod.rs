@@ -263,6 +263,39 @@ mod tests {
     }
 
     #[test]
+    fn a_stuck_gpu_warns_then_is_critical_after_30_s_and_clears_once_it_answers() {
+        use crate::model::sample::GpuError;
+        let th = Thresholds::default();
+        let mut d = NodeDetector::default();
+        let mut feed = |t: i64, g: GpuReading| {
+            let s = NodeSample {
+                time_ms: t,
+                gpus: vec![g],
+                ..Default::default()
+            };
+            d.on_sample(&info(), &s, &Derived::default(), &[], &th);
+            d.active().find(|f| f.kind == FlagKind::GpuStuck).cloned()
+        };
+        let stuck = |ms: u64| GpuReading {
+            error: Some(GpuError::Stuck {
+                text: format!("nvml_stuck: nvmlDeviceGetPowerUsage: no answer for {ms} ms"),
+                for_ms: ms,
+            }),
+            ..Default::default()
+        };
+        let f = feed(1000, stuck(1000)).expect("raised at once");
+        assert_eq!((f.severity, f.since_ms), (Severity::Warn, 1000));
+        assert!(f.detail.contains("nvmlDeviceGetPowerUsage"), "{}", f.detail);
+        let f = feed(31_000, stuck(31_000)).expect("still raised");
+        assert_eq!((f.severity, f.since_ms), (Severity::Crit, 1000));
+        // Answering again: cleared after the usual clean samples.
+        let cleared = (0..10)
+            .map(|i| feed(32_000 + i * 1000, gpu(|_| {})))
+            .position(|f| f.is_none());
+        assert_eq!(cleared, Some(th.clear_samples as usize - 1));
+    }
+
+    #[test]
     fn hot_has_hysteresis_in_degrees() {
         let th = Thresholds::default(); // hot at 82 °C for an 87 °C slowdown
         let temps = [83, 83, 83, 81, 81, 81, 81, 81, 79, 79, 79, 79, 79];

@@ -101,6 +101,14 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
         // An agent before `absent` said this for a MIG GPU's utilization
         // alone; it is no reading, not a GPU that failed.
         "not_supported" => None,
+        s if s.starts_with("nvml_stuck") => Some(GpuError::Stuck {
+            text: s.to_string(),
+            // How long, for the flag's severity; 0 if worded otherwise.
+            for_ms: s
+                .rsplit_once("no answer for ")
+                .and_then(|(_, n)| n.strip_suffix(" ms")?.parse().ok())
+                .unwrap_or(0),
+        }),
         _ => Some(GpuError::Other(g.error.clone())),
     };
     if error.is_some() {
@@ -286,6 +294,35 @@ mod tests {
         assert!(lost.is_lost());
         assert_eq!((lost.util_pct, lost.temp_c), (None, None));
         assert_eq!(lost.xids, [Xid { xid: 79, time_ms: 4000 }], "XIDs on the console clock");
+    }
+
+    #[test]
+    fn a_stuck_gpu_keeps_the_agents_words_and_how_long() {
+        let stuck = |e: &str| {
+            gpu_reading(
+                pb::GpuSample {
+                    error: e.into(),
+                    ..Default::default()
+                },
+                0,
+            )
+            .error
+        };
+        let text = "nvml_stuck: nvmlDeviceGetPowerUsage: no answer for 2400 ms";
+        assert_eq!(
+            stuck(text),
+            Some(GpuError::Stuck {
+                text: text.into(),
+                for_ms: 2400
+            })
+        );
+        assert_eq!(
+            stuck("nvml_stuck: something else"),
+            Some(GpuError::Stuck {
+                text: "nvml_stuck: something else".into(),
+                for_ms: 0
+            })
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::model::target::Target;
 use crate::model::update::{Event, Update};
 
 /// The scenarios that each show a problem, placed once each in a demo.
-pub const PROBLEMS: [Scenario; 12] = [
+pub const PROBLEMS: [Scenario; 13] = [
     Scenario::Idle,
     Scenario::ThermalThrottle,
     Scenario::Hot,
@@ -24,8 +24,9 @@ pub const PROBLEMS: [Scenario; 12] = [
     Scenario::IbDown,
     Scenario::IbErrors,
     Scenario::Hang,
-    // Last, so that adding it moved no other problem in existing demos.
+    // Last, so that adding them moved no other problem in existing demos.
     Scenario::Underused,
+    Scenario::NvmlStuck,
 ];
 
 /// One simulated node of the demo.

@@ -35,10 +35,13 @@ pub enum FlagKind {
     RemapFailed,
     /// Busy by NVML's utilization, yet most SMs idle by GPM (info).
     Underused,
+    /// An NVML call on the GPU does not return: no readings from it (warn,
+    /// crit once it lasts 30 s).
+    GpuStuck,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 14] = [
+    pub const ALL: [FlagKind; 15] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -53,6 +56,7 @@ impl FlagKind {
         FlagKind::RemapPending,
         FlagKind::RemapFailed,
         FlagKind::Underused,
+        FlagKind::GpuStuck,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +75,7 @@ impl FlagKind {
             FlagKind::RemapPending => "remap_pending",
             FlagKind::RemapFailed => "remap_failed",
             FlagKind::Underused => "underused",
+            FlagKind::GpuStuck => "gpu_stuck",
         }
     }
 

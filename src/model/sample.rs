@@ -102,6 +102,10 @@ pub struct HostReading {
 pub enum GpuError {
     /// It does not answer: fallen off the bus.
     Lost,
+    /// An NVML call on it has not returned (the agent's "nvml_stuck: <call>:
+    /// no answer for N ms", kept whole in `text`); the agent serves the
+    /// other GPUs meanwhile. `for_ms` is N.
+    Stuck { text: String, for_ms: u64 },
     /// Anything else the agent reported, in its words.
     Other(String),
 }
@@ -111,6 +115,7 @@ impl GpuError {
     pub fn name(&self) -> &str {
         match self {
             GpuError::Lost => "gpu_lost",
+            GpuError::Stuck { text, .. } => text,
             GpuError::Other(s) => s,
         }
     }

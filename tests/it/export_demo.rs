@@ -26,6 +26,7 @@ fn expected(s: Scenario) -> &'static [FlagKind] {
         Scenario::IbDown => &[IbDown],
         Scenario::IbErrors => &[IbErrors],
         Scenario::Hang => &[Stale],
+        Scenario::NvmlStuck => &[GpuStuck],
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use fleetop::export::{FlagOut, Gpu, Node, Snapshot};
+use fleetop::export::{FlagOut, Gpu, Node, Snapshot, Status};
 use fleetop::model::flag::{FlagKind, Severity};
 
 use crate::{Killed, agent_bin, fleetop, free_port};
@@ -373,4 +373,53 @@ fn unsupported_and_refused_readings_are_absent_and_a_hung_call_does_not_end_the_
     assert!(g1.util_pct.is_some());
     assert!(gpu(&n, 2).power_w.is_some());
     assert_eq!(n.gpus.len(), 8);
+}
+
+/// The stuck GPU's error ("nvml_stuck: <call>: no answer for N ms"), if stuck.
+fn stuck_ms(n: &Node, i: u32) -> Option<u64> {
+    let e = gpu(n, i).error.as_deref()?;
+    let rest = e.strip_prefix("nvml_stuck: nvmlDeviceGetPowerUsage: no answer for ")?;
+    rest.strip_suffix(" ms")?.parse().ok()
+}
+
+#[test]
+fn a_gpu_whose_nvml_call_hangs_is_reported_stuck_while_the_others_keep_reporting() {
+    let port = free_port();
+    // The clock runs: GPU 2's power reading hangs for 8 s, 1 s in.
+    let _a = nvml_agent(port, "faults/hang-long.toml", None);
+    let first = export_until(port, "GPU 2 reported stuck", |n| stuck_ms(n, 2).is_some());
+    // Still during the hang: newer samples, the other GPUs read in them, GPU
+    // 2 stuck for longer, its XID (from the event thread) still reported.
+    let during = export_until(port, "a later sample with GPU 2 still stuck", |n| {
+        n.sampled_at != first.sampled_at && stuck_ms(n, 2) > stuck_ms(&first, 2)
+    });
+    for n in [&first, &during] {
+        assert_eq!(n.status, Status::Ok, "{n:#?}");
+        assert_eq!(n.gpus.len(), 8);
+        for g in n.gpus.iter().filter(|g| g.index != 2) {
+            assert_eq!(g.error, None, "GPU {}", g.index);
+            assert!(g.util_pct.is_some() && g.power_w.is_some(), "GPU {}: {g:?}", g.index);
+        }
+        assert_eq!(gpu(n, 2).power_w, None, "no readings from a stuck GPU");
+        assert!(
+            flags(n, FlagKind::GpuLost).is_empty(),
+            "stuck is not lost: {:?}",
+            n.flags
+        );
+        let f = flags(n, FlagKind::GpuStuck);
+        assert_eq!(f.len(), 1, "{:?}", n.flags);
+        // Stuck for seconds, not yet the 30 s that make it critical.
+        assert_eq!((f[0].gpu, f[0].severity), (Some(2), Severity::Warn));
+        assert!(f[0].detail.contains("nvmlDeviceGetPowerUsage"), "{}", f[0].detail);
+    }
+    let during = export_until(port, "GPU 2's XID while it is stuck", |n| {
+        stuck_ms(n, 2).is_some() && flags(n, FlagKind::Xid).iter().any(|f| f.gpu == Some(2))
+    });
+    assert!(gpu(&during, 0).util_pct.is_some());
+    // When the call returns, GPU 2 reads normally again.
+    let after = export_until(port, "GPU 2 answering again, its flag cleared", |n| {
+        gpu(n, 2).error.is_none() && flags(n, FlagKind::GpuStuck).is_empty()
+    });
+    assert!(gpu(&after, 2).power_w.is_some(), "{:?}", gpu(&after, 2));
+    assert!(gpu(&after, 2).util_pct.is_some());
 }
