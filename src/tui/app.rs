@@ -132,8 +132,13 @@ pub struct App {
     pub input: Option<String>,
     /// A one-line message for the footer (a bad filter, ...).
     pub message: Option<String>,
-    /// Position in the visible node list.
-    pub cursor: usize,
+    /// The node under the cursor (its index in the store): the selection
+    /// follows the node, not the row, so a live re-sort never moves another
+    /// node under a key press.
+    pub selected: Option<usize>,
+    /// Where the selection was in the visible list: where it goes when the
+    /// selected node leaves the list (a filter).
+    cursor: usize,
     /// Nodes marked with space (node indices), for actions.
     pub marked: BTreeSet<usize>,
     /// The node shown in detail (node index) and its selected GPU position.
@@ -183,6 +188,7 @@ impl App {
             filter_text: String::new(),
             input: None,
             message: None,
+            selected: None,
             cursor: 0,
             marked: BTreeSet::new(),
             detail_node: 0,
@@ -223,9 +229,44 @@ impl App {
         }
     }
 
-    /// The node under the cursor.
+    /// The node under the cursor: the selected one while it is shown.
     pub fn current_node(&self) -> Option<usize> {
-        self.visible().get(self.cursor).copied()
+        let vis = self.visible();
+        vis.get(self.cursor_pos_in(&vis)).copied()
+    }
+
+    /// The cursor's row in the visible list (where the current node is).
+    pub fn cursor_pos(&self) -> usize {
+        self.cursor_pos_in(&self.visible())
+    }
+
+    /// The cursor's row in `vis`, the visible list already computed.
+    pub fn cursor_pos_in(&self, vis: &[usize]) -> usize {
+        self.selected
+            .and_then(|n| vis.iter().position(|&i| i == n))
+            .unwrap_or_else(|| self.cursor.min(vis.len().saturating_sub(1)))
+    }
+
+    /// Selects the node at row `pos` of the visible list.
+    fn select_row(&mut self, pos: usize) {
+        let vis = self.visible();
+        let pos = pos.min(vis.len().saturating_sub(1));
+        self.cursor = pos;
+        self.selected = vis.get(pos).copied();
+    }
+
+    /// Moves the cursor `delta` rows from the current node.
+    fn move_cursor(&mut self, delta: isize) {
+        let len = self.visible().len();
+        self.select_row(moved(self.cursor_pos(), delta, len));
+    }
+
+    /// Selects node `node` (by store index), wherever it is in the list.
+    fn select_node(&mut self, node: usize) {
+        self.selected = Some(node);
+        if let Some(pos) = self.visible().iter().position(|&i| i == node) {
+            self.cursor = pos;
+        }
     }
 
     pub fn detail(&self) -> Option<&NodeState> {
@@ -336,8 +377,10 @@ pub fn update(app: &mut App, action: Action) {
 
 /// Keeps cursors inside what is shown (the list can shrink under a filter).
 fn clamp_cursors(app: &mut App) {
-    let n = app.visible().len();
-    app.cursor = app.cursor.min(n.saturating_sub(1));
+    // The selected node keeps the cursor wherever a re-sort takes it; one
+    // that is no longer shown hands it to whatever is now on its row.
+    let pos = app.cursor_pos();
+    app.select_row(pos);
     let g = app.gpu_count();
     app.detail_gpu = app.detail_gpu.min(g.saturating_sub(1));
 }
@@ -362,7 +405,7 @@ fn on_key(app: &mut App, k: KeyEvent) {
                         app.filter = f;
                         app.filter_text = text.trim().to_string();
                         app.message = None;
-                        app.cursor = 0;
+                        app.select_row(0);
                         app.alert_cursor = 0;
                     }
                     Err(e) => app.message = Some(e),
@@ -447,17 +490,16 @@ fn vertical(k: &KeyEvent, page: isize) -> Option<isize> {
 }
 
 fn heatmap_key(app: &mut App, k: KeyEvent) {
-    let len = app.visible().len();
     let wall = app.wall_active();
     // On the wall, up and down move a row of cells.
     let step = if wall { app.wall_columns() as isize } else { 1 };
     if let Some(d) = vertical(&k, 10) {
-        app.cursor = moved(app.cursor, d.saturating_mul(step), len);
+        app.move_cursor(d.saturating_mul(step));
         return;
     }
     match k.code {
-        KeyCode::Char('h') | KeyCode::Left if wall => app.cursor = moved(app.cursor, -1, len),
-        KeyCode::Char('l') | KeyCode::Right if wall => app.cursor = moved(app.cursor, 1, len),
+        KeyCode::Char('h') | KeyCode::Left if wall => app.move_cursor(-1),
+        KeyCode::Char('l') | KeyCode::Right if wall => app.move_cursor(1),
         KeyCode::Enter => {
             if let Some(n) = app.current_node() {
                 app.open_detail(n, None);
@@ -473,7 +515,7 @@ fn heatmap_key(app: &mut App, k: KeyEvent) {
                     app.marked.insert(n);
                 }
             }
-            app.cursor = moved(app.cursor, 1, len);
+            app.move_cursor(1);
         }
         KeyCode::Char('u') => app.marked.clear(),
         _ => {}
@@ -498,7 +540,7 @@ fn detail_key(app: &mut App, k: KeyEvent) {
             if let Some(pos) = vis.iter().position(|&i| i == app.detail_node) {
                 let next = moved(pos, if k.code == KeyCode::Char('n') { 1 } else { -1 }, vis.len());
                 app.detail_node = vis[next];
-                app.cursor = next;
+                app.select_node(vis[next]);
             }
         }
         _ => {}
@@ -523,9 +565,7 @@ fn alerts_key(app: &mut App, k: KeyEvent) {
             });
             if let Some((node, gpu)) = target {
                 app.open_detail(node, gpu);
-                if let Some(pos) = app.visible().iter().position(|&i| i == node) {
-                    app.cursor = pos;
-                }
+                app.select_node(node);
             }
         }
         _ => {}

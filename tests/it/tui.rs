@@ -781,3 +781,95 @@ fn node_detail_lists_a_mig_gpus_instances_under_it() {
     assert_eq!(gi2, ["gi2", "0.0/20", "2g.20gb"], "{screen}");
     assert!(lines[gpu2 + 3].starts_with("3 "), "GPU 3 follows: {screen}");
 }
+
+/// Under "sort by metric" a live fleet re-sorts as samples arrive: the
+/// cursor stays on the node it was on, so Enter (and space, D, B) act on
+/// exactly that node, never on whatever moved into its row.
+#[test]
+fn the_selection_follows_the_node_when_the_list_re_sorts_under_it() {
+    let fleet = || fleet_updates(6, 8, 30);
+    // Sort by utilization, cursor two rows down.
+    let keys_sjj = || keys("sjj").into_iter().map(Step::Do).collect::<Vec<_>>();
+    let (buf, _) = drive_steps(theme(), fleet(), (120, 30), keys_sjj(), |_| {});
+    let screen = text(&buf);
+    let sel_bg = theme().selected.bg.unwrap_or(Color::Reset);
+    let rows: Vec<(u16, String)> = screen
+        .lines()
+        .enumerate()
+        .skip(3)
+        .filter_map(|(y, l)| {
+            let name = l.split_whitespace().next().filter(|w| w.starts_with("gpu"))?;
+            Some((y as u16, name.to_string()))
+        })
+        .collect();
+    let top = rows[0].1.clone();
+    let (sel_y, chosen) = rows
+        .iter()
+        .find(|(y, _)| buf[(2, *y)].bg == sel_bg)
+        .cloned()
+        .expect("a selected row");
+    assert!(sel_y > rows[0].0, "the cursor is below the top row: {screen}");
+    // The top node's GPUs go idle: it drops to the bottom, and every row
+    // below it moves up one.
+    let (targets, updates) = fleet();
+    let top_index = targets.iter().position(|t| t.name == top).expect("top node");
+    let mut idle = updates
+        .iter()
+        .rev()
+        .find_map(|u| match u {
+            Update::Node {
+                node,
+                event: Event::Sample(s),
+            } if *node == top_index => Some(s.clone()),
+            _ => None,
+        })
+        .expect("a sample of the top node");
+    idle.seq += 1;
+    idle.time_ms += 1;
+    for g in &mut idle.gpus {
+        g.util_pct = Some(0);
+    }
+    // Sort, move, then the re-sort arrives, then `then`.
+    let steps = |then: Option<KeyCode>| {
+        let mut v = keys_sjj();
+        v.push(Step::Arrive(Update::Node {
+            node: top_index,
+            event: Event::Sample(idle.clone()),
+        }));
+        v.extend(then.map(|k| Step::Do(key(k))));
+        v
+    };
+    let run = |then| {
+        drive_steps(
+            theme(),
+            (targets.clone(), updates.clone()),
+            (120, 30),
+            steps(then),
+            |_| {},
+        )
+        .0
+    };
+    // The re-sorted list is drawn with the cursor still on the chosen node.
+    let buf = run(None);
+    let screen = text(&buf);
+    let (x, y) = find(&buf, &chosen).expect("the chosen node is shown");
+    assert_eq!(buf[(x, y)].bg, sel_bg, "{top} {chosen} {screen}");
+    let at = |name: &str| {
+        screen
+            .lines()
+            .skip(3)
+            .position(|l| l.split_whitespace().next() == Some(name))
+    };
+    let was = usize::from(sel_y) - 3;
+    assert_eq!(at(&chosen), Some(was - 1), "the chosen node moved up a row: {screen}");
+    // Enter opens it, and space marks it, not the node now on its old row.
+    let screen = text(&run(Some(KeyCode::Enter)));
+    let title = screen.lines().nth(2).unwrap_or_default();
+    assert!(
+        title.contains(&format!(" {chosen} ")),
+        "opened {title:?}, chose {chosen}"
+    );
+    let screen = text(&run(Some(KeyCode::Char(' '))));
+    let marked = screen.lines().find(|l| l.contains('●')).unwrap_or_default();
+    assert!(marked.contains(&chosen), "marked {marked:?}, chose {chosen}");
+}

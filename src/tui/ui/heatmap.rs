@@ -167,13 +167,14 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     let lay = row_layout((area.width as usize).saturating_sub(sched_w), max_gpus, name_w);
     let rows = area.height as usize;
     // Keep the cursor on screen: scroll so it is on the last row at most.
-    let first = app.cursor.saturating_sub(rows.saturating_sub(1));
+    let cursor = app.cursor_pos_in(vis);
+    let first = cursor.saturating_sub(rows.saturating_sub(1));
     for (row, (pos, &i)) in vis.iter().enumerate().skip(first).take(rows).enumerate() {
         let n = &nodes[i];
         let mut spans = Vec::with_capacity(max_gpus + 8);
         let marked = app.marked.contains(&i);
         spans.push(Span::styled(if marked { "● " } else { "  " }, t.title));
-        let name_style = if pos == app.cursor { t.selected } else { t.base };
+        let name_style = if pos == cursor { t.selected } else { t.base };
         let name: String = n.target.name.chars().take(lay.name_w).collect();
         spans.push(Span::styled(format!("{name:<w$}", w = lay.name_w), name_style));
         spans.push(Span::raw(" "));
@@ -275,7 +276,8 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     );
     let status_row = area.height.saturating_sub(1);
     let rows = status_row as usize;
-    let cursor_row = app.cursor / cols;
+    let cursor = app.cursor_pos_in(vis);
+    let cursor_row = cursor / cols;
     let first_row = cursor_row.saturating_sub(rows.saturating_sub(1));
     for (pos, &i) in vis.iter().enumerate().skip(first_row * cols).take(rows * cols) {
         let n = &nodes[i];
@@ -304,7 +306,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             glyph
         };
         let mut cell = format!("{text:<cell_w$}");
-        if pos == app.cursor {
+        if pos == cursor {
             style = t.selected;
             cell = format!("{:<cell_w$}", if glyph == " " { "◆" } else { glyph });
         }
@@ -318,7 +320,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         }
     }
     // What the cursor is on, in words.
-    if let Some(&i) = vis.get(app.cursor) {
+    if let Some(&i) = vis.get(cursor) {
         let n = &nodes[i];
         let mean = view::node_mean(n, app.metric, &app.store.thresholds)
             .map(|f| format!("{:.0}%", f * 100.0))
