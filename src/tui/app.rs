@@ -420,11 +420,9 @@ fn on_key(app: &mut App, k: KeyEvent) {
         return;
     }
     if app.help {
-        // Any key closes help; q still quits.
+        // Any key closes help, q included, as the help says: a person who
+        // opened help to find the quit key must not quit by closing it.
         app.help = false;
-        if k.code == KeyCode::Char('q') {
-            app.quit = true;
-        }
         return;
     }
     app.message = None;

@@ -229,6 +229,21 @@ fn help_lists_the_keys() {
 }
 
 #[test]
+fn q_in_help_closes_help_and_does_not_quit() {
+    // `drive` ends with a Quit of its own; the screen it leaves is the
+    // heatmap, with help closed, and the app was still running to draw it.
+    let buf = drive(theme(), fleet_updates(4, 8, 60), (80, 24), keys("?qj"));
+    let screen = text(&buf);
+    assert!(!screen.contains("keys") && screen.contains("4 nodes"), "{screen}");
+    let (x, y) = find(&buf, "gpu02").expect("shown");
+    assert_eq!(
+        buf[(x, y)].bg,
+        theme().selected.bg.unwrap_or(Color::Reset),
+        "j after q still moved the cursor"
+    );
+}
+
+#[test]
 fn filter_by_flag_kind_and_by_hostlist() {
     let mut a = keys("/throttled");
     a.push(key(KeyCode::Enter));
