@@ -44,7 +44,11 @@ pub fn main() -> ExitCode {
             // to the terminal.
             let line = fleetop_proto::input::error_line(e.as_ref());
             eprintln!("fleetop: {}", fleetop_proto::input::printable(&line, 2000));
-            ExitCode::FAILURE
+            if e.downcast_ref::<tui::NoTerminal>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -24,6 +24,12 @@ use app::{Action, App};
 use theme::{ColorDepth, Theme};
 
 /// Runs the console until the user quits, the terminal goes away, or SIGTERM.
+/// The console was started without a terminal to draw on (cron, a pipe,
+/// `setsid ... </dev/null`): a usage error, exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("the console needs a terminal (stdin and stdout); without one, use `fleetop export`")]
+pub struct NoTerminal;
+
 pub fn run(
     rt: &tokio::runtime::Runtime,
     source: SourceArgs,
@@ -36,6 +42,12 @@ pub fn run(
     let depth = ColorDepth::detect();
     let spec = theme.or(cfg.theme.as_deref()).unwrap_or("default");
     let theme = Theme::load(spec, Theme::user_dir().as_deref(), depth)?;
+    {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            return Err(NoTerminal.into());
+        }
+    }
     let log_path = crate::logging::to_file();
     let mut session = rt.block_on(Session::start(&source, &cfg))?;
     let (tx, rx) = mpsc::channel(1024);

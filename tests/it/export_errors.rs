@@ -192,3 +192,17 @@ fn a_byte_order_mark_is_not_a_bad_host_name_and_causes_are_said_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
+
+#[test]
+fn the_console_without_a_terminal_says_so_in_one_line_and_exits_2() {
+    // As under cron or `setsid fleetop demo </dev/null`: no terminal at all.
+    let out = fleetop().args(["demo", "--nodes", "1"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "nothing on stdout, no escape sequence");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("needs a terminal") && err.contains("fleetop export"),
+        "{err}"
+    );
+}
