@@ -405,6 +405,15 @@ fn drain_asks_a_reason_shows_the_exact_command_and_defaults_to_no() {
     let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps, enabled);
     assert!(asked.is_empty());
     assert!(text(&buf).contains("drain cancelled: nothing was run"));
+    // With marks, the dialog says so and names them, even from node detail.
+    let mut steps: Vec<Step> = keys(" j ").into_iter().map(Step::Do).collect();
+    steps.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Char('D')))]);
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, enabled);
+    assert!(
+        text(&buf).contains("drain 2 marked nodes: gpu01 gpu03"),
+        "{}",
+        text(&buf)
+    );
 }
 
 #[test]

@@ -83,6 +83,17 @@ fn popup(t: &Theme, title: &str, lines: Vec<Line<'_>>, w: u16, area: Rect, buf: 
         .render(r, buf);
 }
 
+/// Which nodes an action is about, as the person chose them: "3 marked
+/// nodes" when marks chose them, so nobody mistakes them for the one in view.
+fn chosen(app: &App, n: usize) -> String {
+    match (app.marked.is_empty(), n) {
+        (false, 1) => "1 marked node".into(),
+        (false, n) => format!("{n} marked nodes"),
+        (true, 1) => "the node in view".into(),
+        (true, n) => format!("{n} nodes"),
+    }
+}
+
 fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     let width = area.width.saturating_sub(4).clamp(40, 110);
@@ -90,9 +101,9 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
         Dialog::Reason { action, nodes, text } => {
             let lines = vec![
                 Line::from(format!(
-                    " {} {} node(s): {}",
+                    " {} {}: {}",
                     action.verb(),
-                    nodes.len(),
+                    chosen(app, nodes.len()),
                     nodes.join(" ")
                 )),
                 Line::from(""),
@@ -108,7 +119,7 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
         }
         Dialog::Confirm(plan) => {
             let mut lines = vec![
-                Line::from(format!(" Run these commands ({} node(s))?", plan.nodes.len())),
+                Line::from(format!(" Run these commands ({})?", chosen(app, plan.nodes.len()))),
                 Line::from(""),
             ];
             lines.extend(
@@ -391,7 +402,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("Enter", "open the node"),
             ("s", "sort by name, metric, flags"),
             ("w", "toggle the dense wall (one cell per node)"),
-            ("space", "mark / unmark the node (for actions)"),
+            ("space", "mark / unmark the node (for actions), then move down"),
             ("u", "unmark all"),
         ]),
         Screen::Detail => v.extend([
