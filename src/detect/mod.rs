@@ -109,12 +109,30 @@ impl NodeDetector {
     /// Raises or clears the node's `stale` flag (decided by the store's clock).
     /// `stale` is (since, age in ms, detail) while the node is stale.
     pub fn set_stale(&mut self, stale: Option<(i64, i64, String)>, now_ms: i64, th: &Thresholds) {
-        let key = (FlagKind::Stale, Subject::Node);
-        match stale {
+        self.set_node_flag(FlagKind::Stale, Severity::Warn, stale, now_ms, th);
+    }
+
+    /// Raises or clears the node's `unreachable` flag (decided by the store's
+    /// clock): (since, how long in ms, the connection's error) while it is.
+    pub fn set_unreachable(&mut self, down: Option<(i64, i64, String)>, now_ms: i64, th: &Thresholds) {
+        self.set_node_flag(FlagKind::Unreachable, Severity::Crit, down, now_ms, th);
+    }
+
+    /// A node-level flag held while `state` is (since, age in ms, detail).
+    fn set_node_flag(
+        &mut self,
+        kind: FlagKind,
+        severity: Severity,
+        state: Option<(i64, i64, String)>,
+        now_ms: i64,
+        th: &Thresholds,
+    ) {
+        let key = (kind, Subject::Node);
+        match state {
             Some((since_ms, age_ms, detail)) => {
                 let f = self.active.entry(key).or_insert_with(|| Flag {
-                    kind: FlagKind::Stale,
-                    severity: Severity::Warn,
+                    kind,
+                    severity,
                     subject: Subject::Node,
                     since_ms,
                     detail: String::new(),

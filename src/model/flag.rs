@@ -38,10 +38,13 @@ pub enum FlagKind {
     /// An NVML call on the GPU does not return: no readings from it (warn,
     /// crit once it lasts 30 s).
     GpuStuck,
+    /// The node's agent cannot be reached (or never could) for
+    /// `unreachable_after`: crit, with the reason (refused, DNS, TLS, timeout).
+    Unreachable,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 15] = [
+    pub const ALL: [FlagKind; 16] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -57,6 +60,7 @@ impl FlagKind {
         FlagKind::RemapFailed,
         FlagKind::Underused,
         FlagKind::GpuStuck,
+        FlagKind::Unreachable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +80,7 @@ impl FlagKind {
             FlagKind::RemapFailed => "remap_failed",
             FlagKind::Underused => "underused",
             FlagKind::GpuStuck => "gpu_stuck",
+            FlagKind::Unreachable => "unreachable",
         }
     }
 

@@ -137,13 +137,16 @@ impl Store {
         }
     }
 
-    /// Re-judges what depends on the clock alone (the `stale` flag).
+    /// Re-judges what depends on the clock alone: `stale` (a node silent
+    /// for a few intervals, warn) and `unreachable` (its agent cannot be
+    /// reached, or never could be, for `unreachable_after`: crit, with why).
     pub fn tick(&mut self, now_ms: i64) {
         let th = &self.thresholds;
+        let after = th.unreachable_after.as_millis() as i64;
         for n in &mut self.nodes {
             let status = n.status(now_ms, th);
             let stale = match (status, &n.last) {
-                (NodeStatus::Stale | NodeStatus::Unreachable, Some(last)) => {
+                (NodeStatus::Stale, Some(last)) => {
                     let age_ms = now_ms - last.time_ms;
                     let why = match &n.link {
                         Link::Down { error, .. } => format!("; agent unreachable: {error}"),
@@ -154,6 +157,24 @@ impl Store {
                 _ => None,
             };
             n.detector.set_stale(stale, now_ms, th);
+            let unreachable = match (status, &n.link) {
+                (NodeStatus::Unreachable, Link::Down { since_ms, error }) => {
+                    // Silent since its last sample, or since the first
+                    // failed attempt for a node never reached.
+                    let since = n.last.as_ref().map_or(*since_ms, |l| l.time_ms);
+                    let age = now_ms - since;
+                    (age >= after).then(|| {
+                        let what = if n.last.is_some() {
+                            "unreachable"
+                        } else {
+                            "never reached"
+                        };
+                        (since, age, format!("agent {what} for {} s: {error}", age / 1000))
+                    })
+                }
+                _ => None,
+            };
+            n.detector.set_unreachable(unreachable, now_ms, th);
         }
     }
 }
@@ -161,6 +182,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::flag::{FlagKind, Severity};
     use crate::model::sample::{GpuReading, NodeDesc, NodeSample};
 
     fn target() -> Target {
@@ -248,6 +270,49 @@ mod tests {
         // went silent, not 30 s after it was noticed.
         assert_eq!(st.nodes[0].status(39_000, &th), NodeStatus::Stale);
         assert_eq!(st.nodes[0].status(40_000, &th), NodeStatus::Unreachable);
+        // Unreachable is an alert, crit, with the reason; stale gives way to it.
+        st.tick(40_000);
+        let kinds = |st: &Store| {
+            st.nodes[0]
+                .detector
+                .active()
+                .map(|f| (f.kind, f.severity))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(&st), [(FlagKind::Unreachable, Severity::Crit)]);
+        let f = st.nodes[0].detector.active().next().expect("flag");
+        assert_eq!(f.detail, "agent unreachable for 30 s: refused");
+        assert_eq!(f.since_ms, 10_000, "since it went silent");
+        // Back: the alert clears.
+        on(&mut st, Event::Info(Box::default()), 41_000);
+        let s = NodeSample {
+            seq: 2,
+            time_ms: 41_000,
+            ..Default::default()
+        };
+        on(&mut st, Event::Sample(Box::new(s)), 41_000);
+        st.tick(41_000);
+        assert!(kinds(&st).is_empty());
+    }
+
+    #[test]
+    fn a_node_never_reached_raises_an_alert_after_unreachable_after() {
+        let th = Thresholds::default();
+        let mut st = Store::new(vec![target()], th.clone());
+        on(
+            &mut st,
+            Event::Down("dns error: failed to lookup address".into()),
+            1_000,
+        );
+        st.tick(30_000);
+        assert_eq!(st.nodes[0].detector.active().count(), 0, "not yet: 29 s");
+        st.tick(31_000);
+        let f = st.nodes[0].detector.active().next().expect("an alert");
+        assert_eq!((f.kind, f.severity), (FlagKind::Unreachable, Severity::Crit));
+        assert_eq!(
+            f.detail,
+            "agent never reached for 30 s: dns error: failed to lookup address"
+        );
     }
 
     #[test]

@@ -199,13 +199,15 @@ impl Filter {
         if t.is_empty() {
             return Ok(Filter::All);
         }
-        if let Some(k) = FlagKind::from_name(t) {
-            return Ok(Filter::Kind(k));
-        }
+        // Status words first: "unreachable" is also a flag's name, and the
+        // status is the wider set (the flag waits `unreachable_after`).
         match t {
             "ok" => return Ok(Filter::Status(NodeStatus::Ok)),
             "unreachable" => return Ok(Filter::Status(NodeStatus::Unreachable)),
             _ => {}
+        }
+        if let Some(k) = FlagKind::from_name(t) {
+            return Ok(Filter::Kind(k));
         }
         if t.contains('[') || t.contains(',') {
             let names = hostlist::expand(t).map_err(|e| e.to_string())?;

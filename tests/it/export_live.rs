@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use chrono::DateTime;
 use fleetop::export::{Snapshot, Status};
+use fleetop::model::flag::{FlagKind, Severity};
 
 use crate::{fleetop, free_port, start_agent};
 
@@ -85,4 +86,44 @@ fn agents_whose_clocks_are_90s_off_show_true_ages_and_never_go_stale() {
     }
     let _ = export.wait();
     assert_eq!(seen, 8);
+}
+
+#[test]
+fn a_node_never_reached_is_an_alert_with_the_reason_after_unreachable_after() {
+    let (live, refused) = (free_port(), free_port());
+    let _agent = start_agent(live, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, "[thresholds]\nunreachable_after = \"2s\"\n").expect("config");
+    let out = fleetop()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["export", "--format", "ndjson", "--interval", "1s", "--count", "4"])
+        .args(["--hosts", &format!("127.0.0.1:{live},127.0.0.1:{refused}")])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let last: Snapshot = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().expect("snapshots"))
+        .expect("a snapshot");
+    let node = last
+        .nodes
+        .iter()
+        .find(|n| n.address.ends_with(&format!(":{refused}")))
+        .expect("the node");
+    assert_eq!(node.status, Status::Unreachable);
+    let f = node
+        .flags
+        .iter()
+        .find(|f| f.kind == FlagKind::Unreachable)
+        .expect("an unreachable alert");
+    assert_eq!(f.severity, Severity::Crit);
+    assert!(
+        f.detail.contains("never reached") && f.detail.contains("refused"),
+        "{}",
+        f.detail
+    );
+    assert!(
+        node.status_detail.as_deref().is_some_and(|d| d.contains("refused")),
+        "{node:?}"
+    );
 }
