@@ -117,7 +117,7 @@ impl Metric {
     /// Where MIG instance `m` of GPU `g` sits on the scale. Memory is the
     /// instance's own; temperature, power and clock belong to the whole GPU,
     /// which all its instances share; utilization is not given per instance
-    /// (nor for the GPU) in MIG mode, so `None`.
+    /// (nor for the GPU) in MIG mode, so `None`; GPM is the instance's own.
     pub fn mig_frac(self, g: &GpuReading, m: &MigReading, desc: Option<&GpuDesc>, th: &Thresholds) -> Option<f64> {
         match self {
             Metric::Util => None,
@@ -126,7 +126,10 @@ impl Metric {
                 _ => None,
             },
             Metric::Temp | Metric::Power | Metric::Clock => self.frac(g, desc, th),
-            Metric::SmActive | Metric::SmOccupancy | Metric::TensorActive | Metric::DramBw => None,
+            Metric::SmActive => m.gpm.map(|x| (x.sm_active_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::SmOccupancy => m.gpm.map(|x| (x.sm_occupancy_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::TensorActive => m.gpm.map(|x| (x.tensor_active_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::DramBw => m.gpm.map(|x| (x.dram_bw_pct / 100.0).clamp(0.0, 1.0)),
         }
     }
 

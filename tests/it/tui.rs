@@ -141,6 +141,10 @@ fn theme() -> Theme {
     Theme::load("default", None, ColorDepth::TrueColor).expect("default theme")
 }
 
+fn buf_has(buf: &Buffer, needle: &str) -> bool {
+    text(buf).contains(needle)
+}
+
 /// Position of the first occurrence of `needle` on the screen.
 fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
     text(buf).lines().enumerate().find_map(|(y, l)| {
@@ -733,9 +737,10 @@ fn a_bench_progress_past_its_total_draws_a_full_bar_not_a_panic() {
 }
 
 /// `nodes` simulated nodes of 8 GPUs whose GPU 2 is in MIG mode: no
-/// whole-GPU utilization, two instances (30 of 40 GiB used, 0 of 20).
+/// whole-GPU utilization, two instances (30 of 40 GiB used, 0 of 20; GPM
+/// SM activity 40 % on the first, none on the second).
 fn mig_fleet(nodes: u32) -> (Vec<Target>, Vec<Update>) {
-    use fleetop::model::sample::MigReading;
+    use fleetop::model::sample::{Gpm, MigReading};
     let (targets, mut updates) = fleet_updates(nodes, 8, 30);
     for u in &mut updates {
         if let Update::Node {
@@ -752,6 +757,12 @@ fn mig_fleet(nodes: u32) -> (Vec<Target>, Vec<Update>) {
                     uuid: "MIG-a".into(),
                     mem_used_bytes: Some(30 << 30),
                     mem_total_bytes: Some(40 << 30),
+                    gpm: Some(Gpm {
+                        sm_active_pct: 40.0,
+                        sm_occupancy_pct: 20.0,
+                        tensor_active_pct: 10.0,
+                        dram_bw_pct: 5.0,
+                    }),
                 },
                 MigReading {
                     gpu_instance_id: 2,
@@ -759,6 +770,7 @@ fn mig_fleet(nodes: u32) -> (Vec<Target>, Vec<Update>) {
                     uuid: "MIG-b".into(),
                     mem_used_bytes: Some(0),
                     mem_total_bytes: Some(20 << 30),
+                    gpm: None,
                 },
             ];
         }
@@ -781,9 +793,10 @@ fn node_detail_lists_a_mig_gpus_instances_under_it() {
         lines[gpu2]
     );
     let gi1 = lines[gpu2 + 1].split_whitespace().collect::<Vec<_>>();
-    assert_eq!(gi1, ["gi1", "30.0/40", "3g.40gb"], "{screen}");
+    // The instance's own GPM SM activity, "-" without.
+    assert_eq!(gi1, ["gi1", "30.0/40", "3g.40gb", "40%"], "{screen}");
     let gi2 = lines[gpu2 + 2].split_whitespace().collect::<Vec<_>>();
-    assert_eq!(gi2, ["gi2", "0.0/20", "2g.20gb"], "{screen}");
+    assert_eq!(gi2, ["gi2", "0.0/20", "2g.20gb", "-"], "{screen}");
     assert!(lines[gpu2 + 3].starts_with("3 "), "GPU 3 follows: {screen}");
 }
 
@@ -813,6 +826,11 @@ fn a_mig_gpu_gets_a_heatmap_cell_per_instance_and_a_count_when_narrow() {
         "{r}"
     );
     assert!(!r.contains("ERR"), "{r}");
+    // GPM SM activity: each instance's own; none is "-".
+    let buf = drive(theme(), mig_fleet(1), (80, 24), keys("mmmmm"));
+    let r = row(&buf);
+    assert!(buf_has(&buf, "SM activity (GPM)"), "{r}");
+    assert!(r.contains("  40   - "), "instance GPM cells: {r}");
     // Too narrow for a cell per instance: one cell, "m2", for the two.
     let buf = drive(theme(), mig_fleet(1), (50, 24), keys("m"));
     let r = row(&buf);
