@@ -22,6 +22,7 @@ PROFILES = [
     "h100-sxm5.toml",
     "h200.toml",
     "a100-sxm4-80gb-mig.toml",
+    "h100-sxm5-mig.toml",
     "faults/remap.toml",
     "faults/nvlink.toml",
     "faults/degraded.toml",
