@@ -22,7 +22,8 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// (1 had `remapped_rows_pending`/`_failed` counts), readings a GPU does not
 /// give are null (MIG utilization, HBM temperature), `gpm`-derived fields,
 /// `mig` instances, `scheduler_read_at`/`scheduler_error`, and `agent`
-/// versions, NVLink peers and IB states null where unknown.
+/// versions, NVLink peers and IB states null where unknown. Later within 2,
+/// additive: GPM fields per `mig` instance (`sm_active_pct` etc.).
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -171,6 +172,15 @@ pub struct MigInstance {
     pub uuid: String,
     pub mem_used_bytes: Option<u64>,
     pub mem_total_bytes: Option<u64>,
+    /// This instance's GPM metrics (as the GPU's above), `null` without GPM.
+    #[serde(default)]
+    pub sm_active_pct: Option<f64>,
+    #[serde(default)]
+    pub sm_occupancy_pct: Option<f64>,
+    #[serde(default)]
+    pub tensor_active_pct: Option<f64>,
+    #[serde(default)]
+    pub dram_bw_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -359,6 +369,10 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
                         uuid: m.uuid.clone(),
                         mem_used_bytes: m.mem_used_bytes,
                         mem_total_bytes: m.mem_total_bytes,
+                        sm_active_pct: m.gpm.map(|x| x.sm_active_pct),
+                        sm_occupancy_pct: m.gpm.map(|x| x.sm_occupancy_pct),
+                        tensor_active_pct: m.gpm.map(|x| x.tensor_active_pct),
+                        dram_bw_pct: m.gpm.map(|x| x.dram_bw_pct),
                     })
                     .collect()
             })

@@ -99,6 +99,8 @@ struct GpuReader {
     /// With GPM, the previous GPM sample: metrics are over the interval
     /// between two samples, so each sample pairs with the last.
     gpm_prev: Option<GpmSample<'static>>,
+    /// The same per MIG instance (nvmlGpmMigSampleGet), in `gpu.mig` order.
+    mig_gpm_prev: Vec<Option<GpmSample<'static>>>,
     /// A GPU without GPM (before Hopper) is never asked again.
     gpm_supported: bool,
     proc_root: PathBuf,
@@ -289,6 +291,7 @@ impl NvmlSampler {
                     gpu: g.clone(),
                     pcie_prev: None,
                     gpm_prev: None,
+                    mig_gpm_prev: g.mig.iter().map(|_| None).collect(),
                     gpm_supported: g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false)),
                     proc_root: proc_root.clone(),
                     doing: Arc::new(Mutex::new("")),
@@ -523,6 +526,10 @@ impl GpuReader {
         }
         if s.error.is_empty() {
             s.gpm = self.gpm();
+            // In `gpu.mig` order, as `sample_gpu` lists them.
+            for (k, m) in s.mig.iter_mut().enumerate() {
+                m.gpm = self.mig_gpm(k, m.gpu_instance_id);
+            }
         }
         s
     }
@@ -676,7 +683,27 @@ impl GpuReader {
             uuid: m.uuid().unwrap_or_default(),
             mem_used_bytes: mem.as_ref().map(|x| x.used).unwrap_or(0),
             mem_total_bytes: mem.map(|x| x.total).unwrap_or(0),
+            gpm: None,
         }
+    }
+
+    /// GPM metrics of MIG instance `k` (GPU instance `gi`) since the previous
+    /// sample: asked of the parent GPU by GPU instance id. `None` without
+    /// GPM, on the first sample, or where the instance id is unknown (0).
+    fn mig_gpm(&mut self, k: usize, gi: u32) -> Option<Gpm> {
+        if !self.gpm_supported || gi == 0 {
+            return None;
+        }
+        let d = self.gpu.dev.as_ref().ok()?;
+        let cur = self.call("nvmlGpmMigSampleGet", || d.gpm_mig_sample(gi));
+        let slot = self.mig_gpm_prev.get_mut(k)?;
+        let Ok(cur) = cur else {
+            *slot = None;
+            return None;
+        };
+        let prev = slot.replace(cur)?;
+        let cur = self.mig_gpm_prev.get(k)?.as_ref()?;
+        self.gpm_between(&prev, cur)
     }
 
     /// GPM metrics since the previous sample, `None` without GPM or on the
@@ -695,6 +722,11 @@ impl GpuReader {
         };
         let prev = self.gpm_prev.replace(cur)?;
         let cur = self.gpm_prev.as_ref()?;
+        self.gpm_between(&prev, cur)
+    }
+
+    /// The four GPM metrics between two GPM samples of one GPU or instance.
+    fn gpm_between(&self, prev: &GpmSample<'static>, cur: &GpmSample<'static>) -> Option<Gpm> {
         let ids = [
             GpmMetricId::SmUtil,
             GpmMetricId::SmOccupancy,
@@ -703,7 +735,7 @@ impl GpuReader {
         ];
         let r = self
             .call("nvmlGpmMetricsGet", || {
-                nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &prev, cur, &ids)
+                nvml_wrapper::gpm::gpm_metrics_get(self.nvml, prev, cur, &ids)
             })
             .ok()?;
         // Percent to hundredths of a percent, as the wire carries them.

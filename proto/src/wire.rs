@@ -172,6 +172,43 @@ mod tests {
     }
 
     #[test]
+    fn mig_instances_gpm_travels_as_it_is_and_its_absence_too() {
+        use crate::pb::{Gpm, GpuSample, MigInstance};
+        let inst = |gpm: Option<Gpm>| MigInstance {
+            gpu_instance_id: 1,
+            profile: "3g.40gb".into(),
+            gpm,
+            ..Default::default()
+        };
+        let some = Gpm {
+            sm_active_cpct: 9100,
+            sm_occupancy_cpct: 5250,
+            tensor_active_cpct: 7000,
+            dram_bw_cpct: 6600,
+        };
+        let a = Sample {
+            seq: 1,
+            gpus: vec![GpuSample {
+                energy_mj: 10,
+                mig: vec![inst(Some(some))],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.seq = 2;
+        b.gpus[0].energy_mj = 20;
+        let wire = encode(Some(&a), &b);
+        assert_eq!(wire.delta_from_seq, 1, "a delta");
+        assert_eq!(decode(Some(&a), wire).expect("decodes"), b);
+        // GPM gone (a failed GPM sample): absent, not the previous figures.
+        let mut c = b.clone();
+        c.seq = 3;
+        c.gpus[0].mig[0].gpm = None;
+        assert_eq!(decode(Some(&b), encode(Some(&b), &c)).expect("decodes"), c);
+    }
+
+    #[test]
     fn a_state_that_becomes_empty_travels_whole() {
         let a = Sample {
             seq: 1,

@@ -182,15 +182,20 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
                 uuid: m.uuid,
                 mem_used_bytes: nz(m.mem_total_bytes).map(|_| m.mem_used_bytes),
                 mem_total_bytes: nz(m.mem_total_bytes),
+                gpm: m.gpm.map(gpm),
             })
             .collect(),
-        // Hundredths of a percent on the wire.
-        gpm: g.gpm.map(|m| Gpm {
-            sm_active_pct: f64::from(m.sm_active_cpct) / 100.0,
-            sm_occupancy_pct: f64::from(m.sm_occupancy_cpct) / 100.0,
-            tensor_active_pct: f64::from(m.tensor_active_cpct) / 100.0,
-            dram_bw_pct: f64::from(m.dram_bw_cpct) / 100.0,
-        }),
+        gpm: g.gpm.map(gpm),
+    }
+}
+
+/// GPM metrics: hundredths of a percent on the wire.
+fn gpm(m: pb::Gpm) -> Gpm {
+    Gpm {
+        sm_active_pct: f64::from(m.sm_active_cpct) / 100.0,
+        sm_occupancy_pct: f64::from(m.sm_occupancy_cpct) / 100.0,
+        tensor_active_pct: f64::from(m.tensor_active_cpct) / 100.0,
+        dram_bw_pct: f64::from(m.dram_bw_cpct) / 100.0,
     }
 }
 

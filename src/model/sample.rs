@@ -178,6 +178,8 @@ pub struct MigReading {
     pub uuid: String,
     pub mem_used_bytes: Option<u64>,
     pub mem_total_bytes: Option<u64>,
+    /// This instance's GPM metrics; `None` without GPM.
+    pub gpm: Option<Gpm>,
 }
 
 /// What share of the GPU the work really used, percent of the interval.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::model::sample::{GpuDesc, GpuReading};
+use crate::model::sample::{GpuDesc, GpuReading, MigReading};
 
 use crate::detect::Thresholds;
 use crate::ingest::hostlist;
@@ -107,6 +107,41 @@ impl Metric {
             (Metric::Temp, Some(t)) => format!("{}", t.min(999)),
             _ => self
                 .frac(g, desc, th)
+                .map(|f| format!("{:.0}", f * 100.0))
+                .unwrap_or_else(|| "-".into()),
+        }
+    }
+}
+
+impl Metric {
+    /// Where MIG instance `m` of GPU `g` sits on the scale. Memory is the
+    /// instance's own; temperature, power and clock belong to the whole GPU,
+    /// which all its instances share; utilization is not given per instance
+    /// (nor for the GPU) in MIG mode, so `None`; GPM is the instance's own.
+    pub fn mig_frac(self, g: &GpuReading, m: &MigReading, desc: Option<&GpuDesc>, th: &Thresholds) -> Option<f64> {
+        match self {
+            Metric::Util => None,
+            Metric::Mem => match (m.mem_used_bytes, m.mem_total_bytes) {
+                (Some(u), Some(t)) if t > 0 => Some((u as f64 / t as f64).clamp(0.0, 1.0)),
+                _ => None,
+            },
+            Metric::Temp | Metric::Power | Metric::Clock => self.frac(g, desc, th),
+            Metric::SmActive => m.gpm.map(|x| (x.sm_active_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::SmOccupancy => m.gpm.map(|x| (x.sm_occupancy_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::TensorActive => m.gpm.map(|x| (x.tensor_active_pct / 100.0).clamp(0.0, 1.0)),
+            Metric::DramBw => m.gpm.map(|x| (x.dram_bw_pct / 100.0).clamp(0.0, 1.0)),
+        }
+    }
+
+    /// The number in a MIG instance's cell ("-" without a reading).
+    pub fn mig_cell_text(self, g: &GpuReading, m: &MigReading, desc: Option<&GpuDesc>, th: &Thresholds) -> String {
+        if g.error.is_some() {
+            return "ERR".into();
+        }
+        match (self, g.temp_c) {
+            (Metric::Temp, Some(t)) => format!("{}", t.min(999)),
+            _ => self
+                .mig_frac(g, m, desc, th)
                 .map(|f| format!("{:.0}", f * 100.0))
                 .unwrap_or_else(|| "-".into()),
         }

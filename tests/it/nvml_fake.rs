@@ -423,3 +423,53 @@ fn a_gpu_whose_nvml_call_hangs_is_reported_stuck_while_the_others_keep_reporting
     assert!(gpu(&after, 2).power_w.is_some(), "{:?}", gpu(&after, 2));
     assert!(gpu(&after, 2).util_pct.is_some());
 }
+
+#[test]
+fn gpm_per_mig_instance_reaches_the_export_and_gpus_without_gpm_have_none() {
+    let port = free_port();
+    let _a = nvml_agent(port, "h100-sxm5-mig.toml", Some("15"));
+    // GPM needs two samples: the first has none.
+    let n = export_until(port, "MIG GPM", |n| {
+        gpu(n, 3).mig.iter().all(|m| m.sm_active_pct.is_some())
+    });
+    let g = gpu(&n, 3);
+    type Row<'a> = (u32, &'a str, Option<f64>, Option<f64>, Option<f64>, Option<f64>);
+    let got: Vec<Row> = g
+        .mig
+        .iter()
+        .map(|m| {
+            (
+                m.gpu_instance_id,
+                m.profile.as_str(),
+                m.sm_active_pct,
+                m.sm_occupancy_pct,
+                m.tensor_active_pct,
+                m.dram_bw_pct,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, "3g.40gb", Some(91.0), Some(52.5), Some(70.0), Some(66.0)),
+            (2, "2g.20gb", Some(8.25), Some(3.0), Some(1.5), Some(2.0)),
+            // No figures of its own in the profile: the GPU's.
+            (3, "1g.10gb", Some(78.5), Some(41.0), Some(55.25), Some(62.0)),
+        ]
+    );
+    assert_eq!(g.util_pct, None, "no whole-GPU utilization in MIG mode");
+    assert!(gpu(&n, 0).mig.is_empty());
+    // An A100 has no GPM: its MIG instances say so (null), not 0.
+    let port = free_port();
+    let _b = nvml_agent(port, "a100-sxm4-80gb-mig.toml", Some("15"));
+    let _ = export_until(port, "a second sample", |n| n.gpus.len() == 8);
+    std::thread::sleep(Duration::from_millis(600));
+    let n = export_once(port);
+    for m in &gpu(&n, 2).mig {
+        assert_eq!(
+            (m.sm_active_pct, m.sm_occupancy_pct, m.tensor_active_pct, m.dram_bw_pct),
+            (None, None, None, None),
+            "{m:?}"
+        );
+    }
+}

@@ -141,6 +141,10 @@ fn theme() -> Theme {
     Theme::load("default", None, ColorDepth::TrueColor).expect("default theme")
 }
 
+fn buf_has(buf: &Buffer, needle: &str) -> bool {
+    text(buf).contains(needle)
+}
+
 /// Position of the first occurrence of `needle` on the screen.
 fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
     text(buf).lines().enumerate().find_map(|(y, l)| {
@@ -756,11 +760,12 @@ fn a_bench_progress_past_its_total_draws_a_full_bar_not_a_panic() {
     assert!(screen.contains(&"█".repeat(20)) && screen.contains("50/10"), "{screen}");
 }
 
-#[test]
-fn node_detail_lists_a_mig_gpus_instances_under_it() {
-    use fleetop::model::sample::MigReading;
-    let (targets, mut updates) = fleet_updates(1, 8, 30);
-    // GPU 2 in MIG mode: no whole-GPU utilization, two instances.
+/// `nodes` simulated nodes of 8 GPUs whose GPU 2 is in MIG mode: no
+/// whole-GPU utilization, two instances (30 of 40 GiB used, 0 of 20; GPM
+/// SM activity 40 % on the first, none on the second).
+fn mig_fleet(nodes: u32) -> (Vec<Target>, Vec<Update>) {
+    use fleetop::model::sample::{Gpm, MigReading};
+    let (targets, mut updates) = fleet_updates(nodes, 8, 30);
     for u in &mut updates {
         if let Update::Node {
             event: Event::Sample(s),
@@ -776,6 +781,12 @@ fn node_detail_lists_a_mig_gpus_instances_under_it() {
                     uuid: "MIG-a".into(),
                     mem_used_bytes: Some(30 << 30),
                     mem_total_bytes: Some(40 << 30),
+                    gpm: Some(Gpm {
+                        sm_active_pct: 40.0,
+                        sm_occupancy_pct: 20.0,
+                        tensor_active_pct: 10.0,
+                        dram_bw_pct: 5.0,
+                    }),
                 },
                 MigReading {
                     gpu_instance_id: 2,
@@ -783,11 +794,17 @@ fn node_detail_lists_a_mig_gpus_instances_under_it() {
                     uuid: "MIG-b".into(),
                     mem_used_bytes: Some(0),
                     mem_total_bytes: Some(20 << 30),
+                    gpm: None,
                 },
             ];
         }
     }
-    let buf = drive(theme(), (targets, updates), (120, 40), vec![key(KeyCode::Enter)]);
+    (targets, updates)
+}
+
+#[test]
+fn node_detail_lists_a_mig_gpus_instances_under_it() {
+    let buf = drive(theme(), mig_fleet(1), (120, 40), vec![key(KeyCode::Enter)]);
     let screen = text(&buf);
     let lines: Vec<&str> = screen.lines().collect();
     let gpu2 = lines
@@ -800,9 +817,10 @@ fn node_detail_lists_a_mig_gpus_instances_under_it() {
         lines[gpu2]
     );
     let gi1 = lines[gpu2 + 1].split_whitespace().collect::<Vec<_>>();
-    assert_eq!(gi1, ["gi1", "30.0/40", "3g.40gb"], "{screen}");
+    // The instance's own GPM SM activity, "-" without.
+    assert_eq!(gi1, ["gi1", "30.0/40", "3g.40gb", "40%"], "{screen}");
     let gi2 = lines[gpu2 + 2].split_whitespace().collect::<Vec<_>>();
-    assert_eq!(gi2, ["gi2", "0.0/20", "2g.20gb"], "{screen}");
+    assert_eq!(gi2, ["gi2", "0.0/20", "2g.20gb", "-"], "{screen}");
     assert!(lines[gpu2 + 3].starts_with("3 "), "GPU 3 follows: {screen}");
 }
 
@@ -896,4 +914,41 @@ fn the_selection_follows_the_node_when_the_list_re_sorts_under_it() {
     let screen = text(&run(Some(KeyCode::Char(' '))));
     let marked = screen.lines().find(|l| l.contains('●')).unwrap_or_default();
     assert!(marked.contains(&chosen), "marked {marked:?}, chose {chosen}");
+}
+
+#[test]
+fn a_mig_gpu_gets_a_heatmap_cell_per_instance_and_a_count_when_narrow() {
+    // The node's row: the cells follow the status column.
+    let row = |buf: &Buffer| -> String {
+        let screen = text(buf);
+        let (_, y) = find(buf, "gpu01 ").unwrap_or_else(|| panic!("a node row:\n{screen}"));
+        screen.lines().nth(y as usize).unwrap_or_default().to_string()
+    };
+    // Memory: the instances' own shares (75 %, 0 %), a cell each, 9 cells
+    // for 8 GPUs, at 80x24 too.
+    for size in [(120, 40), (80, 24)] {
+        let buf = drive(theme(), mig_fleet(1), size, keys("m"));
+        let r = row(&buf);
+        assert!(r.contains("  75   0 "), "instance cells at {size:?}: {r}");
+        assert!(r.chars().count() <= size.0 as usize, "{r}");
+    }
+    // Utilization: NVML gives none in MIG mode, per instance neither; that
+    // is "-", muted, not the red of a GPU that failed to answer.
+    let buf = drive(theme(), mig_fleet(1), (80, 24), vec![]);
+    let r = row(&buf);
+    let (x, y) = find(&buf, "   -   -").unwrap_or_else(|| panic!("two instance cells: {r}"));
+    assert!(
+        !buf[(x + 3, y)].modifier.contains(ratatui::style::Modifier::REVERSED),
+        "{r}"
+    );
+    assert!(!r.contains("ERR"), "{r}");
+    // GPM SM activity: each instance's own; none is "-".
+    let buf = drive(theme(), mig_fleet(1), (80, 24), keys("mmmmm"));
+    let r = row(&buf);
+    assert!(buf_has(&buf, "SM activity (GPM)"), "{r}");
+    assert!(r.contains("  40   - "), "instance GPM cells: {r}");
+    // Too narrow for a cell per instance: one cell, "m2", for the two.
+    let buf = drive(theme(), mig_fleet(1), (50, 24), keys("m"));
+    let r = row(&buf);
+    assert!(r.contains("m2"), "instance count when narrow: {r}");
 }

@@ -256,8 +256,9 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         } else {
             row
         };
-        // A GPU in MIG mode: a row per instance under it, with its profile
-        // and memory (the GPU's utilization is not given in MIG mode).
+        // A GPU in MIG mode: a row per instance under it, with its profile,
+        // memory and GPM SM activity, in the GPU's SM act column (the GPU's
+        // utilization is not given in MIG mode).
         let mig = g.mig.iter().map(|m| {
             let mem = format!(
                 "{:>4}/{}",
@@ -270,6 +271,11 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 Cell::from(mem),
                 Cell::from(m.profile.clone()),
             ];
+            cells.resize(9, Cell::from(""));
+            cells.push(Cell::from(match m.gpm {
+                Some(x) => format!("{:>3.0}%", x.sm_active_pct),
+                None => "   -".into(),
+            }));
             cells.truncate(keep);
             Row::new(cells).style(t.muted)
         });

@@ -164,7 +164,25 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     // The scheduler's word for the node, where a scheduler is known.
     let with_sched = vis.iter().any(|&i| nodes[i].scheduler.is_some());
     let sched_w = if with_sched { 10 } else { 0 };
-    let lay = row_layout((area.width as usize).saturating_sub(sched_w), max_gpus, name_w);
+    // A GPU in MIG mode gets a cell per instance where those still fit three
+    // columns wide; else one cell per GPU, which says how many instances it has.
+    let cells = |i: usize| -> usize {
+        nodes[i]
+            .last
+            .iter()
+            .flat_map(|s| &s.gpus)
+            .map(|g| g.mig.len().max(1))
+            .sum()
+    };
+    let max_cells = vis.iter().map(|&i| cells(i)).max().unwrap_or(0);
+    let width = (area.width as usize).saturating_sub(sched_w);
+    let split_lay = row_layout(width, max_cells, name_w);
+    let split = max_cells > max_gpus && split_lay.cell_w >= 3;
+    let (lay, max_cells) = if split {
+        (split_lay, max_cells)
+    } else {
+        (row_layout(width, max_gpus, name_w), max_gpus)
+    };
     let rows = area.height as usize;
     // Keep the cursor on screen: scroll so it is on the last row at most.
     let cursor = app.cursor_pos_in(vis);
@@ -190,17 +208,30 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         }
         let info = n.info.as_ref();
         let stale = status != NodeStatus::Ok;
+        let th = &app.store.thresholds;
+        let mut drawn = 0;
         for g in n.last.iter().flat_map(|s| &s.gpus) {
             let gi = info.and_then(|x| x.gpu(g.index));
-            let text = fit(&app.metric.cell_text(g, gi, &app.store.thresholds), lay.cell_w);
-            match app.metric.frac(g, gi, &app.store.thresholds) {
-                // Old data is shown, but muted: it may no longer be true.
-                Some(f) if !stale => spans.push(heat_span(t, f, text)),
-                Some(_) => spans.push(Span::styled(text, t.muted)),
-                None => spans.push(Span::styled(text, t.crit.add_modifier(Modifier::REVERSED))),
+            if g.mig.is_empty() || g.error.is_some() {
+                let text = fit(&app.metric.cell_text(g, gi, th), lay.cell_w);
+                spans.push(cell_span(t, app.metric.frac(g, gi, th), stale, false, text));
+                drawn += 1;
+            } else if split {
+                for m in &g.mig {
+                    let text = fit(&app.metric.mig_cell_text(g, m, gi, th), lay.cell_w);
+                    spans.push(cell_span(t, app.metric.mig_frac(g, m, gi, th), stale, true, text));
+                    drawn += 1;
+                }
+            } else {
+                // Narrow: "m3" for three instances, coloured by their mean.
+                let fracs: Vec<f64> = g.mig.iter().filter_map(|m| app.metric.mig_frac(g, m, gi, th)).collect();
+                let mean = (!fracs.is_empty()).then(|| fracs.iter().sum::<f64>() / fracs.len() as f64);
+                let text = fit(&format!("m{}", g.mig.len()), lay.cell_w);
+                spans.push(cell_span(t, mean, stale, true, text));
+                drawn += 1;
             }
         }
-        let missing = max_gpus.saturating_sub(n.last.as_ref().map(|s| s.gpus.len()).unwrap_or(0));
+        let missing = max_cells.saturating_sub(drawn);
         spans.push(Span::raw(" ".repeat(missing * lay.cell_w)));
         if lay.mean {
             let mean = view::node_mean(n, app.metric, &app.store.thresholds)
@@ -214,6 +245,18 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         }
         spans.extend(flag_summary(t, n));
         line_at(Line::from(spans), area, row as u16, buf);
+    }
+}
+
+/// One heatmap cell. Old data is shown, but muted: it may no longer be true.
+/// No reading is an alarm for a whole GPU; for a MIG instance it is what NVML
+/// gives (no utilization in MIG mode), so it is only muted.
+fn cell_span(t: &Theme, frac: Option<f64>, stale: bool, mig: bool, text: String) -> Span<'static> {
+    match frac {
+        Some(f) if !stale => heat_span(t, f, text),
+        Some(_) => Span::styled(text, t.muted),
+        None if mig => Span::styled(text, t.muted),
+        None => Span::styled(text, t.crit.add_modifier(Modifier::REVERSED)),
     }
 }
 

@@ -60,8 +60,9 @@ static SETS: [u8; MAX_SETS] = [0; MAX_SETS];
 
 struct Fake {
     p: Profile,
-    /// GPM samples allocated and not freed: handle number -> (GPU, time taken).
-    gpm: std::collections::HashMap<usize, Option<(u32, f64)>>,
+    /// GPM samples allocated and not freed: handle number -> (GPU, MIG
+    /// instance index where taken with nvmlGpmMigSampleGet, time taken).
+    gpm: std::collections::HashMap<usize, Option<(u32, Option<u32>, f64)>>,
     gpm_next: usize,
     start: Instant,
     frozen_s: Option<f64>,
@@ -991,7 +992,30 @@ pub extern "C" fn nvmlGpmSampleGet(d: nvmlDevice_t, s: nvmlGpmSample_t) -> nvmlR
         let now = f.now_s();
         match f.gpm.get_mut(&gpm_key(s)) {
             Some(slot) => {
-                *slot = Some((g, now));
+                *slot = Some((g, None, now));
+                SUCCESS
+            }
+            None => INVALID,
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmMigSampleGet(d: nvmlDevice_t, gi: c_uint, s: nvmlGpmSample_t) -> nvmlReturn_t {
+    with("nvmlGpmMigSampleGet", Some(d), |f, d| {
+        // Asked of the parent GPU, by GPU instance id (1-based here, as
+        // nvmlDeviceGetGpuInstanceId gives them).
+        let Some(Dev::Gpu(g)) = d else { return INVALID };
+        if f.spec(g).gpm.is_none() {
+            return NOT_SUPPORTED;
+        }
+        let Some(k) = gi.checked_sub(1).filter(|&k| (k as usize) < f.spec(g).mig.len()) else {
+            return nvmlReturn_enum_NVML_ERROR_NOT_FOUND;
+        };
+        let now = f.now_s();
+        match f.gpm.get_mut(&gpm_key(s)) {
+            Some(slot) => {
+                *slot = Some((g, Some(k), now));
                 SUCCESS
             }
             None => INVALID,
@@ -1010,17 +1034,22 @@ pub extern "C" fn nvmlGpmMetricsGet(m: *mut nvmlGpmMetricsGet_t) -> nvmlReturn_t
         if m.version != NVML_GPM_METRICS_GET_VERSION || m.numMetrics as usize > m.metrics.len() {
             return INVALID;
         }
-        let (Some(Some((g1, _))), Some(Some((g2, _)))) =
+        let (Some(Some((g1, k1, _))), Some(Some((g2, k2, _)))) =
             (f.gpm.get(&gpm_key(m.sample1)), f.gpm.get(&gpm_key(m.sample2)))
         else {
             return INVALID;
         };
-        if g1 != g2 {
+        // Both samples of one GPU, or of one MIG instance.
+        if (g1, k1) != (g2, k2) {
             return INVALID;
         }
-        let Some(spec) = f.spec(*g1).gpm else {
+        let Some(gpu_spec) = f.spec(*g1).gpm else {
             return NOT_SUPPORTED;
         };
+        // An instance's own figures where the profile gives them, else the GPU's.
+        let spec = k1
+            .and_then(|k| f.spec(*g1).mig.get(k as usize)?.gpm)
+            .unwrap_or(gpu_spec);
         for x in &mut m.metrics[..m.numMetrics as usize] {
             let v = match x.metricId {
                 nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_UTIL => Some(spec.sm_active_pct),

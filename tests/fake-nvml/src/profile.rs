@@ -103,6 +103,10 @@ pub struct MigSpec {
     pub profile: String,
     pub mem_total_bytes: u64,
     pub mem_used_bytes: u64,
+    /// This instance's GPM metrics (nvmlGpmMigSampleGet) where the GPU has
+    /// GPM; absent: the GPU's.
+    #[serde(default)]
+    pub gpm: Option<GpmSpec>,
 }
 
 /// A change of state from a moment on: `at_s` seconds after nvmlInit and
