@@ -60,10 +60,13 @@ impl Metric {
         }
     }
 
-    /// The two ends of the legend.
+    /// The two ends of the legend, in units.
     pub fn scale(self) -> (&'static str, &'static str) {
         match self {
-            Metric::Temp => ("25°C", "slowdown"),
+            Metric::Temp => ("25°C", "slowdown °C"),
+            Metric::Power => ("0%", "100% of the power limit"),
+            Metric::Mem => ("0%", "100% of GPU memory"),
+            Metric::Clock => ("0%", "100% of the max SM clock"),
             _ => ("0%", "100%"),
         }
     }
@@ -158,6 +161,22 @@ pub fn node_mean(n: &NodeState, metric: Metric, th: &Thresholds) -> Option<f64> 
         .filter_map(|g| metric.frac(g, info.and_then(|i| i.gpu(g.index)), th))
         .collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+}
+
+/// A node's mean of a metric for its mean column, in the metric's unit: °C
+/// for temperature, W for power (the scale's position would read as a
+/// percentage that means nothing), % for the rest. Five characters.
+pub fn node_mean_text(n: &NodeState, metric: Metric, th: &Thresholds) -> String {
+    let mean = |f: fn(&crate::model::sample::GpuReading) -> Option<f64>| {
+        let vals: Vec<f64> = n.last.iter().flat_map(|s| &s.gpus).filter_map(f).collect();
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+    };
+    match metric {
+        Metric::Temp => mean(|g| g.temp_c.map(f64::from)).map(|c| format!("{c:>3.0}°C")),
+        Metric::Power => mean(|g| g.power_w).map(|w| format!("{w:>4.0}W")),
+        _ => node_mean(n, metric, th).map(|f| format!("{:>4.0}%", f * 100.0)),
+    }
+    .unwrap_or_else(|| "    -".into())
 }
 
 /// The description of GPU `index` on a node.

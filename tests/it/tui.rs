@@ -952,3 +952,23 @@ fn a_mig_gpu_gets_a_heatmap_cell_per_instance_and_a_count_when_narrow() {
     let r = row(&buf);
     assert!(r.contains("m2"), "instance count when narrow: {r}");
 }
+
+#[test]
+fn the_mean_column_and_the_legend_speak_in_units() {
+    // Temperature (m m): the mean is in °C, not the scale's position in %.
+    let screen = text(&drive(theme(), fleet_updates(4, 8, 60), (120, 30), keys("mm")));
+    let row = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with("gpu01"))
+        .unwrap_or_default();
+    assert!(row.contains("°C") && !row.contains('%'), "{row}");
+    assert!(screen.contains("25°C") && screen.contains("slowdown °C"), "{screen}");
+    // Power (m m m): watts, and the legend says of what the % is.
+    let screen = text(&drive(theme(), fleet_updates(4, 8, 60), (120, 30), keys("mmm")));
+    let row = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with("gpu01"))
+        .unwrap_or_default();
+    assert!(row.contains('W') && !row.contains('%'), "{row}");
+    assert!(screen.contains("100% of the power limit"), "{screen}");
+}

@@ -234,9 +234,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         let missing = max_cells.saturating_sub(drawn);
         spans.push(Span::raw(" ".repeat(missing * lay.cell_w)));
         if lay.mean {
-            let mean = view::node_mean(n, app.metric, &app.store.thresholds)
-                .map(|f| format!("{:>4.0}%", f * 100.0))
-                .unwrap_or_else(|| "    -".into());
+            let mean = view::node_mean_text(n, app.metric, &app.store.thresholds);
             spans.push(Span::styled(mean, t.muted));
         }
         spans.push(Span::raw(" "));
@@ -365,9 +363,8 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     // What the cursor is on, in words.
     if let Some(&i) = vis.get(cursor) {
         let n = &nodes[i];
-        let mean = view::node_mean(n, app.metric, &app.store.thresholds)
-            .map(|f| format!("{:.0}%", f * 100.0))
-            .unwrap_or_else(|| "-".into());
+        let mean = view::node_mean_text(n, app.metric, &app.store.thresholds);
+        let mean = mean.trim();
         let mut spans = vec![
             Span::styled(n.target.name.clone(), t.title),
             Span::raw(" "),
