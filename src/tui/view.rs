@@ -237,8 +237,11 @@ pub enum Filter {
     All,
     /// Nodes with an active flag of this kind (`/throttled`).
     Kind(FlagKind),
-    /// Nodes by status (`/stale`, `/unreachable`, `/ok`).
+    /// Nodes by status (`/stale`, `/unreachable`, `/connecting`).
     Status(NodeStatus),
+    /// Nodes by health (`/crit`, `/warn`: a flag at least that bad; `/ok`:
+    /// reachable, sampling, and nothing worse than info).
+    Health(Option<Severity>),
     /// Nodes named in a hostlist expression (`/gpu[01-08]`).
     Names(BTreeSet<String>),
     /// Nodes whose name contains the text.
@@ -256,8 +259,11 @@ impl Filter {
         // Status words first: "unreachable" is also a flag's name, and the
         // status is the wider set (the flag waits `unreachable_after`).
         match t {
-            "ok" => return Ok(Filter::Status(NodeStatus::Ok)),
+            "ok" => return Ok(Filter::Health(None)),
+            "crit" => return Ok(Filter::Health(Some(Severity::Crit))),
+            "warn" => return Ok(Filter::Health(Some(Severity::Warn))),
             "unreachable" => return Ok(Filter::Status(NodeStatus::Unreachable)),
+            "connecting" => return Ok(Filter::Status(NodeStatus::Connecting)),
             _ => {}
         }
         if let Some(k) = FlagKind::from_name(t) {
@@ -276,6 +282,10 @@ impl Filter {
             // `stale` is both a flag and a status: the flag covers it.
             Filter::Kind(k) => n.detector.active().any(|f| f.kind == *k),
             Filter::Status(s) => n.status(now_ms, &store.thresholds) == *s,
+            Filter::Health(None) => {
+                n.status(now_ms, &store.thresholds) == NodeStatus::Ok && worst_severity(n) < Some(Severity::Warn)
+            }
+            Filter::Health(Some(at_least)) => worst_severity(n) >= Some(*at_least),
             Filter::Names(set) => set.contains(&n.target.name),
             Filter::Substring(s) => n.target.name.contains(s.as_str()),
         }

@@ -972,3 +972,47 @@ fn the_mean_column_and_the_legend_speak_in_units() {
     assert!(row.contains('W') && !row.contains('%'), "{row}");
     assert!(screen.contains("100% of the power limit"), "{screen}");
 }
+
+#[test]
+fn a_node_with_a_critical_flag_is_not_ok_and_the_filters_say_health() {
+    // The status column says the worst severity of a reachable node.
+    let screen = text(&drive(theme(), fleet_updates(16, 8, 600), (120, 30), vec![]));
+    let word = |name: &str| {
+        let row = screen
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_default();
+        row.split_whitespace().nth(1).unwrap_or_default().to_string()
+    };
+    let crit_rows = screen
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("crit"))
+        .count();
+    assert!(crit_rows > 0, "{screen}");
+    let lost = screen
+        .lines()
+        .skip(3)
+        .find(|l| l.contains("gpu_lost"))
+        .expect("a node with a lost GPU");
+    let lost_name = lost.split_whitespace().next().unwrap_or_default().to_string();
+    assert_eq!(word(&lost_name), "crit", "{screen}");
+    // /ok: healthy nodes only; /crit: the critical ones.
+    let filtered = |f: &str| {
+        let mut a = keys(&format!("/{f}"));
+        a.push(key(KeyCode::Enter));
+        text(&drive(theme(), fleet_updates(16, 8, 600), (120, 30), a))
+    };
+    let ok = filtered("ok");
+    assert!(!ok.contains(&format!(" {lost_name} ")), "{ok}");
+    assert!(
+        ok.lines()
+            .skip(3)
+            .all(|l| !l.contains(" crit ") && !l.contains(" warn ")),
+        "{ok}"
+    );
+    let crit = filtered("crit");
+    assert!(
+        crit.contains(&format!("{crit_rows} of 16 nodes")) && crit.contains(&lost_name),
+        "{crit}"
+    );
+}

@@ -29,7 +29,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let status = n.status(app.now_ms, &app.store.thresholds);
     let mut title = vec![
         Span::raw(format!(" {} ", n.target.name)),
-        status_span(t, status),
+        status_span(t, status, crate::tui::view::worst_severity(n)),
         Span::raw(" "),
     ];
     if let Some(i) = &n.info {

@@ -198,7 +198,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         spans.push(Span::raw(" "));
         let status = n.status(app.now_ms, &app.store.thresholds);
         if lay.status {
-            let s = status_span(t, status);
+            let s = status_span(t, status, view::worst_severity(n));
             let pad = 6usize.saturating_sub(s.content.chars().count());
             spans.push(s);
             spans.push(Span::raw(" ".repeat(pad)));
@@ -368,7 +368,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         let mut spans = vec![
             Span::styled(n.target.name.clone(), t.title),
             Span::raw(" "),
-            status_span(t, n.status(app.now_ms, &app.store.thresholds)),
+            status_span(t, n.status(app.now_ms, &app.store.thresholds), view::worst_severity(n)),
             Span::raw(format!("  mean {} {mean}  ", app.metric.name())),
         ];
         spans.extend(flag_summary(t, n));

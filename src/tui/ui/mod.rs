@@ -205,9 +205,16 @@ pub fn severity_style(t: &Theme, s: Severity) -> Style {
     }
 }
 
-pub fn status_span(t: &Theme, s: NodeStatus) -> Span<'static> {
+/// A node's state in one word: why it cannot be judged (stale, unreachable,
+/// connecting), else its health, the worst severity of its flags: a node
+/// with a lost GPU is "crit", never "ok".
+pub fn status_span(t: &Theme, s: NodeStatus, worst: Option<Severity>) -> Span<'static> {
     match s {
-        NodeStatus::Ok => Span::styled("ok", t.ok),
+        NodeStatus::Ok => match worst {
+            Some(Severity::Crit) => Span::styled("crit", t.crit),
+            Some(Severity::Warn) => Span::styled("warn", t.warn),
+            _ => Span::styled("ok", t.ok),
+        },
         NodeStatus::Stale => Span::styled("stale", t.warn),
         NodeStatus::Unreachable => Span::styled("unrch", t.crit),
         NodeStatus::Connecting => Span::styled("conn", t.muted),
