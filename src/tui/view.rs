@@ -154,12 +154,12 @@ impl Metric {
 /// A node's mean of a metric over its GPUs that answered.
 pub fn node_mean(n: &NodeState, metric: Metric, th: &Thresholds) -> Option<f64> {
     let info = n.info.as_ref();
-    let vals: Vec<f64> = n
-        .last
-        .iter()
-        .flat_map(|s| &s.gpus)
-        .filter_map(|g| metric.frac(g, info.and_then(|i| i.gpu(g.index)), th))
-        .collect();
+    gpu_mean(n, |g| metric.frac(g, info.and_then(|i| i.gpu(g.index)), th))
+}
+
+/// The mean of `f` over a node's GPUs that give it; `None` where none does.
+fn gpu_mean(n: &NodeState, f: impl Fn(&crate::model::sample::GpuReading) -> Option<f64>) -> Option<f64> {
+    let vals: Vec<f64> = n.last.iter().flat_map(|s| &s.gpus).filter_map(f).collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
 }
 
@@ -167,13 +167,9 @@ pub fn node_mean(n: &NodeState, metric: Metric, th: &Thresholds) -> Option<f64> 
 /// for temperature, W for power (the scale's position would read as a
 /// percentage that means nothing), % for the rest. Five characters.
 pub fn node_mean_text(n: &NodeState, metric: Metric, th: &Thresholds) -> String {
-    let mean = |f: fn(&crate::model::sample::GpuReading) -> Option<f64>| {
-        let vals: Vec<f64> = n.last.iter().flat_map(|s| &s.gpus).filter_map(f).collect();
-        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
-    };
     match metric {
-        Metric::Temp => mean(|g| g.temp_c.map(f64::from)).map(|c| format!("{c:>3.0}°C")),
-        Metric::Power => mean(|g| g.power_w).map(|w| format!("{w:>4.0}W")),
+        Metric::Temp => gpu_mean(n, |g| g.temp_c.map(f64::from)).map(|c| format!("{c:>3.0}°C")),
+        Metric::Power => gpu_mean(n, |g| g.power_w).map(|w| format!("{w:>4.0}W")),
         _ => node_mean(n, metric, th).map(|f| format!("{:>4.0}%", f * 100.0)),
     }
     .unwrap_or_else(|| "    -".into())

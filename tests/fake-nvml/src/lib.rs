@@ -650,10 +650,10 @@ fn clock(s: &GpuSpec, kind: c_uint, max: bool) -> Option<u32> {
     }
 }
 
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetClockInfo(d: nvmlDevice_t, kind: c_uint, c: *mut c_uint) -> nvmlReturn_t {
-    with("nvmlDeviceGetClockInfo", Some(d), |f, d| {
-        match gpu_of(d).and_then(|g| clock(f.spec(g), kind, false)) {
+/// The current (`max` false) or maximum clock of `kind` into `c`.
+fn clock_out(name: &str, d: nvmlDevice_t, kind: c_uint, max: bool, c: *mut c_uint) -> nvmlReturn_t {
+    with(name, Some(d), |f, d| {
+        match gpu_of(d).and_then(|g| clock(f.spec(g), kind, max)) {
             Some(v) => {
                 out!(c, v);
                 SUCCESS
@@ -664,16 +664,13 @@ pub extern "C" fn nvmlDeviceGetClockInfo(d: nvmlDevice_t, kind: c_uint, c: *mut 
 }
 
 #[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetClockInfo(d: nvmlDevice_t, kind: c_uint, c: *mut c_uint) -> nvmlReturn_t {
+    clock_out("nvmlDeviceGetClockInfo", d, kind, false, c)
+}
+
+#[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMaxClockInfo(d: nvmlDevice_t, kind: c_uint, c: *mut c_uint) -> nvmlReturn_t {
-    with("nvmlDeviceGetMaxClockInfo", Some(d), |f, d| {
-        match gpu_of(d).and_then(|g| clock(f.spec(g), kind, true)) {
-            Some(v) => {
-                out!(c, v);
-                SUCCESS
-            }
-            None => NOT_SUPPORTED,
-        }
-    })
+    clock_out("nvmlDeviceGetMaxClockInfo", d, kind, true, c)
 }
 
 #[unsafe(no_mangle)]
