@@ -95,9 +95,7 @@ async fn run_actions(
                     // Dropping the task drops its streams: each agent stops its suite.
                     task.abort();
                     for node in nodes {
-                        let event = BenchUpdate::Finished {
-                            error: Some("cancelled from the console".into()),
-                        };
+                        let event = BenchUpdate::Cancelled;
                         let _ = tx.send(Update::Bench { node, event }).await;
                     }
                 }

@@ -23,3 +23,15 @@ impl Suite {
         Self::ALL.into_iter().find(|x| x.name() == s)
     }
 }
+
+/// The checks that measure a GPU (by result name). A run where all of them
+/// were skipped measured no GPU: the console calls it incomplete, not passed.
+pub const GPU_CHECKS: &[&str] = &[
+    "hbm_d2d",
+    "pcie_h2d",
+    "pcie_d2h",
+    "nvlink_p2p",
+    "nccl_allreduce_algbw",
+    "nccl_allreduce_busbw",
+    "gemm_tflops",
+];

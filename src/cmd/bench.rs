@@ -52,13 +52,22 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
         Format::Ndjson => writeln!(out, "{}", serde_json::to_string(&report)?)?,
     }
-    let failed: Vec<&str> = report.nodes.iter().filter(|n| !n.ok).map(|n| n.name.as_str()).collect();
+    // A node that measured no GPU did not pass either: it is named as such.
+    let failed: Vec<String> = report
+        .nodes
+        .iter()
+        .filter(|n| !n.ok)
+        .map(|n| match n.error.is_none() && n.incomplete() {
+            true => format!("{} (incomplete: no GPU check ran)", n.name),
+            false => n.name.clone(),
+        })
+        .collect();
     if !failed.is_empty() {
         anyhow::bail!(
-            "bench failed on {} of {} node(s): {}",
+            "bench did not pass on {} of {} node(s): {}",
             failed.len(),
             report.nodes.len(),
-            failed.join(",")
+            failed.join(", ")
         );
     }
     Ok(())

@@ -118,6 +118,24 @@ impl NodeDetector {
         self.set_node_flag(FlagKind::Unreachable, Severity::Crit, down, now_ms, th);
     }
 
+    /// Raises (severity, since, detail) or clears the node's `burnin_failed`
+    /// flag; a new verdict replaces the old one.
+    pub fn set_burnin(&mut self, failed: Option<(Severity, i64, String)>, now_ms: i64, th: &Thresholds) {
+        let key = (FlagKind::BurninFailed, Subject::Node);
+        let old = self.active.remove(&key);
+        match failed {
+            Some((severity, since_ms, detail)) => {
+                let f = flag(FlagKind::BurninFailed, severity, Subject::Node, since_ms, detail, &[]);
+                self.active.insert(key, f);
+            }
+            None => {
+                if let Some(f) = old {
+                    self.push_cleared(f, now_ms, th);
+                }
+            }
+        }
+    }
+
     /// A node-level flag held while `state` is (since, age in ms, detail).
     fn set_node_flag(
         &mut self,

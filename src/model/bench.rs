@@ -49,6 +49,11 @@ pub struct BenchNode {
 }
 
 impl BenchNode {
+    /// No GPU check measured anything: `ok` is then false.
+    pub fn incomplete(&self) -> bool {
+        self.error.is_none() && !measured_a_gpu(&self.results)
+    }
+
     pub fn summary(&self) -> String {
         let count = |v: Verdict| self.results.iter().filter(|r| r.verdict == v).count();
         let mut s = format!(
@@ -60,6 +65,8 @@ impl BenchNode {
         );
         if let Some(e) = &self.error {
             s.push_str(&format!("; {e}"));
+        } else if self.incomplete() {
+            s.push_str("; incomplete: no GPU check ran");
         }
         for r in self.results.iter().filter(|r| r.verdict == Verdict::Fail) {
             s.push_str(&format!("; {} failed: {}", r.name, r.reason.as_deref().unwrap_or("")));
@@ -84,10 +91,62 @@ pub struct BenchReport {
 /// What a node's burn-in did last.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BenchUpdate {
-    Started { suite: String },
-    Progress { step: String, done: u32, total: u32 },
+    Started {
+        suite: String,
+    },
+    Progress {
+        step: String,
+        done: u32,
+        total: u32,
+    },
     Result(BenchResult),
-    Finished { error: Option<String> },
+    Finished {
+        error: Option<String>,
+    },
+    /// Stopped by the person who started it: says nothing about the hardware.
+    Cancelled,
+    /// The person cleared a finished run from the screen (and its flag).
+    Cleared,
+}
+
+/// Where a node's burn-in stands, for people: a cancelled run is not a
+/// failure, and a run that measured no GPU did not pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Running,
+    /// A check failed (the hardware is below its floor).
+    Failed,
+    /// The suite did not run or did not finish (agent unreachable, refused,
+    /// stream broke): nothing was judged.
+    Error,
+    Cancelled,
+    /// Every GPU check was skipped (no driver, no GPU): not a pass.
+    Incomplete,
+    Passed,
+}
+
+impl Outcome {
+    pub fn word(self) -> &'static str {
+        match self {
+            Outcome::Running => "running",
+            Outcome::Failed => "FAILED",
+            Outcome::Error => "error",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Incomplete => "incomplete",
+            Outcome::Passed => "passed",
+        }
+    }
+}
+
+/// The checks that measure a GPU; when all of them are skipped, a run
+/// says nothing about the GPUs.
+pub use fleetop_proto::bench::GPU_CHECKS;
+
+/// Whether `results` measured at least one GPU check (pass, warn or fail).
+fn measured_a_gpu(results: &[BenchResult]) -> bool {
+    results
+        .iter()
+        .any(|r| r.verdict != Verdict::Skipped && GPU_CHECKS.contains(&r.name.as_str()))
 }
 
 /// A node's burn-in, as far as it has gone.
@@ -100,6 +159,7 @@ pub struct BenchState {
     pub results: Vec<BenchResult>,
     pub finished: bool,
     pub error: Option<String>,
+    pub cancelled: bool,
 }
 
 impl BenchState {
@@ -114,11 +174,31 @@ impl BenchState {
             BenchUpdate::Progress { step, done, total } => (self.step, self.done, self.total) = (step, done, total),
             BenchUpdate::Result(r) => self.results.push(r),
             BenchUpdate::Finished { error } => (self.finished, self.error) = (true, error),
+            BenchUpdate::Cancelled => (self.finished, self.cancelled) = (true, true),
+            BenchUpdate::Cleared => *self = BenchState::default(),
         }
     }
 
+    /// A check failed (a cancelled run never fails, whatever it measured
+    /// before it was stopped).
     pub fn failed(&self) -> bool {
-        self.error.is_some() || self.results.iter().any(|r| r.verdict == Verdict::Fail)
+        !self.cancelled && self.results.iter().any(|r| r.verdict == Verdict::Fail)
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        if self.cancelled {
+            Outcome::Cancelled
+        } else if self.failed() {
+            Outcome::Failed
+        } else if !self.finished {
+            Outcome::Running
+        } else if self.error.is_some() {
+            Outcome::Error
+        } else if !measured_a_gpu(&self.results) {
+            Outcome::Incomplete
+        } else {
+            Outcome::Passed
+        }
     }
 
     /// How many results have this verdict.
@@ -140,6 +220,11 @@ impl BenchState {
         if let Some(e) = &self.error {
             parts.push(e.clone());
         }
-        format!("burn-in {} failed: {}", self.suite, parts.join("; "))
+        let verb = if self.results.iter().any(|r| r.verdict == Verdict::Fail) {
+            "failed"
+        } else {
+            "did not finish"
+        };
+        format!("burn-in {} {verb}: {}", self.suite, parts.join("; "))
     }
 }

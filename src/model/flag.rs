@@ -41,10 +41,13 @@ pub enum FlagKind {
     /// The node's agent cannot be reached (or never could) for
     /// `unreachable_after`: crit, with the reason (refused, DNS, TLS, timeout).
     Unreachable,
+    /// The node's last burn-in failed a check (crit) or did not run to the
+    /// end (warn); cleared by a later passing run or by the person (`c`).
+    BurninFailed,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 16] = [
+    pub const ALL: [FlagKind; 17] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -61,6 +64,7 @@ impl FlagKind {
         FlagKind::Underused,
         FlagKind::GpuStuck,
         FlagKind::Unreachable,
+        FlagKind::BurninFailed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +85,7 @@ impl FlagKind {
             FlagKind::Underused => "underused",
             FlagKind::GpuStuck => "gpu_stuck",
             FlagKind::Unreachable => "unreachable",
+            FlagKind::BurninFailed => "burnin_failed",
         }
     }
 

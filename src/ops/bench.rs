@@ -71,6 +71,41 @@ pub fn result(r: pb::BenchResult) -> BenchResult {
     }
 }
 
+/// The error of a node whose agent stopped the suite because it was asked to.
+const CANCELLED: &str = "cancelled";
+
+/// Checks whose figure is the host's, not a GPU's: when several agents of
+/// one run share a host (the demo, containers), each gets a share of it.
+const HOST_CHECKS: &[&str] = &["host_memcpy", "tcp"];
+
+/// How many agents of this run are on each target's host.
+fn sharing(targets: &[Target]) -> Vec<usize> {
+    targets
+        .iter()
+        .map(|t| targets.iter().filter(|o| o.host == t.host).count())
+        .collect()
+}
+
+/// A host figure measured while `agents` agents ran the suite on the same
+/// host is a share of the host: below its floor it is a warning that says
+/// so, never a hardware failure of every node on that host.
+fn shared_host(mut r: BenchResult, agents: usize, host: &str) -> BenchResult {
+    if agents < 2 || r.gpu.is_some() || !HOST_CHECKS.contains(&r.name.as_str()) {
+        return r;
+    }
+    let note = format!("{agents} agents on {host} ran this at once: the figure is a share of the host");
+    if r.verdict == Verdict::Fail {
+        r.verdict = Verdict::Warn;
+    }
+    if r.verdict != Verdict::Skipped {
+        r.reason = Some(match r.reason.take() {
+            Some(why) => format!("{why}; {note}"),
+            None => note,
+        });
+    }
+    r
+}
+
 /// Appends a finished run to the audit log.
 pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<()> {
     let results = report
@@ -155,7 +190,9 @@ pub async fn run_suites(
             }
         }
     }
+    let sharing = sharing(targets);
     let runs = targets.iter().enumerate().map(|(i, t)| {
+        let agents_on_host = sharing[i];
         let net_target = net_targets[i].clone();
         let peer = (n > 1).then(|| targets[(i + 1) % n].address());
         let refused = refused[i].clone();
@@ -202,12 +239,12 @@ pub async fn run_suites(
                             },
                         ),
                         Some(Kind::Result(r)) => {
-                            let r = result(r);
+                            let r = shared_host(result(r), agents_on_host, &t.host);
                             seen(i, &BenchUpdate::Result(r.clone()));
                             node.results.push(r);
                         }
                         Some(Kind::Done(d)) if !d.error.is_empty() => return Err(d.error),
-                        Some(Kind::Done(d)) if d.cancelled => return Err("cancelled".to_string()),
+                        Some(Kind::Done(d)) if d.cancelled => return Err(CANCELLED.to_string()),
                         Some(Kind::Done(_)) => return Ok(()),
                     }
                 }
@@ -215,7 +252,8 @@ pub async fn run_suites(
             }
             .await;
             node.error = outcome.err();
-            node.ok = node.error.is_none() && !node.results.iter().any(|r| r.verdict == Verdict::Fail);
+            node.ok =
+                node.error.is_none() && !node.incomplete() && !node.results.iter().any(|r| r.verdict == Verdict::Fail);
             node
         }
     });
@@ -287,11 +325,85 @@ pub async fn run_reporting(
         let _ = tx
             .send(Update::Bench {
                 node: index[i],
-                event: BenchUpdate::Finished { error: n.error.clone() },
+                // The agent stopped it because it was asked to: not a failure.
+                event: if n.error.as_deref() == Some(CANCELLED) {
+                    BenchUpdate::Cancelled
+                } else {
+                    BenchUpdate::Finished { error: n.error.clone() }
+                },
             })
             .await;
     }
     if let Err(e) = audit_report(&report, &list) {
         tracing::error!("{e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_copy(verdict: Verdict) -> BenchResult {
+        BenchResult {
+            name: "host_memcpy".into(),
+            gpu: None,
+            peer: None,
+            value: Some(9.0),
+            unit: Some("GB/s".into()),
+            expected_min: Some(20.0),
+            expected_source: None,
+            verdict,
+            reason: Some("9.0 GB/s is below the minimum 20.0".into()),
+        }
+    }
+
+    #[test]
+    fn a_host_figure_shared_by_several_agents_warns_and_says_why() {
+        let t = |name: &str, host: &str| Target {
+            name: name.into(),
+            host: host.into(),
+            port: 1,
+        };
+        let targets = [t("a", "127.0.0.1"), t("b", "127.0.0.1"), t("c", "10.0.0.3")];
+        assert_eq!(sharing(&targets), [2, 2, 1]);
+
+        let r = shared_host(host_copy(Verdict::Fail), 2, "127.0.0.1");
+        assert_eq!(r.verdict, Verdict::Warn);
+        let why = r.reason.unwrap_or_default();
+        assert!(
+            why.contains("below the minimum") && why.contains("2 agents on 127.0.0.1"),
+            "{why}"
+        );
+        // Alone on its host, a failure stays a failure; a GPU figure is never shared.
+        assert_eq!(shared_host(host_copy(Verdict::Fail), 1, "h").verdict, Verdict::Fail);
+        let mut gpu = host_copy(Verdict::Fail);
+        (gpu.name, gpu.gpu) = ("hbm_d2d".into(), Some(0));
+        assert_eq!(shared_host(gpu, 4, "h").verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_node_that_measured_no_gpu_is_not_ok() {
+        let skipped = |name: &str| BenchResult {
+            name: name.into(),
+            value: None,
+            unit: None,
+            verdict: Verdict::Skipped,
+            reason: Some("no CUDA driver".into()),
+            ..host_copy(Verdict::Skipped)
+        };
+        let node = BenchNode {
+            name: "gpu01".into(),
+            address: "h:1".into(),
+            ok: false,
+            error: None,
+            net_peer: None,
+            results: vec![host_copy(Verdict::Pass), skipped("hbm_d2d"), skipped("gemm_tflops")],
+        };
+        assert!(node.incomplete());
+        assert!(
+            node.summary().contains("incomplete: no GPU check ran"),
+            "{}",
+            node.summary()
+        );
     }
 }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use crate::detect::Thresholds;
 use crate::model::action::ActionReport;
-use crate::model::bench::BenchState;
+use crate::model::bench::{BenchState, BenchUpdate, Outcome};
+use crate::model::flag::Severity;
 use crate::model::sched::{self, SchedHealth};
 use crate::model::target::Target;
 use crate::model::update::{Event, Update};
@@ -74,7 +75,7 @@ impl Store {
                 return;
             }
             Update::Bench { node, event } => {
-                self.bench.entry(node).or_default().apply(event);
+                self.apply_bench(node, event, now_ms);
                 return;
             }
         };
@@ -100,6 +101,33 @@ impl Store {
                 n.caught_up = false;
             }
         }
+    }
+
+    /// A node's burn-in moves on; its verdict raises or clears the node's
+    /// `burnin_failed` flag, so a failure shows in alerts, filters and the
+    /// export like any other.
+    fn apply_bench(&mut self, node: usize, event: BenchUpdate, now_ms: i64) {
+        let cleared = matches!(event, BenchUpdate::Cleared);
+        let b = self.bench.entry(node).or_default();
+        b.apply(event);
+        let verdict = match b.outcome() {
+            // Judged when it ends: a run failing midway is shown, not flagged.
+            Outcome::Failed if b.finished => Some(Some((Severity::Crit, b.failure()))),
+            Outcome::Failed => None,
+            Outcome::Error => Some(Some((Severity::Warn, b.failure()))),
+            // Only a run that measured the GPUs and passed clears a failure:
+            // a cancelled or incomplete one says nothing new.
+            Outcome::Passed => Some(None),
+            Outcome::Running | Outcome::Cancelled | Outcome::Incomplete => cleared.then_some(None),
+        };
+        if cleared {
+            self.bench.remove(&node);
+        }
+        let (Some(verdict), Some(n)) = (verdict, self.nodes.get_mut(node)) else {
+            return;
+        };
+        let verdict = verdict.map(|(sev, detail)| (sev, now_ms, detail));
+        n.detector.set_burnin(verdict, now_ms, &self.thresholds);
     }
 
     /// Gives each node its scheduler state and jobs (by name); nodes the

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::model::action::{self, NodeAction, Plan, Request};
-use crate::model::bench::Suite;
+use crate::model::bench::{Outcome, Suite};
 use crate::model::flag::{Flag, Subject};
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
@@ -102,6 +102,8 @@ pub enum Dialog {
     Running(Plan),
     /// A burn-in suite on these nodes, waiting for `y`.
     ConfirmBench { nodes: Vec<usize>, suite: Suite },
+    /// Stopping the running burn-in, waiting for `y`.
+    ConfirmCancelBench { nodes: Vec<String> },
     /// The result of the last action, node by node.
     Result,
 }
@@ -443,11 +445,20 @@ fn on_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char('m') => app.metric = app.metric.next(),
         KeyCode::Char('D') if app.screen == Screen::Bench => drain_failed_bench_node(app),
         KeyCode::Char('x') if app.screen == Screen::Bench => {
-            if app.store.bench.values().any(|b| !b.finished) {
-                app.outgoing = Some(Request::CancelBench);
-                app.message = Some("cancelling the burn-in".into());
+            let nodes: Vec<String> = app
+                .store
+                .bench
+                .iter()
+                .filter(|(_, b)| !b.finished)
+                .filter_map(|(&i, _)| app.store.nodes.get(i).map(|n| n.target.name.clone()))
+                .collect();
+            if nodes.is_empty() {
+                app.message = Some("no burn-in is running".into());
+            } else {
+                app.dialog = Some(Dialog::ConfirmCancelBench { nodes });
             }
         }
+        KeyCode::Char('c') if app.screen == Screen::Bench => clear_bench(app),
         KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
         KeyCode::Char('B') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_bench(app),
         KeyCode::Esc => match app.screen {
@@ -665,6 +676,13 @@ fn dialog_key(app: &mut App, k: KeyEvent) {
         // While running, keys wait; the result replaces it.
         Dialog::Running(plan) => Some(Dialog::Running(plan)),
         Dialog::ConfirmBench { nodes, suite } => match k.code {
+            KeyCode::Char('s') => Some(Dialog::ConfirmBench {
+                nodes,
+                suite: match suite {
+                    Suite::Quick => Suite::Full,
+                    Suite::Full => Suite::Quick,
+                },
+            }),
             KeyCode::Char('y') | KeyCode::Char('Y') => {
                 app.outgoing = Some(Request::Bench { nodes, suite });
                 app.screen = Screen::Bench;
@@ -676,8 +694,35 @@ fn dialog_key(app: &mut App, k: KeyEvent) {
                 None
             }
         },
+        Dialog::ConfirmCancelBench { nodes } => match k.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => {
+                app.outgoing = Some(Request::CancelBench);
+                app.message = Some(format!("cancelling the burn-in on {} node(s)", nodes.len()));
+                None
+            }
+            _ => {
+                app.message = Some("the burn-in goes on".into());
+                None
+            }
+        },
         Dialog::Result => None,
     };
+}
+
+/// On the bench screen, `c` clears the selected node's finished run, and
+/// with it its `burnin_failed` flag (the person has seen it).
+fn clear_bench(app: &mut App) {
+    let Some((&node, b)) = app.store.bench.iter().nth(app.bench_cursor) else {
+        return;
+    };
+    if !b.finished {
+        app.message = Some("still running: x cancels it".into());
+        return;
+    }
+    let event = crate::model::bench::BenchUpdate::Cleared;
+    app.store.apply(Update::Bench { node, event }, app.now_ms);
+    app.bench_cursor = app.bench_cursor.min(app.store.bench.len().saturating_sub(1));
+    app.changed = true;
 }
 
 fn start_bench(app: &mut App) {
@@ -720,9 +765,12 @@ fn drain_failed_bench_node(app: &mut App) {
     let Some((&node, b)) = app.store.bench.iter().nth(app.bench_cursor) else {
         return;
     };
-    if !b.failed() {
-        app.message = Some("this node passed its burn-in".into());
-        return;
+    match b.outcome() {
+        Outcome::Failed | Outcome::Error => {}
+        other => {
+            app.message = Some(format!("this node's burn-in is {}: nothing to drain for", other.word()));
+            return;
+        }
     }
     let text = b.failure();
     let name = app.store.nodes[node].target.name.clone();

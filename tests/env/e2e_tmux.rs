@@ -200,7 +200,7 @@ pub fn burn_in_from_the_console_runs_on_the_demo_agents() {
         let s = t.screen();
         let finished = s
             .lines()
-            .filter(|l| l.contains("passed") || l.contains("FAILED"))
+            .filter(|l| l.contains("incomplete") || l.contains("passed") || l.contains("FAILED"))
             .count();
         if finished == 2 {
             break s;

@@ -692,34 +692,152 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
 }
 
 #[test]
-fn x_cancels_a_running_burn_in() {
+fn x_asks_then_cancels_a_running_burn_in_which_ends_cancelled_not_failed() {
     use fleetop::model::bench::BenchUpdate;
-    let setup = |app: &mut App| app.bench_enabled = true;
+    let setup = |app: &mut App| {
+        app.bench_enabled = true;
+        app.actions_enabled = true;
+    };
     let ev = |event: BenchUpdate| Step::Arrive(Update::Bench { node: 0, event });
-    let steps = vec![
-        Step::Do(key(KeyCode::Char('B'))),
-        Step::Do(key(KeyCode::Char('y'))),
-        ev(BenchUpdate::Started { suite: "quick".into() }),
-        ev(BenchUpdate::Progress {
-            step: "host memory copy".into(),
-            done: 1,
-            total: 9,
-        }),
+    let start = || {
+        vec![
+            Step::Do(key(KeyCode::Char('B'))),
+            Step::Do(key(KeyCode::Char('y'))),
+            ev(BenchUpdate::Started { suite: "quick".into() }),
+            ev(BenchUpdate::Progress {
+                step: "host memory copy".into(),
+                done: 1,
+                total: 9,
+            }),
+        ]
+    };
+    // x asks first: any key but y lets the suite run.
+    let mut steps = start();
+    steps.extend([Step::Do(key(KeyCode::Char('x'))), Step::Do(key(KeyCode::Char('n')))]);
+    let (buf, asked) = drive_steps(theme(), fleet_updates(2, 8, 30), (120, 30), steps, setup);
+    assert!(matches!(asked.as_slice(), [Request::Bench { .. }]), "{asked:?}");
+    assert!(text(&buf).contains("running"), "{}", text(&buf));
+
+    let mut steps = start();
+    steps.extend([
         Step::Do(key(KeyCode::Char('x'))),
-        ev(BenchUpdate::Finished {
-            error: Some("cancelled from the console".into()),
-        }),
-    ];
+        Step::Do(key(KeyCode::Char('y'))),
+        ev(BenchUpdate::Cancelled),
+        // A cancelled run is not a failure: nothing to drain, no flag.
+        Step::Do(key(KeyCode::Char('D'))),
+    ]);
     let (buf, asked) = drive_steps(theme(), fleet_updates(2, 8, 30), (120, 30), steps, setup);
     assert!(
         matches!(asked.as_slice(), [Request::Bench { .. }, Request::CancelBench]),
         "{asked:?}"
     );
     let screen = text(&buf);
+    assert!(screen.contains("cancelled") && !screen.contains("FAILED"), "{screen}");
+    assert!(screen.contains("nothing to drain for"), "{screen}");
+    assert!(!screen.contains("burnin_failed"), "{screen}");
+}
+
+/// A finished suite on node 0 with these results (GPU 2, in GB/s).
+fn bench_run(results: Vec<(&str, fleetop::model::bench::Verdict)>) -> Vec<Step> {
+    use fleetop::model::bench::{BenchResult, BenchUpdate, Verdict};
+    let ev = |event: BenchUpdate| Step::Arrive(Update::Bench { node: 0, event });
+    let mut steps = vec![ev(BenchUpdate::Started { suite: "quick".into() })];
+    for (name, verdict) in results {
+        let measured = verdict != Verdict::Skipped;
+        steps.push(ev(BenchUpdate::Result(BenchResult {
+            name: name.into(),
+            gpu: measured.then_some(2),
+            peer: None,
+            value: measured.then_some(812.0),
+            unit: measured.then(|| "GB/s".into()),
+            expected_min: Some(1000.0),
+            expected_source: None,
+            verdict,
+            reason: Some(
+                if measured {
+                    "below the minimum 1000.0"
+                } else {
+                    "no CUDA driver"
+                }
+                .into(),
+            ),
+        })));
+    }
+    steps.push(ev(BenchUpdate::Finished { error: None }));
+    steps
+}
+
+#[test]
+fn a_burn_in_that_skipped_every_gpu_check_is_incomplete_not_passed() {
+    use fleetop::model::bench::Verdict;
+    let mut steps = bench_run(vec![
+        ("host_memcpy", Verdict::Pass),
+        ("hbm_d2d", Verdict::Skipped),
+        ("gemm_tflops", Verdict::Skipped),
+    ]);
+    steps.extend([
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+    ]);
+    let (buf, _) = drive_steps(theme(), fleet_updates(2, 8, 30), (120, 30), steps, |_| {});
+    let screen = text(&buf);
+    assert!(screen.contains("incomplete") && !screen.contains("passed"), "{screen}");
+    assert!(screen.contains("no GPU check ran"), "{screen}");
+}
+
+#[test]
+fn a_failed_burn_in_is_an_alert_a_filter_match_and_can_be_cleared() {
+    use fleetop::model::bench::Verdict;
+    let failed = || bench_run(vec![("hbm_d2d", Verdict::Fail)]);
+    // In the alerts screen, with the failure.
+    let mut steps = failed();
+    steps.push(Step::Do(key(KeyCode::Tab)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, |_| {});
+    let screen = text(&buf);
     assert!(
-        screen.contains("FAILED") && screen.contains("cancelled from the console"),
+        screen.contains("burnin_failed") && screen.contains("burn-in quick failed: hbm_d2d GPU 2"),
         "{screen}"
     );
+    // The filter finds the node, and only it.
+    let mut steps = failed();
+    steps.push(Step::Do(key(KeyCode::Char('/'))));
+    steps.extend(keys("burnin_failed").into_iter().map(Step::Do));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, |_| {});
+    let screen = text(&buf);
+    assert!(screen.contains("gpu01") && !screen.contains("gpu02"), "{screen}");
+    // `c` on the bench screen clears it.
+    let mut steps = failed();
+    steps.extend([
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+    ]);
+    steps.push(Step::Do(key(KeyCode::Char('c'))));
+    // With no run left, the bench screen leaves the cycle: Tab goes to alerts.
+    steps.push(Step::Do(key(KeyCode::Tab)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, |_| {});
+    let screen = text(&buf);
+    let active = |screen: &str| {
+        screen
+            .lines()
+            .any(|l| l.starts_with("CRIT") && l.contains("burnin_failed"))
+    };
+    assert!(screen.contains("alerts") && !active(&screen), "{screen}");
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with("gone") && l.contains("burnin_failed")),
+        "{screen}"
+    );
+    // So does a later run that passes.
+    let mut steps = failed();
+    steps.extend(bench_run(vec![("hbm_d2d", Verdict::Pass)]));
+    steps.push(Step::Do(key(KeyCode::Tab)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, |_| {});
+    let screen = text(&buf);
+    assert!(screen.contains("alerts") && !active(&screen), "{screen}");
 }
 
 #[test]

@@ -210,14 +210,7 @@ pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &At
     match &gpus {
         Err(e) => {
             // One clear line per GPU check, so nobody mistakes "not run" for "passed".
-            for name in [
-                "hbm_d2d",
-                "pcie_h2d",
-                "pcie_d2h",
-                "nvlink_p2p",
-                "nccl_allreduce_busbw",
-                "gemm_tflops",
-            ] {
+            for &name in fleetop_proto::bench::GPU_CHECKS {
                 r.skipped(name, None, e.to_string());
             }
         }

@@ -1,5 +1,6 @@
 //! Burn-in: per node, a progress bar, the step it is on, its latest figure
 //! and its verdicts; a failed node says why, and `D` offers to drain it.
+//! A cancelled run is grey, not red; one that measured no GPU is incomplete.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -7,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{block, line_at};
-use crate::model::bench::Verdict;
+use crate::model::bench::{Outcome, Verdict};
 use crate::tui::app::App;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
@@ -45,11 +46,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             0
         };
 
-        let (state, style) = match (s.finished, s.failed()) {
-            (true, true) => ("FAILED", t.crit),
-            (true, false) => ("passed", t.ok),
-            (false, true) => ("failing", t.crit),
-            (false, false) => ("running", t.title),
+        let outcome = s.outcome();
+        let (state, style) = match outcome {
+            Outcome::Failed if !s.finished => ("failing", t.crit),
+            Outcome::Failed => ("FAILED", t.crit),
+            Outcome::Error | Outcome::Incomplete => (outcome.word(), t.warn),
+            Outcome::Cancelled => (outcome.word(), t.muted),
+            Outcome::Passed => (outcome.word(), t.ok),
+            Outcome::Running => (outcome.word(), t.title),
         };
         let name_style = if pos == app.bench_cursor { t.selected } else { t.base };
         // The latest figure actually measured (a skipped check has none).
@@ -68,7 +72,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .unwrap_or_default();
         let line = Line::from(vec![
             Span::styled(format!("{:<name_w$} ", n.target.name), name_style),
-            Span::styled(format!("{:<8}", state), style),
+            Span::styled(format!("{:<11}", state), style),
             Span::styled("█".repeat(filled), style),
             Span::styled("░".repeat(bar_w - filled), t.muted),
             Span::raw(format!(" {:>2}/{:<2} ", s.done, s.total)),
@@ -84,13 +88,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         ]);
         line_at(line, inner, row, buf);
         row += 1;
-        if s.failed() {
-            line_at(
-                Line::from(Span::styled(format!("    {}  (D drains it)", s.failure()), t.crit)),
-                inner,
-                row,
-                buf,
-            );
+        let why = match outcome {
+            Outcome::Failed | Outcome::Error => Some((format!("{}  (D drains it, c clears)", s.failure()), style)),
+            Outcome::Incomplete => Some(("no GPU check ran: see the skipped reasons".to_string(), style)),
+            Outcome::Cancelled => Some((
+                "cancelled from the console: says nothing about the hardware".to_string(),
+                style,
+            )),
+            Outcome::Running | Outcome::Passed => None,
+        };
+        if let Some((text, style)) = why {
+            line_at(Line::from(Span::styled(format!("    {text}"), style)), inner, row, buf);
             row += 1;
         }
     }

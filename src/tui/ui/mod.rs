@@ -155,10 +155,27 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             lines.push(Line::from(vec![
                 Span::styled(" y ", t.crit),
                 Span::raw("run    "),
+                Span::styled("s ", t.title),
+                Span::raw("quick/full    "),
                 Span::styled("any other key ", t.title),
                 Span::raw("cancel (the default)"),
             ]));
             popup(t, "confirm burn-in", lines, width, area, buf);
+        }
+        Dialog::ConfirmCancelBench { nodes } => {
+            let lines = vec![
+                Line::from(format!(" Stop the burn-in on {} node(s)?", nodes.len())),
+                Line::from(format!("   {}", nodes.join(" "))),
+                Line::from(" They end as cancelled: no verdict on the hardware."),
+                Line::from(""),
+                Line::from(vec![
+                    Span::styled(" y ", t.crit),
+                    Span::raw("stop it    "),
+                    Span::styled("any other key ", t.title),
+                    Span::raw("let it run (the default)"),
+                ]),
+            ];
+            popup(t, "cancel burn-in", lines, width, area, buf);
         }
         Dialog::Running(plan) => {
             let lines = vec![Line::from(format!(
@@ -344,6 +361,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "Esc back",
             "j/k move",
             "D drain a failed node",
+            "c clear",
             "x cancel",
             "Tab screen",
         ],
@@ -392,13 +410,14 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
     match screen {
         Screen::Heatmap | Screen::Detail => v.extend([
             ("D R U", "drain (with a reason), resume, undrain: marked or this"),
-            ("B", "burn-in suite on the marked nodes or this one"),
+            ("B", "burn-in on the marked nodes or this one (s: quick/full)"),
         ]),
         Screen::Alerts => {}
         Screen::Bench => v.extend([
             ("j k  ↓ ↑", "move"),
             ("D", "drain the selected failed node, the failure as reason"),
-            ("x", "cancel the running burn-in"),
+            ("c", "clear the selected finished run (and its burnin_failed flag)"),
+            ("x", "cancel the running burn-in (asks; ends as cancelled, not failed)"),
         ]),
     }
     match screen {
