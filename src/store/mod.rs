@@ -334,7 +334,13 @@ mod tests {
         );
         st.tick(30_000);
         assert_eq!(st.nodes[0].detector.active().count(), 0, "not yet: 29 s");
+        assert_eq!(
+            st.nodes[0].status(30_000, &th),
+            NodeStatus::Connecting,
+            "still connecting"
+        );
         st.tick(31_000);
+        assert_eq!(st.nodes[0].status(31_000, &th), NodeStatus::Unreachable);
         let f = st.nodes[0].detector.active().next().expect("an alert");
         assert_eq!((f.kind, f.severity), (FlagKind::Unreachable, Severity::Crit));
         assert_eq!(

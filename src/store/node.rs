@@ -93,7 +93,12 @@ impl NodeState {
     pub fn status(&self, now_ms: i64, th: &Thresholds) -> NodeStatus {
         let stale_after = self.interval_ms() * i64::from(th.stale_intervals.max(1));
         match (self.sample_age_ms(now_ms), &self.link) {
-            (None, Link::Down { .. }) => NodeStatus::Unreachable,
+            // A node never reached is still connecting (a fleet starting
+            // up, an agent restarting) until `unreachable_after` has passed
+            // since the first failed attempt: no false alarm at start.
+            (None, Link::Down { since_ms, .. }) if now_ms - since_ms >= th.unreachable_after.as_millis() as i64 => {
+                NodeStatus::Unreachable
+            }
             (None, _) => NodeStatus::Connecting,
             (Some(age), _) if age <= stale_after => NodeStatus::Ok,
             // Old samples while the history is still arriving say nothing
