@@ -274,6 +274,15 @@ impl Theme {
         dirs::config_dir().map(|d| d.join("fleetop").join("themes"))
     }
 
+    /// A block of the crit colour (a critical wall cell, a GPU with no
+    /// reading): crit reversed, unless crit already paints a background.
+    pub fn crit_block(&self) -> Style {
+        match self.crit.bg {
+            Some(c) if c != Color::Reset => self.crit,
+            _ => self.crit.add_modifier(Modifier::REVERSED),
+        }
+    }
+
     /// Heat colour for a fraction 0.0..=1.0 (clamped; NaN -> 0): linear
     /// interpolation in RGB between stops, then degraded to depth. In Mono
     /// returns `Color::Reset`, because a colourless heat map must be drawn
@@ -994,6 +1003,37 @@ mod tests {
         }
     }
 
+    /// The colour a theme's crit style paints: its background where it has
+    /// one, else its foreground (drawn reversed on the wall).
+    fn crit_colour(t: &Theme) -> Option<Color> {
+        t.crit.bg.filter(|c| *c != Color::Reset).or(t.crit.fg)
+    }
+
+    #[test]
+    fn the_heat_scale_never_takes_the_crit_colour_nor_red() {
+        // A 95 %-busy cell must not look like a critical node: red belongs
+        // to crit alone, at every depth a terminal may have.
+        for name in Theme::SHIPPED.into_iter().filter(|n| *n != "mono") {
+            for depth in [ColorDepth::TrueColor, ColorDepth::Ansi256, ColorDepth::Ansi16] {
+                let t = Theme::load(name, None, depth).expect("shipped theme loads");
+                let crit = crit_colour(&t).expect("crit has a colour");
+                for i in 0..=100 {
+                    let heat = t.heat(f64::from(i) / 100.0);
+                    assert_ne!(heat, crit, "{name} at {depth}: heat {i}% is crit's colour");
+                    assert!(
+                        !matches!(heat, Color::Red | Color::LightRed),
+                        "{name} at {depth}: heat {i}% is red"
+                    );
+                    if let Some([r, g, b]) = color_rgb(heat) {
+                        // Red-dominant (hue within 30 degrees of red) and saturated.
+                        let red = r > 120 && u32::from(r) > 2 * u32::from(g).max(u32::from(b));
+                        assert!(!red, "{name} at {depth}: heat {i}% is {heat:?}, a red");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn shipped_texts_exist_for_every_name() {
         for name in Theme::SHIPPED {
@@ -1358,9 +1398,8 @@ mod tests {
         assert_eq!(t.heat_fg(1.0), Color::Rgb(0, 0, 0));
 
         let d = Theme::load("default", None, ColorDepth::TrueColor).expect("default");
-        assert_eq!(d.heat(0.0), Color::Rgb(0x1d, 0x35, 0x57));
-        assert_eq!(d.heat(0.5), Color::Rgb(0xe9, 0xc4, 0x6a));
-        assert_eq!(d.heat(1.0), Color::Rgb(0xe6, 0x39, 0x46));
+        assert_eq!(d.heat(0.0), Color::Rgb(0x0f, 0x2a, 0x4a));
+        assert_eq!(d.heat(1.0), Color::Rgb(0xe0, 0xf3, 0xf0));
 
         let t16 = heat_theme(vec![[0, 0, 0], [255, 255, 255]], ColorDepth::Ansi16);
         assert_eq!(t16.heat(0.0), Color::Black);

@@ -1134,3 +1134,61 @@ fn a_node_with_a_critical_flag_is_not_ok_and_the_filters_say_health() {
         "{crit}"
     );
 }
+
+/// The colour a cell shows as its background (its fg when reversed).
+fn shown_bg(c: &ratatui::buffer::Cell) -> Color {
+    if c.modifier.contains(ratatui::style::Modifier::REVERSED) {
+        c.fg
+    } else {
+        c.bg
+    }
+}
+
+#[test]
+fn on_the_wall_red_means_crit_and_nothing_else_in_every_theme_at_256_and_16_colours() {
+    for name in Theme::SHIPPED.into_iter().filter(|n| *n != "mono") {
+        for depth in [ColorDepth::Ansi256, ColorDepth::Ansi16] {
+            let t = Theme::load(name, None, depth).expect("theme");
+            let crit = shown_bg(&{
+                let mut c = ratatui::buffer::Cell::default();
+                c.set_style(t.crit_block());
+                c
+            });
+            let buf = drive(t.clone(), fleet_updates(300, 8, 30), (80, 24), vec![]);
+            let (mut crit_cells, mut heat_cells) = (0, 0);
+            // The wall: below the header and the block's border, above the
+            // status line and the legend.
+            for y in 3..21 {
+                for x in 0..80 {
+                    let c = &buf[(x, y)];
+                    let starts_cell = x == 0 || shown_bg(&buf[(x - 1, y)]) != shown_bg(c) || c.symbol() != " ";
+                    if shown_bg(c) == crit {
+                        if starts_cell && c.symbol() != " " {
+                            assert_eq!(c.symbol(), "!", "{name} at {depth}: crit colour at {x},{y}");
+                            crit_cells += 1;
+                        }
+                    } else if c.symbol() == " " && c.bg != Color::Reset && c.bg != t.base.bg.unwrap_or(Color::Reset) {
+                        heat_cells += 1;
+                    }
+                }
+            }
+            assert!(
+                crit_cells > 0 && heat_cells > 100,
+                "{name} at {depth}: {crit_cells} crit, {heat_cells} heat"
+            );
+        }
+    }
+}
+
+#[test]
+fn without_colour_the_wall_glyphs_are_distinct() {
+    let mono = Theme::load("default", None, ColorDepth::Mono).expect("mono");
+    let screen = text(&drive(mono, fleet_updates(300, 8, 30), (80, 24), vec![]));
+    let wall: String = screen.lines().skip(3).take(18).collect();
+    // A warn node is `*`, never `•` (which NO_COLOR's lowest shade `·` resembles).
+    assert!(
+        wall.contains('*') && wall.contains('!') && !wall.contains('•'),
+        "{screen}"
+    );
+    assert!(screen.contains("! crit  * warn"), "{screen}");
+}

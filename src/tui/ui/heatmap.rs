@@ -254,7 +254,7 @@ fn cell_span(t: &Theme, frac: Option<f64>, stale: bool, mig: bool, text: String)
         Some(f) if !stale => heat_span(t, f, text),
         Some(_) => Span::styled(text, t.muted),
         None if mig => Span::styled(text, t.muted),
-        None => Span::styled(text, t.crit.add_modifier(Modifier::REVERSED)),
+        None => Span::styled(text, t.crit_block()),
     }
 }
 
@@ -330,7 +330,8 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             (NodeStatus::Unreachable, _) => "x",
             (NodeStatus::Stale | NodeStatus::Connecting, _) => "?",
             (_, Some(Severity::Crit)) => "!",
-            (_, Some(Severity::Warn)) => "•",
+            // Not `•`: next to the shade `·` of NO_COLOR the two look alike.
+            (_, Some(Severity::Warn)) => "*",
             _ => " ",
         };
         let frac = view::node_mean(n, app.metric, &app.store.thresholds);
@@ -338,7 +339,11 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             Some(f) if !t.is_mono() && status == NodeStatus::Ok => Style::new().fg(t.heat_fg(f)).bg(t.heat(f)),
             _ => t.muted,
         };
-        if let Some(s) = worst.filter(|_| t.is_mono() || frac.is_none()) {
+        // Crit is the crit colour, reversed, in every theme: never a glyph
+        // on a heat colour (the heat scale has no red, crit is only red).
+        if worst == Some(Severity::Crit) && status == NodeStatus::Ok {
+            style = t.crit_block();
+        } else if let Some(s) = worst.filter(|_| t.is_mono() || frac.is_none()) {
             style = severity_style(t, s);
         }
         let text = if t.is_mono() && glyph == " " {
@@ -372,7 +377,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             Span::raw(format!("  mean {} {mean}  ", app.metric.name())),
         ];
         spans.extend(flag_summary(t, n));
-        spans.push(Span::styled("  ! crit  • warn  ? stale  x unreachable", t.muted));
+        spans.push(Span::styled("  ! crit  * warn  ? stale  x unreachable", t.muted));
         line_at(Line::from(spans), area, status_row, buf);
     }
 }
