@@ -89,6 +89,26 @@ impl FlagKind {
         }
     }
 
+    /// A short name, for where the full one does not fit (an 80-column header).
+    pub fn short(self) -> &'static str {
+        match self {
+            FlagKind::Throttled => "thr",
+            FlagKind::PowerCapped => "pcap",
+            FlagKind::EccUncorrected => "ecc",
+            FlagKind::GpuLost => "lost",
+            FlagKind::NvlinkDown => "nvl_dn",
+            FlagKind::IbDown => "ib_dn",
+            FlagKind::IbErrors => "ib_err",
+            FlagKind::RemapPending => "rmp_pend",
+            FlagKind::RemapFailed => "rmp_fail",
+            FlagKind::Underused => "under",
+            FlagKind::GpuStuck => "stuck",
+            FlagKind::Unreachable => "unreach",
+            FlagKind::BurninFailed => "burnin",
+            FlagKind::Idle | FlagKind::Xid | FlagKind::Stale | FlagKind::Hot => self.name(),
+        }
+    }
+
     pub fn from_name(s: &str) -> Option<FlagKind> {
         Self::ALL.into_iter().find(|k| k.name() == s)
     }

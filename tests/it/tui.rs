@@ -6,6 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use fleetop::detect::Thresholds;
 use fleetop::ingest::demo::{self, SimFleet};
 use fleetop::model::action::{ActionReport, Actor, NodeAction, NodeResult, Request, Stage};
+use fleetop::model::flag::FlagKind;
 use fleetop::model::target::Target;
 use fleetop::model::update::{Event, Update};
 use fleetop::store::Store;
@@ -1191,4 +1192,88 @@ fn without_colour_the_wall_glyphs_are_distinct() {
         "{screen}"
     );
     assert!(screen.contains("! crit  * warn"), "{screen}");
+}
+
+/// The header's flag counts as (name, style) pairs, in screen order.
+fn header_flags(buf: &Buffer) -> Vec<(String, ratatui::style::Style)> {
+    let y = 1;
+    let mut out: Vec<(String, ratatui::style::Style)> = Vec::new();
+    let mut word = String::new();
+    let mut style = ratatui::style::Style::default();
+    for x in 0..buf.area.width {
+        let c = &buf[(x, y)];
+        if c.symbol() == " " {
+            if !word.is_empty() {
+                out.push((std::mem::take(&mut word), style));
+            }
+        } else {
+            if word.is_empty() {
+                style = c.style();
+            }
+            word.push_str(c.symbol());
+        }
+    }
+    if !word.is_empty() {
+        out.push((word, style));
+    }
+    // Names only (counts and the "flags" label dropped).
+    out.into_iter()
+        .filter(|(w, _)| w != "flags" && w.parse::<u64>().is_err())
+        .collect()
+}
+
+#[test]
+fn at_80_columns_the_header_keeps_every_critical_flag_and_puts_the_worst_first() {
+    let t = theme();
+    let fleet = || fleet_updates(300, 8, 60);
+    let wide = header_flags(&drive(t.clone(), fleet(), (240, 40), vec![]));
+    let narrow_buf = drive(t.clone(), fleet(), (80, 24), vec![]);
+    let narrow = header_flags(&narrow_buf);
+    let crit = |v: &[(String, ratatui::style::Style)]| {
+        v.iter()
+            .filter(|(_, s)| s.fg == t.crit.fg)
+            .map(|(w, _)| {
+                FlagKind::ALL
+                    .into_iter()
+                    .find(|k| k.name() == w || k.short() == w)
+                    .unwrap_or_else(|| panic!("{w} is a flag name"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let (wide_crit, narrow_crit) = (crit(&wide), crit(&narrow));
+    assert!(wide_crit.len() >= 3, "{wide:?}");
+    assert_eq!(
+        narrow_crit,
+        wide_crit,
+        "every crit kind at 80 columns: {}",
+        text(&narrow_buf)
+    );
+    // The worst first: no crit after a non-crit.
+    let first_other = narrow
+        .iter()
+        .position(|(_, s)| s.fg != t.crit.fg)
+        .unwrap_or(narrow.len());
+    assert!(
+        narrow[first_other..].iter().all(|(_, s)| s.fg != t.crit.fg),
+        "{narrow:?}"
+    );
+}
+
+#[test]
+fn at_80_columns_node_detail_keeps_flags_ecc_xid_and_a_lost_gpu_says_so_whole() {
+    let mut steps: Vec<Action> = keys("/gpu_lost");
+    steps.push(key(KeyCode::Enter));
+    steps.push(key(KeyCode::Enter));
+    let buf = drive(theme(), fleet_updates(16, 8, 60), (80, 24), steps);
+    let screen = text(&buf);
+    let header = screen.lines().find(|l| l.starts_with("GPU")).unwrap_or_default();
+    for col in ["util", "mem GiB", "temp", "ECC", "XID", "flags"] {
+        assert!(header.contains(col), "{col} in {header}");
+    }
+    let lost = screen
+        .lines()
+        .find(|l| l.contains("gpu_lost") && !l.contains("flags"))
+        .unwrap_or_default();
+    // The reason in full in the row, and the flag in the flags column.
+    assert_eq!(lost.matches("gpu_lost").count(), 2, "{screen}");
 }

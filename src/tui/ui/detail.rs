@@ -151,40 +151,69 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         line_at(Line::from(Span::styled("no sample yet", t.muted)), area, 0, buf);
         return;
     };
-    // Columns in order of importance; the last ones go first when narrow.
-    let all: [(&str, u16); 11] = [
-        ("GPU", 4),
-        ("util", 5),
-        ("mem GiB", 11),
-        ("temp", 8),
-        ("power W", 10),
-        ("SM MHz", 10),
-        ("throttle", 22),
-        ("ECC c/u", 8),
-        ("XID", 5),
-        // GPM's SM activity ("-" without GPM): after the faults, which an
-        // 80-column terminal must keep.
-        ("SM act", 6),
-        ("flags", 18),
+    // Columns in screen order, each with how much it matters: when narrow
+    // the least important go first, so at 80 columns the faults (throttle,
+    // ECC, XID) and the flags stay and clocks and power give way.
+    // Narrow terminals get narrower throttle and flag columns (long reasons
+    // are cut, the flag names still fit), so memory stays too at 80.
+    let narrow = area.width < 110;
+    let all: [(&str, u16, u8); 11] = [
+        ("GPU", 4, 10),
+        ("util", 5, 9),
+        ("mem GiB", 11, 5),
+        ("temp", 8, 7),
+        ("power W", 10, 3),
+        ("SM MHz", 10, 2),
+        ("throttle", if narrow { 14 } else { 22 }, 6),
+        ("ECC c/u", 8, 8),
+        ("XID", 5, 8),
+        // GPM's SM activity ("-" without GPM).
+        ("SM act", 6, 1),
+        ("flags", if narrow { 16 } else { 18 }, 9),
     ];
-    let mut keep = all.len();
-    while keep > 4 && all[..keep].iter().map(|(_, w)| w + 1).sum::<u16>() > area.width {
-        keep -= 1;
+    let mut shown = [true; 11];
+    let width = |shown: &[bool; 11]| -> u16 { all.iter().zip(shown).filter(|(_, s)| **s).map(|(c, _)| c.1 + 1).sum() };
+    let mut by_importance: Vec<usize> = (0..all.len()).collect();
+    by_importance.sort_by_key(|&i| all[i].2);
+    for i in by_importance {
+        if width(&shown) <= area.width || shown.iter().filter(|s| **s).count() <= 4 {
+            break;
+        }
+        shown[i] = false;
     }
-    let cols = &all[..keep];
-    let rows = s.gpus.iter().enumerate().map(|(pos, g)| {
+    let keep_cols = |cells: Vec<Cell<'static>>| -> Vec<Cell<'static>> {
+        cells
+            .into_iter()
+            .zip(shown)
+            .filter(|(_, s)| *s)
+            .map(|(c, _)| c)
+            .collect()
+    };
+    let cols: Vec<(&str, u16)> = all
+        .iter()
+        .zip(shown)
+        .filter(|(_, s)| *s)
+        .map(|(c, _)| (c.0, c.1))
+        .collect();
+    // Rows (of the flattened table) of GPUs that gave no reading, with why:
+    // drawn whole across the reading columns after the table, never cut to
+    // a column's width ("gpu_l").
+    let mut errors: Vec<(usize, usize, String)> = Vec::new();
+    let mut rows: Vec<Row<'static>> = Vec::new();
+    for (pos, g) in s.gpus.iter().enumerate() {
         let gi = gpu_info(n, g.index);
-        let flags: Vec<Span<'_>> = n
+        let flags: Vec<Span<'static>> = n
             .detector
             .active()
             .filter(|f| f.subject == Subject::Gpu(g.index))
             .map(|f| Span::styled(format!("{} ", f.kind.name()), severity_style(t, f.severity)))
             .collect();
-        let cells: Vec<Cell<'_>> = if let Some(e) = &g.error {
-            vec![
-                Cell::from(g.index.to_string()),
-                Cell::from(Span::styled(e.name().to_string(), t.crit)),
-            ]
+        let cells: Vec<Cell<'static>> = if let Some(e) = &g.error {
+            errors.push((rows.len(), pos, e.name().to_string()));
+            let mut cells = vec![Cell::from(g.index.to_string())];
+            cells.resize(all.len() - 1, Cell::from(""));
+            cells.push(Cell::from(Line::from(flags.clone())));
+            cells
         } else {
             let th = &app.store.thresholds;
             let total = gi.and_then(|i| i.mem_total_bytes).map(|b| b as f64 / GIB);
@@ -243,14 +272,7 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 Cell::from(Line::from(flags.clone())),
             ]
         };
-        let mut cells = cells;
-        cells.truncate(keep);
-        // Flags always show, even for a GPU with only an error.
-        if cells.len() == 2 && keep > 2 {
-            cells.resize(keep - 1, Cell::from(""));
-            cells.push(Cell::from(Line::from(flags)));
-        }
-        let row = Row::new(cells);
+        let row = Row::new(keep_cols(cells));
         let row = if pos == app.detail_gpu {
             row.style(t.selected)
         } else {
@@ -276,18 +298,29 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 Some(x) => format!("{:>3.0}%", x.sm_active_pct),
                 None => "   -".into(),
             }));
-            cells.truncate(keep);
-            Row::new(cells).style(t.muted)
+            cells.resize(all.len(), Cell::from(""));
+            Row::new(keep_cols(cells)).style(t.muted)
         });
-        std::iter::once(row).chain(mig).collect::<Vec<_>>()
-    });
-    let rows = rows.flatten();
+        rows.push(row);
+        rows.extend(mig);
+    }
     let widths: Vec<Constraint> = cols.iter().map(|(_, w)| Constraint::Length(*w)).collect();
     let header = Row::new(cols.iter().map(|(h, _)| Cell::from(*h))).style(t.title);
     Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
         .render(area, buf);
+    // Why a GPU gave nothing, across the columns between its index and its flags.
+    let first = cols[0].1 + 1;
+    let last = cols.iter().take(cols.len() - 1).map(|c| c.1 + 1).sum::<u16>();
+    for (row, pos, why) in errors {
+        let y = area.y + 1 + row as u16;
+        if y < area.bottom() && last > first + 1 {
+            let w = usize::from(last - first - 1);
+            let style = if pos == app.detail_gpu { t.selected } else { t.crit };
+            buf.set_stringn(area.x + first, y, format!("{why:<w$}"), w, style);
+        }
+    }
 }
 
 fn pane_block<'a>(t: &Theme, pane: Pane) -> ratatui::widgets::Block<'a> {

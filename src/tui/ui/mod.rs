@@ -316,11 +316,49 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     if kinds.is_empty() {
         line2.push(Span::styled("none", t.ok));
     }
-    for (k, (c, sev)) in kinds {
-        line2.push(Span::styled(format!("{} {c}", k.name()), severity_style(t, sev)));
-        line2.push(Span::raw("  "));
-    }
+    let used: usize = line2.iter().map(|s| s.width()).sum();
+    let room = (area.width as usize).saturating_sub(used);
+    line2.extend(flag_counts(t, kinds, room));
     line_at(Line::from(line2), area, 1, buf);
+}
+
+/// The fleet's flag counts in `room` columns: the worst first; short names
+/// before anything is cut; and what is cut is counted ("+3 more"), so a
+/// crit flag never gives way to an info one.
+fn flag_counts(t: &Theme, kinds: BTreeMap<FlagKind, (usize, Severity)>, room: usize) -> Vec<Span<'static>> {
+    let mut kinds: Vec<(FlagKind, usize, Severity)> = kinds.into_iter().map(|(k, (c, s))| (k, c, s)).collect();
+    kinds.sort_by_key(|&(k, _, s)| (std::cmp::Reverse(s), k));
+    let text = |k: FlagKind, c: usize, short: bool| format!("{} {c}", if short { k.short() } else { k.name() });
+    let width = |short: bool| {
+        kinds
+            .iter()
+            .map(|&(k, c, _)| text(k, c, short).chars().count() + 2)
+            .sum::<usize>()
+    };
+    let short = width(false) > room;
+    let gap = if short { 1 } else { 2 };
+    let mut out = Vec::new();
+    let mut used = 0;
+    for (i, &(k, c, s)) in kinds.iter().enumerate() {
+        let piece = text(k, c, short);
+        let w = piece.chars().count() + gap;
+        let left = kinds.len() - i - 1;
+        // Keep room to say how many more there are, unless this is the last.
+        let reserve = if left > 0 { 9 } else { 0 };
+        if used + w + reserve > room && (left > 0 || used + w > room) {
+            // As loud as the worst of what it stands for.
+            let worst = kinds[i..].iter().map(|k| k.2).max().unwrap_or(Severity::Info);
+            out.push(Span::styled(
+                format!("+{} more", kinds.len() - i),
+                severity_style(t, worst),
+            ));
+            break;
+        }
+        used += w;
+        out.push(Span::styled(piece, severity_style(t, s)));
+        out.push(Span::raw(" ".repeat(gap)));
+    }
+    out
 }
 
 fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
