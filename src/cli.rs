@@ -25,6 +25,10 @@ pub struct Cli {
     /// Refuse every action that changes the cluster (also `read_only = true` in the config).
     #[arg(long, global = true)]
     pub read_only: bool,
+    /// How often the console redraws at most, 50ms to 10s (also `refresh` in
+    /// the config; default 200ms): raise it on a slow SSH link.
+    #[arg(long, global = true, value_parser = crate::model::time::parse_refresh)]
+    pub refresh: Option<Duration>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

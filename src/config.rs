@@ -36,6 +36,23 @@ pub struct Config {
     pub tls_domain: Option<String>,
     pub thresholds: Thresholds,
     pub slurm: SlurmConfig,
+    /// How often the console may redraw (`--refresh`): lower for a slow
+    /// SSH link. 50 ms to 10 s.
+    #[serde(deserialize_with = "de_refresh")]
+    pub refresh: Option<std::time::Duration>,
+}
+
+fn de_refresh<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time::Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    crate::model::time::parse_refresh(&s)
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("bad refresh: {e}")))
+}
+
+impl Config {
+    pub fn refresh(&self) -> std::time::Duration {
+        self.refresh.unwrap_or(crate::model::time::DEFAULT_REFRESH)
+    }
 }
 
 /// Which output format to read.

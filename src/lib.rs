@@ -54,7 +54,8 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let cfg = config::load(cli.config.as_deref())?;
+    let mut cfg = config::load(cli.config.as_deref())?;
+    cfg.refresh = cli.refresh.or(cfg.refresh);
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
         Some(Command::Export(args)) => {

@@ -345,6 +345,54 @@ fn dedup<T: Eq + Hash + Clone>(items: Vec<T>) -> Vec<T> {
     items.into_iter().filter(|x| seen.insert(x.clone())).collect()
 }
 
+/// The shortest Slurm hostlist for `names` ("gpu[01-04,09],login1"): the
+/// inverse of `expand`, for people to paste into `scontrol` or `srun -w`.
+/// Numbers keep their width (gpu09 and gpu010 are different groups).
+pub fn compress(names: &[String]) -> String {
+    use std::collections::BTreeMap;
+    // (prefix, digits' width) -> numbers; names without a trailing number as they are.
+    let mut groups: BTreeMap<(String, usize), Vec<u64>> = BTreeMap::new();
+    let mut plain: Vec<String> = Vec::new();
+    for n in names {
+        let digits = n.chars().rev().take_while(char::is_ascii_digit).count();
+        let (prefix, num) = n.split_at(n.len() - digits);
+        match num.parse::<u64>() {
+            Ok(v) if digits > 0 && !prefix.contains(['[', ']', ',']) => {
+                groups.entry((prefix.to_string(), digits)).or_default().push(v)
+            }
+            _ => plain.push(n.clone()),
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for ((prefix, width), mut nums) in groups {
+        nums.sort_unstable();
+        nums.dedup();
+        if let [only] = nums.as_slice() {
+            out.push(format!("{prefix}{only:0width$}"));
+            continue;
+        }
+        let mut ranges: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < nums.len() {
+            let start = nums[i];
+            while i + 1 < nums.len() && nums[i + 1] == nums[i] + 1 {
+                i += 1;
+            }
+            ranges.push(if nums[i] == start {
+                format!("{start:0width$}")
+            } else {
+                format!("{start:0width$}-{:0width$}", nums[i])
+            });
+            i += 1;
+        }
+        out.push(format!("{prefix}[{}]", ranges.join(",")));
+    }
+    plain.sort();
+    plain.dedup();
+    out.extend(plain);
+    out.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,5 +565,21 @@ mod tests {
             let dir = std::env::temp_dir().join(format!("fleetop-hostlist-{}-{test}", std::process::id()));
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+
+    #[test]
+    fn compress_is_the_inverse_of_expand() {
+        let names: Vec<String> = ["gpu03", "gpu01", "gpu02", "gpu09", "login1", "gpu010", "n7", "gpu02"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let list = compress(&names);
+        assert_eq!(list, "gpu[01-03,09],gpu010,login1,n7");
+        let mut back = expand(&list).expect("expands");
+        back.sort();
+        let mut want = names.clone();
+        want.sort();
+        want.dedup();
+        assert_eq!(back, want);
     }
 }

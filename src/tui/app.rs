@@ -14,6 +14,9 @@ use crate::store::{NodeState, Store};
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
 
+/// Where copied text goes (the terminal's clipboard, by OSC 52).
+pub type ClipboardSink = Box<dyn FnMut(&str) + Send>;
+
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]
 pub enum Action {
@@ -127,11 +130,19 @@ pub struct App {
     pub screen: Screen,
     pub metric: Metric,
     pub sort: Sort,
+    /// `S`: the sort runs the other way (lowest utilization first).
+    pub sort_reverse: bool,
     pub wall: Wall,
     pub filter: Filter,
     pub filter_text: String,
-    /// The filter being typed, while `/` is open.
+    /// The filter being typed, while `/` is open: applied as it is typed.
     pub input: Option<String>,
+    /// The filter before `/` was pressed, restored by Esc.
+    filter_before: Option<(Filter, String)>,
+    /// Where a range mark (Ctrl-Space) starts: the last node marked.
+    mark_anchor: Option<usize>,
+    /// How often the screen may be redrawn (`--refresh`).
+    pub refresh: std::time::Duration,
     /// A one-line message for the footer (a bad filter, ...).
     pub message: Option<String>,
     /// The node under the cursor (its index in the store): the selection
@@ -160,6 +171,11 @@ pub struct App {
     pub dialog: Option<Dialog>,
     /// Taken by the loop after each update.
     pub outgoing: Option<Request>,
+    /// Text for the terminal's clipboard, handed by the loop to `clipboard_sink`.
+    pub clipboard: Option<String>,
+    /// Where copied text goes: the terminal (OSC 52) in the console; tests
+    /// keep it.
+    pub clipboard_sink: Option<ClipboardSink>,
     pub log_path: Option<PathBuf>,
     /// Where actions are logged (shown with their results).
     pub audit_path: PathBuf,
@@ -185,10 +201,14 @@ impl App {
             screen: Screen::Heatmap,
             metric: Metric::Util,
             sort: Sort::Name,
+            sort_reverse: false,
             wall: Wall::Auto,
             filter: Filter::All,
             filter_text: String::new(),
             input: None,
+            filter_before: None,
+            mark_anchor: None,
+            refresh: crate::model::time::DEFAULT_REFRESH,
             message: None,
             selected: None,
             cursor: 0,
@@ -206,6 +226,8 @@ impl App {
             read_only: false,
             dialog: None,
             outgoing: None,
+            clipboard: None,
+            clipboard_sink: None,
             log_path: None,
             audit_path: crate::ops::audit::audit_path(),
             size: (80, 24),
@@ -220,7 +242,14 @@ impl App {
 
     /// The nodes shown, in order (node indices).
     pub fn visible(&self) -> Vec<usize> {
-        view::visible(&self.store, &self.filter, self.sort, self.metric, self.now_ms)
+        view::visible(
+            &self.store,
+            &self.filter,
+            self.sort,
+            self.sort_reverse,
+            self.metric,
+            self.now_ms,
+        )
     }
 
     pub fn wall_active(&self) -> bool {
@@ -393,28 +422,8 @@ fn on_key(app: &mut App, k: KeyEvent) {
         app.quit = true;
         return;
     }
-    if let Some(text) = app.input.as_mut() {
-        match k.code {
-            KeyCode::Char(c) if !ctrl => text.push(c),
-            KeyCode::Backspace => {
-                text.pop();
-            }
-            KeyCode::Esc => app.input = None,
-            KeyCode::Enter => {
-                let text = app.input.take().unwrap_or_default();
-                match Filter::parse(&text) {
-                    Ok(f) => {
-                        app.filter = f;
-                        app.filter_text = text.trim().to_string();
-                        app.message = None;
-                        app.select_row(0);
-                        app.alert_cursor = 0;
-                    }
-                    Err(e) => app.message = Some(e),
-                }
-            }
-            _ => {}
-        }
+    if app.input.is_some() {
+        filter_key(app, k);
         return;
     }
     if app.dialog.is_some() {
@@ -431,7 +440,10 @@ fn on_key(app: &mut App, k: KeyEvent) {
     match k.code {
         KeyCode::Char('q') => app.quit = true,
         KeyCode::Char('?') => app.help = true,
-        KeyCode::Char('/') => app.input = Some(app.filter_text.clone()),
+        KeyCode::Char('/') => {
+            app.filter_before = Some((app.filter.clone(), app.filter_text.clone()));
+            app.input = Some(app.filter_text.clone());
+        }
         KeyCode::Tab | KeyCode::BackTab => {
             // The bench screen joins the cycle once a suite has run.
             let mut cycle = vec![Screen::Heatmap, Screen::Alerts, Screen::Detail];
@@ -482,6 +494,50 @@ fn on_key(app: &mut App, k: KeyEvent) {
     }
 }
 
+/// A key while the filter is typed: the list follows each key (a term that
+/// does not parse yet, like `gpu[0`, keeps the last good filter); Enter
+/// keeps it, Esc puts back the one before, Ctrl-U clears the line.
+fn filter_key(app: &mut App, k: KeyEvent) {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    let Some(text) = app.input.as_mut() else { return };
+    match k.code {
+        KeyCode::Char('u') if ctrl => text.clear(),
+        KeyCode::Char(c) if !ctrl => text.push(c),
+        KeyCode::Backspace => {
+            text.pop();
+        }
+        KeyCode::Esc => {
+            app.input = None;
+            if let Some((f, t)) = app.filter_before.take() {
+                (app.filter, app.filter_text) = (f, t);
+            }
+            app.message = None;
+            return;
+        }
+        KeyCode::Enter => {
+            let text = app.input.take().unwrap_or_default();
+            app.filter_before = None;
+            match Filter::parse(&text) {
+                Ok(f) => {
+                    app.filter = f;
+                    app.filter_text = text.trim().to_string();
+                    app.message = None;
+                }
+                Err(e) => app.message = Some(e),
+            }
+            return;
+        }
+        _ => return,
+    }
+    let text = text.clone();
+    if let Ok(f) = Filter::parse(&text) {
+        app.filter = f;
+        app.filter_text = text.trim().to_string();
+        app.select_row(0);
+        app.alert_cursor = 0;
+    }
+}
+
 /// Up/down/page/home/end as a signed move (`page` steps a page).
 fn vertical(k: &KeyEvent, page: isize) -> Option<isize> {
     let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
@@ -499,6 +555,7 @@ fn vertical(k: &KeyEvent, page: isize) -> Option<isize> {
 }
 
 fn heatmap_key(app: &mut App, k: KeyEvent) {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
     let wall = app.wall_active();
     // On the wall, up and down move a row of cells.
     let step = if wall { app.wall_columns() as isize } else { 1 };
@@ -515,20 +572,82 @@ fn heatmap_key(app: &mut App, k: KeyEvent) {
             }
         }
         KeyCode::Char('s') => app.sort = app.sort.next(),
+        KeyCode::Char('S') => app.sort_reverse = !app.sort_reverse,
         KeyCode::Char('w') => app.wall = if app.wall_active() { Wall::Off } else { Wall::On },
+        KeyCode::Char(' ') if ctrl => mark_range(app),
         KeyCode::Char(' ') => {
             if let Some(n) = app.current_node() {
                 if app.marked.contains(&n) {
                     app.marked.remove(&n);
                 } else {
                     app.marked.insert(n);
+                    app.mark_anchor = Some(n);
                 }
             }
             app.move_cursor(1);
         }
-        KeyCode::Char('u') => app.marked.clear(),
+        KeyCode::Char('a') => {
+            let shown = app.visible();
+            app.message = Some(format!("marked the {} node(s) shown", shown.len()));
+            app.marked.extend(shown);
+        }
+        KeyCode::Char('u') | KeyCode::Char('\\') => {
+            app.marked.clear();
+            app.mark_anchor = None;
+        }
+        KeyCode::Char('n') => jump_flagged(app, true),
+        KeyCode::Char('N') => jump_flagged(app, false),
+        KeyCode::Char('y') => copy_hostlist(app),
         _ => {}
     }
+}
+
+/// Ctrl-Space: marks every shown node from the last one marked to the
+/// cursor (both included).
+fn mark_range(app: &mut App) {
+    let vis = app.visible();
+    let cur = app.cursor_pos_in(&vis);
+    let from = app
+        .mark_anchor
+        .and_then(|a| vis.iter().position(|&i| i == a))
+        .unwrap_or(cur);
+    let (lo, hi) = (from.min(cur), from.max(cur));
+    app.marked.extend(&vis[lo..=hi.min(vis.len().saturating_sub(1))]);
+    app.message = Some(format!("marked {} node(s)", hi - lo + 1));
+}
+
+/// `n` / `N`: the next (previous) shown node with an active flag, wrapping.
+fn jump_flagged(app: &mut App, forward: bool) {
+    let vis = app.visible();
+    let cur = app.cursor_pos_in(&vis);
+    let len = vis.len();
+    let flagged = |pos: usize| app.store.nodes[vis[pos]].detector.active().next().is_some();
+    let found = (1..=len)
+        .map(|step| {
+            if forward {
+                (cur + step) % len
+            } else {
+                (cur + len * 2 - step) % len
+            }
+        })
+        .find(|&pos| flagged(pos));
+    match found {
+        Some(pos) => app.select_row(pos),
+        None => app.message = Some("no flagged node is shown".into()),
+    }
+}
+
+/// `y`: the marked nodes (or the one under the cursor) as a Slurm hostlist,
+/// to the clipboard by OSC 52 (it works over SSH and in tmux with
+/// `set-clipboard on`), and shown in the footer.
+fn copy_hostlist(app: &mut App) {
+    let names = action_targets(app);
+    if names.is_empty() {
+        return;
+    }
+    let list = crate::ingest::hostlist::compress(&names);
+    app.message = Some(format!("copied {list}"));
+    app.clipboard = Some(list);
 }
 
 fn detail_key(app: &mut App, k: KeyEvent) {

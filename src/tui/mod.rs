@@ -58,6 +58,8 @@ pub fn run(
     app.read_only = read_only;
     app.actions_enabled = session.scheduler;
     app.bench_enabled = session.bench_token.is_some();
+    app.refresh = cfg.refresh();
+    app.clipboard_sink = Some(Box::new(osc52));
     let mut terminal = init_terminal();
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();
@@ -65,6 +67,18 @@ pub fn run(
     restore_terminal();
     rt.block_on(session.stop());
     result
+}
+
+/// Puts `text` on the clipboard of the terminal the person sits at, over
+/// SSH too: OSC 52 (xterm, iTerm2, kitty, WezTerm, Windows Terminal; tmux
+/// passes it on with `set -g set-clipboard on`).
+fn osc52(text: &str) {
+    use base64::Engine;
+    use std::io::Write;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(text);
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "\x1b]52;c;{b64}\x07");
+    let _ = out.flush();
 }
 
 /// Hands what the app asked for (a confirmed plan, a refusal to log) to the
@@ -159,7 +173,7 @@ where
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
     // Updates are coalesced: the screen is redrawn at most this often.
-    let mut frame = tokio::time::interval(Duration::from_millis(200));
+    let mut frame = tokio::time::interval(app.refresh);
     let mut updates_open = true;
     let mut dirty = true;
     while !app.quit {
@@ -176,6 +190,9 @@ where
                     app::update(app, a);
                     dirty = true;
                     send_outgoing(app, cluster.as_ref()).await;
+                    if let (Some(text), Some(sink)) = (app.clipboard.take(), app.clipboard_sink.as_mut()) {
+                        sink(&text);
+                    }
                 }
                 None => app.quit = true,
             },

@@ -198,23 +198,27 @@ pub fn worst_severity(n: &NodeState) -> Option<Severity> {
     n.detector.active().map(|f| f.severity).max()
 }
 
-/// How the node list is ordered.
+/// How the node list is ordered (`s` cycles, `S` reverses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sort {
     Name,
-    /// The selected metric, highest first.
+    /// The selected metric's node mean, highest first (reversed: lowest
+    /// first, the idle ones).
     Metric,
     /// Worst flags first.
     Flags,
+    /// The longest without a sample first.
+    Age,
+    /// By scheduler state (down, drained, ... first), then name.
+    Sched,
 }
 
 impl Sort {
+    pub const ALL: [Sort; 5] = [Sort::Name, Sort::Metric, Sort::Flags, Sort::Age, Sort::Sched];
+
     pub fn next(self) -> Sort {
-        match self {
-            Sort::Name => Sort::Metric,
-            Sort::Metric => Sort::Flags,
-            Sort::Flags => Sort::Name,
-        }
+        let i = Self::ALL.iter().position(|s| *s == self).unwrap_or(0);
+        Self::ALL[(i + 1) % Self::ALL.len()]
     }
 
     pub fn name(self) -> &'static str {
@@ -222,11 +226,14 @@ impl Sort {
             Sort::Name => "name",
             Sort::Metric => "metric",
             Sort::Flags => "flags",
+            Sort::Age => "age",
+            Sort::Sched => "slurm state",
         }
     }
 }
 
-/// The node filter typed after `/`.
+/// The node filter typed after `/`: terms separated by commas (outside
+/// brackets) or spaces, any of which may match; case does not matter.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Filter {
     #[default]
@@ -240,18 +247,46 @@ pub enum Filter {
     Health(Option<Severity>),
     /// Nodes named in a hostlist expression (`/gpu[01-08]`).
     Names(BTreeSet<String>),
-    /// Nodes whose name contains the text.
+    /// Nodes whose name contains the text (lower case).
     Substring(String),
+    /// Nodes that match any of these (`/xid,ecc_uncorrected`).
+    Any(Vec<Filter>),
+}
+
+/// Splits at commas and spaces outside brackets ("gpu[01-04,09],xid idle").
+fn terms(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' | ' ' if depth == 0 => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out.into_iter().map(str::trim).filter(|t| !t.is_empty()).collect()
 }
 
 impl Filter {
     /// Reads what the user typed; a bracket that does not parse is an error
     /// to show, not a silent substring search.
     pub fn parse(text: &str) -> Result<Filter, String> {
-        let t = text.trim();
-        if t.is_empty() {
-            return Ok(Filter::All);
-        }
+        let lower = text.trim().to_lowercase();
+        let mut any: Vec<Filter> = terms(&lower).into_iter().map(Filter::term).collect::<Result<_, _>>()?;
+        Ok(match any.len() {
+            0 => Filter::All,
+            1 => any.remove(0),
+            _ => Filter::Any(any),
+        })
+    }
+
+    /// One term, already lower case.
+    fn term(t: &str) -> Result<Filter, String> {
         // Status words first: "unreachable" is also a flag's name, and the
         // status is the wider set (the flag waits `unreachable_after`).
         match t {
@@ -265,7 +300,7 @@ impl Filter {
         if let Some(k) = FlagKind::from_name(t) {
             return Ok(Filter::Kind(k));
         }
-        if t.contains('[') || t.contains(',') {
+        if t.contains('[') {
             let names = hostlist::expand(t).map_err(|e| e.to_string())?;
             return Ok(Filter::Names(names.into_iter().collect()));
         }
@@ -282,14 +317,17 @@ impl Filter {
                 n.status(now_ms, &store.thresholds) == NodeStatus::Ok && worst_severity(n) < Some(Severity::Warn)
             }
             Filter::Health(Some(at_least)) => worst_severity(n) >= Some(*at_least),
-            Filter::Names(set) => set.contains(&n.target.name),
-            Filter::Substring(s) => n.target.name.contains(s.as_str()),
+            Filter::Names(set) => set.contains(&n.target.name.to_lowercase()),
+            Filter::Substring(s) => n.target.name.to_lowercase().contains(s.as_str()),
+            Filter::Any(fs) => fs.iter().any(|f| f.matches(n, now_ms, store)),
         }
     }
 }
 
-/// Indices of the nodes to show, filtered and sorted.
-pub fn visible(store: &Store, filter: &Filter, sort: Sort, metric: Metric, now_ms: i64) -> Vec<usize> {
+/// Indices of the nodes to show, filtered and sorted; `reverse` turns the
+/// order around, except that nodes without the value sorted on stay last.
+pub fn visible(store: &Store, filter: &Filter, sort: Sort, reverse: bool, metric: Metric, now_ms: i64) -> Vec<usize> {
+    use std::cmp::{Ordering, Reverse};
     let mut v: Vec<usize> = store
         .nodes
         .iter()
@@ -297,28 +335,65 @@ pub fn visible(store: &Store, filter: &Filter, sort: Sort, metric: Metric, now_m
         .filter(|(_, n)| filter.matches(n, now_ms, store))
         .map(|(i, _)| i)
         .collect();
-    let name = |i: &usize| store.nodes[*i].target.name.clone();
-    match sort {
-        Sort::Name => {}
-        Sort::Metric => v.sort_by(|a, b| {
-            let (x, y) = (
-                node_mean(&store.nodes[*a], metric, &store.thresholds),
-                node_mean(&store.nodes[*b], metric, &store.thresholds),
-            );
-            y.partial_cmp(&x)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then_with(|| name(a).cmp(&name(b)))
-        }),
-        Sort::Flags => v.sort_by_key(|i| {
-            let n = &store.nodes[*i];
-            (
-                std::cmp::Reverse(worst_severity(n)),
-                std::cmp::Reverse(n.detector.active().count()),
-                n.target.name.clone(),
-            )
-        }),
-    }
+    let node = |i: usize| &store.nodes[i];
+    let name = |i: usize| node(i).target.name.as_str();
+    let th = &store.thresholds;
+    // Each key: (whether the value is missing, the value's order); the
+    // missing stay last whichever way the list runs.
+    let by = |a: usize, b: usize| -> (bool, bool, Ordering) {
+        match sort {
+            Sort::Name => (false, false, Ordering::Equal),
+            Sort::Metric => {
+                let (x, y) = (node_mean(node(a), metric, th), node_mean(node(b), metric, th));
+                (x.is_none(), y.is_none(), y.partial_cmp(&x).unwrap_or(Ordering::Equal))
+            }
+            Sort::Flags => {
+                let k = |i: usize| {
+                    (
+                        Reverse(worst_severity(node(i))),
+                        Reverse(node(i).detector.active().count()),
+                    )
+                };
+                (false, false, k(a).cmp(&k(b)))
+            }
+            Sort::Age => {
+                let (x, y) = (node(a).sample_age_ms(now_ms), node(b).sample_age_ms(now_ms));
+                (x.is_none(), y.is_none(), y.cmp(&x))
+            }
+            Sort::Sched => {
+                let k = |i: usize| node(i).scheduler.as_ref().map(|s| sched_rank(&s.node.state));
+                let (x, y) = (k(a), k(b));
+                (x.is_none(), y.is_none(), x.cmp(&y))
+            }
+        }
+    };
+    v.sort_by(|&a, &b| {
+        let (a_missing, b_missing, ord) = by(a, b);
+        let ord = if reverse { ord.reverse() } else { ord };
+        a_missing.cmp(&b_missing).then(ord).then_with(|| {
+            if reverse && sort == Sort::Name {
+                name(b).cmp(name(a))
+            } else {
+                name(a).cmp(name(b))
+            }
+        })
+    });
     v
+}
+
+/// Slurm states, the ones that need a person first.
+fn sched_rank(state: &str) -> (u8, String) {
+    let s = state.to_ascii_lowercase();
+    let rank = if s.contains("down") || s.contains("fail") || s.contains("not_responding") {
+        0
+    } else if s.contains("drain") {
+        1
+    } else if s.contains("idle") {
+        3
+    } else {
+        2
+    };
+    (rank, s)
 }
 
 /// "1.2 GB/s", "340 MB/s": rates as people read them.
@@ -338,6 +413,14 @@ pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 }
 
 /// "3m", "2h", "45s": how long ago.
+/// "updated 3s ago", or "no sample yet": how fresh a node's data is.
+pub fn freshness(n: &NodeState, now_ms: i64) -> String {
+    match n.sample_age_ms(now_ms) {
+        Some(age) => format!("updated {} ago", human_age(age.max(0))),
+        None => "no sample yet".into(),
+    }
+}
+
 pub fn human_age(ms: i64) -> String {
     let s = (ms / 1000).max(0);
     match s {

@@ -1277,3 +1277,154 @@ fn at_80_columns_node_detail_keeps_flags_ecc_xid_and_a_lost_gpu_says_so_whole() 
     // The reason in full in the row, and the flag in the flags column.
     assert_eq!(lost.matches("gpu_lost").count(), 2, "{screen}");
 }
+
+/// The node rows of the heatmap: (name, mean column) in screen order.
+fn rows_with_mean(buf: &Buffer) -> Vec<(String, Option<f64>)> {
+    text(buf)
+        .lines()
+        .filter_map(|l| {
+            let name = l
+                .split_whitespace()
+                .next()
+                .filter(|w| w.starts_with("gpu") && w.len() == 5)?;
+            let mean = l
+                .split_whitespace()
+                .find(|w| w.ends_with('%'))
+                .and_then(|w| w.trim_end_matches('%').parse().ok());
+            Some((name.to_string(), mean))
+        })
+        .collect()
+}
+
+#[test]
+fn s_sorts_by_the_metric_and_capital_s_reverses_it_lowest_utilization_first() {
+    let rows = rows_with_mean(&drive(theme(), fleet_updates(16, 8, 60), (120, 40), keys("s")));
+    let down: Vec<f64> = rows.iter().filter_map(|r| r.1).collect();
+    assert!(down.len() > 10 && down.windows(2).all(|w| w[0] >= w[1]), "{rows:?}");
+    let rows = rows_with_mean(&drive(theme(), fleet_updates(16, 8, 60), (120, 40), keys("sS")));
+    let up: Vec<f64> = rows.iter().filter_map(|r| r.1).collect();
+    assert!(up.windows(2).all(|w| w[0] <= w[1]), "{rows:?}");
+    // The idle node (held, unused) is first; nodes without a mean stay last.
+    assert!(up[0] < 10.0, "{rows:?}");
+    let first_missing = rows.iter().position(|r| r.1.is_none()).unwrap_or(rows.len());
+    assert!(rows[first_missing..].iter().all(|r| r.1.is_none()), "{rows:?}");
+}
+
+/// The name of the node under the cursor (drawn selected) on the heatmap.
+fn cursor_node(buf: &Buffer, t: &Theme) -> Option<String> {
+    let sel = t.selected.bg?;
+    (0..buf.area.height).find_map(|y| {
+        let row: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol().to_string()).collect();
+        let name = row.split_whitespace().next()?;
+        let x = row.find(name)? as u16;
+        (buf[(x, y)].bg == sel && name.starts_with("gpu")).then(|| name.to_string())
+    })
+}
+
+#[test]
+fn n_and_capital_n_jump_to_the_next_and_previous_flagged_node() {
+    let t = theme();
+    let fleet = || fleet_updates(16, 8, 60);
+    // The flagged nodes, in list order (sort by name), from the filter.
+    let mut steps = keys("/crit,warn,info");
+    steps.push(key(KeyCode::Enter));
+    let flagged: Vec<String> = rows_with_mean(&drive(t.clone(), fleet(), (120, 40), steps))
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
+    assert!(flagged.len() >= 3, "{flagged:?}");
+    let at = |k: &str| cursor_node(&drive(t.clone(), fleet(), (120, 40), keys(k)), &t);
+    // From gpu01 (the first row), n goes to the next flagged node after it.
+    let after_first = flagged.iter().find(|n| n.as_str() > "gpu01").cloned();
+    assert_eq!(at("n"), after_first);
+    assert_eq!(
+        at("nn"),
+        flagged.iter().filter(|n| n.as_str() > "gpu01").nth(1).cloned()
+    );
+    // N from the top wraps to the last flagged node.
+    assert_eq!(at("N"), flagged.last().cloned());
+}
+
+#[test]
+fn the_filter_applies_as_typed_matches_any_term_ignores_case_and_ctrl_u_clears() {
+    let t = theme();
+    let names = |steps: Vec<Action>| -> Vec<String> {
+        rows_with_mean(&drive(t.clone(), fleet_updates(16, 8, 60), (120, 40), steps))
+            .into_iter()
+            .map(|r| r.0)
+            .collect()
+    };
+    // Not yet confirmed with Enter: the list already follows.
+    assert_eq!(names(keys("/GPU0[1-2]")), ["gpu01", "gpu02"]);
+    // Any term: a name or a flag kind.
+    let mut steps = keys("/gpu05,hot");
+    steps.push(key(KeyCode::Enter));
+    let either = names(steps);
+    let mut steps = keys("/hot");
+    steps.push(key(KeyCode::Enter));
+    let hot = names(steps);
+    assert!(!hot.is_empty() && !hot.contains(&"gpu05".to_string()), "{hot:?}");
+    let mut want = hot.clone();
+    want.push("gpu05".into());
+    want.sort();
+    assert_eq!(either, want);
+    // Ctrl-U empties the line (all nodes again); Esc puts back the filter before `/`.
+    let mut steps = keys("/gpu01");
+    steps.push(Action::Key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)));
+    assert_eq!(names(steps).len(), 16);
+    let mut steps = keys("/gpu01");
+    steps.push(key(KeyCode::Enter));
+    steps.extend(keys("/gpu02"));
+    steps.push(key(KeyCode::Esc));
+    assert_eq!(names(steps), ["gpu01"]);
+}
+
+#[test]
+fn a_marks_what_the_filter_shows_ctrl_space_a_range_and_y_copies_a_hostlist() {
+    use std::sync::{Arc, Mutex};
+    let copied = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = copied.clone();
+    let setup = move |app: &mut App| {
+        app.clipboard_sink = Some(Box::new(move |s: &str| sink.lock().expect("lock").push(s.to_string())));
+    };
+    let mut steps: Vec<Step> = keys("/gpu0[2-4]").into_iter().map(Step::Do).collect();
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    steps.extend(keys("a").into_iter().map(Step::Do));
+    steps.push(Step::Do(key(KeyCode::Esc))); // the filter goes; the marks stay
+    steps.extend(keys("y").into_iter().map(Step::Do));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, setup.clone());
+    assert_eq!(*copied.lock().expect("lock"), ["gpu[02-04]"]);
+    assert!(text(&buf).contains("copied gpu[02-04]"), "{}", text(&buf));
+
+    // A range: mark gpu01, move to gpu05, Ctrl-Space marks gpu01..gpu05.
+    copied.lock().expect("lock").clear();
+    let mut steps: Vec<Step> = keys(" jjj").into_iter().map(Step::Do).collect();
+    steps.push(Step::Do(Action::Key(KeyEvent::new(
+        KeyCode::Char(' '),
+        KeyModifiers::CONTROL,
+    ))));
+    steps.extend(keys("y").into_iter().map(Step::Do));
+    drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, setup);
+    assert_eq!(*copied.lock().expect("lock"), ["gpu[01-05]"]);
+}
+
+#[test]
+fn the_header_has_a_clock_and_read_only_says_so() {
+    let setup = |app: &mut App| app.read_only = true;
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 30), (80, 24), vec![], setup);
+    let header = text(&buf).lines().next().unwrap_or_default().to_string();
+    assert!(header.contains("00:00:00Z") && header.contains("READ-ONLY"), "{header}");
+    let header = text(&drive(theme(), fleet_updates(4, 8, 30), (80, 24), vec![]));
+    assert!(!header.contains("READ-ONLY"), "{header}");
+}
+
+#[test]
+fn a_refresh_out_of_range_is_refused_with_the_value() {
+    let out = crate::fleetop()
+        .args(["--refresh", "1ms", "demo"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("'1ms'") && err.contains("--refresh"), "{err}");
+}

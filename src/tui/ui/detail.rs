@@ -30,7 +30,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let mut title = vec![
         Span::raw(format!(" {} ", n.target.name)),
         status_span(t, status, crate::tui::view::worst_severity(n)),
-        Span::raw(" "),
+        Span::styled(format!(" {} ", crate::tui::view::freshness(n, app.now_ms)), t.muted),
     ];
     if let Some(i) = &n.info {
         title.push(Span::styled(

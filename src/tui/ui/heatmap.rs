@@ -375,6 +375,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             Span::raw(" "),
             status_span(t, n.status(app.now_ms, &app.store.thresholds), view::worst_severity(n)),
             Span::raw(format!("  mean {} {mean}  ", app.metric.name())),
+            Span::styled(format!("{}  ", view::freshness(n, app.now_ms)), t.muted),
         ];
         spans.extend(flag_summary(t, n));
         spans.push(Span::styled("  ! crit  * warn  ? stale  x unreachable", t.muted));

@@ -285,9 +285,17 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     let count = |s| by_status.get(&s).copied().unwrap_or(0);
     let mut line1 = vec![
         Span::styled(" fleetop ", t.title.add_modifier(Modifier::REVERSED)),
+        // The console's clock, in UTC like the export and the audit log: a
+        // frozen clock means a frozen console.
+        Span::styled(format!(" {} ", clock(app.now_ms)), t.muted),
+    ];
+    if app.read_only {
+        line1.push(Span::styled(" READ-ONLY ", t.warn.add_modifier(Modifier::REVERSED)));
+    }
+    line1.extend([
         Span::raw(format!(" {} nodes ", app.store.nodes.len())),
         Span::styled(format!("{} ok", count(NodeStatus::Ok)), t.ok),
-    ];
+    ]);
     for (s, label, style) in [
         (NodeStatus::Stale, "stale", t.warn),
         (NodeStatus::Unreachable, "unreachable", t.crit),
@@ -361,6 +369,13 @@ fn flag_counts(t: &Theme, kinds: BTreeMap<FlagKind, (usize, Severity)>, room: us
     out
 }
 
+/// "14:03:07Z": the time of day, UTC.
+fn clock(now_ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(now_ms)
+        .map(|t| t.format("%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
 fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     if let Some(text) = &app.input {
@@ -369,7 +384,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             Span::raw(text.clone()),
             Span::styled("█", t.muted),
             Span::styled(
-                "   name, gpu[01-08], or a flag: throttled idle xid ...   Enter apply  Esc cancel",
+                "   name, gpu[01-08], a flag, crit; a,b = either   Enter keep  Esc undo  ^U clear",
                 t.muted,
             ),
         ]);
@@ -388,9 +403,11 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "Enter node",
             "/ filter",
             "m metric",
-            "s sort",
-            "w wall",
+            "s/S sort",
+            "n/N flagged",
             "space mark",
+            "y copy",
+            "w wall",
         ],
         Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-4 pane", "n/p node", "Tab screen"],
         Screen::Alerts => &["? help", "Esc back", "j/k move", "Enter node", "s sort", "/ filter"],
@@ -406,7 +423,8 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
     };
     let mut state = vec![format!("metric {}", app.metric.name())];
     if app.screen == Screen::Heatmap {
-        state.push(format!("sort {}", app.sort.name()));
+        let dir = if app.sort_reverse { " reversed" } else { "" };
+        state.push(format!("sort {}{dir}", app.sort.name()));
     }
     if !app.filter_text.is_empty() {
         state.push(format!("filter {}", app.filter_text));
@@ -442,7 +460,11 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ("q  Ctrl-C", "quit"),
         ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
         ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
-        ("/", "filter: name, gpu[01-08], a flag kind, ok, unreachable"),
+        (
+            "/",
+            "filter as you type: name, gpu[01-08], a flag, crit, warn, ok, stale",
+        ),
+        ("", "  several terms match any (xid,ecc_uncorrected); Ctrl-U clears"),
         ("m", "metric: util, memory, temperature, power, SM clock"),
     ];
     match screen {
@@ -464,10 +486,13 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("h l  ← →", "move along the wall"),
             ("g G  PgUp PgDn", "top, bottom, page"),
             ("Enter", "open the node"),
-            ("s", "sort by name, metric, flags"),
+            ("s  S", "sort by name, metric, flags, age, Slurm state; S reverses"),
+            ("n  N", "next / previous node with a flag"),
             ("w", "toggle the dense wall (one cell per node)"),
             ("space", "mark / unmark the node (for actions), then move down"),
-            ("u", "unmark all"),
+            ("Ctrl-Space", "mark from the last marked node to this one"),
+            ("a  u", "mark every node shown (the filter's) / unmark all"),
+            ("y", "copy the marked nodes (or this one) as a Slurm hostlist"),
         ]),
         Screen::Detail => v.extend([
             ("j k  ↓ ↑", "select a GPU"),

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""How fast `fleetop demo` is on screen: time to the first frame and until
+every node has data, measured in a real terminal (tmux), plus the worst
+false alarms seen on the way (nodes shown stale or unreachable while the
+fleet was still connecting).
+
+    scripts/startup.py [--nodes 1024] [--runs 3] [--bin target/release/fleetop]
+
+Prints one line per run and the median. A figure, not a test: it depends on
+the machine (record the machine and date with it in docs/PERFORMANCE.md).
+"""
+import argparse
+import re
+import statistics
+import subprocess
+import time
+
+
+def tmux(*args):
+    return subprocess.run(["tmux", *args], capture_output=True, text=True).stdout
+
+
+def run_once(binary, nodes, timeout):
+    session = f"fleetop-startup-{time.monotonic_ns()}"
+    # The demo's one hung agent ("sim:hang") never fills: every other node must.
+    want = nodes - 1
+    t0 = time.monotonic()
+    tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", f"{binary} demo --nodes {nodes}")
+    first = filled = None
+    worst_alarm = 0
+    try:
+        while time.monotonic() - t0 < timeout:
+            screen = tmux("capture-pane", "-p", "-t", session)
+            now = time.monotonic() - t0
+            header = next((l for l in screen.splitlines() if "fleetop" in l and "nodes" in l), "")
+            if header and first is None:
+                first = now
+            ok = re.search(r"(\d+) ok", header)
+            alarms = sum(int(m) for m in re.findall(r"(\d+) (?:stale|unreachable)", header))
+            worst_alarm = max(worst_alarm, alarms)
+            if ok and int(ok.group(1)) >= want:
+                filled = now
+                break
+            time.sleep(0.05)
+    finally:
+        tmux("kill-session", "-t", session)
+    return first, filled, worst_alarm
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=1024)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--bin", default="target/release/fleetop")
+    ap.add_argument("--timeout", type=float, default=60.0)
+    a = ap.parse_args()
+    firsts, fills = [], []
+    for i in range(a.runs):
+        first, filled, alarm = run_once(a.bin, a.nodes, a.timeout)
+        fmt = lambda v: "never" if v is None else f"{v:.2f} s"
+        print(f"run {i + 1}: first frame {fmt(first)}, all nodes filled {fmt(filled)}, "
+              f"most nodes shown stale/unreachable on the way: {alarm}")
+        if first is not None:
+            firsts.append(first)
+        if filled is not None:
+            fills.append(filled)
+        time.sleep(1)
+    if firsts and fills:
+        print(f"median over {a.runs} runs, {a.nodes} nodes: first frame {statistics.median(firsts):.2f} s, "
+              f"filled {statistics.median(fills):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
