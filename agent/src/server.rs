@@ -200,6 +200,10 @@ struct Shared {
     failed_tokens: FailedTokens,
     /// Open connections and their streams.
     connections: Arc<crate::net::Connections>,
+    /// The ring holds its invented history (the simulated backend's
+    /// backfill, made after the agent already listens): subscribers wait
+    /// for it, so each gets all of it.
+    ready: watch::Receiver<bool>,
 }
 
 /// Counts a subscriber for as long as its producer task runs.
@@ -344,6 +348,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     info.sample_interval_ms = interval_ms as u32;
     info.agent_instance = instance_id();
     let (live, _) = broadcast::channel(16);
+    let (ready_tx, ready) = watch::channel(opts.backfill_from_ms.is_none());
     let shared = Arc::new(Shared {
         info,
         ring: Mutex::new(Ring::new(capacity, opts.max_ring_bytes)),
@@ -358,28 +363,42 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         subscribers: AtomicU64::new(0),
         failed_tokens: FailedTokens::default(),
         connections: Arc::new(crate::net::Connections::default()),
+        ready,
     });
     let (stop, stop_rx) = watch::channel(false);
 
-    let mut collector = collector;
-    if let Some(from) = opts.backfill_from_ms {
-        let shared = shared.clone();
-        collector = tokio::task::spawn_blocking(move || {
-            let now = shared.now_ms();
-            let start = from.max(now - capacity as i64 * interval_ms);
-            let mut t = start - start.rem_euclid(interval_ms);
-            while t < now {
-                if let Some(s) = collector.sample(t) {
-                    shared.push(s);
+    // The history is invented while the agent already listens (a demo of a
+    // thousand nodes is on screen at once, filling in), then sampling starts.
+    let backfill = opts.backfill_from_ms;
+    let (sampling, every, stop_sampling) = (shared.clone(), opts.interval, stop_rx.clone());
+    tokio::spawn(async move {
+        let mut collector = collector;
+        if let Some(from) = backfill {
+            let shared = sampling.clone();
+            let made = tokio::task::spawn_blocking(move || {
+                let now = shared.now_ms();
+                let start = from.max(now - capacity as i64 * interval_ms);
+                let mut t = start - start.rem_euclid(interval_ms);
+                while t < now {
+                    if let Some(s) = collector.sample(t) {
+                        shared.push(s);
+                    }
+                    t += interval_ms;
                 }
-                t += interval_ms;
+                collector
+            })
+            .await;
+            match made {
+                Ok(c) => collector = c,
+                Err(e) => {
+                    tracing::error!("inventing the simulated history failed: {e}");
+                    return;
+                }
             }
-            collector
-        })
-        .await
-        .map_err(std::io::Error::other)?;
-    }
-    tokio::spawn(sample_loop(collector, opts.interval, shared.clone(), stop_rx.clone()));
+        }
+        let _ = ready_tx.send(true);
+        sample_loop(collector, every, sampling, stop_sampling).await;
+    });
 
     let svc = AgentService {
         shared: shared.clone(),
@@ -662,6 +681,11 @@ impl Agent for AgentService {
         let slot = SubscriberSlot(self.shared.clone());
         let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
+        // All of the invented history, not the part made so far.
+        let mut ready = self.shared.ready.clone();
+        if ready.wait_for(|r| *r).await.is_err() {
+            return Err(Status::unavailable("the agent is stopping"));
+        }
         let since = if req.no_backfill {
             None
         } else if req.backfill_s == 0 {

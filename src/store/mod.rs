@@ -89,7 +89,13 @@ impl Store {
                 n.link = Link::Connected { since_ms: now_ms };
                 n.caught_up = false;
             }
-            Event::Sample(s) => n.ingest(*s, self.history_len, th),
+            Event::Sample(s) => {
+                // Live samples only: history says nothing of the node now.
+                if n.caught_up {
+                    n.received_ms = Some(now_ms);
+                }
+                n.ingest(*s, self.history_len, th)
+            }
             Event::CaughtUp => n.caught_up = true,
             Event::Down(error) => {
                 // Keep the time of the first failure while it stays down.
@@ -347,6 +353,34 @@ mod tests {
             f.detail,
             "agent never reached for 30 s: dns error: failed to lookup address"
         );
+    }
+
+    #[test]
+    fn samples_arriving_late_because_the_console_is_behind_are_not_stale() {
+        let th = Thresholds::default();
+        let mut st = Store::new(vec![target()], th.clone());
+        let info = NodeDesc {
+            interval_ms: 1000,
+            ..Default::default()
+        };
+        on(&mut st, Event::Info(Box::new(info)), 0);
+        on(&mut st, Event::CaughtUp, 0);
+        // Taken at 10 s, 11 s, ... but taken in 20 s later each.
+        for seq in 0..5 {
+            let t = 10_000 + seq * 1000;
+            let s = NodeSample {
+                seq: seq as u64,
+                time_ms: t,
+                ..Default::default()
+            };
+            on(&mut st, Event::Sample(Box::new(s)), t + 20_000);
+            st.tick(t + 20_000);
+            assert_eq!(st.nodes[0].status(t + 20_000, &th), NodeStatus::Ok, "{seq}");
+        }
+        assert_eq!(st.nodes[0].detector.active().count(), 0, "no stale flag");
+        // Then nothing comes at all: stale, a few intervals after the last one came.
+        assert_eq!(st.nodes[0].status(34_000 + 3_000, &th), NodeStatus::Ok);
+        assert_eq!(st.nodes[0].status(34_000 + 3_001, &th), NodeStatus::Stale);
     }
 
     #[test]

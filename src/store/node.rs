@@ -53,6 +53,9 @@ pub struct NodeState {
     pub link: Link,
     /// The agent's history has all arrived on the current connection.
     pub caught_up: bool,
+    /// When the console last took in a live sample of this node (console
+    /// time, when it was applied, not when it was taken).
+    pub received_ms: Option<i64>,
     pub detector: NodeDetector,
     /// What the scheduler says of this node, when one is known.
     pub scheduler: Option<sched::NodeView>,
@@ -73,6 +76,7 @@ impl NodeState {
             history: History::default(),
             link: Link::Connecting,
             caught_up: false,
+            received_ms: None,
             detector: NodeDetector::default(),
             scheduler: None,
             seen: None,
@@ -104,6 +108,11 @@ impl NodeState {
             // Old samples while the history is still arriving say nothing
             // about the node being stale.
             (Some(_), Link::Connected { .. }) if !self.caught_up => NodeStatus::Connecting,
+            // Samples still coming in, only late: the console is working
+            // through a backlog (a big fleet starting), the node is not silent.
+            (Some(_), Link::Connected { .. }) if self.received_ms.is_some_and(|r| now_ms - r <= stale_after) => {
+                NodeStatus::Ok
+            }
             // Counted from when the node went silent, not from when the
             // connection was noticed dead (keepalive takes its own 15 s).
             (Some(age), Link::Down { .. }) if age >= th.unreachable_after.as_millis() as i64 => NodeStatus::Unreachable,

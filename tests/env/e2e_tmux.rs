@@ -10,9 +10,13 @@ use std::time::{Duration, Instant};
 /// Each session gets its own tmux server, even when tests run in parallel.
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-/// The `fleetop` cargo built for this test run: never a stale build.
+/// The release build when CI names the one it just built
+/// (`FLEETOP_E2E_BIN`, set by `.ci/run`), else the `fleetop` cargo built for
+/// this test run: never a stale build.
 fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fleetop"))
+    std::env::var_os("FLEETOP_E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_fleetop")))
 }
 
 /// Whether tmux is installed; these tests are reported ignored without it.
@@ -227,6 +231,60 @@ pub fn burn_in_from_the_console_runs_on_the_demo_agents() {
         let measured = count(row, "pass") + count(row, "warn") + count(row, "fail");
         assert!(measured >= 2 && count(row, "skipped") > 0, "{row}");
     }
+    t.keys(&["q"]);
+    t.wait_clean_exit(Duration::from_secs(10));
+}
+
+/// With the list sorted by a live metric, nodes move under the cursor every
+/// second: the selection must stay on the node chosen, so Enter opens it.
+pub fn the_selection_stays_on_its_node_while_a_live_sort_moves_nodes() {
+    let t = Tmux::start(&bin(), "demo --nodes 24 --gpus 2 --seed 3", (100, 40));
+    t.wait_for("24 nodes", Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(2));
+    // Sort by utilization, move down, and have the console say which node
+    // the cursor is on (`y` copies it and says so).
+    t.keys(&["s", "j", "j", "j", "j", "y"]);
+    let s = t.wait_for("copied ", Duration::from_secs(5));
+    let chosen = s
+        .split("copied ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("a node name")
+        .to_string();
+    // The sort moves nodes around meanwhile.
+    std::thread::sleep(Duration::from_secs(4));
+    t.keys(&["Enter"]);
+    let s = t.wait_for("1 history", Duration::from_secs(5));
+    let title = s.lines().nth(2).unwrap_or_default();
+    assert!(
+        title.trim_start().starts_with(&format!("{chosen} ")),
+        "Enter opened another node than {chosen}: {title}\n{s}"
+    );
+    t.keys(&["q"]);
+    t.wait_clean_exit(Duration::from_secs(10));
+}
+
+/// A node nobody answers for: `connecting` at first (no false alarm), then
+/// a crit `unreachable` alert that says why.
+pub fn a_node_nobody_answers_is_connecting_then_an_unreachable_alert_with_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, "[thresholds]\nunreachable_after = \"3s\"\n").expect("config");
+    // A port just freed: connections to it are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let args = format!("--config {} --hosts 127.0.0.1:{port}", cfg.display());
+    let t = Tmux::start(&bin(), &args, (100, 30));
+    t.wait_for("1 connecting", Duration::from_secs(10));
+    t.keys(&["Tab"]);
+    let s = t.wait_for("never reached", Duration::from_secs(30));
+    let alert = s.lines().find(|l| l.contains("never reached")).unwrap_or_default();
+    assert!(alert.starts_with("CRIT") && alert.contains("unreachable"), "{s}");
+    // The reason in full, in the pane under the list.
+    let pane = s.split("──────────").last().unwrap_or_default().replace('\n', " ");
+    assert!(pane.to_lowercase().contains("connection refused"), "{s}");
     t.keys(&["q"]);
     t.wait_clean_exit(Duration::from_secs(10));
 }

@@ -5,7 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row, Table, Widget};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, Widget, Wrap};
 
 use super::{block, line_at, severity_style};
 use crate::model::flag::{Severity, Subject};
@@ -27,6 +27,43 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     if rows.is_empty() {
         line_at(Line::from(Span::styled("nothing flagged", t.ok)), inner, 0, buf);
         return;
+    }
+    // The selected alert in full, wrapped, under the list: a long reason
+    // (a TLS error, an XID's meaning) and its evidence are readable at 80
+    // columns, where the list's detail column is cut.
+    let pane_h = if inner.height >= 10 { 4 } else { 0 };
+    let (inner, pane) = (
+        Rect {
+            height: inner.height - pane_h,
+            ..inner
+        },
+        Rect {
+            y: inner.y + inner.height - pane_h,
+            height: pane_h,
+            ..inner
+        },
+    );
+    if let Some(r) = rows.get(app.alert_cursor).filter(|_| pane_h > 0) {
+        let f = r.flag;
+        let ev: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut text = vec![Span::styled(
+            format!("{} {}: ", app.store.nodes[r.node].target.name, f.kind.name()),
+            severity_style(t, f.severity),
+        )];
+        text.push(Span::raw(f.detail.clone()));
+        if !ev.is_empty() {
+            text.push(Span::styled(format!("  [{}]", ev.join(" ")), t.muted));
+        }
+        let rule = Line::from(Span::styled("─".repeat(pane.width as usize), t.border));
+        line_at(rule, pane, 0, buf);
+        Paragraph::new(Line::from(text)).wrap(Wrap { trim: false }).render(
+            Rect {
+                y: pane.y + 1,
+                height: pane.height - 1,
+                ..pane
+            },
+            buf,
+        );
     }
     let height = inner.height.saturating_sub(1) as usize;
     let first = app.alert_cursor.saturating_sub(height.saturating_sub(1));
