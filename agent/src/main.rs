@@ -20,6 +20,13 @@ struct Cli {
     listen: SocketAddr,
     #[command(flatten)]
     node: NodeArgs,
+    /// Serve Prometheus metrics (dcgm-exporter's names) at http://ADDR/metrics;
+    /// off unless given. Plain HTTP; it asks for the --token-file token too.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// Open connections to --metrics-listen at most; more are closed at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    metrics_max_connections: u32,
     /// How much history to keep for consoles that connect later (1s to 24h).
     #[arg(long, default_value = "10m", value_parser = history)]
     history: Duration,
@@ -233,6 +240,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let bench = bench_settings(&cli)?;
     let sec = security(&cli)?;
+    let has_token = sec.telemetry_token.is_some();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(cli.listen)
@@ -250,8 +258,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             limits: cli.limits(),
             max_ring_bytes: (cli.history_max_mib as usize) << 20,
         };
-        let handle = server::serve(collector, opts, listener).await?;
+        // Bound before serving, so a taken port fails the start, not later.
+        let metrics = match cli.metrics_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on --metrics-listen {addr}: {e}"))?,
+            ),
+            None => None,
+        };
+        let mut handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);
+        if let Some(l) = metrics {
+            let limits = fleetop_agent::metrics::http::Limits {
+                max_connections: cli.metrics_max_connections as usize,
+                idle_timeout: cli.idle_timeout,
+            };
+            let addr = handle.serve_metrics(l, limits)?;
+            if has_token && !addr.ip().is_loopback() {
+                tracing::warn!("--metrics-listen {addr} is plain HTTP: scrapers send the telemetry token in clear");
+            }
+            tracing::info!("metrics on http://{addr}/metrics");
+        }
         stop_signal().await?;
         tracing::info!("stopping");
         handle.stop().await;
