@@ -10,6 +10,7 @@ mod export_live;
 mod fuzz_regressions;
 mod layers;
 mod limits;
+mod metrics;
 mod nvml_fake;
 mod security;
 mod stale_restart;

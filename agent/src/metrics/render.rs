@@ -689,3 +689,255 @@ fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) {
         w.sample(&l, &[("kind", "ib_down"), ("severity", "crit")], 1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::metrics::Publisher;
+    use crate::proto::{Gpm, GpuProcess, MigInstance, XidEvent};
+
+    fn info(gpus: u32) -> NodeInfo {
+        NodeInfo {
+            hostname: "n1".into(),
+            sample_interval_ms: 1000,
+            gpus: (0..gpus)
+                .map(|i| GpuInfo {
+                    index: i,
+                    uuid: format!("GPU-{i}"),
+                    model: "NVIDIA H100 80GB HBM3".into(),
+                    pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+                    mem_total_bytes: 80 << 30,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn gpu(i: u32) -> GpuSample {
+        GpuSample {
+            index: i,
+            util_pct: 50,
+            temp_c: 60,
+            hbm_temp_c: 70,
+            power_mw: 300_500,
+            mem_used_bytes: 10 << 30,
+            ..Default::default()
+        }
+    }
+
+    fn scrape(info: &NodeInfo, samples: &[Sample], now_ms: i64) -> String {
+        let p = Publisher::default();
+        for s in samples {
+            p.publish(&Arc::new(s.clone()));
+        }
+        let mut out = String::new();
+        render(info, &p.latest(), now_ms, &mut out);
+        out
+    }
+
+    /// The sample lines of one family, without the family name.
+    fn lines<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(name))
+            .filter(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            .collect()
+    }
+
+    #[test]
+    fn an_absent_reading_is_no_series_and_the_gpus_other_readings_stay() {
+        let mut g0 = gpu(0);
+        g0.absent = a::HBM_TEMP | a::POWER;
+        let s = Sample {
+            time_ms: 10_000,
+            gpus: vec![g0, gpu(1)],
+            ..Default::default()
+        };
+        let t = scrape(&info(2), &[s], 10_100);
+        let hbm = lines(&t, "DCGM_FI_DEV_MEMORY_TEMP");
+        assert_eq!(hbm.len(), 1, "{t}");
+        assert!(hbm[0].contains("gpu=\"1\"") && hbm[0].ends_with(" 70"));
+        let power = lines(&t, "DCGM_FI_DEV_POWER_USAGE");
+        assert_eq!(power.len(), 1);
+        assert!(power[0].ends_with(" 300.5"));
+        assert_eq!(lines(&t, "DCGM_FI_DEV_GPU_TEMP").len(), 2);
+        // No GPM on either GPU: no profiling series, and no family header.
+        assert!(!t.contains("DCGM_FI_PROF_SM_ACTIVE"), "{t}");
+    }
+
+    #[test]
+    fn a_gpu_that_did_not_answer_has_no_readings_but_its_xid_and_error() {
+        let mut lost = gpu(0);
+        lost.error = "gpu_lost".into();
+        lost.xids = vec![XidEvent { xid: 79, time_ms: 9_000 }];
+        let s = Sample {
+            time_ms: 10_000,
+            gpus: vec![lost, gpu(1)],
+            ..Default::default()
+        };
+        let later = Sample {
+            time_ms: 11_000,
+            gpus: vec![
+                GpuSample {
+                    index: 0,
+                    error: "gpu_lost".into(),
+                    ..Default::default()
+                },
+                gpu(1),
+            ],
+            ..Default::default()
+        };
+        let t = scrape(&info(2), &[s, later], 11_100);
+        assert_eq!(lines(&t, "DCGM_FI_DEV_GPU_TEMP").len(), 1);
+        assert!(lines(&t, "DCGM_FI_DEV_GPU_TEMP")[0].contains("gpu=\"1\""));
+        // The last XID stays, after the sample that carried it.
+        let xid = lines(&t, "DCGM_FI_DEV_XID_ERRORS");
+        assert!(xid.iter().any(|l| l.contains("gpu=\"0\"") && l.ends_with(" 79")), "{xid:?}");
+        assert!(xid.iter().any(|l| l.contains("gpu=\"1\"") && l.ends_with(" 0")));
+        assert!(
+            lines(&t, "fleetop_gpu_error")
+                .iter()
+                .any(|l| l.contains("error=\"gpu_lost\""))
+        );
+        assert!(lines(&t, "fleetop_flag").iter().any(|l| l.contains("kind=\"gpu_lost\"")));
+        assert!(lines(&t, "fleetop_agent_gpu_read_errors_total")[0].ends_with(" 2"));
+    }
+
+    #[test]
+    fn mig_instances_carry_their_profile_and_id() {
+        let mut g = gpu(0);
+        g.absent = a::UTIL;
+        g.mig = vec![
+            MigInstance {
+                gpu_instance_id: 1,
+                profile: "3g.40gb".into(),
+                mem_used_bytes: 1 << 30,
+                mem_total_bytes: 40 << 30,
+                gpm: Some(Gpm {
+                    sm_active_cpct: 5000,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            MigInstance {
+                gpu_instance_id: 2,
+                profile: "3g.40gb".into(),
+                mem_used_bytes: 2 << 30,
+                mem_total_bytes: 40 << 30,
+                ..Default::default()
+            },
+        ];
+        let s = Sample {
+            time_ms: 10_000,
+            gpus: vec![g],
+            ..Default::default()
+        };
+        let t = scrape(&info(1), &[s], 10_100);
+        let fb = lines(&t, "DCGM_FI_DEV_FB_USED");
+        assert_eq!(fb.len(), 2, "per instance, not per GPU: {fb:?}");
+        assert!(fb[0].contains("GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\"") && fb[0].ends_with(" 1024"));
+        assert!(fb[1].contains("GPU_I_ID=\"2\"") && fb[1].ends_with(" 2048"));
+        assert!(lines(&t, "DCGM_FI_DEV_FB_FREE")[1].ends_with(" 38912"));
+        let sm = lines(&t, "DCGM_FI_PROF_SM_ACTIVE");
+        assert_eq!(sm.len(), 1);
+        assert!(sm[0].contains("GPU_I_ID=\"1\"") && sm[0].ends_with(" 0.5"));
+        assert!(lines(&t, "DCGM_FI_DEV_GPU_UTIL").is_empty());
+    }
+
+    #[test]
+    fn the_slurm_job_is_the_hpc_job_label_and_throttle_reasons_are_one_series_each() {
+        let mut g = gpu(0);
+        g.processes = vec![
+            GpuProcess {
+                pid: 1,
+                job_id: 4411,
+                ..Default::default()
+            },
+            GpuProcess {
+                pid: 2,
+                job_id: 4411,
+                ..Default::default()
+            },
+        ];
+        g.throttle_reasons = throttle::HW_THERMAL_SLOWDOWN | 0x1000;
+        let s = Sample {
+            time_ms: 10_000,
+            gpus: vec![g],
+            ..Default::default()
+        };
+        let t = scrape(&info(1), &[s], 10_100);
+        assert!(
+            lines(&t, "DCGM_FI_DEV_GPU_TEMP")[0].ends_with(
+                "{gpu=\"0\",UUID=\"GPU-0\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",\
+                 modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"n1\",hpc_job=\"4411\"} 60"
+            ),
+            "{t}"
+        );
+        let th = lines(&t, "fleetop_gpu_throttle_reason");
+        assert_eq!(th.len(), 10);
+        assert!(th.iter().any(|l| l.contains("reason=\"hw_thermal_slowdown\"") && l.ends_with(" 1")));
+        assert!(th.iter().any(|l| l.contains("reason=\"sw_power_cap\"") && l.ends_with(" 0")));
+        assert!(th.iter().any(|l| l.contains("reason=\"unknown_0x1000\"") && l.ends_with(" 1")));
+        assert!(
+            lines(&t, "fleetop_flag")
+                .iter()
+                .any(|l| l.contains("kind=\"throttled\",severity=\"crit\""))
+        );
+    }
+
+    #[test]
+    fn a_stale_sample_serves_health_and_the_stale_flag_only() {
+        let s = Sample {
+            time_ms: 10_000,
+            gpus: vec![gpu(0)],
+            ..Default::default()
+        };
+        let t = scrape(&info(1), &[s], 14_000);
+        assert!(lines(&t, "DCGM_FI_DEV_GPU_TEMP").is_empty());
+        assert!(lines(&t, "fleetop_agent_last_sample_age_seconds")[0].ends_with(" 4"));
+        assert!(lines(&t, "fleetop_flag")[0].contains("kind=\"stale\""));
+    }
+
+    #[test]
+    fn infiniband_ports_use_node_exporter_names_and_skip_unreadable_counters() {
+        let mut i = info(0);
+        i.ib_ports = vec![crate::proto::IbPortInfo {
+            device: "mlx5_0".into(),
+            port: 1,
+            link_layer: "InfiniBand".into(),
+        }];
+        let s = Sample {
+            time_ms: 10_000,
+            ib_ports: vec![IbSample {
+                port: 0,
+                state: "DOWN".into(),
+                phys_state: "Polling".into(),
+                rate_gbps: 400,
+                tx_bytes: 4096,
+                errors: vec![7; fleetop_proto::ib::ERROR_COUNTERS.len()],
+                // symbol_error (0) and link_downed (2) readable only.
+                errors_present_mask: 0b101,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let t = scrape(&i, &[s], 10_100);
+        assert_eq!(
+            lines(&t, "node_infiniband_state_id"),
+            ["{device=\"mlx5_0\",port=\"1\"} 1"]
+        );
+        assert_eq!(lines(&t, "node_infiniband_physical_state_id")[0], "{device=\"mlx5_0\",port=\"1\"} 2");
+        assert_eq!(lines(&t, "node_infiniband_rate_bytes_per_second")[0], "{device=\"mlx5_0\",port=\"1\"} 50000000000");
+        assert_eq!(lines(&t, "node_infiniband_port_data_transmitted_bytes_total")[0], "{device=\"mlx5_0\",port=\"1\"} 4096");
+        assert_eq!(lines(&t, "node_infiniband_link_downed_total")[0], "{device=\"mlx5_0\",port=\"1\"} 7");
+        assert!(lines(&t, "node_infiniband_link_error_recovery_total").is_empty());
+        assert_eq!(
+            lines(&t, "fleetop_infiniband_port_errors_total"),
+            ["{device=\"mlx5_0\",port=\"1\",counter=\"symbol_error\"} 7"]
+        );
+        assert!(t.contains("# TYPE node_infiniband_link_downed_total counter"));
+        assert!(lines(&t, "fleetop_flag")[0].contains("kind=\"ib_down\""));
+    }
+}
