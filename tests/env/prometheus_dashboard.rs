@@ -174,6 +174,12 @@ pub fn nvidias_dashboard_queries_return_the_agents_data() {
             .expect("prometheus starts"),
     );
     wait_listening(prom_port, "prometheus");
+    // It listens before it is ready (503 until its storage is open).
+    let start = Instant::now();
+    while http_get(prom_port, "/-/ready").0 != 200 {
+        assert!(start.elapsed() < Duration::from_secs(60), "prometheus never got ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let prom = Prom(prom_port);
 
     // Two scrapes of every agent, all of them up.
