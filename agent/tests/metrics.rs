@@ -85,13 +85,19 @@ fn dcgm_exporter_series_carry_its_names_types_and_labels() {
         assert_eq!(series.len(), 8, "{name}: one series per GPU");
         for x in series {
             for l in DCGM_LABELS {
-                assert!(x.labels.get(l).is_some_and(|v| !v.is_empty()), "{name} lacks {l}: {x:?}");
+                assert!(
+                    x.labels.get(l).is_some_and(|v| !v.is_empty()),
+                    "{name} lacks {l}: {x:?}"
+                );
             }
             assert_eq!(x.labels["device"], format!("nvidia{}", x.labels["gpu"]));
             assert_eq!(x.labels["Hostname"], "n1");
             assert_eq!(x.labels["modelName"], "NVIDIA H100 80GB HBM3");
             // The training scenario's job holds every GPU.
-            assert!(x.labels.get("hpc_job").is_some_and(|j| j.parse::<u64>().is_ok()), "{x:?}");
+            assert!(
+                x.labels.get("hpc_job").is_some_and(|j| j.parse::<u64>().is_ok()),
+                "{x:?}"
+            );
         }
     }
     // Ratios as DCGM gives them, percentages as dcgm-exporter's % fields.
@@ -109,7 +115,16 @@ fn dcgm_exporter_series_carry_its_names_types_and_labels() {
     // The same GPUs as the agent's own JSON sample (the simulation is
     // the same for the same seed and host name).
     let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
-        .args(["sample", "--once", "--backend", "sim", "--sim-gpus", "8", "--sim-hostname", "n1"])
+        .args([
+            "sample",
+            "--once",
+            "--backend",
+            "sim",
+            "--sim-gpus",
+            "8",
+            "--sim-hostname",
+            "n1",
+        ])
         .output()
         .expect("sample runs");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -154,13 +169,21 @@ fn other_paths_are_404_and_garbage_never_ends_the_agent() {
     assert_eq!(get(port, "/metricsx", &[]).status, 404);
     assert_eq!(get(port, "/../etc/passwd", &[]).status, 404);
     let bad = scrape::raw(port, b"\x00\x01garbage\r\n\r\n").expect("answered or closed");
-    assert!(bad.is_empty() || bad.starts_with(b"HTTP/1.1 400"), "{:?}", String::from_utf8_lossy(&bad));
+    assert!(
+        bad.is_empty() || bad.starts_with(b"HTTP/1.1 400"),
+        "{:?}",
+        String::from_utf8_lossy(&bad)
+    );
     // Headers past any sane size: refused, not buffered for ever.
     let mut huge = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
     huge.extend(std::iter::repeat_n(b'a', 2 << 20));
     huge.extend(b"\r\n\r\n");
     let r = scrape::raw(port, &huge).unwrap_or_default();
-    assert!(!r.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&r[..r.len().min(100)]));
+    assert!(
+        !r.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&r[..r.len().min(100)])
+    );
     // A connection that closes half-way through its request.
     if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
         let _ = s.write_all(b"GET /metr");
@@ -204,7 +227,10 @@ fn connections_past_the_cap_are_closed_and_the_slots_come_back() {
         })
         .collect();
     let third = scrape::raw(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    assert!(third.is_err() || third.as_ref().is_ok_and(|b| b.is_empty()), "{third:?}");
+    assert!(
+        third.is_err() || third.as_ref().is_ok_and(|b| b.is_empty()),
+        "{third:?}"
+    );
     drop(held);
     let start = Instant::now();
     loop {

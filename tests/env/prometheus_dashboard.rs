@@ -24,14 +24,38 @@ pub fn installed() -> bool {
 /// (NVIDIA/dcgm-exporter), as written there: `$Hostname` and `$gpu` are the
 /// dashboard's variables, filled in below as Grafana fills in "All".
 const PANELS: [(&str, &str); 8] = [
-    ("GPU Temperature", r#"max(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)"#),
-    ("GPU Avg. Temp", r#"avg(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"})"#),
-    ("GPU Power Usage", r#"max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)"#),
-    ("GPU Power Total", r#"sum(max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (gpu))"#),
-    ("GPU SM Clocks", r#"max(DCGM_FI_DEV_SM_CLOCK{Hostname=~"$Hostname", gpu=~"$gpu"} * 1000000) by (Hostname, UUID, gpu)"#),
-    ("GPU Utilization", r#"max(DCGM_FI_PROF_GR_ENGINE_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#),
-    ("Tensor Core Utilization", r#"max(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#),
-    ("GPU Framebuffer Mem Used", r#"max(DCGM_FI_DEV_FB_USED{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#),
+    (
+        "GPU Temperature",
+        r#"max(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)"#,
+    ),
+    (
+        "GPU Avg. Temp",
+        r#"avg(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"})"#,
+    ),
+    (
+        "GPU Power Usage",
+        r#"max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)"#,
+    ),
+    (
+        "GPU Power Total",
+        r#"sum(max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (gpu))"#,
+    ),
+    (
+        "GPU SM Clocks",
+        r#"max(DCGM_FI_DEV_SM_CLOCK{Hostname=~"$Hostname", gpu=~"$gpu"} * 1000000) by (Hostname, UUID, gpu)"#,
+    ),
+    (
+        "GPU Utilization",
+        r#"max(DCGM_FI_PROF_GR_ENGINE_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#,
+    ),
+    (
+        "Tensor Core Utilization",
+        r#"max(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#,
+    ),
+    (
+        "GPU Framebuffer Mem Used",
+        r#"max(DCGM_FI_DEV_FB_USED{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#,
+    ),
 ];
 
 /// The dashboard's template variables (label_values queries).
@@ -43,8 +67,16 @@ const NODES: [(&str, u32, u64); 3] = [("h1", 2, 11), ("h2", 3, 12), ("h3", 4, 13
 
 fn agent_args(host: &str, gpus: u32, seed: u64) -> Vec<String> {
     [
-        "--backend", "sim", "--sim-hostname", host, "--sim-gpus", &gpus.to_string(),
-        "--sim-seed", &seed.to_string(), "--sim-ib-ports", "1",
+        "--backend",
+        "sim",
+        "--sim-hostname",
+        host,
+        "--sim-gpus",
+        &gpus.to_string(),
+        "--sim-seed",
+        &seed.to_string(),
+        "--sim-ib-ports",
+        "1",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -54,7 +86,10 @@ fn agent_args(host: &str, gpus: u32, seed: u64) -> Vec<String> {
 fn wait_listening(port: u16, what: &str) {
     let start = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(30), "{what} did not listen on {port}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what} did not listen on {port}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -86,7 +121,10 @@ impl Prom {
     fn api(&self, path_and_query: &str) -> Value {
         let (status, body) = http_get(self.0, path_and_query);
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        assert!(status == 200 && v["status"] == "success", "{path_and_query}: {status} {body}");
+        assert!(
+            status == 200 && v["status"] == "success",
+            "{path_and_query}: {status} {body}"
+        );
         v["data"].clone()
     }
 
@@ -189,7 +227,10 @@ pub fn nvidias_dashboard_queries_return_the_agents_data() {
         if scrapes.first().is_some_and(|r| value(r) >= 2.0) {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "Prometheus never scraped the agents twice");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "Prometheus never scraped the agents twice"
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
 
@@ -212,7 +253,14 @@ pub fn nvidias_dashboard_queries_return_the_agents_data() {
         per_panel.insert(title, instant);
     }
     // Per-GPU panels: one series per GPU of every node.
-    for title in ["GPU Temperature", "GPU Power Usage", "GPU SM Clocks", "GPU Utilization", "Tensor Core Utilization", "GPU Framebuffer Mem Used"] {
+    for title in [
+        "GPU Temperature",
+        "GPU Power Usage",
+        "GPU SM Clocks",
+        "GPU Utilization",
+        "Tensor Core Utilization",
+        "GPU Framebuffer Mem Used",
+    ] {
         assert_eq!(per_panel[title].len(), total_gpus, "{title}");
     }
 
@@ -243,9 +291,17 @@ pub fn nvidias_dashboard_queries_return_the_agents_data() {
                 value(&r[0])
             };
             let near = |what: &str, got: f64, want: f64, tol: f64| {
-                assert!((got - want).abs() <= tol, "{host} GPU {i} {what}: Prometheus {got}, agent {want}");
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{host} GPU {i} {what}: Prometheus {got}, agent {want}"
+                );
             };
-            near("temperature", one("DCGM_FI_DEV_GPU_TEMP"), g["temp_c"].as_f64().unwrap_or(f64::NAN), 10.0);
+            near(
+                "temperature",
+                one("DCGM_FI_DEV_GPU_TEMP"),
+                g["temp_c"].as_f64().unwrap_or(f64::NAN),
+                10.0,
+            );
             let power = g["power_mw"].as_f64().unwrap_or(f64::NAN) / 1000.0;
             near("power", one("DCGM_FI_DEV_POWER_USAGE"), power, power * 0.3);
             let fb = g["mem_used_bytes"].as_f64().unwrap_or(f64::NAN) / 1048576.0;

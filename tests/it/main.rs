@@ -7,6 +7,7 @@ mod bench;
 mod export_demo;
 mod export_errors;
 mod export_live;
+mod export_summary;
 mod fuzz_regressions;
 mod layers;
 mod limits;

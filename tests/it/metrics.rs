@@ -18,7 +18,12 @@ fn nvml_metrics_agent(profile_name: &str) -> (Killed, u16) {
         .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
         .arg("--nvml-lib")
         .arg(fake_lib())
-        .args(["--listen", "127.0.0.1:0", "--metrics-listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+        ])
         .env("FAKE_NVML_PROFILE", profile(profile_name))
         .env("FAKE_NVML_TIME_S", "100")
         .env("FLEETOP_LOG", "warn")
@@ -42,7 +47,10 @@ fn a_memory_temperature_the_gpu_does_not_support_is_no_series_not_zero() {
     // GPU 0 answers NOT_SUPPORTED for its HBM temperature; the others read.
     assert!(s.one("DCGM_FI_DEV_MEMORY_TEMP", &[("gpu", "0")]).is_none());
     assert_eq!(s.named("DCGM_FI_DEV_MEMORY_TEMP").len(), 7);
-    assert!(s.one("DCGM_FI_DEV_GPU_TEMP", &[("gpu", "0")]).is_some_and(|x| x.value > 0.0));
+    assert!(
+        s.one("DCGM_FI_DEV_GPU_TEMP", &[("gpu", "0")])
+            .is_some_and(|x| x.value > 0.0)
+    );
     // GPU 1's processes are refused: no Slurm job is known, so no label.
     let g1 = s.one("DCGM_FI_DEV_GPU_TEMP", &[("gpu", "1")]).expect("GPU 1");
     assert!(!g1.labels.contains_key("hpc_job"), "{g1:?}");

@@ -771,7 +771,10 @@ mod tests {
     fn a_gpu_that_did_not_answer_has_no_readings_but_its_xid_and_error() {
         let mut lost = gpu(0);
         lost.error = "gpu_lost".into();
-        lost.xids = vec![XidEvent { xid: 79, time_ms: 9_000 }];
+        lost.xids = vec![XidEvent {
+            xid: 79,
+            time_ms: 9_000,
+        }];
         let s = Sample {
             time_ms: 10_000,
             gpus: vec![lost, gpu(1)],
@@ -794,14 +797,21 @@ mod tests {
         assert!(lines(&t, "DCGM_FI_DEV_GPU_TEMP")[0].contains("gpu=\"1\""));
         // The last XID stays, after the sample that carried it.
         let xid = lines(&t, "DCGM_FI_DEV_XID_ERRORS");
-        assert!(xid.iter().any(|l| l.contains("gpu=\"0\"") && l.ends_with(" 79")), "{xid:?}");
+        assert!(
+            xid.iter().any(|l| l.contains("gpu=\"0\"") && l.ends_with(" 79")),
+            "{xid:?}"
+        );
         assert!(xid.iter().any(|l| l.contains("gpu=\"1\"") && l.ends_with(" 0")));
         assert!(
             lines(&t, "fleetop_gpu_error")
                 .iter()
                 .any(|l| l.contains("error=\"gpu_lost\""))
         );
-        assert!(lines(&t, "fleetop_flag").iter().any(|l| l.contains("kind=\"gpu_lost\"")));
+        assert!(
+            lines(&t, "fleetop_flag")
+                .iter()
+                .any(|l| l.contains("kind=\"gpu_lost\""))
+        );
         assert!(lines(&t, "fleetop_agent_gpu_read_errors_total")[0].ends_with(" 2"));
     }
 
@@ -877,9 +887,18 @@ mod tests {
         );
         let th = lines(&t, "fleetop_gpu_throttle_reason");
         assert_eq!(th.len(), 10);
-        assert!(th.iter().any(|l| l.contains("reason=\"hw_thermal_slowdown\"") && l.ends_with(" 1")));
-        assert!(th.iter().any(|l| l.contains("reason=\"sw_power_cap\"") && l.ends_with(" 0")));
-        assert!(th.iter().any(|l| l.contains("reason=\"unknown_0x1000\"") && l.ends_with(" 1")));
+        assert!(
+            th.iter()
+                .any(|l| l.contains("reason=\"hw_thermal_slowdown\"") && l.ends_with(" 1"))
+        );
+        assert!(
+            th.iter()
+                .any(|l| l.contains("reason=\"sw_power_cap\"") && l.ends_with(" 0"))
+        );
+        assert!(
+            th.iter()
+                .any(|l| l.contains("reason=\"unknown_0x1000\"") && l.ends_with(" 1"))
+        );
         assert!(
             lines(&t, "fleetop_flag")
                 .iter()
@@ -928,10 +947,22 @@ mod tests {
             lines(&t, "node_infiniband_state_id"),
             ["{device=\"mlx5_0\",port=\"1\"} 1"]
         );
-        assert_eq!(lines(&t, "node_infiniband_physical_state_id")[0], "{device=\"mlx5_0\",port=\"1\"} 2");
-        assert_eq!(lines(&t, "node_infiniband_rate_bytes_per_second")[0], "{device=\"mlx5_0\",port=\"1\"} 50000000000");
-        assert_eq!(lines(&t, "node_infiniband_port_data_transmitted_bytes_total")[0], "{device=\"mlx5_0\",port=\"1\"} 4096");
-        assert_eq!(lines(&t, "node_infiniband_link_downed_total")[0], "{device=\"mlx5_0\",port=\"1\"} 7");
+        assert_eq!(
+            lines(&t, "node_infiniband_physical_state_id")[0],
+            "{device=\"mlx5_0\",port=\"1\"} 2"
+        );
+        assert_eq!(
+            lines(&t, "node_infiniband_rate_bytes_per_second")[0],
+            "{device=\"mlx5_0\",port=\"1\"} 50000000000"
+        );
+        assert_eq!(
+            lines(&t, "node_infiniband_port_data_transmitted_bytes_total")[0],
+            "{device=\"mlx5_0\",port=\"1\"} 4096"
+        );
+        assert_eq!(
+            lines(&t, "node_infiniband_link_downed_total")[0],
+            "{device=\"mlx5_0\",port=\"1\"} 7"
+        );
         assert!(lines(&t, "node_infiniband_link_error_recovery_total").is_empty());
         assert_eq!(
             lines(&t, "fleetop_infiniband_port_errors_total"),

@@ -43,10 +43,7 @@ pub fn get(port: u16, path: &str, headers: &[&str]) -> Response {
     }
     req.push_str("\r\n");
     let out = raw(port, req.as_bytes()).expect("HTTP exchange");
-    let end = out
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a header block");
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n").expect("a header block");
     let head = String::from_utf8_lossy(&out[..end]).to_string();
     let mut lines = head.lines();
     let status = lines
@@ -74,7 +71,10 @@ pub fn scrape_until(port: u16, headers: &[&str], done: impl Fn(&Scrape) -> bool)
                 return s;
             }
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "no scrape as wanted on port {port}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no scrape as wanted on port {port}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -100,10 +100,10 @@ impl Scrape {
 
     /// The one series of `name` whose labels include `with`.
     pub fn one(&self, name: &str, with: &[(&str, &str)]) -> Option<&Series> {
-        let mut m = self
-            .named(name)
-            .into_iter()
-            .filter(|s| with.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)));
+        let mut m = self.named(name).into_iter().filter(|s| {
+            with.iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        });
         let first = m.next();
         assert!(m.next().is_none(), "more than one {name} with {with:?}");
         first
@@ -112,7 +112,8 @@ impl Scrape {
 
 fn valid_name(n: &str) -> bool {
     let mut c = n.chars();
-    c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
         && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
 }
 
