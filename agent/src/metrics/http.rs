@@ -87,7 +87,7 @@ async fn metrics(
     headers: HeaderMap,
 ) -> Response {
     if let Err(refused) = authorize(&src, peer.ip(), &headers) {
-        return refused;
+        return refused.into_response();
     }
     let snap = src.publisher.latest();
     let now = crate::now_ms() + src.clock_offset_ms;
@@ -114,11 +114,32 @@ async fn metrics(
     resp
 }
 
+/// Why a scrape was refused.
+enum Refused {
+    /// The peer spent its allowance of wrong tokens.
+    Limited(String),
+    Unauthorized(&'static str),
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Refused::Limited(why) => (StatusCode::TOO_MANY_REQUESTS, format!("{why}\n")).into_response(),
+            Refused::Unauthorized(why) => {
+                let mut r = (StatusCode::UNAUTHORIZED, why).into_response();
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                r
+            }
+        }
+    }
+}
+
 /// The token check of the gRPC port, in HTTP's words.
-fn authorize(src: &Source, peer: IpAddr, headers: &HeaderMap) -> Result<(), Response> {
+fn authorize(src: &Source, peer: IpAddr, headers: &HeaderMap) -> Result<(), Refused> {
     let Some(want) = &src.token else { return Ok(()) };
     if let Err(s) = src.failed.check(Some(peer)) {
-        return Err((StatusCode::TOO_MANY_REQUESTS, format!("{}\n", s.message())).into_response());
+        return Err(Refused::Limited(s.message().to_string()));
     }
     let given = headers
         .get(header::AUTHORIZATION)
@@ -130,10 +151,7 @@ fn authorize(src: &Source, peer: IpAddr, headers: &HeaderMap) -> Result<(), Resp
         None => "this agent needs its telemetry token: Authorization: Bearer <token>\n",
     };
     src.failed.failed(Some(peer), "telemetry (metrics)");
-    let mut r = (StatusCode::UNAUTHORIZED, why).into_response();
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    Err(r)
+    Err(Refused::Unauthorized(why))
 }
 
 /// Whether Accept-Encoding lists gzip with a non-zero quality.

@@ -17,6 +17,13 @@ use crate::proto::Sample;
 
 pub use render::render;
 
+/// One GPU's per-link NVLink data counters (KiB), in `GpuInfo.nvlinks` order.
+#[derive(Debug, Clone, Default)]
+pub struct NvlinkCounters {
+    pub tx_kib: Vec<u64>,
+    pub rx_kib: Vec<u64>,
+}
+
 /// What a scrape renders from: the newest sample, and what earlier samples
 /// left that the newest may not carry.
 #[derive(Debug, Clone, Default)]
@@ -27,7 +34,7 @@ pub struct Snapshot {
     pub last_xid: BTreeMap<u32, u32>,
     /// Per GPU index: the newest per-link NVLink counters (tx, rx; KiB).
     /// Samples carry them only every `nvlink_counters_every`-th time.
-    pub nvlink: BTreeMap<u32, Arc<(Vec<u64>, Vec<u64>)>>,
+    pub nvlink: BTreeMap<u32, Arc<NvlinkCounters>>,
     /// Samples taken since the agent started.
     pub samples_taken: u64,
     /// GPU readings that failed (a GPU with an error in a sample), since start.
@@ -43,8 +50,11 @@ impl Snapshot {
                 next.last_xid.insert(g.index, x.xid);
             }
             if !g.nvlink_tx_kib.is_empty() || !g.nvlink_rx_kib.is_empty() {
-                next.nvlink
-                    .insert(g.index, Arc::new((g.nvlink_tx_kib.clone(), g.nvlink_rx_kib.clone())));
+                let c = NvlinkCounters {
+                    tx_kib: g.nvlink_tx_kib.clone(),
+                    rx_kib: g.nvlink_rx_kib.clone(),
+                };
+                next.nvlink.insert(g.index, Arc::new(c));
             }
             if !g.error.is_empty() && g.error != "not_supported" {
                 next.gpu_read_errors += 1;

@@ -307,7 +307,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     );
     for g in gpus {
         if let Some(c) = snap.nvlink.get(&g.s.index) {
-            let total: u64 = c.0.iter().chain(&c.1).fold(0u64, |t, v| t.wrapping_add(*v));
+            let total: u64 = c.tx_kib.iter().chain(&c.rx_kib).fold(0u64, |t, v| t.wrapping_add(*v));
             w.sample(&g.labels, &[], total);
         }
     }
@@ -480,7 +480,7 @@ fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
             let (Some(c), Some(info)) = (snap.nvlink.get(&g.s.index), g.info) else {
                 continue;
             };
-            let values = if tx { &c.0 } else { &c.1 };
+            let values = if tx { &c.tx_kib } else { &c.rx_kib };
             for (v, link) in values.iter().zip(&info.nvlinks) {
                 w.sample(&g.labels, &[("link", &link.link.to_string())], v.wrapping_mul(1024));
             }

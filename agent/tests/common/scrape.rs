@@ -66,10 +66,10 @@ pub fn get(port: u16, path: &str, headers: &[&str]) -> Response {
 pub fn scrape_until(port: u16, headers: &[&str], done: impl Fn(&Scrape) -> bool) -> Scrape {
     let start = Instant::now();
     loop {
-        if let Ok(s) = std::panic::catch_unwind(|| parse(&get(port, "/metrics", headers).text())) {
-            if done(&s) {
-                return s;
-            }
+        if let Ok(s) = std::panic::catch_unwind(|| parse(&get(port, "/metrics", headers).text()))
+            && done(&s)
+        {
+            return s;
         }
         assert!(
             start.elapsed() < Duration::from_secs(10),
