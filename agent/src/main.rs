@@ -139,6 +139,10 @@ enum Command {
         /// Where to write the agents' addresses, one per line.
         #[arg(long)]
         hostfile: PathBuf,
+        /// Each agent also serves /metrics on a loopback port of its own;
+        /// their addresses go to this file, one per line (for Prometheus).
+        #[arg(long)]
+        metrics_hostfile: Option<PathBuf>,
         #[command(flatten)]
         node: NodeArgs,
     },
@@ -220,9 +224,18 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Sample { node, .. }) => return sample_once(node),
-        Some(Command::Swarm { count, hostfile, node }) => {
+        Some(Command::Swarm {
+            count,
+            hostfile,
+            metrics_hostfile,
+            node,
+        }) => {
             let sec = security(&cli)?;
-            return swarm(*count, hostfile, node, bench_settings(&cli)?, sec, &cli);
+            let files = SwarmFiles {
+                grpc: hostfile,
+                metrics: metrics_hostfile.as_deref(),
+            };
+            return swarm(*count, files, node, bench_settings(&cli)?, sec, &cli);
         }
         None => {}
     }
@@ -396,9 +409,15 @@ async fn stop_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a swarm writes its agents' addresses.
+struct SwarmFiles<'a> {
+    grpc: &'a std::path::Path,
+    metrics: Option<&'a std::path::Path>,
+}
+
 fn swarm(
     count: u32,
-    hostfile: &std::path::Path,
+    files: SwarmFiles,
     node: &NodeArgs,
     bench: Option<server::BenchSettings>,
     sec: Security,
@@ -408,6 +427,7 @@ fn swarm(
     rt.block_on(async {
         let mut agents = Vec::new();
         let mut lines = String::new();
+        let mut metrics_lines = String::new();
         for i in 0..count {
             let mut opts = node.options(fleetop_agent::now_ms());
             opts.backend = Backend::Sim;
@@ -424,11 +444,23 @@ fn swarm(
                 limits: cli.limits(),
                 ..Default::default()
             };
-            let h = server::serve(collector, opts, listener).await?;
+            let mut h = server::serve(collector, opts, listener).await?;
             lines.push_str(&format!("{}\n", h.addr));
+            if files.metrics.is_some() {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let limits = fleetop_agent::metrics::http::Limits {
+                    max_connections: cli.metrics_max_connections as usize,
+                    idle_timeout: cli.idle_timeout,
+                };
+                metrics_lines.push_str(&format!("{}\n", h.serve_metrics(l, limits)?));
+            }
             agents.push(h);
         }
-        std::fs::write(hostfile, lines)?;
+        // The metrics file first: the gRPC hostfile's existence says both are whole.
+        if let Some(path) = files.metrics {
+            std::fs::write(path, metrics_lines)?;
+        }
+        std::fs::write(files.grpc, lines)?;
         // SIGUSR1 prints the running totals (for measurement windows); Ctrl-C
         // or SIGTERM prints them and ends.
         let report = || {

@@ -243,3 +243,37 @@ fn connections_past_the_cap_are_closed_and_the_slots_come_back() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_swarm_serves_metrics_per_agent_for_load_tests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (hosts, metrics) = (dir.path().join("hosts"), dir.path().join("metrics"));
+    let child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .args(["swarm", "--count", "2", "--sim-gpus", "2", "--interval", "200ms"])
+        .arg("--hostfile")
+        .arg(&hosts)
+        .arg("--metrics-hostfile")
+        .arg(&metrics)
+        .env("FLEETOP_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("swarm starts");
+    let _swarm = Agent(child);
+    let start = Instant::now();
+    // The gRPC hostfile is written last: both files are whole once it is there.
+    while !hosts.exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no hostfile");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(&metrics).expect("metrics hostfile");
+    let names: Vec<String> = text
+        .lines()
+        .map(|addr| {
+            let port: u16 = addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("host:port");
+            let s = scrape_until(port, &[], |s| s.named("DCGM_FI_DEV_GPU_TEMP").len() == 2);
+            s.named("fleetop_agent_up")[0].labels["Hostname"].clone()
+        })
+        .collect();
+    assert_eq!(names, ["sim0001", "sim0002"]);
+}
