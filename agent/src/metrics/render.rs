@@ -546,6 +546,9 @@ fn infiniband(w: &mut Writer, info: &NodeInfo, ports: &[IbSample]) {
             push_label(&mut l, "device", &pi.device);
             l.push(',');
             push_label(&mut l, "port", &pi.port.to_string());
+            // Beyond node_exporter's labels: joins a port to its node's GPUs.
+            l.push(',');
+            push_label(&mut l, "Hostname", &info.hostname);
             Some(l)
         })
         .collect();
@@ -945,28 +948,28 @@ mod tests {
         let t = scrape(&i, &[s], 10_100);
         assert_eq!(
             lines(&t, "node_infiniband_state_id"),
-            ["{device=\"mlx5_0\",port=\"1\"} 1"]
+            ["{device=\"mlx5_0\",port=\"1\",Hostname=\"n1\"} 1"]
         );
         assert_eq!(
             lines(&t, "node_infiniband_physical_state_id")[0],
-            "{device=\"mlx5_0\",port=\"1\"} 2"
+            "{device=\"mlx5_0\",port=\"1\",Hostname=\"n1\"} 2"
         );
         assert_eq!(
             lines(&t, "node_infiniband_rate_bytes_per_second")[0],
-            "{device=\"mlx5_0\",port=\"1\"} 50000000000"
+            "{device=\"mlx5_0\",port=\"1\",Hostname=\"n1\"} 50000000000"
         );
         assert_eq!(
             lines(&t, "node_infiniband_port_data_transmitted_bytes_total")[0],
-            "{device=\"mlx5_0\",port=\"1\"} 4096"
+            "{device=\"mlx5_0\",port=\"1\",Hostname=\"n1\"} 4096"
         );
         assert_eq!(
             lines(&t, "node_infiniband_link_downed_total")[0],
-            "{device=\"mlx5_0\",port=\"1\"} 7"
+            "{device=\"mlx5_0\",port=\"1\",Hostname=\"n1\"} 7"
         );
         assert!(lines(&t, "node_infiniband_link_error_recovery_total").is_empty());
         assert_eq!(
             lines(&t, "fleetop_infiniband_port_errors_total"),
-            ["{device=\"mlx5_0\",port=\"1\",counter=\"symbol_error\"} 7"]
+            ["{device=\"mlx5_0\",port=\"1\",Hostname=\"n1\",counter=\"symbol_error\"} 7"]
         );
         assert!(t.contains("# TYPE node_infiniband_link_downed_total counter"));
         assert!(lines(&t, "fleetop_flag")[0].contains("kind=\"ib_down\""));
