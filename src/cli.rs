@@ -155,6 +155,10 @@ pub struct ExportArgs {
     pub interval: Duration,
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+    /// full: every reading (the schema's Snapshot); summary: per node and
+    /// GPU the headline figures and the flags, about a tenth of the size.
+    #[arg(long, value_enum, default_value_t = View::Full)]
+    pub view: View,
     /// How long to wait for nodes to answer before the first snapshot.
     #[arg(long, default_value = "10s", value_parser = parse_interval)]
     pub timeout: Duration,
@@ -173,4 +177,13 @@ pub enum Format {
     Json,
     /// One compact document per line.
     Ndjson,
+}
+
+/// Which export document: both are in docs/export.schema.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum View {
+    /// Every reading: the Snapshot document.
+    Full,
+    /// Headline figures and flags per node and GPU: the Summary document.
+    Summary,
 }

@@ -23,7 +23,8 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// give are null (MIG utilization, HBM temperature), `gpm`-derived fields,
 /// `mig` instances, `scheduler_read_at`/`scheduler_error`, and `agent`
 /// versions, NVLink peers and IB states null where unknown. Later within 2,
-/// additive: GPM fields per `mig` instance (`sm_active_pct` etc.).
+/// additive: GPM fields per `mig` instance (`sm_active_pct` etc.), and the
+/// `Summary` document (`export --view summary`) beside the full `Snapshot`.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -241,9 +242,136 @@ pub struct FlagOut {
     pub evidence: BTreeMap<String, f64>,
 }
 
-/// The JSON Schema of a snapshot, as committed in `docs/export.schema.json`.
+/// What `export` writes: a full `Snapshot` (`--view full`, the default) or a
+/// `Summary` (`--view summary`). Only for the schema: a reader knows which
+/// it asked for, and a summary says so in its `view` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Document {
+    Full(Snapshot),
+    Summary(Summary),
+}
+
+/// The summary view (`export --view summary`): per node and per GPU the
+/// headline figures and every flag, about a tenth of a full snapshot, for
+/// cron jobs, jq and dashboards that poll often. Same units and the same
+/// rule as the full view: a reading that is not known is `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    /// As in the full view (the summary came with 2, additively).
+    pub schema_version: u32,
+    /// Always "summary": tells this document from a full snapshot.
+    pub view: SummaryView,
+    /// RFC 3339.
+    pub generated_at: String,
+    pub nodes: Vec<NodeSummary>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryView {
+    Summary,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSummary {
+    pub name: String,
+    pub status: Status,
+    pub status_detail: Option<String>,
+    /// RFC 3339 time of the latest sample.
+    pub sampled_at: Option<String>,
+    /// Slurm's state word, with `--slurm`.
+    pub scheduler_state: Option<String>,
+    pub gpus: Vec<GpuSummary>,
+    pub ib_ports: Vec<IbPortSummary>,
+    /// Every flag of the node, as in the full view.
+    pub flags: Vec<FlagOut>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSummary {
+    pub index: u32,
+    /// As the full view's: readings are null then.
+    pub error: Option<String>,
+    pub util_pct: Option<u32>,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+    pub temp_c: Option<u32>,
+    pub power_w: Option<f64>,
+    /// GPM SM activity (Hopper and later), `null` without GPM.
+    pub sm_active_pct: Option<f64>,
+    pub throttle_reasons: Vec<String>,
+    /// Slurm jobs of the GPU's processes, distinct, ascending.
+    pub job_ids: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IbPortSummary {
+    /// "<device>/<port>", as flags name it.
+    pub port: String,
+    pub state: Option<String>,
+    pub rate_gbps: Option<u32>,
+}
+
+/// The summary of a full snapshot: the same moment, fewer fields.
+pub fn summary(s: &Snapshot) -> Summary {
+    Summary {
+        schema_version: s.schema_version,
+        view: SummaryView::Summary,
+        generated_at: s.generated_at.clone(),
+        nodes: s
+            .nodes
+            .iter()
+            .map(|n| NodeSummary {
+                name: n.name.clone(),
+                status: n.status,
+                status_detail: n.status_detail.clone(),
+                sampled_at: n.sampled_at.clone(),
+                scheduler_state: n.scheduler.as_ref().map(|s| s.state.clone()),
+                gpus: n
+                    .gpus
+                    .iter()
+                    .map(|g| {
+                        let mut job_ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
+                        job_ids.sort_unstable();
+                        job_ids.dedup();
+                        GpuSummary {
+                            index: g.index,
+                            error: g.error.clone(),
+                            util_pct: g.util_pct,
+                            mem_used_bytes: g.mem_used_bytes,
+                            mem_total_bytes: g.mem_total_bytes,
+                            temp_c: g.temp_c,
+                            power_w: g.power_w,
+                            sm_active_pct: g.sm_active_pct,
+                            throttle_reasons: g.throttle_reasons.clone(),
+                            job_ids,
+                        }
+                    })
+                    .collect(),
+                ib_ports: n
+                    .ib_ports
+                    .iter()
+                    .map(|p| IbPortSummary {
+                        port: format!("{}/{}", p.device, p.port),
+                        state: p.state.clone(),
+                        rate_gbps: p.rate_gbps,
+                    })
+                    .collect(),
+                flags: n.flags.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The JSON Schema of the export's documents (a full snapshot or a
+/// summary), as committed in `docs/export.schema.json`.
 pub fn schema_json() -> String {
-    let schema = schemars::schema_for!(Snapshot);
+    let schema = schemars::schema_for!(Document);
     serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
 }
 

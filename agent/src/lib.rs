@@ -9,6 +9,7 @@ pub mod bench;
 pub mod host;
 pub mod ib;
 pub mod jobs;
+pub mod metrics;
 pub mod net;
 pub mod nvml;
 pub mod sampler;

@@ -20,6 +20,13 @@ struct Cli {
     listen: SocketAddr,
     #[command(flatten)]
     node: NodeArgs,
+    /// Serve Prometheus metrics (dcgm-exporter's names) at http://ADDR/metrics;
+    /// off unless given. Plain HTTP; it asks for the --token-file token too.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// Open connections to --metrics-listen at most; more are closed at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    metrics_max_connections: u32,
     /// How much history to keep for consoles that connect later (1s to 24h).
     #[arg(long, default_value = "10m", value_parser = history)]
     history: Duration,
@@ -132,6 +139,10 @@ enum Command {
         /// Where to write the agents' addresses, one per line.
         #[arg(long)]
         hostfile: PathBuf,
+        /// Each agent also serves /metrics on a loopback port of its own;
+        /// their addresses go to this file, one per line (for Prometheus).
+        #[arg(long)]
+        metrics_hostfile: Option<PathBuf>,
         #[command(flatten)]
         node: NodeArgs,
     },
@@ -213,9 +224,18 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Sample { node, .. }) => return sample_once(node),
-        Some(Command::Swarm { count, hostfile, node }) => {
+        Some(Command::Swarm {
+            count,
+            hostfile,
+            metrics_hostfile,
+            node,
+        }) => {
             let sec = security(&cli)?;
-            return swarm(*count, hostfile, node, bench_settings(&cli)?, sec, &cli);
+            let files = SwarmFiles {
+                grpc: hostfile,
+                metrics: metrics_hostfile.as_deref(),
+            };
+            return swarm(*count, files, node, bench_settings(&cli)?, sec, &cli);
         }
         None => {}
     }
@@ -233,6 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let bench = bench_settings(&cli)?;
     let sec = security(&cli)?;
+    let has_token = sec.telemetry_token.is_some();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(cli.listen)
@@ -250,8 +271,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             limits: cli.limits(),
             max_ring_bytes: (cli.history_max_mib as usize) << 20,
         };
-        let handle = server::serve(collector, opts, listener).await?;
+        // Bound before serving, so a taken port fails the start, not later.
+        let metrics = match cli.metrics_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on --metrics-listen {addr}: {e}"))?,
+            ),
+            None => None,
+        };
+        let mut handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);
+        if let Some(l) = metrics {
+            let limits = fleetop_agent::metrics::http::Limits {
+                max_connections: cli.metrics_max_connections as usize,
+                idle_timeout: cli.idle_timeout,
+            };
+            let addr = handle.serve_metrics(l, limits)?;
+            if has_token && !addr.ip().is_loopback() {
+                tracing::warn!("--metrics-listen {addr} is plain HTTP: scrapers send the telemetry token in clear");
+            }
+            tracing::info!("metrics on http://{addr}/metrics");
+        }
         stop_signal().await?;
         tracing::info!("stopping");
         handle.stop().await;
@@ -368,9 +409,15 @@ async fn stop_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a swarm writes its agents' addresses.
+struct SwarmFiles<'a> {
+    grpc: &'a std::path::Path,
+    metrics: Option<&'a std::path::Path>,
+}
+
 fn swarm(
     count: u32,
-    hostfile: &std::path::Path,
+    files: SwarmFiles,
     node: &NodeArgs,
     bench: Option<server::BenchSettings>,
     sec: Security,
@@ -380,6 +427,7 @@ fn swarm(
     rt.block_on(async {
         let mut agents = Vec::new();
         let mut lines = String::new();
+        let mut metrics_lines = String::new();
         for i in 0..count {
             let mut opts = node.options(fleetop_agent::now_ms());
             opts.backend = Backend::Sim;
@@ -396,11 +444,23 @@ fn swarm(
                 limits: cli.limits(),
                 ..Default::default()
             };
-            let h = server::serve(collector, opts, listener).await?;
+            let mut h = server::serve(collector, opts, listener).await?;
             lines.push_str(&format!("{}\n", h.addr));
+            if files.metrics.is_some() {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let limits = fleetop_agent::metrics::http::Limits {
+                    max_connections: cli.metrics_max_connections as usize,
+                    idle_timeout: cli.idle_timeout,
+                };
+                metrics_lines.push_str(&format!("{}\n", h.serve_metrics(l, limits)?));
+            }
             agents.push(h);
         }
-        std::fs::write(hostfile, lines)?;
+        // The metrics file first: the gRPC hostfile's existence says both are whole.
+        if let Some(path) = files.metrics {
+            std::fs::write(path, metrics_lines)?;
+        }
+        std::fs::write(files.grpc, lines)?;
         // SIGUSR1 prints the running totals (for measurement windows); Ctrl-C
         // or SIGTERM prints them and ends.
         let report = || {

@@ -197,7 +197,9 @@ struct Shared {
     max_subscribers: usize,
     /// Subscribe streams open now (each producer task holds one).
     subscribers: AtomicU64,
-    failed_tokens: FailedTokens,
+    failed_tokens: Arc<FailedTokens>,
+    /// Where each sample is left for /metrics scrapes.
+    publisher: Arc<crate::metrics::Publisher>,
     /// Open connections and their streams.
     connections: Arc<crate::net::Connections>,
     /// The ring holds its invented history (the simulated backend's
@@ -228,7 +230,9 @@ impl Shared {
         ring.push(s.clone());
         // Sent under the ring lock so a new subscriber sees every sample
         // exactly once: either in its backlog or on its receiver.
-        let _ = self.live.send(s);
+        let _ = self.live.send(s.clone());
+        drop(ring);
+        self.publisher.publish(&s);
     }
 
     fn subscribe(&self, since_ms: Option<i64>) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
@@ -248,6 +252,7 @@ pub struct AgentHandle {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+    metrics: Option<JoinHandle<()>>,
 }
 
 impl AgentHandle {
@@ -276,12 +281,40 @@ impl AgentHandle {
         (ring.len(), ring.bytes())
     }
 
+    /// Serves `GET /metrics` (Prometheus text) on `listener` too, from the
+    /// samples this agent takes, with its telemetry token; returns the
+    /// address. It stops with the agent.
+    pub fn serve_metrics(
+        &mut self,
+        listener: TcpListener,
+        limits: crate::metrics::http::Limits,
+    ) -> std::io::Result<SocketAddr> {
+        let src = crate::metrics::http::Source {
+            info: Arc::new(self.shared.info.clone()),
+            publisher: self.shared.publisher.clone(),
+            token: self.shared.telemetry_token.clone(),
+            failed: self.shared.failed_tokens.clone(),
+            clock_offset_ms: self.shared.clock_offset_ms,
+        };
+        let (addr, task) = crate::metrics::http::serve(listener, src, limits, self.stop.subscribe())?;
+        self.metrics = Some(task);
+        Ok(addr)
+    }
+
+    /// The newest sample this agent took, if any.
+    pub fn latest_sample(&self) -> Option<Arc<Sample>> {
+        self.shared.publisher.latest().sample.clone()
+    }
+
     /// Stops sampling and serving, ends every subscriber's stream, and waits
     /// for the server to finish.
     pub async fn stop(mut self) {
         let _ = self.stop.send(true);
         if let Some(server) = self.server.take() {
             let _ = server.await;
+        }
+        if let Some(m) = self.metrics.take() {
+            let _ = m.await;
         }
     }
 
@@ -361,7 +394,8 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         telemetry_token: opts.telemetry_token.clone(),
         max_subscribers: opts.limits.max_subscribers,
         subscribers: AtomicU64::new(0),
-        failed_tokens: FailedTokens::default(),
+        failed_tokens: Arc::new(FailedTokens::default()),
+        publisher: Arc::new(crate::metrics::Publisher::default()),
         connections: Arc::new(crate::net::Connections::default()),
         ready,
     });
@@ -431,6 +465,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         shared,
         stop,
         server: Some(server),
+        metrics: None,
     })
 }
 

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::cli::{ExportArgs, Format};
+use crate::cli::{ExportArgs, Format, View};
 use crate::config::Config;
 use crate::export;
 use crate::model::time::now_ms;
@@ -29,9 +29,9 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
         let now = now_ms();
         session.store.tick(now);
         let snap = export::snapshot(&session.store, now);
-        let text = match args.format {
-            Format::Json => serde_json::to_string_pretty(&snap)?,
-            Format::Ndjson => serde_json::to_string(&snap)?,
+        let text = match args.view {
+            View::Full => encode(&snap, args.format)?,
+            View::Summary => encode(&export::summary(&snap), args.format)?,
         };
         writeln!(stdout, "{text}")?;
         stdout.flush()?;
@@ -52,6 +52,13 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     }
     session.stop().await;
     Ok(())
+}
+
+fn encode<T: serde::Serialize>(doc: &T, format: Format) -> serde_json::Result<String> {
+    match format {
+        Format::Json => serde_json::to_string_pretty(doc),
+        Format::Ndjson => serde_json::to_string(doc),
+    }
 }
 
 /// Fails with one line naming every node and why, when none answered.

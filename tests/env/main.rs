@@ -5,6 +5,7 @@
 //! tool is a failure.
 
 mod e2e_tmux;
+mod prometheus_dashboard;
 mod slurm;
 mod slurm_harness;
 
@@ -46,6 +47,10 @@ fn main() {
     };
     let tmux = need(e2e_tmux::tmux_installed(), "needs tmux");
     let slurm = need(slurm_harness::installed(), "needs slurmctld slurmd slurm-client munge");
+    let prometheus = need(
+        prometheus_dashboard::installed(),
+        "needs prometheus (/usr/bin/prometheus)",
+    );
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -53,6 +58,10 @@ fn main() {
         };
     }
     let trials = vec![
+        t!(
+            prometheus_dashboard::nvidias_dashboard_queries_return_the_agents_data,
+            prometheus
+        ),
         t!(e2e_tmux::navigate_open_filter_quit_and_the_terminal_is_restored, tmux),
         t!(e2e_tmux::sigterm_and_sighup_restore_the_terminal_too, tmux),
         t!(e2e_tmux::burn_in_from_the_console_runs_on_the_demo_agents, tmux),

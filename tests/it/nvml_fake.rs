@@ -13,7 +13,7 @@ use crate::{Killed, agent_bin, fleetop, free_port};
 
 /// The fake library, built once for this test run (cargo does not build
 /// workspace members that are not default members for `cargo test`).
-fn fake_lib() -> &'static Path {
+pub(crate) fn fake_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let status = std::process::Command::new(env!("CARGO"))
@@ -29,7 +29,7 @@ fn fake_lib() -> &'static Path {
     })
 }
 
-fn profile(name: &str) -> PathBuf {
+pub(crate) fn profile(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fake-nvml/profiles")
         .join(name)

@@ -1,0 +1,3 @@
+//! Helpers shared by the agent's integration tests.
+
+pub mod scrape;

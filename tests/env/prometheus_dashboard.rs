@@ -1,0 +1,313 @@
+//! NVIDIA's Grafana dashboard for dcgm-exporter, unchanged, against a real
+//! Prometheus (Debian's `prometheus`, on loopback) scraping real simulated
+//! fleetop agents at 1 s: every panel's query returns data, and the values
+//! are the agents' own.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::{Killed, agent_bin, free_port};
+
+const PROMETHEUS: &str = "/usr/bin/prometheus";
+
+pub fn installed() -> bool {
+    Path::new(PROMETHEUS).exists()
+}
+
+/// The PromQL of every panel of grafana/dcgm-exporter-dashboard.json
+/// (NVIDIA/dcgm-exporter), as written there: `$Hostname` and `$gpu` are the
+/// dashboard's variables, filled in below as Grafana fills in "All".
+const PANELS: [(&str, &str); 8] = [
+    (
+        "GPU Temperature",
+        r#"max(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)"#,
+    ),
+    (
+        "GPU Avg. Temp",
+        r#"avg(DCGM_FI_DEV_GPU_TEMP{Hostname=~"$Hostname", gpu=~"$gpu"})"#,
+    ),
+    (
+        "GPU Power Usage",
+        r#"max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, uuid)"#,
+    ),
+    (
+        "GPU Power Total",
+        r#"sum(max(DCGM_FI_DEV_POWER_USAGE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (gpu))"#,
+    ),
+    (
+        "GPU SM Clocks",
+        r#"max(DCGM_FI_DEV_SM_CLOCK{Hostname=~"$Hostname", gpu=~"$gpu"} * 1000000) by (Hostname, UUID, gpu)"#,
+    ),
+    (
+        "GPU Utilization",
+        r#"max(DCGM_FI_PROF_GR_ENGINE_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#,
+    ),
+    (
+        "Tensor Core Utilization",
+        r#"max(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#,
+    ),
+    (
+        "GPU Framebuffer Mem Used",
+        r#"max(DCGM_FI_DEV_FB_USED{Hostname=~"$Hostname", gpu=~"$gpu"}) by (Hostname, gpu, GPU_I_ID, GPU_I_PROFILE)"#,
+    ),
+];
+
+/// The dashboard's template variables (label_values queries).
+const HOSTNAME_VAR: (&str, &str) = ("Hostname", "DCGM_FI_DEV_FB_FREE");
+const GPU_VAR: (&str, &str) = ("gpu", r#"DCGM_FI_DEV_FB_FREE{Hostname=~"$Hostname"}"#);
+
+/// The simulated nodes: host name, GPUs, seed.
+const NODES: [(&str, u32, u64); 3] = [("h1", 2, 11), ("h2", 3, 12), ("h3", 4, 13)];
+
+fn agent_args(host: &str, gpus: u32, seed: u64) -> Vec<String> {
+    [
+        "--backend",
+        "sim",
+        "--sim-hostname",
+        host,
+        "--sim-gpus",
+        &gpus.to_string(),
+        "--sim-seed",
+        &seed.to_string(),
+        "--sim-ib-ports",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn wait_listening(port: u16, what: &str) {
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what} did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// HTTP/1.0 GET (the server closes after the body, never chunks it).
+fn http_get(port: u16, path_and_query: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(s, "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, body.to_string())
+}
+
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+struct Prom(u16);
+
+impl Prom {
+    fn api(&self, path_and_query: &str) -> Value {
+        let (status, body) = http_get(self.0, path_and_query);
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        assert!(
+            status == 200 && v["status"] == "success",
+            "{path_and_query}: {status} {body}"
+        );
+        v["data"].clone()
+    }
+
+    /// An instant query's result vector.
+    fn query(&self, q: &str) -> Vec<Value> {
+        self.api(&format!("/api/v1/query?query={}", encode(q)))["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A range query over the last 30 s at 1 s steps: its series.
+    fn query_range(&self, q: &str) -> Vec<Value> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        self.api(&format!(
+            "/api/v1/query_range?query={}&start={:.3}&end={:.3}&step=1",
+            encode(q),
+            now - 30.0,
+            now
+        ))["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn label_values(&self, label: &str, matcher: &str) -> Vec<String> {
+        self.api(&format!("/api/v1/label/{label}/values?match[]={}", encode(matcher)))
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    }
+}
+
+fn value(v: &Value) -> f64 {
+    v["value"][1].as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN)
+}
+
+/// Grafana's "All" of a multi-value variable: a regex of every value.
+fn all(values: &[String]) -> String {
+    format!("({})", values.join("|"))
+}
+
+pub fn nvidias_dashboard_queries_return_the_agents_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut agents = Vec::new();
+    let mut targets = Vec::new();
+    for (host, gpus, seed) in NODES {
+        let port = free_port();
+        let child = Command::new(agent_bin())
+            .args(agent_args(host, gpus, seed))
+            .args(["--interval", "500ms", "--listen", "127.0.0.1:0"])
+            .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+            .env("FLEETOP_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("agent starts");
+        agents.push(Killed(child));
+        wait_listening(port, "agent metrics");
+        targets.push(format!("'127.0.0.1:{port}'"));
+    }
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n\
+             scrape_configs:\n  - job_name: fleetop\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ),
+    )
+    .expect("write config");
+    let prom_port = free_port();
+    let _prom = Killed(
+        Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+    wait_listening(prom_port, "prometheus");
+    // It listens before it is ready (503 until its storage is open).
+    let start = Instant::now();
+    while http_get(prom_port, "/-/ready").0 != 200 {
+        assert!(start.elapsed() < Duration::from_secs(60), "prometheus never got ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let prom = Prom(prom_port);
+
+    // Two scrapes of every agent, all of them up.
+    let start = Instant::now();
+    loop {
+        let scrapes = prom.query("min(count_over_time(fleetop_agent_up[1m])) and count(up == 1) == 3");
+        if scrapes.first().is_some_and(|r| value(r) >= 2.0) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "Prometheus never scraped the agents twice"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    // The variables, as Grafana asks for them.
+    let hosts = prom.label_values(HOSTNAME_VAR.0, HOSTNAME_VAR.1);
+    assert_eq!(hosts, ["h1", "h2", "h3"]);
+    let host_re = all(&hosts);
+    let gpus = prom.label_values(GPU_VAR.0, &GPU_VAR.1.replace("$Hostname", &host_re));
+    assert_eq!(gpus, ["0", "1", "2", "3"]);
+    let gpu_re = all(&gpus);
+    let total_gpus: usize = NODES.iter().map(|n| n.1 as usize).sum();
+
+    let mut per_panel = BTreeMap::new();
+    for (title, expr) in PANELS {
+        let q = expr.replace("$Hostname", &host_re).replace("$gpu", &gpu_re);
+        let instant = prom.query(&q);
+        assert!(!instant.is_empty(), "panel {title:?} has no data: {q}");
+        let range = prom.query_range(&q);
+        assert!(!range.is_empty(), "panel {title:?} has no range data: {q}");
+        per_panel.insert(title, instant);
+    }
+    // Per-GPU panels: one series per GPU of every node.
+    for title in [
+        "GPU Temperature",
+        "GPU Power Usage",
+        "GPU SM Clocks",
+        "GPU Utilization",
+        "Tensor Core Utilization",
+        "GPU Framebuffer Mem Used",
+    ] {
+        assert_eq!(per_panel[title].len(), total_gpus, "{title}");
+    }
+
+    // The values are the agents' own: each node's JSON sample (the same
+    // simulation, taken now) against what Prometheus holds.
+    for (host, n, seed) in NODES {
+        let out = Command::new(agent_bin())
+            .arg("sample")
+            .arg("--once")
+            .args(agent_args(host, n, seed))
+            .output()
+            .expect("sample runs");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("sample JSON");
+        let series = prom.query(&format!("DCGM_FI_DEV_GPU_TEMP{{Hostname=\"{host}\"}}"));
+        let uuids: BTreeSet<&str> = series.iter().filter_map(|s| s["metric"]["UUID"].as_str()).collect();
+        let want: BTreeSet<&str> = doc["info"]["gpus"]
+            .as_array()
+            .expect("gpus")
+            .iter()
+            .filter_map(|g| g["uuid"].as_str())
+            .collect();
+        assert_eq!(uuids, want, "{host}: the same GPUs");
+        for g in doc["sample"]["gpus"].as_array().expect("sample gpus") {
+            let i = g["index"].as_u64().unwrap_or(99);
+            let one = |metric: &str| -> f64 {
+                let r = prom.query(&format!("{metric}{{Hostname=\"{host}\",gpu=\"{i}\"}}"));
+                assert_eq!(r.len(), 1, "{metric} {host} {i}: {r:?}");
+                value(&r[0])
+            };
+            let near = |what: &str, got: f64, want: f64, tol: f64| {
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{host} GPU {i} {what}: Prometheus {got}, agent {want}"
+                );
+            };
+            near(
+                "temperature",
+                one("DCGM_FI_DEV_GPU_TEMP"),
+                g["temp_c"].as_f64().unwrap_or(f64::NAN),
+                10.0,
+            );
+            let power = g["power_mw"].as_f64().unwrap_or(f64::NAN) / 1000.0;
+            near("power", one("DCGM_FI_DEV_POWER_USAGE"), power, power * 0.3);
+            let fb = g["mem_used_bytes"].as_f64().unwrap_or(f64::NAN) / 1048576.0;
+            near("framebuffer", one("DCGM_FI_DEV_FB_USED"), fb, fb * 0.1);
+            let tensor = g["gpm"]["tensor_active_cpct"].as_f64().unwrap_or(f64::NAN) / 10_000.0;
+            near("tensor activity", one("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), tensor, 0.25);
+        }
+    }
+}
