@@ -201,6 +201,10 @@ impl NodeArgs {
     }
 }
 
+// The same allocator as the console (many small samples across threads).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Logs go to stderr; stdout is kept for `sample --format json`.

@@ -167,6 +167,8 @@ pub struct App {
     /// Burn-in is possible (the agents' token is known).
     pub bench_enabled: bool,
     pub bench_cursor: usize,
+    /// The bench screen shows this node's every check (Enter toggles).
+    pub bench_open: Option<usize>,
     pub read_only: bool,
     pub dialog: Option<Dialog>,
     /// Taken by the loop after each update.
@@ -223,6 +225,7 @@ impl App {
             actions_enabled: false,
             bench_enabled: false,
             bench_cursor: 0,
+            bench_open: None,
             read_only: false,
             dialog: None,
             outgoing: None,
@@ -488,6 +491,12 @@ fn on_key(app: &mut App, k: KeyEvent) {
             Screen::Bench => {
                 if let Some(d) = vertical(&k, 10) {
                     app.bench_cursor = moved(app.bench_cursor, d, app.store.bench.len());
+                    if app.bench_open.is_some() {
+                        app.bench_open = app.store.bench.keys().nth(app.bench_cursor).copied();
+                    }
+                } else if k.code == KeyCode::Enter {
+                    let node = app.store.bench.keys().nth(app.bench_cursor).copied();
+                    app.bench_open = if app.bench_open == node { None } else { node };
                 }
             }
         },

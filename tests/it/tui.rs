@@ -1428,3 +1428,33 @@ fn a_refresh_out_of_range_is_refused_with_the_value() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("'1ms'") && err.contains("--refresh"), "{err}");
 }
+
+#[test]
+fn enter_on_the_bench_screen_shows_each_check_with_its_figure_and_floor() {
+    use fleetop::model::bench::Verdict;
+    let mut steps = bench_run(vec![("hbm_d2d", Verdict::Fail), ("gemm_tflops", Verdict::Skipped)]);
+    steps.extend([
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Tab)),
+    ]);
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(2, 8, 30), (120, 30), steps, |_| {});
+    let screen = text(&buf);
+    let hbm = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with("hbm_d2d"))
+        .unwrap_or_default();
+    assert!(
+        hbm.contains("812.0 GB/s")
+            && hbm.contains("1000.0")
+            && hbm.contains("fail")
+            && hbm.contains("below the minimum"),
+        "{screen}"
+    );
+    let gemm = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with("gemm_tflops"))
+        .unwrap_or_default();
+    assert!(gemm.contains("skipped") && gemm.contains("no CUDA driver"), "{screen}");
+}

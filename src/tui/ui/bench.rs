@@ -101,5 +101,42 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             line_at(Line::from(Span::styled(format!("    {text}"), style)), inner, row, buf);
             row += 1;
         }
+        if app.bench_open == Some(i) {
+            row = render_checks(app, s, inner, row, buf);
+        }
     }
+}
+
+/// Every check of one node's run: its figure against its floor (and where
+/// the floor comes from), its verdict and why.
+fn render_checks(app: &App, s: &crate::model::bench::BenchState, area: Rect, mut row: u16, buf: &mut Buffer) -> u16 {
+    let t = &app.theme;
+    let head = format!(
+        "    {:<22} {:>4} {:>14} {:>10}  {:<8} why / floor from",
+        "check", "GPU", "figure", "floor", "verdict"
+    );
+    line_at(Line::from(Span::styled(head, t.title)), area, row, buf);
+    row += 1;
+    for r in &s.results {
+        let unit = r.unit.as_deref().unwrap_or("");
+        let figure = r.value.map(|v| format!("{v:.1} {unit}")).unwrap_or_else(|| "-".into());
+        let floor = r.expected_min.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+        let style = match r.verdict {
+            Verdict::Fail => t.crit,
+            Verdict::Warn => t.warn,
+            Verdict::Skipped => t.muted,
+            Verdict::Pass => t.ok,
+        };
+        let why = r.reason.as_deref().or(r.expected_source.as_deref()).unwrap_or("");
+        let gpu = r.gpu.map(|g| g.to_string()).unwrap_or_else(|| "-".into());
+        let verdict = format!("{:?}", r.verdict).to_lowercase();
+        let line = Line::from(vec![
+            Span::raw(format!("    {:<22} {gpu:>4} {figure:>14} {floor:>10}  ", r.name)),
+            Span::styled(format!("{verdict:<8}"), style),
+            Span::styled(format!(" {why}"), t.muted),
+        ]);
+        line_at(line, area, row, buf);
+        row += 1;
+    }
+    row
 }

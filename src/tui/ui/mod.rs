@@ -415,6 +415,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "? help",
             "Esc back",
             "j/k move",
+            "Enter checks",
             "D drain a failed node",
             "c clear",
             "x cancel",
@@ -476,6 +477,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         Screen::Bench => v.extend([
             ("j k  ↓ ↑", "move"),
             ("D", "drain the selected failed node, the failure as reason"),
+            ("Enter", "every check of the selected node: figure, floor, verdict, why"),
             ("c", "clear the selected finished run (and its burnin_failed flag)"),
             ("x", "cancel the running burn-in (asks; ends as cancelled, not failed)"),
         ]),
