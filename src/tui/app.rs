@@ -160,6 +160,8 @@ pub struct App {
     pub pane: Pane,
     pub alert_cursor: usize,
     pub alert_sort: AlertSort,
+    /// Identical flags of one job fold into one row (`z` unfolds).
+    pub alerts_folded: bool,
     pub help: bool,
     pub quit: bool,
     /// Actions are possible (a scheduler is known) and allowed (not read-only).
@@ -192,6 +194,12 @@ pub struct AlertRow<'a> {
     pub flag: &'a Flag,
     /// When it cleared, for flags that have.
     pub cleared_ms: Option<i64>,
+    /// The Slurm job on the flag's GPU, where known.
+    pub job: Option<u64>,
+    /// Identical flags (kind, severity, job) folded into this row: GPUs and
+    /// nodes (1 and 1 for a row of its own).
+    pub gpus: usize,
+    pub nodes: usize,
 }
 
 impl App {
@@ -220,6 +228,7 @@ impl App {
             pane: Pane::History,
             alert_cursor: 0,
             alert_sort: AlertSort::Severity,
+            alerts_folded: true,
             help: false,
             quit: false,
             actions_enabled: false,
@@ -319,9 +328,15 @@ impl App {
                     node: i,
                     flag: f,
                     cleared_ms: None,
+                    job: flag_job(n, f),
+                    gpus: 1,
+                    nodes: 1,
                 })
             })
             .collect();
+        if self.alerts_folded {
+            rows = fold_by_job(rows);
+        }
         let name = |i: usize| self.store.nodes[i].target.name.as_str();
         let key = |r: &AlertRow<'_>| (std::cmp::Reverse(r.flag.severity), r.flag.since_ms);
         match self.alert_sort {
@@ -337,6 +352,9 @@ impl App {
                     node: i,
                     flag: &c.flag,
                     cleared_ms: Some(c.cleared_ms),
+                    job: None,
+                    gpus: 1,
+                    nodes: 1,
                 })
             })
             .collect();
@@ -374,6 +392,41 @@ impl App {
         let area = ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1);
         crate::tui::ui::wall_geometry(crate::tui::ui::body_area(area), self.visible().len()).0
     }
+}
+
+/// The Slurm job on a GPU flag's GPU (its processes' cgroup), where known.
+fn flag_job(n: &NodeState, f: &Flag) -> Option<u64> {
+    let Subject::Gpu(g) = f.subject else { return None };
+    n.gpu(g)?.processes.iter().find_map(|p| p.job_id)
+}
+
+/// Folds the flags of one kind and severity on one job into its first row:
+/// "job 4152: 8 GPUs idle" is one line, not eight.
+fn fold_by_job(rows: Vec<AlertRow<'_>>) -> Vec<AlertRow<'_>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut out: Vec<AlertRow<'_>> = Vec::new();
+    let mut at: BTreeMap<(crate::model::flag::FlagKind, crate::model::flag::Severity, u64), usize> = BTreeMap::new();
+    let mut nodes: Vec<BTreeSet<usize>> = Vec::new();
+    for r in rows {
+        let Some(job) = r.job else {
+            nodes.push(BTreeSet::from([r.node]));
+            out.push(r);
+            continue;
+        };
+        match at.get(&(r.flag.kind, r.flag.severity, job)) {
+            Some(&i) => {
+                out[i].gpus += 1;
+                nodes[i].insert(r.node);
+                out[i].nodes = nodes[i].len();
+            }
+            None => {
+                at.insert((r.flag.kind, r.flag.severity, job), out.len());
+                nodes.push(BTreeSet::from([r.node]));
+                out.push(r);
+            }
+        }
+    }
+    out
 }
 
 fn moved(pos: usize, delta: isize, len: usize) -> usize {
@@ -692,6 +745,7 @@ fn alerts_key(app: &mut App, k: KeyEvent) {
     }
     match k.code {
         KeyCode::Char('s') => app.alert_sort = app.alert_sort.next(),
+        KeyCode::Char('z') => app.alerts_folded = !app.alerts_folded,
         KeyCode::Enter => {
             let target = app.alerts().get(app.alert_cursor).map(|r| {
                 let gpu = match r.flag.subject {

@@ -1458,3 +1458,34 @@ fn enter_on_the_bench_screen_shows_each_check_with_its_figure_and_floor() {
         .unwrap_or_default();
     assert!(gemm.contains("skipped") && gemm.contains("no CUDA driver"), "{screen}");
 }
+
+#[test]
+fn the_idle_gpus_of_one_job_are_one_alert_row_and_z_unfolds_them() {
+    // The demo's idle node: a job holds all 8 GPUs at 0%.
+    let buf = drive(theme(), fleet_updates(16, 8, 660), (120, 40), vec![key(KeyCode::Tab)]);
+    let screen = text(&buf);
+    let idle: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("WARN") && l.contains(" idle "))
+        .collect();
+    assert_eq!(idle.len(), 1, "{screen}");
+    assert!(
+        idle[0].contains("8 GPUs") && idle[0].contains(": 8 GPUs idle"),
+        "{screen}"
+    );
+    let buf = drive(
+        theme(),
+        fleet_updates(16, 8, 660),
+        (120, 40),
+        vec![key(KeyCode::Tab), key(KeyCode::Char('z'))],
+    );
+    let screen = text(&buf);
+    assert_eq!(
+        screen
+            .lines()
+            .filter(|l| l.starts_with("WARN") && l.contains(" idle "))
+            .count(),
+        8,
+        "{screen}"
+    );
+}

@@ -17,9 +17,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let rows = app.alerts();
     let active = rows.iter().filter(|r| r.cleared_ms.is_none()).count();
     let title = format!(
-        " alerts · {active} active, {} cleared recently · sort {} ",
+        " alerts · {active} active, {} cleared recently · sort {}{} ",
         rows.len() - active,
-        app.alert_sort.name()
+        app.alert_sort.name(),
+        if app.alerts_folded {
+            " · one row per job (z unfolds)"
+        } else {
+            ""
+        }
     );
     let b = block(t, title);
     let inner = b.inner(area);
@@ -72,9 +77,15 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         let n = &app.store.nodes[r.node];
         let f = r.flag;
         let subject = match f.subject {
+            _ if r.gpus > 1 => format!("{} GPUs", r.gpus),
             Subject::Node => "node".to_string(),
             Subject::Gpu(g) => format!("gpu{g}"),
             Subject::IbPort(p) => n.ib_port_name(p),
+        };
+        let node = if r.nodes > 1 {
+            format!("{} nodes", r.nodes)
+        } else {
+            n.target.name.clone()
         };
         // A cleared flag says so where the severity was, and its age is
         // the time since it cleared.
@@ -89,14 +100,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ),
             Some(c) => ("gone", human_age(app.now_ms - c)),
         };
-        let mut detail = f.detail.clone();
+        let mut detail = match r.job {
+            Some(job) if r.gpus > 1 => format!("job {job}: {} GPUs {}; {}", r.gpus, f.kind.name(), f.detail),
+            _ => f.detail.clone(),
+        };
         if wide && !f.evidence.is_empty() {
             let ev: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
             detail.push_str(&format!("  [{}]", ev.join(" ")));
         }
         let row = Row::new(vec![
             Cell::from(Span::styled(sev, severity_style(t, f.severity))),
-            Cell::from(n.target.name.clone()),
+            Cell::from(node),
             Cell::from(subject),
             Cell::from(f.kind.name()),
             Cell::from(age),
@@ -110,14 +124,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     });
     let node_w = rows
         .iter()
-        .map(|r| app.store.nodes[r.node].target.name.chars().count())
+        .map(|r| match r.nodes {
+            1 => app.store.nodes[r.node].target.name.chars().count(),
+            n => format!("{n} nodes").len(),
+        })
         .max()
         .unwrap_or(4);
     let kind_w = rows.iter().map(|r| r.flag.kind.name().len()).max().unwrap_or(4);
     let widths = [
         Constraint::Length(4),
         Constraint::Length(node_w.clamp(4, 16) as u16),
-        Constraint::Length(8),
+        Constraint::Length(if rows.iter().any(|r| r.gpus > 9) { 9 } else { 8 }),
         Constraint::Length(kind_w as u16),
         Constraint::Length(4),
         Constraint::Min(10),

@@ -506,6 +506,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("g G  PgUp PgDn", "top, bottom, page"),
             ("Enter", "open the node of the alert"),
             ("s", "sort by severity, age, node, kind"),
+            ("z", "fold / unfold identical flags of one job into one row"),
         ]),
         Screen::Bench => {}
     }
