@@ -1,9 +1,11 @@
 //! Tests that need something from the machine: tmux (the console driven in
-//! a real terminal) and a real Slurm (munged, slurmctld, slurmd). Where a
+//! a real terminal), a real Slurm (munged, slurmctld, slurmd) and a real
+//! Alertmanager. Where a
 //! tool is missing, each of its tests is reported `ignored` with what to
 //! install, never `ok`; under CI (`CI=true`, as `.ci/run` runs) a missing
 //! tool is a failure.
 
+mod alertmanager;
 mod e2e_tmux;
 mod slurm;
 mod slurm_harness;
@@ -46,6 +48,7 @@ fn main() {
     };
     let tmux = need(e2e_tmux::tmux_installed(), "needs tmux");
     let slurm = need(slurm_harness::installed(), "needs slurmctld slurmd slurm-client munge");
+    let am = need(alertmanager::installed(), "needs prometheus-alertmanager");
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -53,6 +56,14 @@ fn main() {
         };
     }
     let trials = vec![
+        t!(
+            alertmanager::xid_and_thermal_alerts_arrive_grouped_and_resolve_when_the_faults_clear,
+            am
+        ),
+        t!(
+            alertmanager::alertmanager_down_at_start_gets_the_alerts_once_it_is_up,
+            am
+        ),
         t!(e2e_tmux::navigate_open_filter_quit_and_the_terminal_is_restored, tmux),
         t!(e2e_tmux::sigterm_and_sighup_restore_the_terminal_too, tmux),
         t!(e2e_tmux::burn_in_from_the_console_runs_on_the_demo_agents, tmux),
