@@ -7,7 +7,7 @@
 //! start and, in the first test, end, so the alerts resolve.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -15,95 +15,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::receiver::Receiver;
+use crate::support::watch::Watch;
 use crate::support::{Killed, free_port};
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 
 pub fn installed() -> bool {
     Path::new(ALERTMANAGER).exists()
-}
-
-/// The webhook receiver Alertmanager notifies: keeps every body it gets.
-struct Receiver {
-    port: u16,
-    got: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
-        let port = listener.local_addr().expect("addr").port();
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let store = got.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let store = store.clone();
-                std::thread::spawn(move || serve(conn, &store));
-            }
-        });
-        Receiver { port, got }
-    }
-
-    fn all(&self) -> Vec<Value> {
-        self.got.lock().expect("lock").clone()
-    }
-
-    /// Waits (at most `within`, a deadline for something to happen, not a
-    /// measure of speed) until some notification satisfies `want`.
-    fn wait(&self, what: &str, within: Duration, want: impl Fn(&Value) -> bool) -> Value {
-        let end = Instant::now() + within;
-        loop {
-            if let Some(v) = self.all().into_iter().find(|v| want(v)) {
-                return v;
-            }
-            assert!(
-                Instant::now() < end,
-                "no notification {what} within {within:?}; got: {:#?}",
-                self.all()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-/// One HTTP/1.1 request per connection: read it, keep the JSON body, answer 200.
-fn serve(conn: TcpStream, store: &Mutex<Vec<Value>>) {
-    let mut reader = BufReader::new(conn);
-    loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        // Request line, then headers up to the blank line.
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        if let Ok(v) = serde_json::from_slice(&body) {
-            store.lock().expect("lock").push(v);
-        }
-        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
-        if reader.get_mut().write_all(ok).is_err() {
-            return;
-        }
-    }
 }
 
 /// A running Alertmanager, killed at the end.
@@ -164,106 +83,25 @@ fn ready(port: u16) -> bool {
     s.write_all(req.as_bytes()).is_ok() && s.read_to_string(&mut out).is_ok() && out.starts_with("HTTP/1.1 200")
 }
 
-/// `fleetop watch` on the scripted demo; its stderr lines are kept.
-struct Watch {
-    child: Option<Child>,
-    log: Arc<Mutex<Vec<String>>>,
-    _dir: tempfile::TempDir,
-}
-
+/// `fleetop watch` on the scripted demo, posting to Alertmanager on `am_port`.
 fn start_watch(am_port: u16, fault_for: Option<&str>) -> Watch {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config: PathBuf = dir.path().join("config.toml");
     // A short XID hold, so the XID alert resolves within the test; a short
     // repost, so re-posting is exercised too.
-    std::fs::write(
-        &config,
-        "[thresholds]\nxid_hold = \"6s\"\n[notify]\nrepost = \"5s\"\ntimeout = \"2s\"\n",
-    )
-    .expect("write config");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetop"));
-    cmd.env("XDG_CONFIG_HOME", dir.path())
-        .env("FLEETOP_LOG", "info")
-        .arg("--config")
-        .arg(&config)
-        .args([
-            "watch",
-            "--demo",
-            "--gpus",
-            "2",
-            "--demo-scenarios",
-            "xid79,thermal-throttle",
-            "--demo-fault-after",
-            "3s",
-            "--alertmanager",
-        ])
-        .arg(format!("http://127.0.0.1:{am_port}"));
+    let config = "[thresholds]\nxid_hold = \"6s\"\n[notify]\nrepost = \"5s\"\ntimeout = \"2s\"\n";
+    let mut args: Vec<String> = [
+        "--demo-scenarios",
+        "xid79,thermal-throttle",
+        "--demo-fault-after",
+        "3s",
+        "--alertmanager",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(format!("http://127.0.0.1:{am_port}"));
     if let Some(d) = fault_for {
-        cmd.args(["--demo-fault-for", d]);
+        args.extend(["--demo-fault-for".to_string(), d.to_string()]);
     }
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start fleetop watch");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let lines = log.clone();
-    let stderr = child.stderr.take().expect("stderr");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            lines.lock().expect("lock").push(line);
-        }
-    });
-    Watch {
-        child: Some(child),
-        log,
-        _dir: dir,
-    }
-}
-
-impl Watch {
-    fn log(&self) -> String {
-        self.log.lock().expect("lock").join("\n")
-    }
-
-    fn wait_log(&mut self, needle: &str, within: Duration) {
-        let end = Instant::now() + within;
-        while !self.log().contains(needle) {
-            assert!(Instant::now() < end, "no '{needle}' in fleetop's log:\n{}", self.log());
-            assert!(self.running(), "fleetop watch exited:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
-    }
-
-    /// SIGTERM, and the exit status it ends with.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        // SAFETY: kill(2) on our own child's pid, with a valid signal.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let end = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(Instant::now() < end, "fleetop watch ignored SIGTERM");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    Watch::start(config, &args)
 }
 
 fn group<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

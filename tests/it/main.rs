@@ -9,6 +9,7 @@ mod export_errors;
 mod export_live;
 mod fuzz_regressions;
 mod layers;
+mod notify;
 mod limits;
 mod nvml_fake;
 mod security;
