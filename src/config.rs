@@ -290,6 +290,24 @@ mod tests {
     }
 
     #[test]
+    fn notify_keys_parse_and_the_bell_can_be_silenced() {
+        assert!(Config::default().notify.bell, "on unless configured off");
+        let c = parse(
+            "[notify]\nbell = false\nalertmanager = \"http://am:9093\"\nkinds = [\"xid\", \"gpu_lost\"]\nmin_severity = \"crit\"\nrepost = \"2m\"\n[notify.severity]\nidle = \"warn\"\n[notify.labels]\ncluster = \"east\"\n",
+            Path::new("c.toml"),
+        )
+        .expect("parses");
+        let n = &c.notify;
+        assert!(!n.bell);
+        assert_eq!(n.alertmanager.as_deref(), Some("http://am:9093"));
+        assert_eq!(n.kinds, Some(vec![FlagKind::Xid, FlagKind::GpuLost]));
+        assert_eq!(n.min_severity, Severity::Crit);
+        assert_eq!(n.repost, Duration::from_secs(120));
+        assert_eq!(n.severity.get("idle"), Some(&Severity::Warn));
+        assert_eq!(n.labels.get("cluster").map(String::as_str), Some("east"));
+    }
+
+    #[test]
     fn errors_name_file_and_line() {
         let e = parse(
             "port = 50051\n\n[thresholds]\nidle_windw = \"5m\"\n",

@@ -100,4 +100,3 @@ fn serve(conn: TcpStream, store: &Mutex<Vec<Value>>) {
         }
     }
 }
-
