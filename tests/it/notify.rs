@@ -70,3 +70,27 @@ fn a_webhook_down_drops_the_oldest_events_counts_them_and_delivers_the_rest() {
     );
     assert!(watch.terminate().success(), "{}", watch.log());
 }
+
+#[test]
+fn watch_refuses_bad_destinations_in_one_line_before_starting() {
+    let out = crate::support::fleetop()
+        .args(["watch", "--demo", "--nodes", "1"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("give --alertmanager URL or --webhook URL"), "{err}");
+    for (flag, url) in [("--alertmanager", "am:9093"), ("--webhook", "ftp://hooks.example/x")] {
+        let out = crate::support::fleetop()
+            .args(["watch", "--demo", "--nodes", "1", flag, url])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("runs");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(flag) && err.contains(url), "{err}");
+    }
+}
