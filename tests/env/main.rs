@@ -67,6 +67,7 @@ fn main() {
         t!(e2e_tmux::navigate_open_filter_quit_and_the_terminal_is_restored, tmux),
         t!(e2e_tmux::sigterm_and_sighup_restore_the_terminal_too, tmux),
         t!(e2e_tmux::burn_in_from_the_console_runs_on_the_demo_agents, tmux),
+        t!(e2e_tmux::a_new_crit_flag_rings_the_bell_unless_configured_off, tmux),
         t!(slurm::discover_drain_resume_undrain_with_state_and_reason_shown, slurm),
         t!(slurm::text_format_reads_the_same_as_json, slurm),
         t!(slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node, slurm),
