@@ -36,7 +36,9 @@ fn start_alertmanager(port: u16, receiver: u16) -> Alertmanager {
     std::fs::write(
         &config,
         format!(
-            "route:
+            "global:
+  resolve_timeout: 8s
+route:
   receiver: test
   group_by: [alertname, node]
   group_wait: 1s
@@ -84,9 +86,14 @@ fn ready(port: u16) -> bool {
 
 /// `fleetop watch` on the scripted demo, posting to Alertmanager on `am_port`.
 fn start_watch(am_port: u16, fault_for: Option<&str>) -> Watch {
-    // A short XID hold, so the XID alert resolves within the test; a short
-    // repost, so re-posting is exercised too.
-    let config = "[thresholds]\nxid_hold = \"6s\"\n[notify]\nrepost = \"5s\"\ntimeout = \"2s\"\n";
+    // A repost well under Alertmanager's resolve_timeout (8 s here); where
+    // the faults end, a short XID hold too, so the XID alert resolves.
+    let hold = if fault_for.is_some() {
+        "[thresholds]\nxid_hold = \"6s\"\n"
+    } else {
+        ""
+    };
+    let config = format!("{hold}[notify]\nrepost = \"2s\"\ntimeout = \"2s\"\n");
     let mut args: Vec<String> = [
         "--demo-scenarios",
         "xid79,thermal-throttle",
@@ -100,7 +107,7 @@ fn start_watch(am_port: u16, fault_for: Option<&str>) -> Watch {
     if let Some(d) = fault_for {
         args.extend(["--demo-fault-for".to_string(), d.to_string()]);
     }
-    Watch::start(config, &args)
+    Watch::start(&config, &args)
 }
 
 fn group<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -191,6 +198,11 @@ pub fn alertmanager_down_at_start_gets_the_alerts_once_it_is_up() {
         is(v, "FleetopThrottled", "gpu02", "firing")
     });
     watch.wait_log("reachable again", WITHIN);
+    // Posted again every 2 s, the alerts outlive Alertmanager's 8 s
+    // resolve_timeout while the faults go on (nothing changes meanwhile).
+    std::thread::sleep(Duration::from_secs(15));
+    let early = receiver.all().into_iter().find(|v| v["status"] == "resolved");
+    assert!(early.is_none(), "resolved while still firing: {early:#?}");
     let status = watch.terminate();
     assert!(status.success(), "{status:?}\n{}", watch.log());
 }

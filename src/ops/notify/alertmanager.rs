@@ -50,6 +50,9 @@ pub fn body(alerts: &[&Alert]) -> Vec<u8> {
 #[derive(Debug, Default)]
 struct Outbox {
     firing: Vec<Alert>,
+    /// The firing set went out: take it afresh at the next update (between
+    /// posts it is taken only when something changed, not every tick).
+    stale: bool,
     /// Resolved alerts not yet delivered, numbered in order.
     resolved: VecDeque<(u64, Alert)>,
     next: u64,
@@ -109,7 +112,10 @@ impl Alertmanager {
     /// when something did. Never waits on the network.
     pub fn update(&self, tracker: &Tracker, changes: &[Change]) {
         let Ok(mut out) = self.shared.outbox.lock() else { return };
-        out.firing = tracker.firing().cloned().collect();
+        if out.stale || !changes.is_empty() {
+            out.firing = tracker.firing().cloned().collect();
+            out.stale = false;
+        }
         for c in changes {
             match c {
                 Change::Resolved(a) => {
@@ -145,11 +151,29 @@ impl Drop for Alertmanager {
     }
 }
 
-/// Posts the firing alerts and pending resolutions; on success forgets the
-/// resolutions that went out.
-async fn post_once(shared: &Shared, client: &reqwest::Client, url: &reqwest::Url) -> Result<(), String> {
+/// Why a post did not get through.
+#[derive(Debug)]
+enum PostError {
+    /// Not reached, or not able to take it now (5xx, 408, 429): post again.
+    Retry(String),
+    /// Refused what was sent (another 4xx): posting it again would not help.
+    Refused(String),
+}
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PostError::Retry(e) | PostError::Refused(e) => f.write_str(e),
+        }
+    }
+}
+
+/// Posts the firing alerts and pending resolutions; on success (or a
+/// refusal) forgets the resolutions that went out.
+async fn post_once(shared: &Shared, client: &reqwest::Client, url: &reqwest::Url) -> Result<(), PostError> {
     let (alerts, sent_upto) = {
-        let out = shared.outbox.lock().map_err(|_| "poisoned".to_string())?;
+        let mut out = shared.outbox.lock().map_err(|_| PostError::Retry("poisoned".into()))?;
+        out.stale = true;
         let mut all: Vec<Alert> = out.firing.clone();
         all.extend(out.resolved.iter().map(|(_, a)| a.clone()));
         (all, out.resolved.back().map(|(n, _)| *n))
@@ -162,18 +186,27 @@ async fn post_once(shared: &Shared, client: &reqwest::Client, url: &reqwest::Url
             .body(body(&refs))
             .send()
             .await
-            .map_err(|e| fleetop_proto::input::error_line(&e))?;
+            .map_err(|e| PostError::Retry(fleetop_proto::input::error_line(&e)))?;
         let status = resp.status();
         if !status.is_success() {
             let text = resp.text().await.unwrap_or_default();
-            let text = fleetop_proto::input::printable(text.trim(), 200);
-            return Err(format!("HTTP {status}: {text}"));
+            let why = format!("HTTP {status}: {}", fleetop_proto::input::printable(text.trim(), 200));
+            let retry = status.is_server_error() || matches!(status.as_u16(), 408 | 429);
+            if retry {
+                return Err(PostError::Retry(why));
+            }
+            forget_resolved(shared, sent_upto);
+            return Err(PostError::Refused(why));
         }
     }
-    if let (Some(upto), Ok(mut out)) = (sent_upto, shared.outbox.lock()) {
+    forget_resolved(shared, sent_upto);
+    Ok(())
+}
+
+fn forget_resolved(shared: &Shared, upto: Option<u64>) {
+    if let (Some(upto), Ok(mut out)) = (upto, shared.outbox.lock()) {
         out.resolved.retain(|(n, _)| *n > upto);
     }
-    Ok(())
 }
 
 async fn run(shared: Arc<Shared>, client: reqwest::Client, url: reqwest::Url, repost: Duration) {
@@ -195,7 +228,13 @@ async fn run(shared: Arc<Shared>, client: reqwest::Client, url: reqwest::Url, re
                 }
                 failures = 0;
             }
-            Err(e) => {
+            Err(PostError::Refused(e)) => {
+                // A bug or a proxy in the way, not an outage: say so loudly,
+                // and wait for the next change or repost rather than hammer it.
+                tracing::error!("alertmanager {url}: refused the alerts: {e}");
+                failures = 0;
+            }
+            Err(PostError::Retry(e)) => {
                 if failures == 0 {
                     let n = shared
                         .outbox
