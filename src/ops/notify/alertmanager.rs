@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use super::{Alert, Change, Tracker, UrlError, backoff, parse_url, rfc3339};
+use super::{Alert, Change, NotifyError, Tracker, backoff, http_client, parse_url, rfc3339};
 
 /// Resolutions kept while Alertmanager is down; past this the oldest are
 /// dropped (Alertmanager then resolves those itself after `resolve_timeout`,
@@ -72,7 +72,7 @@ pub struct Alertmanager {
 }
 
 /// `base` with `/api/v2/alerts` added, unless it already ends so.
-pub fn alerts_url(base: &str) -> Result<reqwest::Url, UrlError> {
+pub fn alerts_url(base: &str) -> Result<reqwest::Url, NotifyError> {
     let u = parse_url("--alertmanager", base)?;
     if u.path().trim_end_matches('/').ends_with("/api/v2/alerts") {
         return Ok(u);
@@ -81,24 +81,15 @@ pub fn alerts_url(base: &str) -> Result<reqwest::Url, UrlError> {
     parse_url("--alertmanager", &joined)
 }
 
-fn client(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .user_agent(concat!("fleetop/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .unwrap_or_default()
-}
-
 impl Alertmanager {
     /// Starts the posting task (on the current tokio runtime).
-    pub fn start(base: &str, repost: Duration, timeout: Duration) -> Result<Alertmanager, UrlError> {
+    pub fn start(base: &str, repost: Duration, timeout: Duration) -> Result<Alertmanager, NotifyError> {
         let url = alerts_url(base)?;
         let shared = Arc::new(Shared {
             outbox: Mutex::new(Outbox::default()),
             wake: Notify::new(),
         });
-        let client = client(timeout);
+        let client = http_client(timeout)?;
         let task = tokio::spawn(run(shared.clone(), client.clone(), url.clone(), repost));
         Ok(Alertmanager {
             shared,

@@ -268,7 +268,7 @@ pub struct Notifier {
 
 impl Notifier {
     /// Starts a task per destination in `cfg` (on the current tokio runtime).
-    pub fn start(cfg: &NotifyConfig) -> Result<Notifier, UrlError> {
+    pub fn start(cfg: &NotifyConfig) -> Result<Notifier, NotifyError> {
         let alertmanager = match &cfg.alertmanager {
             Some(url) => Some(alertmanager::Alertmanager::start(url, cfg.repost, cfg.timeout)?),
             None => None,
@@ -325,9 +325,11 @@ pub fn rfc3339(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// Why a notification URL is refused.
+/// Why a destination cannot be used: its URL, or no HTTP client.
 #[derive(Debug, thiserror::Error)]
-pub enum UrlError {
+pub enum NotifyError {
+    #[error("cannot make an HTTP client: {0}")]
+    Client(String),
     #[error("{what}: '{url}' is not a URL: {error}")]
     Parse {
         what: &'static str,
@@ -339,19 +341,29 @@ pub enum UrlError {
 }
 
 /// Parses a notification URL (http or https only).
-pub fn parse_url(what: &'static str, url: &str) -> Result<reqwest::Url, UrlError> {
-    let u = reqwest::Url::parse(url).map_err(|e| UrlError::Parse {
+pub fn parse_url(what: &'static str, url: &str) -> Result<reqwest::Url, NotifyError> {
+    let u = reqwest::Url::parse(url).map_err(|e| NotifyError::Parse {
         what,
         url: url.to_string(),
         error: e.to_string(),
     })?;
     if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
-        return Err(UrlError::Scheme {
+        return Err(NotifyError::Scheme {
             what,
             url: url.to_string(),
         });
     }
     Ok(u)
+}
+
+/// The HTTP client of a destination: every request bounded by `timeout`.
+fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, NotifyError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("fleetop/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| NotifyError::Client(fleetop_proto::input::error_line(&e)))
 }
 
 /// The delay before retry `n` (from 0): 1 s doubling, at most `max`.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use super::{Alert, Change, UrlError, backoff, parse_url, rfc3339};
+use super::{Alert, Change, NotifyError, backoff, http_client, parse_url, rfc3339};
 
 /// The longest wait between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -134,19 +134,14 @@ pub struct Webhook {
 
 impl Webhook {
     /// Starts the sending task (on the current tokio runtime).
-    pub fn start(url: &str, queue: usize, timeout: Duration) -> Result<Webhook, UrlError> {
+    pub fn start(url: &str, queue: usize, timeout: Duration) -> Result<Webhook, NotifyError> {
         let url = parse_url("--webhook", url)?;
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::new(queue)),
             wake: Notify::new(),
             dropped: AtomicU64::new(0),
         });
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .user_agent(concat!("fleetop/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+        let client = http_client(timeout)?;
         let task = tokio::spawn(run(shared.clone(), client, url.clone()));
         Ok(Webhook { shared, url, task })
     }
