@@ -49,6 +49,7 @@ fn nvml_sample(c: &mut Criterion) {
         scenario: fleetop_agent::sim::Scenario::Training,
         seed: 1,
         start_ms: 0,
+        problem_ms: None,
         interval_ms: 1000,
     });
     opts.backend = Backend::Nvml;

@@ -75,6 +75,17 @@ pub struct SourceArgs {
     /// Send the bench token to agents without TLS (it then crosses the network in clear).
     #[arg(long)]
     pub insecure: bool,
+    /// Demo, for tests (hidden): one node per simulated scenario named here
+    /// ("xid79,thermal-throttle"), instead of the seeded mix.
+    #[arg(long, hide = true, value_delimiter = ',', requires = "demo")]
+    pub demo_scenarios: Vec<String>,
+    /// Demo, for tests (hidden): the problems of --demo-scenarios begin this
+    /// long after the demo starts (default: long before, in its history)...
+    #[arg(long, hide = true, value_parser = parse_interval, requires = "demo_scenarios")]
+    pub demo_fault_after: Option<Duration>,
+    /// ...and end after this long (default: never), so flags clear.
+    #[arg(long, hide = true, value_parser = parse_interval, requires = "demo_scenarios")]
+    pub demo_fault_for: Option<Duration>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +105,26 @@ pub enum Command {
     Node(NodeCmd),
     /// Run a burn-in suite on the agents of SOURCE (asks first on a terminal).
     Bench(BenchArgs),
+    /// Headless notifier: post SOURCE's flags to Alertmanager and/or a
+    /// webhook until SIGTERM or Ctrl-C (logs on stderr; no terminal needed).
+    Watch(WatchArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Alertmanager to post alerts to ("http://am:9093"; its /api/v2/alerts
+    /// is added). Also `[notify] alertmanager` in the config.
+    #[arg(long)]
+    pub alertmanager: Option<String>,
+    /// A URL to POST each raised and resolved alert to, as JSON (see
+    /// docs/NOTIFY.md). Also `[notify] webhook` in the config.
+    #[arg(long)]
+    pub webhook: Option<String>,
+    /// How often the fleet's flags are judged.
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,11 +1,14 @@
 //! The config file (`$XDG_CONFIG_HOME/fleetop/config.toml`, or `--config`).
 //! Every key is optional; a bad file is refused whole with its path and line.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::detect::Thresholds;
+use crate::model::flag::{FlagKind, Severity};
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -40,6 +43,7 @@ pub struct Config {
     /// SSH link. 50 ms to 10 s.
     #[serde(deserialize_with = "de_refresh")]
     pub refresh: Option<std::time::Duration>,
+    pub notify: NotifyConfig,
 }
 
 fn de_refresh<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time::Duration>, D::Error> {
@@ -52,6 +56,88 @@ fn de_refresh<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time
 impl Config {
     pub fn refresh(&self) -> std::time::Duration {
         self.refresh.unwrap_or(crate::model::time::DEFAULT_REFRESH)
+    }
+}
+
+/// `[notify]`: which flags become alerts, where they go, and the TUI's bell.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// Alertmanager's base URL ("http://am:9093"); `--alertmanager` wins.
+    pub alertmanager: Option<String>,
+    /// A webhook URL (JSON body, docs/NOTIFY.md); `--webhook` wins.
+    pub webhook: Option<String>,
+    /// The flag kinds that notify (names as in the export); absent: all.
+    pub kinds: Option<Vec<FlagKind>>,
+    /// The least severity that notifies (after `severity` overrides).
+    pub min_severity: Severity,
+    /// Severity to send for a kind instead of the detector's (`idle = "warn"`).
+    pub severity: BTreeMap<String, Severity>,
+    /// How often firing alerts are posted again to Alertmanager: must stay
+    /// under its `resolve_timeout` (5m by default) or alerts resolve there.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub repost: Duration,
+    /// Labels added to every alert (`cluster = "east"`).
+    pub labels: BTreeMap<String, String>,
+    /// Webhook events kept while the receiver is down; the oldest go first.
+    pub webhook_queue: usize,
+    /// The longest one POST may take.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub timeout: Duration,
+    /// The TUI rings the terminal bell when a crit flag is raised.
+    pub bell: bool,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            alertmanager: None,
+            webhook: None,
+            kinds: None,
+            min_severity: Severity::Warn,
+            severity: BTreeMap::new(),
+            repost: Duration::from_secs(60),
+            labels: BTreeMap::new(),
+            webhook_queue: 1000,
+            timeout: Duration::from_secs(10),
+            bell: true,
+        }
+    }
+}
+
+/// Labels fleetop sets itself: `[notify] labels` may not replace them.
+pub const ALERT_LABELS: [&str; 8] = ["alertname", "node", "gpu", "ib_port", "kind", "severity", "job", "user"];
+
+impl NotifyConfig {
+    /// The first value out of its range, as (key, why).
+    fn invalid(&self) -> Option<(&'static str, String)> {
+        if let Some(k) = self.severity.keys().find(|k| FlagKind::from_name(k).is_none()) {
+            return Some(("severity", format!("'{k}' is not a flag kind")));
+        }
+        if self.repost.is_zero() {
+            return Some(("repost", "must be longer than zero".into()));
+        }
+        if self.timeout.is_zero() {
+            return Some(("timeout", "must be longer than zero".into()));
+        }
+        if !(1..=1_000_000).contains(&self.webhook_queue) {
+            return Some(("webhook_queue", "must be 1 to 1000000 events".into()));
+        }
+        for name in self.labels.keys() {
+            let mut chars = name.chars();
+            let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid || name.starts_with("__") {
+                return Some((
+                    "labels",
+                    format!("'{name}' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+                ));
+            }
+            if ALERT_LABELS.contains(&name.as_str()) {
+                return Some(("labels", format!("'{name}' is set by fleetop itself")));
+            }
+        }
+        None
     }
 }
 
@@ -171,6 +257,9 @@ impl Config {
         if let Some(why) = zero(self.slurm.refresh) {
             return Some((Some("slurm"), "refresh", why));
         }
+        if let Some((key, why)) = self.notify.invalid() {
+            return Some((Some("notify"), key, why));
+        }
         zero(self.slurm.timeout).map(|why| (Some("slurm"), "timeout", why))
     }
 }
@@ -218,6 +307,24 @@ mod tests {
     }
 
     #[test]
+    fn notify_keys_parse_and_the_bell_can_be_silenced() {
+        assert!(Config::default().notify.bell, "on unless configured off");
+        let c = parse(
+            "[notify]\nbell = false\nalertmanager = \"http://am:9093\"\nkinds = [\"xid\", \"gpu_lost\"]\nmin_severity = \"crit\"\nrepost = \"2m\"\n[notify.severity]\nidle = \"warn\"\n[notify.labels]\ncluster = \"east\"\n",
+            Path::new("c.toml"),
+        )
+        .expect("parses");
+        let n = &c.notify;
+        assert!(!n.bell);
+        assert_eq!(n.alertmanager.as_deref(), Some("http://am:9093"));
+        assert_eq!(n.kinds, Some(vec![FlagKind::Xid, FlagKind::GpuLost]));
+        assert_eq!(n.min_severity, Severity::Crit);
+        assert_eq!(n.repost, Duration::from_secs(120));
+        assert_eq!(n.severity.get("idle"), Some(&Severity::Warn));
+        assert_eq!(n.labels.get("cluster").map(String::as_str), Some("east"));
+    }
+
+    #[test]
     fn errors_name_file_and_line() {
         let e = parse(
             "port = 50051\n\n[thresholds]\nidle_windw = \"5m\"\n",
@@ -248,6 +355,14 @@ mod tests {
             ),
             ("[thresholds]\nclear_samples = 0\n", 2, "thresholds.clear_samples"),
             ("[slurm]\nrefresh = \"0s\"\n", 2, "slurm.refresh"),
+            ("[notify]\nrepost = \"0s\"\n", 2, "notify.repost"),
+            (
+                "[notify]\n\nseverity = { idel = \"warn\" }\n",
+                3,
+                "'idel' is not a flag kind",
+            ),
+            ("[notify]\nlabels = { node = \"x\" }\n", 2, "'node' is set by fleetop"),
+            ("[notify]\nkinds = [\"xid\", \"xyd\"]\n", 2, "xyd"),
             ("port = 0\n", 1, "port"),
             ("[thresholds]\nxid_hold = \"300000000000y\"\n", 2, "out of range"),
         ];

@@ -5,7 +5,8 @@
 //! - `cli`, `config`, `logging`: the command line, the config file, logs.
 //! - `ingest`: where data comes from (agent streams, Slurm, the demo, SOURCE).
 //! - `detect`: one function per flag kind; `store`: node state fed by updates.
-//! - `ops`: what changes a cluster (Slurm actions, burn-in, the audit log).
+//! - `ops`: what changes a cluster (Slurm actions, burn-in, the audit log)
+//!   and what goes out of it (notifications).
 //! - `session`: the tasks and the one update channel tying them together.
 //! - `export`: the JSON documents.
 //! - `cmd`, `tui`: the front ends; nothing imports them.
@@ -71,6 +72,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             logging::to_stderr();
             let read_only = cli.read_only || cfg.read_only;
             cmd::node::run(args, &cfg, read_only)
+        }
+        Some(Command::Watch(args)) => {
+            logging::to_stderr_at("info");
+            rt.block_on(cmd::watch::run(args, cfg))
         }
         Some(Command::Demo { nodes, gpus, seed }) => {
             let source = SourceArgs {

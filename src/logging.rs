@@ -34,8 +34,17 @@ pub fn to_file() -> Option<PathBuf> {
 
 /// For headless commands.
 pub fn to_stderr() {
+    to_stderr_at("warn");
+}
+
+/// For headless commands, at `level` unless FLEETOP_LOG says otherwise
+/// (`fleetop watch` logs each alert it raises or resolves at info).
+pub fn to_stderr_at(level: &str) {
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(filter("warn"))
+        // Colour for a person at a terminal, not escape codes in the journal.
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter(level))
         .try_init();
 }

@@ -23,6 +23,7 @@ fn node() -> (fleetop_agent::proto::NodeInfo, Publisher, i64) {
         seed: 1,
         start_ms: start,
         interval_ms: 1000,
+        problem_ms: None,
     };
     let (mut c, _) = backend::build(&BackendOptions::sim(sim)).expect("sim");
     let mut info = c.info().clone();

@@ -195,6 +195,7 @@ impl NodeArgs {
                 scenario: self.sim_scenario,
                 seed: self.sim_seed,
                 start_ms,
+                problem_ms: None,
                 interval_ms: self.interval.as_millis().max(1) as u32,
             },
         }

@@ -156,6 +156,9 @@ pub struct SimConfig {
     /// start `ONSET_MS` after this.
     pub start_ms: i64,
     pub interval_ms: u32,
+    /// How long the problem lasts (ms from its onset); `None`: for good.
+    /// A problem that ends lets tests see flags clear (and alerts resolve).
+    pub problem_ms: Option<i64>,
 }
 
 /// GPM metrics from percentages, as the wire carries them (hundredths).
@@ -219,7 +222,8 @@ impl SimNode {
     }
 
     fn problem_active(&self, now_ms: i64) -> bool {
-        now_ms >= self.cfg.start_ms + ONSET_MS
+        let onset = self.cfg.start_ms + ONSET_MS;
+        now_ms >= onset && self.cfg.problem_ms.is_none_or(|d| now_ms < onset + d)
     }
 
     fn step(&self, now_ms: i64) -> i64 {
@@ -557,6 +561,7 @@ mod tests {
             seed,
             start_ms: 0,
             interval_ms: 1000,
+            problem_ms: None,
         })
     }
 
@@ -600,6 +605,17 @@ mod tests {
         assert!(after.gpus[t].temp_c > 87);
         let others = after.gpus.iter().filter(|g| g.index as usize != t);
         assert!(others.into_iter().all(|g| g.throttle_reasons & throttle::TROUBLE == 0));
+    }
+
+    #[test]
+    fn a_problem_with_a_duration_ends() {
+        let seed = 3;
+        let mut n = node(Scenario::ThermalThrottle, seed);
+        n.cfg.problem_ms = Some(10_000);
+        let t = target_gpu(seed, 8) as usize;
+        let throttled = |s: &Sample| s.gpus[t].throttle_reasons & throttle::HW_THERMAL_SLOWDOWN != 0;
+        assert!(throttled(&at(&mut n, ONSET_MS + 9_000)));
+        assert!(!throttled(&at(&mut n, ONSET_MS + 10_000)));
     }
 
     #[test]

@@ -21,6 +21,7 @@ fn node_sim(scenario: Scenario) -> SimNode {
         scenario,
         seed: 11,
         start_ms: 0,
+        problem_ms: None,
         interval_ms: 1000,
     })
 }

@@ -150,9 +150,72 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
                 seed: node_seed,
                 start_ms,
                 interval_ms: 1000,
+                problem_ms: None,
             }
         })
         .collect()
+}
+
+/// A demo made for tests: chosen scenarios, one node each, whose problems
+/// begin and end when the test says (the hidden `--demo-scenarios`,
+/// `--demo-fault-after`, `--demo-fault-for`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Script {
+    pub scenarios: Vec<Scenario>,
+    /// The problems begin this long after the demo starts (default: in its history).
+    pub fault_after: Option<std::time::Duration>,
+    /// The problems end this long after they began (default: never).
+    pub fault_for: Option<std::time::Duration>,
+}
+
+impl Script {
+    /// The script the command line asks for, if any; an unknown scenario
+    /// is refused in one line naming it and the known ones.
+    pub fn from_args(args: &crate::cli::SourceArgs) -> anyhow::Result<Option<Script>> {
+        if args.demo_scenarios.is_empty() {
+            return Ok(None);
+        }
+        let scenarios = args
+            .demo_scenarios
+            .iter()
+            .map(|name| {
+                <Scenario as clap::ValueEnum>::from_str(name.trim(), true).map_err(|_| {
+                    let known: Vec<String> = Scenario::all().iter().map(|s| s.name()).collect();
+                    anyhow::anyhow!("--demo-scenarios: '{name}' is not a scenario ({})", known.join(", "))
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Some(Script {
+            scenarios,
+            fault_after: args.demo_fault_after,
+            fault_for: args.demo_fault_for,
+        }))
+    }
+
+    /// The scripted nodes, for a demo whose history begins at `start_ms`
+    /// and that starts at `now_ms`.
+    fn plan(&self, gpus: u32, seed: u64, start_ms: i64, now_ms: i64) -> Vec<SimConfig> {
+        let width = self.scenarios.len().to_string().len().max(2);
+        let story_start = match self.fault_after {
+            Some(after) => now_ms + after.as_millis() as i64 - fleetop_agent::sim::ONSET_MS,
+            None => start_ms,
+        };
+        self.scenarios
+            .iter()
+            .enumerate()
+            .map(|(i, &scenario)| SimConfig {
+                hostname: format!("gpu{:0width$}", i + 1),
+                gpus,
+                ib_ports: gpus.clamp(1, 8),
+                model: Model::H100,
+                scenario,
+                seed: mix(seed.wrapping_mul(1_000_003) + i as u64),
+                start_ms: story_start,
+                interval_ms: 1000,
+                problem_ms: self.fault_for.map(|d| d.as_millis() as i64),
+            })
+            .collect()
+    }
 }
 
 /// Starts the demo agents with invented history: ten minutes, or six for big
@@ -160,6 +223,11 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
 /// flags), so a thousand-node demo starts in seconds on a laptop. Burn-in
 /// is on in every agent, for a token made up here.
 pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
+    start_with(nodes, gpus, seed, None).await
+}
+
+/// As `start`, or with the nodes of `script` where one is given.
+pub async fn start_with(nodes: u32, gpus: u32, seed: u64, script: Option<&Script>) -> std::io::Result<Demo> {
     let bench_token = one_off_token();
     let telemetry_token = one_off_token();
     let pki = Pki::new("fleetop demo").map_err(std::io::Error::other)?;
@@ -191,7 +259,11 @@ pub async fn start(nodes: u32, gpus: u32, seed: u64) -> std::io::Result<Demo> {
         bench_token,
         access,
     };
-    for sim in plan(nodes, gpus, seed, start_ms) {
+    let sims = match script {
+        Some(script) => script.plan(gpus, seed, start_ms, fleetop_agent::now_ms()),
+        None => plan(nodes, gpus, seed, start_ms),
+    };
+    for sim in sims {
         let opts = AgentOptions {
             history,
             backfill_from_ms: Some(start_ms),

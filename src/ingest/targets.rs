@@ -42,7 +42,8 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
     if args.demo {
         #[cfg(feature = "demo")]
         {
-            let d = crate::ingest::demo::start(args.nodes, args.gpus, args.seed).await?;
+            let script = crate::ingest::demo::Script::from_args(args)?;
+            let d = crate::ingest::demo::start_with(args.nodes, args.gpus, args.seed, script.as_ref()).await?;
             return Ok(Resolved {
                 targets: d.nodes.iter().map(|n| n.target.clone()).collect(),
                 bench_token: Some(d.bench_token.clone()),

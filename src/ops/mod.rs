@@ -1,7 +1,8 @@
 //! What changes a cluster: Slurm actions, the burn-in client, and the audit
-//! log every attempt goes to. Results come back as updates on the same
+//! log every attempt goes to; and what goes out of it: notifications. Results come back as updates on the same
 //! channel as everything else.
 
 pub mod audit;
 pub mod bench;
+pub mod notify;
 pub mod slurm;

@@ -181,6 +181,9 @@ pub struct App {
     /// keep it.
     pub clipboard_sink: Option<ClipboardSink>,
     pub log_path: Option<PathBuf>,
+    /// Rings the terminal bell on a new crit flag (`[notify] bell`); set by
+    /// `tui::run` only, so tests on `TestBackend` never ring.
+    pub bell: Option<crate::ops::notify::bell::Bell>,
     /// Where actions are logged (shown with their results).
     pub audit_path: PathBuf,
     /// The terminal's size, for layout-dependent moves (the wall's rows).
@@ -241,6 +244,7 @@ impl App {
             clipboard: None,
             clipboard_sink: None,
             log_path: None,
+            bell: None,
             audit_path: crate::ops::audit::audit_path(),
             size: (80, 24),
             changed: true,

@@ -55,6 +55,7 @@ pub fn run(
     let _signals = rt.spawn(forward_signals(tx));
     let mut app = App::new(session.store.clone(), theme, now_ms());
     app.log_path = log_path;
+    app.bell = cfg.notify.bell.then(Default::default);
     app.read_only = read_only;
     app.actions_enabled = session.scheduler;
     app.bench_enabled = session.bench_token.is_some();
@@ -151,6 +152,18 @@ async fn forward_signals(tx: mpsc::Sender<Action>) {
     let _ = tx.send(Action::Quit).await;
 }
 
+/// The terminal bell (BEL: moves nothing on screen) when a crit flag was
+/// raised since the last tick.
+fn ring_on_new_crit(app: &mut App) {
+    use std::io::Write;
+    if let Some(bell) = app.bell.as_mut()
+        && bell.check(&app.store)
+    {
+        let mut out = std::io::stdout();
+        let _ = out.write_all(b"\x07").and_then(|_| out.flush());
+    }
+}
+
 /// Updates applied between two looks at the keyboard.
 const UPDATE_BATCH: usize = 2048;
 
@@ -219,6 +232,7 @@ where
             _ = tick.tick() => {
                 app::update(app, Action::Tick(clock()));
                 dirty = true;
+                ring_on_new_crit(app);
             }
         }
     }

@@ -288,3 +288,35 @@ pub fn a_node_nobody_answers_is_connecting_then_an_unreachable_alert_with_why() 
     t.keys(&["q"]);
     t.wait_clean_exit(Duration::from_secs(10));
 }
+
+/// A crit flag raised while the console runs rings the terminal bell (tmux
+/// marks the window); with `[notify] bell = false` it does not.
+pub fn a_new_crit_flag_rings_the_bell_unless_configured_off() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let quiet = dir.path().join("quiet.toml");
+    std::fs::write(&quiet, "[notify]\nbell = false\n").expect("config");
+    // One node whose GPU falls off the bus (XID 79, crit) 3 s after start.
+    let args = "--demo --gpus 2 --demo-scenarios xid79 --demo-fault-after 3s";
+    let bell = |t: &Tmux| t.display("#{window_bell_flag}");
+
+    let t = Tmux::start(&bin(), args, (100, 30));
+    let start = Instant::now();
+    while bell(&t) != "1" {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no bell; screen:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    t.keys(&["q"]);
+    t.wait_clean_exit(Duration::from_secs(30));
+
+    let t = Tmux::start(&bin(), &format!("--config {} {args}", quiet.display()), (100, 30));
+    t.wait_for("crit", Duration::from_secs(90));
+    // The bell is judged every second: give it a few.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(bell(&t), "0", "bell = false: silent; screen:\n{}", t.screen());
+    t.keys(&["q"]);
+    t.wait_clean_exit(Duration::from_secs(30));
+}

@@ -1,9 +1,11 @@
 //! Tests that need something from the machine: tmux (the console driven in
-//! a real terminal) and a real Slurm (munged, slurmctld, slurmd). Where a
+//! a real terminal), a real Slurm (munged, slurmctld, slurmd) and a real
+//! Alertmanager. Where a
 //! tool is missing, each of its tests is reported `ignored` with what to
 //! install, never `ok`; under CI (`CI=true`, as `.ci/run` runs) a missing
 //! tool is a failure.
 
+mod alertmanager;
 mod e2e_tmux;
 mod prometheus_dashboard;
 mod slurm;
@@ -51,6 +53,7 @@ fn main() {
         prometheus_dashboard::installed(),
         "needs prometheus (/usr/bin/prometheus)",
     );
+    let am = need(alertmanager::installed(), "needs prometheus-alertmanager");
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -61,6 +64,14 @@ fn main() {
         t!(
             prometheus_dashboard::nvidias_dashboard_queries_return_the_agents_data,
             prometheus
+        ),
+        t!(
+            alertmanager::xid_and_thermal_alerts_arrive_grouped_and_resolve_when_the_faults_clear,
+            am
+        ),
+        t!(
+            alertmanager::alertmanager_down_at_start_gets_the_alerts_once_it_is_up,
+            am
         ),
         t!(e2e_tmux::navigate_open_filter_quit_and_the_terminal_is_restored, tmux),
         t!(e2e_tmux::sigterm_and_sighup_restore_the_terminal_too, tmux),
@@ -73,6 +84,7 @@ fn main() {
             e2e_tmux::a_node_nobody_answers_is_connecting_then_an_unreachable_alert_with_why,
             tmux
         ),
+        t!(e2e_tmux::a_new_crit_flag_rings_the_bell_unless_configured_off, tmux),
         t!(slurm::discover_drain_resume_undrain_with_state_and_reason_shown, slurm),
         t!(slurm::text_format_reads_the_same_as_json, slurm),
         t!(slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node, slurm),

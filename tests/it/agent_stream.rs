@@ -20,6 +20,7 @@ async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
         seed: 9,
         start_ms: fleetop_agent::now_ms(),
         interval_ms: interval_ms as u32,
+        problem_ms: None,
     };
     let opts = AgentOptions {
         interval: Duration::from_millis(interval_ms),

@@ -12,6 +12,7 @@ mod fuzz_regressions;
 mod layers;
 mod limits;
 mod metrics;
+mod notify;
 mod nvml_fake;
 mod security;
 mod stale_restart;

@@ -4,6 +4,9 @@
 // Not every test binary uses every helper.
 #![allow(dead_code)]
 
+pub mod receiver;
+pub mod watch;
+
 use std::path::PathBuf;
 
 /// The `fleetop` binary under test.
