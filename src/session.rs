@@ -90,6 +90,12 @@ async fn run_actions(
                 ));
                 continue;
             }
+            Request::Silences { all, made } => {
+                if let Err(e) = crate::ops::silences::save(&all, &made) {
+                    tracing::error!("silences not saved: {e}");
+                }
+                continue;
+            }
             Request::CancelBench => {
                 if let Some((task, nodes)) = running.take() {
                     // Dropping the task drops its streams: each agent stops its suite.

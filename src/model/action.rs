@@ -19,6 +19,10 @@ pub enum NodeAction {
     /// A burn-in suite (`fleetop bench`): logged like the others.
     #[value(skip)]
     Bench,
+    /// An alert acknowledged or silenced in the console: changes nothing on
+    /// the cluster, but who hid what from the screen is evidence too.
+    #[value(skip)]
+    Silence,
 }
 
 impl NodeAction {
@@ -28,6 +32,7 @@ impl NodeAction {
             NodeAction::Resume => "resume",
             NodeAction::Undrain => "undrain",
             NodeAction::Bench => "bench",
+            NodeAction::Silence => "silence",
         }
     }
 }
@@ -52,7 +57,7 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
         }
         NodeAction::Resume => argv.push("State=RESUME".into()),
         NodeAction::Undrain => argv.push("State=UNDRAIN".into()),
-        NodeAction::Bench => {}
+        NodeAction::Bench | NodeAction::Silence => {}
     }
     argv
 }
@@ -163,6 +168,12 @@ pub enum Request {
     },
     /// Stop the running burn-in (the agents stop when their streams go).
     CancelBench,
+    /// Keep these acknowledgements and silences (the whole list, saved in
+    /// the state dir) and log the one just made.
+    Silences {
+        all: Vec<crate::model::flag::Silence>,
+        made: crate::model::flag::Silence,
+    },
 }
 
 #[cfg(test)]

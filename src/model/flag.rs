@@ -150,3 +150,53 @@ pub struct ClearedFlag {
     pub flag: Flag,
     pub cleared_ms: i64,
 }
+
+/// A person's word on an alert: acknowledged (this flag, until it clears)
+/// or silenced (this kind on this node, for a while). Either dims it in the
+/// alerts screen; neither changes what the detectors decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Silence {
+    pub node: String,
+    pub kind: FlagKind,
+    /// Acknowledged: the flag's subject ("gpu3", "ib0", "node") and start;
+    /// a new occurrence of the flag is not covered.
+    pub ack: Option<(String, i64)>,
+    /// Silenced until (ms since the epoch); `None` for an acknowledgement.
+    pub until_ms: Option<i64>,
+    /// Who, and when (ms since the epoch).
+    pub by: String,
+    pub at_ms: i64,
+}
+
+impl Subject {
+    /// "node", "gpu3", "ib0": a stable name for files and logs.
+    pub fn key(self) -> String {
+        match self {
+            Subject::Node => "node".into(),
+            Subject::Gpu(g) => format!("gpu{g}"),
+            Subject::IbPort(p) => format!("ib{p}"),
+        }
+    }
+}
+
+impl Silence {
+    /// Whether this covers `flag` of `node` at `now_ms`.
+    pub fn covers(&self, node: &str, flag: &Flag, now_ms: i64) -> bool {
+        self.node == node
+            && self.kind == flag.kind
+            && match (&self.ack, self.until_ms) {
+                (Some((subject, since)), _) => *subject == flag.subject.key() && *since == flag.since_ms,
+                (None, Some(until)) => now_ms < until,
+                (None, None) => false,
+            }
+    }
+
+    /// Still worth keeping: a silence not yet over, an acknowledgement of a
+    /// flag that may still be active (kept a day at most).
+    pub fn live(&self, now_ms: i64) -> bool {
+        match self.until_ms {
+            Some(until) => now_ms < until,
+            None => now_ms - self.at_ms < 24 * 3_600_000,
+        }
+    }
+}

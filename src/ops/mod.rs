@@ -5,4 +5,5 @@
 pub mod audit;
 pub mod bench;
 pub mod notify;
+pub mod silences;
 pub mod slurm;

@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::model::action::{self, NodeAction, Plan, Request};
 use crate::model::bench::{Outcome, Suite};
-use crate::model::flag::{Flag, Subject};
+use crate::model::flag::{Flag, Silence, Subject};
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
 use crate::tui::theme::Theme;
@@ -162,6 +162,8 @@ pub struct App {
     pub alert_sort: AlertSort,
     /// Identical flags of one job fold into one row (`z` unfolds).
     pub alerts_folded: bool,
+    /// Acknowledged and silenced alerts (loaded from the state dir at start).
+    pub silences: Vec<Silence>,
     pub help: bool,
     pub quit: bool,
     /// Actions are possible (a scheduler is known) and allowed (not read-only).
@@ -203,6 +205,8 @@ pub struct AlertRow<'a> {
     /// nodes (1 and 1 for a row of its own).
     pub gpus: usize,
     pub nodes: usize,
+    /// Acknowledged or silenced: drawn dimmed, after the others.
+    pub quiet: Option<&'a Silence>,
 }
 
 impl App {
@@ -232,6 +236,7 @@ impl App {
             alert_cursor: 0,
             alert_sort: AlertSort::Severity,
             alerts_folded: true,
+            silences: Vec::new(),
             help: false,
             quit: false,
             actions_enabled: false,
@@ -335,6 +340,7 @@ impl App {
                     job: flag_job(n, f),
                     gpus: 1,
                     nodes: 1,
+                    quiet: self.silences.iter().find(|s| s.covers(&n.target.name, f, self.now_ms)),
                 })
             })
             .collect();
@@ -359,9 +365,12 @@ impl App {
                     job: None,
                     gpus: 1,
                     nodes: 1,
+                    quiet: None,
                 })
             })
             .collect();
+        // What a person has already seen goes after what they have not.
+        rows.sort_by_key(|r| r.quiet.is_some());
         cleared.sort_by_key(|r| std::cmp::Reverse(r.cleared_ms));
         rows.extend(cleared);
         rows
@@ -750,6 +759,11 @@ fn alerts_key(app: &mut App, k: KeyEvent) {
     match k.code {
         KeyCode::Char('s') => app.alert_sort = app.alert_sort.next(),
         KeyCode::Char('z') => app.alerts_folded = !app.alerts_folded,
+        KeyCode::Char('a') => quiet_alert(app, None),
+        KeyCode::Char(c @ ('1' | '4' | '8')) => {
+            let hours = i64::from(c as u8 - b'0');
+            quiet_alert(app, Some(hours * 3_600_000));
+        }
         KeyCode::Enter => {
             let target = app.alerts().get(app.alert_cursor).map(|r| {
                 let gpu = match r.flag.subject {
@@ -765,6 +779,53 @@ fn alerts_key(app: &mut App, k: KeyEvent) {
         }
         _ => {}
     }
+}
+
+/// `a` acknowledges the selected alert (until it clears); `1` `4` `8`
+/// silence its kind on its node for that many hours. Again on a quiet one
+/// lifts it. Saved in the state dir and audited by `ops`.
+fn quiet_alert(app: &mut App, for_ms: Option<i64>) {
+    let Some((node, flag)) = app
+        .alerts()
+        .get(app.alert_cursor)
+        .filter(|r| r.cleared_ms.is_none())
+        .map(|r| (app.store.nodes[r.node].target.name.clone(), r.flag.clone()))
+    else {
+        return;
+    };
+    let now = app.now_ms;
+    let before = app.silences.len();
+    app.silences.retain(|s| !s.covers(&node, &flag, now));
+    let made = if app.silences.len() < before {
+        app.message = Some(format!("{} on {node}: no longer quiet", flag.kind.name()));
+        Silence {
+            node,
+            kind: flag.kind,
+            ack: None,
+            until_ms: None,
+            by: String::new(),
+            at_ms: now,
+        }
+    } else {
+        let s = Silence {
+            node: node.clone(),
+            kind: flag.kind,
+            ack: for_ms.is_none().then(|| (flag.subject.key(), flag.since_ms)),
+            until_ms: for_ms.map(|d| now + d),
+            by: String::new(),
+            at_ms: now,
+        };
+        app.message = Some(match for_ms {
+            None => format!("{} on {node} acknowledged", flag.kind.name()),
+            Some(d) => format!("{} on {node} silenced for {} h", flag.kind.name(), d / 3_600_000),
+        });
+        app.silences.push(s.clone());
+        s
+    };
+    app.outgoing = Some(Request::Silences {
+        all: app.silences.clone(),
+        made,
+    });
 }
 
 /// The nodes an action applies to: the marked ones, else the one in view.

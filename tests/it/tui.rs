@@ -1489,3 +1489,44 @@ fn the_idle_gpus_of_one_job_are_one_alert_row_and_z_unfolds_them() {
         "{screen}"
     );
 }
+
+#[test]
+fn a_acknowledges_an_alert_and_a_number_silences_it_both_dimmed_last_and_kept() {
+    use fleetop::model::flag::Silence;
+    let steps = vec![
+        Step::Do(key(KeyCode::Tab)),
+        Step::Do(key(KeyCode::Char('a'))), // the first alert: acknowledged
+        Step::Do(key(KeyCode::Char('4'))), // the next first: silenced 4 h
+    ];
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, |_| {});
+    let screen = text(&buf);
+    let rows: Vec<&str> = screen
+        .lines()
+        .filter(|l| {
+            ["CRIT", "WARN", "INFO", "ack", "quiet"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .collect();
+    // The two quiet ones go after every other active alert.
+    let n = rows.len();
+    assert!(
+        n > 4 && rows[n - 2].starts_with("ack") && rows[n - 1].starts_with("quiet"),
+        "{screen}"
+    );
+    // Each was handed to ops to keep and log: the whole list, and the one made.
+    let made: Vec<&Silence> = asked
+        .iter()
+        .filter_map(|r| match r {
+            Request::Silences { made, .. } => Some(made),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(made.len(), 2, "{asked:?}");
+    assert!(made[0].ack.is_some() && made[0].until_ms.is_none());
+    assert_eq!(made[1].until_ms, Some(NOW + 4 * 3_600_000));
+    let Some(Request::Silences { all, .. }) = asked.last() else {
+        panic!()
+    };
+    assert_eq!(all.len(), 2);
+}

@@ -100,6 +100,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ),
             Some(c) => ("gone", human_age(app.now_ms - c)),
         };
+        let sev = match r.quiet {
+            Some(s) if s.ack.is_some() => "ack",
+            Some(_) => "quiet",
+            None => sev,
+        };
         let mut detail = match r.job {
             Some(job) if r.gpus > 1 => format!("job {job}: {} GPUs {}; {}", r.gpus, f.kind.name(), f.detail),
             _ => f.detail.clone(),
@@ -116,10 +121,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Cell::from(age),
             Cell::from(detail),
         ]);
-        match (pos == app.alert_cursor, r.cleared_ms) {
+        match (pos == app.alert_cursor, r.cleared_ms.is_some() || r.quiet.is_some()) {
             (true, _) => row.style(t.selected),
-            (false, Some(_)) => row.style(t.muted.add_modifier(Modifier::DIM)),
-            (false, None) => row,
+            (false, true) => row.style(t.muted.add_modifier(Modifier::DIM)),
+            (false, false) => row,
         }
     });
     let node_w = rows
@@ -132,7 +137,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .unwrap_or(4);
     let kind_w = rows.iter().map(|r| r.flag.kind.name().len()).max().unwrap_or(4);
     let widths = [
-        Constraint::Length(4),
+        Constraint::Length(5),
         Constraint::Length(node_w.clamp(4, 16) as u16),
         Constraint::Length(if rows.iter().any(|r| r.gpus > 9) { 9 } else { 8 }),
         Constraint::Length(kind_w as u16),

@@ -410,7 +410,16 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "w wall",
         ],
         Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-4 pane", "n/p node", "Tab screen"],
-        Screen::Alerts => &["? help", "Esc back", "j/k move", "Enter node", "s sort", "/ filter"],
+        Screen::Alerts => &[
+            "? help",
+            "Esc back",
+            "j/k move",
+            "Enter node",
+            "a ack",
+            "1/4/8 silence h",
+            "z fold",
+            "s sort",
+        ],
         Screen::Bench => &[
             "? help",
             "Esc back",
@@ -507,6 +516,8 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("Enter", "open the node of the alert"),
             ("s", "sort by severity, age, node, kind"),
             ("z", "fold / unfold identical flags of one job into one row"),
+            ("a", "acknowledge the alert (until it clears); again to undo"),
+            ("1 4 8", "silence this kind on this node for 1, 4 or 8 hours"),
         ]),
         Screen::Bench => {}
     }
