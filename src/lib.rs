@@ -5,7 +5,8 @@
 //! - `cli`, `config`, `logging`: the command line, the config file, logs.
 //! - `ingest`: where data comes from (agent streams, Slurm, the demo, SOURCE).
 //! - `detect`: one function per flag kind; `store`: node state fed by updates.
-//! - `ops`: what changes a cluster (Slurm actions, burn-in, the audit log).
+//! - `ops`: what changes a cluster (Slurm actions, burn-in, the audit log);
+//!   `record`: recordings of the update stream, and their player.
 //! - `session`: the tasks and the one update channel tying them together.
 //! - `export`: the JSON documents.
 //! - `cmd`, `tui`: the front ends; nothing imports them.
@@ -24,6 +25,7 @@ pub mod ingest;
 pub mod logging;
 pub mod model;
 pub mod ops;
+pub mod record;
 pub mod session;
 pub mod store;
 pub mod tui;
@@ -71,7 +73,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let read_only = cli.read_only || cfg.read_only;
             cmd::node::run(args, &cfg, read_only)
         }
-        Some(Command::Demo { nodes, gpus, seed }) => {
+        Some(Command::Record(args)) => {
+            logging::to_stderr();
+            rt.block_on(cmd::record::run(args, cfg))
+        }
+        Some(Command::Replay(args)) => tui::replay::run(&rt, args, cli.theme.as_deref(), cfg),
+        Some(Command::Demo {
+            nodes,
+            gpus,
+            seed,
+            record,
+        }) => {
             let source = SourceArgs {
                 demo: true,
                 nodes,
@@ -79,11 +91,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 seed,
                 ..cli.source
             };
-            tui::run(&rt, source, cli.theme.as_deref(), cli.read_only || cfg.read_only, cfg)
+            tui::run(
+                &rt,
+                source,
+                &record,
+                cli.theme.as_deref(),
+                cli.read_only || cfg.read_only,
+                cfg,
+            )
         }
         None => {
             let read_only = cli.read_only || cfg.read_only;
-            tui::run(&rt, cli.source, cli.theme.as_deref(), read_only, cfg)
+            tui::run(&rt, cli.source, &cli.record, cli.theme.as_deref(), read_only, cfg)
         }
     }
 }

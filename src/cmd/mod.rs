@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod export;
 pub mod node;
+pub mod record;
 
 use std::io::Write;
 
