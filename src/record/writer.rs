@@ -23,9 +23,8 @@ use crate::record::{
 
 /// zstd's default level: ~10x on this data at a fraction of a core.
 const ZSTD_LEVEL: i32 = 3;
-/// A batch is written early when it holds this many updates (a fleet's
-/// history arriving at once), so no frame grows without bound.
-const MAX_BATCH: usize = 50_000;
+/// The default `RecorderOptions::max_batch`.
+pub const MAX_BATCH: usize = 50_000;
 
 #[derive(Debug, Clone)]
 pub struct RecorderOptions {
@@ -35,6 +34,9 @@ pub struct RecorderOptions {
     pub rotate_size: Option<u64>,
     /// The longest an update waits in memory before it is on disk.
     pub flush_every: Duration,
+    /// A frame is written early once it holds this many updates (a fleet's
+    /// history arriving at once), so no frame grows without bound.
+    pub max_batch: usize,
 }
 
 impl RecorderOptions {
@@ -43,6 +45,7 @@ impl RecorderOptions {
             path: path.into(),
             rotate_size: None,
             flush_every: Duration::from_secs(1),
+            max_batch: MAX_BATCH,
         }
     }
 }
@@ -96,6 +99,7 @@ impl Recorder {
                 ..Stats::default()
             },
             failed: failed.clone(),
+            last_ms: i64::MIN,
         };
         let thread = std::thread::Builder::new()
             .name("recorder".into())
@@ -197,6 +201,9 @@ impl Segment {
 struct NodeCarry {
     info: Option<Box<NodeDesc>>,
     last: Option<Box<NodeSample>>,
+    /// The last two samples with NVLink counters (not every sample has
+    /// them): NVLink rates are derived from two.
+    nvlink: [Option<Box<NodeSample>>; 2],
     caught_up: bool,
     down: Option<String>,
 }
@@ -209,6 +216,8 @@ struct Writer {
     scheduler: Option<Arc<sched::Snapshot>>,
     stats: Stats,
     failed: Arc<Mutex<Option<String>>>,
+    /// The time of the last update taken (carried-over frames bear it).
+    last_ms: i64,
 }
 
 impl Writer {
@@ -234,9 +243,10 @@ impl Writer {
                     self.track(&u);
                     // Times never go back inside a recording (a clock step
                     // would otherwise reorder what replay applies).
-                    let t = batch.last().map_or(t, |(last, _)| t.max(*last));
+                    let t = t.max(self.last_ms);
+                    self.last_ms = t;
                     batch.push((t, u));
-                    if batch.len() >= MAX_BATCH {
+                    if batch.len() >= self.opts.max_batch.max(1) {
                         self.flush(&mut batch)?;
                     }
                 }
@@ -262,7 +272,12 @@ impl Writer {
                         n.caught_up = false;
                         n.down = None;
                     }
-                    Event::Sample(s) => n.last = Some(s.clone()),
+                    Event::Sample(s) => {
+                        if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+                            n.nvlink = [n.nvlink[1].take(), Some(s.clone())];
+                        }
+                        n.last = Some(s.clone());
+                    }
                     Event::CaughtUp => n.caught_up = true,
                     Event::Down(e) => {
                         n.down = Some(e.clone());
@@ -331,12 +346,17 @@ impl Writer {
         self.stats.bytes += seg.bytes;
         self.seg = seg;
         self.stats.segments += 1;
-        let now = crate::model::time::now_ms();
+        let now = self.last_ms;
         let mut carried = Vec::new();
         for (node, n) in self.nodes.iter().enumerate() {
             let mut push = |event| carried.push((now, Update::Node { node, event }));
             if let Some(d) = &n.info {
                 push(Event::Info(d.clone()));
+            }
+            for s in n.nvlink.iter().flatten() {
+                if n.last.as_ref().is_some_and(|l| l.seq != s.seq) {
+                    push(Event::Sample(s.clone()));
+                }
             }
             if let Some(s) = &n.last {
                 push(Event::Sample(s.clone()));

@@ -11,6 +11,8 @@ mod fuzz_regressions;
 mod layers;
 mod limits;
 mod nvml_fake;
+mod record;
+mod replay;
 mod security;
 mod stale_restart;
 mod tui;
