@@ -49,6 +49,7 @@ pub struct GpuDesc {
     pub model: String,
     pub pci_bus_id: String,
     pub mem_total_bytes: Option<u64>,
+    #[serde(with = "crate::model::scaled::milli::opt")]
     pub power_limit_w: Option<f64>,
     pub max_sm_clock_mhz: Option<u32>,
     pub max_mem_clock_mhz: Option<u32>,
@@ -95,9 +96,11 @@ impl NodeSample {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostReading {
+    #[serde(with = "crate::model::scaled::deci")]
     pub cpu_pct: f64,
     pub mem_used_bytes: u64,
     pub mem_total_bytes: u64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub load1: f64,
     pub uptime_s: u64,
 }
@@ -138,7 +141,9 @@ pub struct GpuReading {
     pub mem_used_bytes: Option<u64>,
     pub temp_c: Option<u32>,
     pub hbm_temp_c: Option<u32>,
+    #[serde(with = "crate::model::scaled::milli::opt")]
     pub power_w: Option<f64>,
+    #[serde(with = "crate::model::scaled::milli::opt")]
     pub power_limit_w: Option<f64>,
     /// Energy since the driver loaded, mJ (a counter).
     pub energy_mj: Option<u64>,
@@ -146,7 +151,9 @@ pub struct GpuReading {
     pub mem_clock_mhz: Option<u32>,
     /// NVML's clocks-event (throttle) reason bitmask, raw.
     pub throttle_mask: Option<u64>,
+    #[serde(with = "crate::model::scaled::kilo::opt")]
     pub pcie_tx_bytes_per_s: Option<f64>,
+    #[serde(with = "crate::model::scaled::kilo::opt")]
     pub pcie_rx_bytes_per_s: Option<f64>,
     pub pcie_replay_count: Option<u64>,
     pub ecc_corrected_volatile: Option<u64>,
@@ -191,9 +198,13 @@ pub struct MigReading {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Gpm {
     /// SMs with at least one warp assigned.
+    #[serde(with = "crate::model::scaled::centi")]
     pub sm_active_pct: f64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub sm_occupancy_pct: f64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub tensor_active_pct: f64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub dram_bw_pct: f64,
 }
 

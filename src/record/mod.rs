@@ -169,12 +169,48 @@ pub fn parse_at(text: &str, start_ms: i64) -> Result<i64, String> {
 mod tests {
     use super::*;
 
+    const PINNED: &[u8] = &[
+        10, 1, 2, 0, 3, 1, 7, 128, 160, 213, 237, 238, 102, 0, 1, 1, 0, 1, 97, 0, 0, 0, 0, 1, 0, 242, 170, 50, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
     #[test]
     fn times_are_offsets_or_rfc3339() {
         assert_eq!(parse_at("+5m", 1000), Ok(301_000));
         assert_eq!(parse_at("1970-01-01T00:00:02Z", 0), Ok(2000));
         assert!(parse_at("5m", 0).unwrap_err().contains("'5m'"));
         assert!(parse_at("+5 fortnights", 0).is_err());
+    }
+
+    /// The encoding is positional: a change to a recorded model type
+    /// changes these bytes, and must come with a new SCHEMA_VERSION (and a
+    /// reader for the old one). Update the bytes only then.
+    #[test]
+    fn the_encoding_of_a_known_update_is_pinned() {
+        use crate::model::sample::{GpuReading, NodeSample};
+        use crate::model::update::Event;
+        let u = Update::Node {
+            node: 3,
+            event: Event::Sample(Box::new(NodeSample {
+                seq: 7,
+                time_ms: 1_767_225_600_000,
+                host: None,
+                gpus: vec![GpuReading {
+                    index: 1,
+                    util_pct: Some(97),
+                    power_w: Some(f64::from(412_345u32) / 1000.0),
+                    ..GpuReading::default()
+                }],
+                ib_ports: vec![],
+            })),
+        };
+        let bytes = postcard::to_allocvec(&Batch {
+            base_ms: 5,
+            entries: vec![(2, u)],
+        })
+        .expect("encodes");
+        assert_eq!(SCHEMA_VERSION, 1, "bump the pinned bytes with the version");
+        assert_eq!(bytes, PINNED, "{bytes:?}");
     }
 
     #[test]
