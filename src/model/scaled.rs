@@ -44,7 +44,7 @@ impl Unit {
         }
     }
 
-    fn from_num(self, n: Num) -> f64 {
+    fn decode(self, n: Num) -> f64 {
         match n {
             Num::Units(i) => self.value(i),
             Num::Raw(x) => x,
@@ -65,7 +65,7 @@ macro_rules! unit {
             }
 
             pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-                Ok(UNIT.from_num(Num::deserialize(d)?))
+                Ok(UNIT.decode(Num::deserialize(d)?))
             }
 
             /// The same for an optional reading.
@@ -77,7 +77,7 @@ macro_rules! unit {
                 }
 
                 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-                    Ok(Option::<Num>::deserialize(d)?.map(|n| UNIT.from_num(n)))
+                    Ok(Option::<Num>::deserialize(d)?.map(|n| UNIT.decode(n)))
                 }
             }
         }
@@ -103,7 +103,7 @@ mod tests {
         assert!(matches!(u.num(f64::from(412_345u32) / 1000.0), Num::Units(412_345)));
         assert!(matches!(Unit::Mul(1000.0).num(f64::from(7u32) * 1000.0), Num::Units(7)));
         for x in [0.1 + 0.2, f64::NAN, f64::INFINITY, 1e300, -0.0] {
-            let back = u.from_num(u.num(x));
+            let back = u.decode(u.num(x));
             assert_eq!(back.to_bits(), x.to_bits(), "{x}");
         }
     }
