@@ -57,6 +57,11 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let cfg = config::load(cli.config.as_deref())?;
+    if cli.record.record.is_some() && cli.command.is_some() {
+        anyhow::bail!(
+            "--record goes with the console (`fleetop --record FILE`, `fleetop demo --record FILE`); to record without it: `fleetop record SOURCE --out FILE`"
+        );
+    }
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
         Some(Command::Export(args)) => {

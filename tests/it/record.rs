@@ -301,11 +301,18 @@ fn recordings_rotate_by_size_and_each_segment_replays_alone() {
 }
 
 #[test]
-fn the_record_flag_is_documented_and_checked() {
+fn record_flags_are_checked() {
     let out = fleetop()
         .args(["record", "--demo", "--out", "/tmp/x.rec", "--rotate-size", "12 parsecs"])
         .output()
         .expect("runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("'12 parsecs'"));
+    // --record belongs to the console, not to another subcommand.
+    let out = fleetop()
+        .args(["--record", "/tmp/x.rec", "export", "--demo", "--once"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fleetop record SOURCE --out FILE"));
 }
