@@ -29,8 +29,21 @@ pub struct Cli {
     /// the config; default 200ms): raise it on a slow SSH link.
     #[arg(long, global = true, value_parser = crate::model::time::parse_refresh)]
     pub refresh: Option<Duration>,
+    #[command(flatten)]
+    pub record: RecordFlags,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Recording what the console sees, beside the TUI.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RecordFlags {
+    /// Also record every update to FILE (a new file), for `fleetop replay`.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// With --record: start a new segment (FILE.1, FILE.2, ...) past this size (100MB, 1GiB, bytes).
+    #[arg(long, value_name = "SIZE", requires = "record", value_parser = parse_size)]
+    pub rotate_size: Option<u64>,
 }
 
 /// Where the nodes come from. With none, the config's hosts, or the local node.
@@ -98,6 +111,8 @@ pub enum Command {
         gpus: u32,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        #[command(flatten)]
+        record: RecordFlags,
     },
     /// Print snapshots of the fleet as JSON on stdout (logs go to stderr).
     Export(ExportArgs),
@@ -108,6 +123,10 @@ pub enum Command {
     /// Headless notifier: post SOURCE's flags to Alertmanager and/or a
     /// webhook until SIGTERM or Ctrl-C (logs on stderr; no terminal needed).
     Watch(WatchArgs),
+    /// Record the update stream of SOURCE to a file, for `fleetop replay` (until Ctrl-C or --duration).
+    Record(RecordArgs),
+    /// The console on a recording, with a time cursor (read-only).
+    Replay(ReplayArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -125,6 +144,30 @@ pub struct WatchArgs {
     /// How often the fleet's flags are judged.
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The recording (a new file; rotated segments are FILE.1, FILE.2, ...).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Start a new segment past this size (100MB, 1GiB, bytes).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub rotate_size: Option<u64>,
+    /// Stop after this long (default: until interrupted).
+    #[arg(long, value_parser = parse_interval)]
+    pub duration: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The recording (its first segment, or any FILE.n to start there).
+    pub file: PathBuf,
+    /// Where the cursor starts: RFC 3339 or an offset from the start (+5m); default the start.
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -196,6 +239,37 @@ pub struct ExportArgs {
     /// Print the JSON Schema of a snapshot and exit.
     #[arg(long)]
     pub print_schema: bool,
+    /// Not live: the fleet as a recording saw it (one snapshot, at --at).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hosts", "hostfile", "demo", "slurm", "count"])]
+    pub replay: Option<PathBuf>,
+    /// With --replay: when, as RFC 3339 (2026-11-22T03:12:00Z) or an offset
+    /// from the recording's start (+5m, +90s); default its end.
+    #[arg(long, value_name = "TIME", requires = "replay")]
+    pub at: Option<String>,
+}
+
+/// A size in bytes: `100MB`, `1GiB`, `512k`, `4096` (k/M/G are powers of 1000, Ki/Mi/Gi of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size like 100MB or 1GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().trim_end_matches('b') {
+        "" => 1,
+        "k" => 1000,
+        "m" => 1_000_000,
+        "g" => 1_000_000_000,
+        "ki" => 1 << 10,
+        "mi" => 1 << 20,
+        "gi" => 1 << 30,
+        _ => return Err(format!("'{s}': unknown unit (k, M, G, Ki, Mi, Gi)")),
+    };
+    match n.checked_mul(mult) {
+        Some(0) | None => Err(format!("'{s}' is not a size above 0")),
+        Some(v) => Ok(v),
+    }
 }
 
 fn parse_suite(s: &str) -> Result<Suite, String> {

@@ -6,7 +6,8 @@
 //! - `ingest`: where data comes from (agent streams, Slurm, the demo, SOURCE).
 //! - `detect`: one function per flag kind; `store`: node state fed by updates.
 //! - `ops`: what changes a cluster (Slurm actions, burn-in, the audit log)
-//!   and what goes out of it (notifications).
+//!   and what goes out of it (notifications);
+//!   `record`: recordings of the update stream, and their player.
 //! - `session`: the tasks and the one update channel tying them together.
 //! - `export`: the JSON documents.
 //! - `cmd`, `tui`: the front ends; nothing imports them.
@@ -25,6 +26,7 @@ pub mod ingest;
 pub mod logging;
 pub mod model;
 pub mod ops;
+pub mod record;
 pub mod session;
 pub mod store;
 pub mod tui;
@@ -57,6 +59,11 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut cfg = config::load(cli.config.as_deref())?;
     cfg.refresh = cli.refresh.or(cfg.refresh);
+    if cli.record.record.is_some() && cli.command.is_some() {
+        anyhow::bail!(
+            "--record goes with the console (`fleetop --record FILE`, `fleetop demo --record FILE`); to record without it: `fleetop record SOURCE --out FILE`"
+        );
+    }
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
         Some(Command::Export(args)) => {
@@ -77,7 +84,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             logging::to_stderr_at("info");
             rt.block_on(cmd::watch::run(args, cfg))
         }
-        Some(Command::Demo { nodes, gpus, seed }) => {
+        Some(Command::Record(args)) => {
+            logging::to_stderr();
+            rt.block_on(cmd::record::run(args, cfg))
+        }
+        Some(Command::Replay(args)) => tui::replay::run(&rt, args, cli.theme.as_deref(), cfg),
+        Some(Command::Demo {
+            nodes,
+            gpus,
+            seed,
+            record,
+        }) => {
             let source = SourceArgs {
                 demo: true,
                 nodes,
@@ -85,11 +102,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 seed,
                 ..cli.source
             };
-            tui::run(&rt, source, cli.theme.as_deref(), cli.read_only || cfg.read_only, cfg)
+            tui::run(
+                &rt,
+                source,
+                &record,
+                cli.theme.as_deref(),
+                cli.read_only || cfg.read_only,
+                cfg,
+            )
         }
         None => {
             let read_only = cli.read_only || cfg.read_only;
-            tui::run(&rt, cli.source, cli.theme.as_deref(), read_only, cfg)
+            tui::run(&rt, cli.source, &cli.record, cli.theme.as_deref(), read_only, cfg)
         }
     }
 }

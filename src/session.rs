@@ -19,6 +19,8 @@ use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
 use crate::ops::{audit, bench, slurm};
+use crate::record::writer::Stats;
+use crate::record::{RecordError, Recorder, RecorderOptions};
 use crate::store::{Link, NodeState, Store};
 
 /// A console's live connection to its fleet.
@@ -187,6 +189,50 @@ impl Session {
         }
     }
 
+    /// Records every update from now on (`--record`, `fleetop record`): the
+    /// channel is teed, each update written with its arrival time before it
+    /// is passed on. Call before anything takes `updates`. A recording that
+    /// fails (a full disk) stops recording, never the console: see
+    /// `RecordHandle::error`.
+    pub fn record(&mut self, opts: RecorderOptions) -> Result<RecordHandle, RecordError> {
+        let targets: Vec<Target> = self.store.nodes.iter().map(|n| n.target.clone()).collect();
+        let rec = Recorder::create(opts, &targets, self.scheduler)?;
+        let failed = rec.failed();
+        let (tx, rx) = mpsc::channel(8192);
+        let mut upstream = std::mem::replace(&mut self.updates, rx);
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut recording = true;
+            loop {
+                tokio::select! {
+                    u = upstream.recv() => {
+                        let Some(u) = u else { break };
+                        if recording && !rec.record(now_ms(), &u) {
+                            recording = false;
+                            tracing::error!("recording stopped: {}", rec.error().unwrap_or_default());
+                        }
+                        // The console may be gone while the recording goes on.
+                        let _ = tx.send(u).await;
+                    }
+                    _ = &mut stopped => break,
+                }
+            }
+            tokio::task::spawn_blocking(move || rec.finish())
+                .await
+                .unwrap_or_else(|e| {
+                    Err(RecordError::Encode {
+                        path: Default::default(),
+                        what: e.to_string(),
+                    })
+                })
+        });
+        Ok(RecordHandle {
+            failed,
+            stop: Some(stop),
+            task,
+        })
+    }
+
     /// Applies every update already waiting; true if there were any.
     pub fn drain(&mut self) -> bool {
         let mut any = false;
@@ -221,6 +267,28 @@ impl Session {
         }
         self.drain();
         self.store.tick(now_ms());
+    }
+}
+
+/// A recording in progress (see `Session::record`).
+pub struct RecordHandle {
+    failed: Arc<std::sync::Mutex<Option<String>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<Stats, RecordError>>,
+}
+
+impl RecordHandle {
+    /// Why the recording stopped early, if it did.
+    pub fn error(&self) -> Option<String> {
+        self.failed.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Writes what is queued and closes the recording.
+    pub async fn finish(mut self) -> anyhow::Result<Stats> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        Ok(self.task.await??)
     }
 }
 

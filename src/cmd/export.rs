@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::cli::{ExportArgs, Format, View};
 use crate::config::Config;
 use crate::export;
-use crate::model::time::now_ms;
+use crate::model::time::{now_ms, rfc3339};
+use crate::record::{Player, parse_at};
 use crate::session::Session;
 use crate::store::{Link, NodeStatus};
 
@@ -14,6 +15,9 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     if args.print_schema {
         print!("{}", export::schema_json());
         return Ok(());
+    }
+    if let Some(file) = &args.replay {
+        return replay(file, args.at.as_deref(), args.format, &cfg);
     }
     let mut session = Session::start(&args.source, &cfg).await?;
     session.settle(args.timeout).await;
@@ -59,6 +63,38 @@ fn encode<T: serde::Serialize>(doc: &T, format: Format) -> serde_json::Result<St
         Format::Json => serde_json::to_string_pretty(doc),
         Format::Ndjson => serde_json::to_string(doc),
     }
+}
+
+/// One snapshot of the fleet as `file` recorded it at `at` (default: its end).
+fn replay(file: &std::path::Path, at: Option<&str>, format: Format, cfg: &Config) -> anyhow::Result<()> {
+    let mut player = Player::open(file)?;
+    let (start, end) = (player.start_ms(), player.end_ms());
+    if let Some(d) = player.damage() {
+        eprintln!("fleetop: {d}; replaying up to {}", rfc3339(end));
+    }
+    let t = match at {
+        Some(a) => parse_at(a, start).map_err(|e| anyhow::anyhow!("--at {e}"))?,
+        None => end,
+    };
+    if t < start || t > end {
+        anyhow::bail!(
+            "--at {}: the recording covers {} to {}",
+            rfc3339(t),
+            rfc3339(start),
+            rfc3339(end)
+        );
+    }
+    let mut store = player.new_store(cfg.thresholds.clone());
+    player.feed_until(&mut store, t);
+    let snap = export::snapshot(&store, t);
+    let text = match format {
+        Format::Json => serde_json::to_string_pretty(&snap)?,
+        Format::Ndjson => serde_json::to_string(&snap)?,
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{text}")?;
+    stdout.flush()?;
+    Ok(())
 }
 
 /// Fails with one line naming every node and why, when none answered.

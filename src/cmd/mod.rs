@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod export;
 pub mod node;
+pub mod record;
 pub mod watch;
 
 use std::io::Write;

@@ -89,7 +89,7 @@ pub struct BenchReport {
 }
 
 /// What a node's burn-in did last.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum BenchUpdate {
     Started {
         suite: String,

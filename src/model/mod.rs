@@ -10,6 +10,7 @@ pub mod bench;
 pub mod flag;
 pub mod rates;
 pub mod sample;
+pub mod scaled;
 pub mod sched;
 pub mod target;
 pub mod time;

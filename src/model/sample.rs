@@ -3,9 +3,14 @@
 //! not taken, is not supported or could not be read is `None`: no consumer
 //! ever has to guess whether a 0 means "zero" or "unknown". Every time is on
 //! the console's clock.
+//!
+//! Serde here serves recordings (`record`): their encoding is positional,
+//! so a change to these types is a new recording schema version.
+
+use serde::{Deserialize, Serialize};
 
 /// What does not change while an agent runs (from its `NodeInfo`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeDesc {
     pub hostname: String,
     pub agent_version: String,
@@ -37,13 +42,14 @@ impl NodeDesc {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuDesc {
     pub index: u32,
     pub uuid: String,
     pub model: String,
     pub pci_bus_id: String,
     pub mem_total_bytes: Option<u64>,
+    #[serde(with = "crate::model::scaled::milli::opt")]
     pub power_limit_w: Option<f64>,
     pub max_sm_clock_mhz: Option<u32>,
     pub max_mem_clock_mhz: Option<u32>,
@@ -53,7 +59,7 @@ pub struct GpuDesc {
     pub nvlinks: Vec<NvLinkDesc>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NvLinkDesc {
     /// NVML's link id.
     pub link: u32,
@@ -63,7 +69,7 @@ pub struct NvLinkDesc {
     pub inactive_at_start: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IbPortDesc {
     pub device: String,
     pub port: u32,
@@ -71,7 +77,7 @@ pub struct IbPortDesc {
 }
 
 /// One sample of a node.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeSample {
     /// The agent's sequence number (with `NodeDesc::instance`, names the sample).
     pub seq: u64,
@@ -88,17 +94,19 @@ impl NodeSample {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostReading {
+    #[serde(with = "crate::model::scaled::deci")]
     pub cpu_pct: f64,
     pub mem_used_bytes: u64,
     pub mem_total_bytes: u64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub load1: f64,
     pub uptime_s: u64,
 }
 
 /// Why a GPU gave no readings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GpuError {
     /// It does not answer: fallen off the bus.
     Lost,
@@ -124,7 +132,7 @@ impl GpuError {
 /// One GPU's readings in one sample. When `error` is set, every reading is
 /// `None`: the agent could not take them. Without an error, a single
 /// reading the GPU did not give (NOT_SUPPORTED) is `None` on its own.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuReading {
     pub index: u32,
     pub error: Option<GpuError>,
@@ -133,7 +141,9 @@ pub struct GpuReading {
     pub mem_used_bytes: Option<u64>,
     pub temp_c: Option<u32>,
     pub hbm_temp_c: Option<u32>,
+    #[serde(with = "crate::model::scaled::milli::opt")]
     pub power_w: Option<f64>,
+    #[serde(with = "crate::model::scaled::milli::opt")]
     pub power_limit_w: Option<f64>,
     /// Energy since the driver loaded, mJ (a counter).
     pub energy_mj: Option<u64>,
@@ -141,7 +151,9 @@ pub struct GpuReading {
     pub mem_clock_mhz: Option<u32>,
     /// NVML's clocks-event (throttle) reason bitmask, raw.
     pub throttle_mask: Option<u64>,
+    #[serde(with = "crate::model::scaled::kilo::opt")]
     pub pcie_tx_bytes_per_s: Option<f64>,
+    #[serde(with = "crate::model::scaled::kilo::opt")]
     pub pcie_rx_bytes_per_s: Option<f64>,
     pub pcie_replay_count: Option<u64>,
     pub ecc_corrected_volatile: Option<u64>,
@@ -170,7 +182,7 @@ pub struct GpuReading {
 }
 
 /// One MIG instance of a GPU.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MigReading {
     pub gpu_instance_id: u32,
     /// "3g.40gb"
@@ -183,12 +195,16 @@ pub struct MigReading {
 }
 
 /// What share of the GPU the work really used, percent of the interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Gpm {
     /// SMs with at least one warp assigned.
+    #[serde(with = "crate::model::scaled::centi")]
     pub sm_active_pct: f64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub sm_occupancy_pct: f64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub tensor_active_pct: f64,
+    #[serde(with = "crate::model::scaled::centi")]
     pub dram_bw_pct: f64,
 }
 
@@ -203,14 +219,14 @@ impl GpuReading {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Xid {
     pub xid: u32,
     /// Console time.
     pub time_ms: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuProcess {
     pub pid: u32,
     pub used_mem_bytes: u64,
@@ -219,7 +235,7 @@ pub struct GpuProcess {
 }
 
 /// One InfiniBand port in one sample.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IbReading {
     /// Position in `NodeDesc::ib_ports`.
     pub port: u32,

@@ -47,7 +47,7 @@ pub struct Job {
 }
 
 /// Everything read from the scheduler at one time.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub nodes: BTreeMap<String, SchedNode>,
     pub jobs: Vec<Job>,

@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::action::ActionReport;
 use crate::model::bench::BenchUpdate;
 use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::sched;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Update {
     /// About one node; `node` indexes the store (the order of the targets).
     Node { node: usize, event: Event },
@@ -23,7 +25,7 @@ pub enum Update {
 }
 
 /// What a node's connection brought.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Event {
     /// The agent's node description, first thing on every connection.
     Info(Box<NodeDesc>),

@@ -3,6 +3,7 @@
 //! event channel that merges keys, ticks, signals and store updates.
 
 pub mod app;
+pub mod replay;
 pub mod theme;
 pub mod ui;
 pub mod view;
@@ -14,11 +15,12 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 use tokio::sync::mpsc;
 
-use crate::cli::SourceArgs;
+use crate::cli::{RecordFlags, SourceArgs};
 use crate::config::Config;
 use crate::model::action::Request;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
+use crate::record::RecorderOptions;
 use crate::session::Session;
 use app::{Action, App};
 use theme::{ColorDepth, Theme};
@@ -33,6 +35,7 @@ pub struct NoTerminal;
 pub fn run(
     rt: &tokio::runtime::Runtime,
     source: SourceArgs,
+    record: &RecordFlags,
     theme: Option<&str>,
     read_only: bool,
     cfg: Config,
@@ -50,6 +53,20 @@ pub fn run(
     }
     let log_path = crate::logging::to_file();
     let mut session = rt.block_on(Session::start(&source, &cfg))?;
+    let recording = match &record.record {
+        Some(path) => {
+            let mut opts = RecorderOptions::new(path);
+            opts.rotate_size = record.rotate_size;
+            match rt.block_on(async { session.record(opts) }) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    rt.block_on(session.stop());
+                    return Err(e.into());
+                }
+            }
+        }
+        None => None,
+    };
     let (tx, rx) = mpsc::channel(1024);
     spawn_input_thread(tx.clone());
     let _signals = rt.spawn(forward_signals(tx));
@@ -67,6 +84,12 @@ pub fn run(
     let outgoing = session.actions.take();
     let result = rt.block_on(event_loop(&mut terminal, &mut app, updates, rx, outgoing, now_ms));
     restore_terminal();
+    if let Some(h) = recording {
+        match rt.block_on(h.finish()) {
+            Ok(stats) => eprintln!("fleetop: recorded {} updates, {} bytes", stats.updates, stats.bytes),
+            Err(e) => eprintln!("fleetop: recording: {e}"),
+        }
+    }
     rt.block_on(session.stop());
     result
 }

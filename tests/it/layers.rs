@@ -18,6 +18,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("ingest", 3),
     ("store", 3),
     ("ops", 4),
+    // Recordings: the player feeds a store; the session tees into a recorder.
+    ("record", 4),
     ("session", 5),
     ("export", 5),
     ("cmd", 6),

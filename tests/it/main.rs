@@ -14,6 +14,8 @@ mod limits;
 mod metrics;
 mod notify;
 mod nvml_fake;
+mod record;
+mod replay;
 mod security;
 mod stale_restart;
 mod tui;

@@ -1,0 +1,221 @@
+//! Recordings: the console's update stream on disk, for replay and for
+//! "what did the fleet look like at 03:12". The format is in
+//! `docs/recording.md`; in short:
+//!
+//! ```text
+//! segment = header frame*
+//! header  = "FLEETREC" u16le(schema) u32le(len) postcard(Header)
+//! frame   = "FR" u8(kind) u32le(len) zstd(postcard(Batch))   kind 0 data, 1 carried over
+//! ```
+//!
+//! What is recorded is every `Update` as it arrived on the session's one
+//! channel, with its arrival time: replay feeds the same updates to a fresh
+//! `Store` in the same order, so every screen, filter and flag works as it
+//! did live (flags are judged again with the replaying console's thresholds).
+//! A frame is written (and synced) at least once a second, so a crash loses
+//! at most the last second. Segments rotate by size: FILE, FILE.1, FILE.2...
+//!
+//! Layer: above `store` (the player feeds one), below `session` (which tees
+//! its update channel into a recorder).
+
+pub mod player;
+pub mod reader;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::target::Target;
+use crate::model::update::Update;
+
+pub use player::Player;
+pub use reader::{Damage, Recording};
+pub use writer::{Recorder, RecorderOptions};
+
+/// The first bytes of every segment.
+pub const MAGIC: &[u8; 8] = b"FLEETREC";
+/// The first bytes of every frame.
+pub const FRAME_MAGIC: &[u8; 2] = b"FR";
+/// Bumped on any change to the header, the batch, or the model types they
+/// carry (`model::sample`, `model::update`, ...): the encoding is positional.
+pub const SCHEMA_VERSION: u16 = 1;
+/// Bytes before a frame's compressed payload: magic, kind, length.
+pub const FRAME_HEAD: usize = 2 + 1 + 4;
+/// A frame longer than this is damage, not data (a batch is one second).
+pub const MAX_FRAME: u32 = 256 << 20;
+/// A header longer than this is damage.
+pub const MAX_HEADER: u32 = 16 << 20;
+
+/// What a segment says about itself, before its frames.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// The fleetop that wrote it.
+    pub fleetop_version: String,
+    /// The same for every segment of one recording (its start time and pid),
+    /// so a stale FILE.3 from an older recording is never read as ours.
+    pub recording_id: u64,
+    /// 0 for FILE, n for FILE.n.
+    pub segment: u32,
+    /// When the recording started (ms, the recording console's clock).
+    pub started_ms: i64,
+    /// The nodes, in store order: `Update::Node { node }` indexes this.
+    pub targets: Vec<RecTarget>,
+    /// Whether a scheduler was read (`--slurm`).
+    pub scheduler_known: bool,
+}
+
+/// A target as recorded (the model's `Target` has no serde of its own).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecTarget {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl From<&Target> for RecTarget {
+    fn from(t: &Target) -> Self {
+        RecTarget {
+            name: t.name.clone(),
+            host: t.host.clone(),
+            port: t.port,
+        }
+    }
+}
+
+impl From<&RecTarget> for Target {
+    fn from(t: &RecTarget) -> Self {
+        Target {
+            name: t.name.clone(),
+            host: t.host.clone(),
+            port: t.port,
+        }
+    }
+}
+
+/// One frame's content: updates with their arrival times, as offsets from
+/// `base_ms` (small varints, not 8-byte times).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Batch {
+    pub base_ms: i64,
+    pub entries: Vec<(u32, Update)>,
+}
+
+/// What a frame holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// Updates as they arrived.
+    Data = 0,
+    /// Written first in a rotated segment: the node descriptions, link
+    /// states and scheduler view so far, so the segment replays on its own.
+    /// Skipped when the segment continues the one before it.
+    CarriedOver = 1,
+}
+
+impl FrameKind {
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(FrameKind::Data),
+            1 => Some(FrameKind::CarriedOver),
+            _ => None,
+        }
+    }
+}
+
+/// Why a recording cannot be written or opened at all (damage after a good
+/// start is not an error: see `Damage`).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a fleetop recording (no FLEETREC magic)")]
+    NotARecording { path: PathBuf },
+    #[error(
+        "{path}: recording schema version {found} is newer than this fleetop reads ({SCHEMA_VERSION}); replay it with a newer fleetop"
+    )]
+    Newer { path: PathBuf, found: u16 },
+    #[error("{path}: damaged header at byte {offset}: {what}")]
+    BadHeader { path: PathBuf, offset: u64, what: String },
+    #[error("{path}: the recording has no nodes")]
+    NoNodes { path: PathBuf },
+    #[error("{path}: {what}")]
+    Encode { path: PathBuf, what: String },
+}
+
+/// The path of segment `n` of the recording whose first segment is `first`.
+pub fn segment_path(first: &Path, n: u32) -> PathBuf {
+    if n == 0 {
+        return first.to_path_buf();
+    }
+    let mut s = first.as_os_str().to_owned();
+    s.push(format!(".{n}"));
+    PathBuf::from(s)
+}
+
+/// Parses a time given for a recording: RFC 3339 (`2026-11-22T03:12:00Z`)
+/// or an offset from the recording's start (`+5m`, `+90s`, `+1h30m`).
+pub fn parse_at(text: &str, start_ms: i64) -> Result<i64, String> {
+    let t = text.trim();
+    if let Some(off) = t.strip_prefix('+') {
+        let d = humantime::parse_duration(off).map_err(|e| format!("'{t}': not an offset like +5m or +90s ({e})"))?;
+        return Ok(start_ms.saturating_add(d.as_millis().min(i64::MAX as u128) as i64));
+    }
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|d| d.timestamp_millis())
+        .map_err(|e| format!("'{t}': not an RFC 3339 time (2026-11-22T03:12:00Z) nor an offset like +5m ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PINNED: &[u8] = &[
+        10, 1, 2, 0, 3, 1, 7, 128, 160, 213, 237, 238, 102, 0, 1, 1, 0, 1, 97, 0, 0, 0, 0, 1, 0, 242, 170, 50, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    #[test]
+    fn times_are_offsets_or_rfc3339() {
+        assert_eq!(parse_at("+5m", 1000), Ok(301_000));
+        assert_eq!(parse_at("1970-01-01T00:00:02Z", 0), Ok(2000));
+        assert!(parse_at("5m", 0).expect_err("no sign").contains("'5m'"));
+        assert!(parse_at("+5 fortnights", 0).is_err());
+    }
+
+    /// The encoding is positional: a change to a recorded model type
+    /// changes these bytes, and must come with a new SCHEMA_VERSION (and a
+    /// reader for the old one). Update the bytes only then.
+    #[test]
+    fn the_encoding_of_a_known_update_is_pinned() {
+        use crate::model::sample::{GpuReading, NodeSample};
+        use crate::model::update::Event;
+        let u = Update::Node {
+            node: 3,
+            event: Event::Sample(Box::new(NodeSample {
+                seq: 7,
+                time_ms: 1_767_225_600_000,
+                host: None,
+                gpus: vec![GpuReading {
+                    index: 1,
+                    util_pct: Some(97),
+                    power_w: Some(f64::from(412_345u32) / 1000.0),
+                    ..GpuReading::default()
+                }],
+                ib_ports: vec![],
+            })),
+        };
+        let bytes = postcard::to_allocvec(&Batch {
+            base_ms: 5,
+            entries: vec![(2, u)],
+        })
+        .expect("encodes");
+        assert_eq!(SCHEMA_VERSION, 1, "bump the pinned bytes with the version");
+        assert_eq!(bytes, PINNED, "{bytes:?}");
+    }
+
+    #[test]
+    fn segments_are_numbered_after_the_first() {
+        assert_eq!(segment_path(Path::new("a/r.rec"), 0), PathBuf::from("a/r.rec"));
+        assert_eq!(segment_path(Path::new("a/r.rec"), 2), PathBuf::from("a/r.rec.2"));
+    }
+}

@@ -1,0 +1,337 @@
+//! Opens a recording: reads the header, then walks every frame of every
+//! segment once, checking it (the zstd checksum, the batch decodes, times
+//! move forward), and keeps an index of where each frame is and what times
+//! it covers. Damage (a truncated file, a flipped byte) ends the recording
+//! there: what came before replays, and `Damage` says where it stopped.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::model::update::Update;
+use crate::record::{
+    Batch, FRAME_HEAD, FRAME_MAGIC, FrameKind, Header, MAGIC, MAX_FRAME, MAX_HEADER, RecordError, SCHEMA_VERSION,
+    segment_path,
+};
+
+/// No batch expands past this (a second of a large fleet is a few MB): a
+/// frame that claims more is damage, not a reason to run out of memory.
+const MAX_RAW: u64 = 1 << 30;
+
+/// Where a recording stopped being readable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    pub path: PathBuf,
+    /// Byte offset in `path` of the frame (or header) that could not be read.
+    pub offset: u64,
+    /// Its number in the segment (0 is the first frame after the header).
+    pub frame: u64,
+    pub what: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: damaged at byte {} (frame {}): {}",
+            self.path.display(),
+            self.offset,
+            self.frame,
+            self.what
+        )
+    }
+}
+
+/// One good frame.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameRef {
+    /// Index into `Recording::segments`.
+    pub segment: usize,
+    /// Offset of the compressed payload.
+    pub offset: u64,
+    pub len: u32,
+    pub first_ms: i64,
+    pub last_ms: i64,
+    pub entries: u32,
+}
+
+/// A recording, checked and indexed.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The header of the segment it was opened at.
+    pub header: Header,
+    /// The segment files, in order.
+    pub segments: Vec<PathBuf>,
+    pub frames: Vec<FrameRef>,
+    /// Where reading stopped early, if it did.
+    pub damage: Option<Damage>,
+}
+
+impl Recording {
+    /// Opens `path` (FILE or one of its FILE.n) and every later segment.
+    /// Errors only when nothing can be replayed: no such file, not a
+    /// recording, a newer schema, a damaged header.
+    pub fn open(path: &Path) -> Result<Recording, RecordError> {
+        let mut file = File::open(path).map_err(|e| io(path, e))?;
+        let header = read_header(&mut file, path)?;
+        if header.targets.is_empty() {
+            return Err(RecordError::NoNodes { path: path.into() });
+        }
+        // FILE.n continues as FILE.n+1.
+        let first = if header.segment == 0 {
+            path.to_path_buf()
+        } else {
+            let s = path.as_os_str().to_string_lossy();
+            let suffix = format!(".{}", header.segment);
+            PathBuf::from(s.strip_suffix(&suffix).unwrap_or(&s).to_string())
+        };
+        let mut rec = Recording {
+            header: header.clone(),
+            segments: vec![path.to_path_buf()],
+            frames: Vec::new(),
+            damage: None,
+        };
+        let mut last_ms = i64::MIN;
+        if !rec.scan(&mut file, 0, true, &mut last_ms) {
+            return Ok(rec);
+        }
+        let mut n = header.segment + 1;
+        loop {
+            let next = segment_path(&first, n);
+            let Ok(mut f) = File::open(&next) else { break };
+            match read_header(&mut f, &next) {
+                Ok(h) if h.recording_id == header.recording_id && h.segment == n => {}
+                // Another recording's leftover: not ours, not damage.
+                Ok(_) => break,
+                Err(e) => {
+                    rec.damage = Some(Damage {
+                        path: next,
+                        offset: 0,
+                        frame: 0,
+                        what: e.to_string(),
+                    });
+                    break;
+                }
+            }
+            rec.segments.push(next);
+            let idx = rec.segments.len() - 1;
+            if !rec.scan(&mut f, idx, false, &mut last_ms) {
+                break;
+            }
+            n += 1;
+        }
+        Ok(rec)
+    }
+
+    /// The start of the recording (its first update, or the header's time).
+    pub fn start_ms(&self) -> i64 {
+        self.frames.first().map_or(self.header.started_ms, |f| f.first_ms)
+    }
+
+    /// The time of the last update that can be replayed.
+    pub fn end_ms(&self) -> i64 {
+        self.frames.last().map_or(self.start_ms(), |f| f.last_ms)
+    }
+
+    /// Reads the frames of one segment (its header already read); false
+    /// when it stopped at damage. `carried`: whether a carried-over frame is
+    /// replayed (the segment opened) or skipped (continued into).
+    fn scan(&mut self, file: &mut File, segment: usize, carried: bool, last_ms: &mut i64) -> bool {
+        let path = self.segments[segment].clone();
+        let size = match file.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => {
+                self.damage = Some(Damage {
+                    path,
+                    offset: 0,
+                    frame: 0,
+                    what: e.to_string(),
+                });
+                return false;
+            }
+        };
+        let mut offset = match file.stream_position() {
+            Ok(o) => o,
+            Err(_) => return false,
+        };
+        let mut frame = 0u64;
+        while offset < size {
+            let damage = |what: String| Damage {
+                path: path.clone(),
+                offset,
+                frame,
+                what,
+            };
+            match read_frame(file, offset, size, segment, frame) {
+                Ok((kind, fr)) => {
+                    if fr.entries > 0 && fr.first_ms < *last_ms {
+                        self.damage = Some(damage(format!("time goes back ({} before {})", fr.first_ms, *last_ms)));
+                        return false;
+                    }
+                    if kind == FrameKind::Data || carried {
+                        if fr.entries > 0 {
+                            *last_ms = fr.last_ms;
+                        }
+                        self.frames.push(fr);
+                    }
+                    offset = fr.offset + u64::from(fr.len);
+                }
+                Err(what) => {
+                    self.damage = Some(damage(what));
+                    return false;
+                }
+            }
+            frame += 1;
+        }
+        true
+    }
+
+    /// The updates of frame `i`, with their times.
+    pub fn load(&self, i: usize) -> Result<Vec<(i64, Update)>, Damage> {
+        let fr = self.frames[i];
+        let path = &self.segments[fr.segment];
+        let damage = |what: String| Damage {
+            path: path.clone(),
+            offset: fr.offset - FRAME_HEAD as u64,
+            frame: i as u64,
+            what,
+        };
+        let mut f = File::open(path).map_err(|e| damage(e.to_string()))?;
+        f.seek(SeekFrom::Start(fr.offset)).map_err(|e| damage(e.to_string()))?;
+        let mut packed = vec![0; fr.len as usize];
+        f.read_exact(&mut packed).map_err(|e| damage(e.to_string()))?;
+        decode(&packed).map_err(damage)
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> RecordError {
+    RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads and checks a segment's header; the file is left at its first frame.
+fn read_header(file: &mut File, path: &Path) -> Result<Header, RecordError> {
+    let bad = |offset: u64, what: &str| RecordError::BadHeader {
+        path: path.into(),
+        offset,
+        what: what.into(),
+    };
+    let mut head = [0u8; 14];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => return Err(io(path, e)),
+        }
+    }
+    if got < MAGIC.len() || &head[..8] != MAGIC {
+        if got < MAGIC.len() && MAGIC.starts_with(&head[..got]) {
+            return Err(bad(got as u64, "truncated"));
+        }
+        return Err(RecordError::NotARecording { path: path.into() });
+    }
+    if got < head.len() {
+        return Err(bad(got as u64, "truncated"));
+    }
+    let version = u16::from_le_bytes([head[8], head[9]]);
+    if version > SCHEMA_VERSION {
+        return Err(RecordError::Newer {
+            path: path.into(),
+            found: version,
+        });
+    }
+    if version == 0 {
+        return Err(bad(8, "schema version 0"));
+    }
+    let len = u32::from_le_bytes([head[10], head[11], head[12], head[13]]);
+    if len > MAX_HEADER {
+        return Err(bad(10, &format!("a header of {len} bytes")));
+    }
+    let mut body = vec![0; len as usize];
+    file.read_exact(&mut body).map_err(|_| bad(14, "truncated"))?;
+    let raw = unzstd(&body).map_err(|e| bad(14, &e))?;
+    match postcard::take_from_bytes::<Header>(&raw) {
+        Ok((h, [])) => Ok(h),
+        Ok(_) => Err(bad(14, "bytes after the header")),
+        Err(e) => Err(bad(14, &e.to_string())),
+    }
+}
+
+/// Reads the frame at `offset` and checks all of it.
+fn read_frame(
+    file: &mut File,
+    offset: u64,
+    size: u64,
+    segment: usize,
+    n: u64,
+) -> Result<(FrameKind, FrameRef), String> {
+    let left = size - offset;
+    if left < FRAME_HEAD as u64 {
+        return Err(format!("truncated: {left} bytes where a frame starts"));
+    }
+    file.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
+    let mut head = [0u8; FRAME_HEAD];
+    file.read_exact(&mut head).map_err(|e| e.to_string())?;
+    if &head[..2] != FRAME_MAGIC {
+        return Err("no frame marker".into());
+    }
+    let kind = FrameKind::from_byte(head[2]).ok_or_else(|| format!("unknown frame kind {}", head[2]))?;
+    if kind == FrameKind::CarriedOver && n != 0 {
+        return Err("a carried-over frame that is not a segment's first".into());
+    }
+    let len = u32::from_le_bytes([head[3], head[4], head[5], head[6]]);
+    if len > MAX_FRAME {
+        return Err(format!("a frame of {len} bytes"));
+    }
+    let body_left = left - FRAME_HEAD as u64;
+    if u64::from(len) > body_left {
+        return Err(format!("truncated: a frame of {len} bytes with {body_left} left"));
+    }
+    let mut packed = vec![0; len as usize];
+    file.read_exact(&mut packed).map_err(|e| e.to_string())?;
+    let entries = decode(&packed)?;
+    let first_ms = entries.first().map_or(0, |(t, _)| *t);
+    let last_ms = entries.last().map_or(0, |(t, _)| *t);
+    Ok((
+        kind,
+        FrameRef {
+            segment,
+            offset: offset + FRAME_HEAD as u64,
+            len,
+            first_ms,
+            last_ms,
+            entries: entries.len() as u32,
+        },
+    ))
+}
+
+/// A frame's payload, back to updates with their absolute times.
+fn decode(packed: &[u8]) -> Result<Vec<(i64, Update)>, String> {
+    let raw = unzstd(packed)?;
+    let batch: Batch = match postcard::take_from_bytes(&raw) {
+        Ok((b, [])) => b,
+        Ok(_) => return Err("bytes after the batch".into()),
+        Err(e) => return Err(format!("undecodable batch: {e}")),
+    };
+    let base = batch.base_ms;
+    Ok(batch
+        .entries
+        .into_iter()
+        .map(|(dt, u)| (base + i64::from(dt), u))
+        .collect())
+}
+
+fn unzstd(packed: &[u8]) -> Result<Vec<u8>, String> {
+    let dec = zstd::stream::read::Decoder::new(packed).map_err(|e| format!("zstd: {e}"))?;
+    let mut raw = Vec::new();
+    dec.take(MAX_RAW + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("zstd: {e}"))?;
+    if raw.len() as u64 > MAX_RAW {
+        return Err(format!("a frame that expands past {MAX_RAW} bytes"));
+    }
+    Ok(raw)
+}

@@ -1,0 +1,318 @@
+//! Recordings: `fleetop record` on the demo read back by `export --replay
+//! --at`; damage (truncation at several offsets, a flipped byte) replayed up
+//! to where it is, with where it stopped said; a newer schema refused;
+//! rotation by size, each segment replayable on its own.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fleetop::export::Snapshot;
+use fleetop::ingest::demo::{self, SimFleet};
+use fleetop::model::target::Target;
+use fleetop::model::time::rfc3339;
+use fleetop::model::update::{Event, Update};
+use fleetop::record::writer::Stats;
+use fleetop::record::{FRAME_HEAD, Recorder, RecorderOptions, Recording, SCHEMA_VERSION, segment_path};
+
+use crate::fleetop;
+
+/// 2026-01-01T00:00:00Z: the recordings' first update.
+pub const T0: i64 = 1_767_225_600_000;
+
+/// Records `seconds` of a simulated fleet (no network) to `path`, one frame
+/// per `per_frame` updates, as the console would have received it: each
+/// node's description, then a sample of every node every second.
+pub fn write_sim(path: &Path, nodes: u32, gpus: u32, seconds: i64, per_frame: usize, rotate: Option<u64>) -> Stats {
+    let mut sims = SimFleet::new(demo::plan(nodes, gpus, 7, T0 - 600_000));
+    let targets: Vec<Target> = sims
+        .plan
+        .iter()
+        .map(|c| Target {
+            name: c.hostname.clone(),
+            host: "10.0.0.1".into(),
+            port: 50051,
+        })
+        .collect();
+    let mut opts = RecorderOptions::new(path);
+    // Frames by count only: the same file on every machine.
+    opts.flush_every = Duration::from_secs(3600);
+    opts.max_batch = per_frame;
+    opts.rotate_size = rotate;
+    let rec = Recorder::create(opts, &targets, false).expect("create");
+    for u in sims.connect(T0) {
+        assert!(rec.record(T0, &u));
+    }
+    for node in 0..nodes as usize {
+        rec.record(
+            T0,
+            &Update::Node {
+                node,
+                event: Event::CaughtUp,
+            },
+        );
+    }
+    for s in 0..seconds {
+        let t = T0 + s * 1000;
+        for u in sims.sample(t) {
+            assert!(rec.record(t, &u));
+        }
+    }
+    rec.finish().expect("finish")
+}
+
+fn export_at(file: &Path, at: Option<&str>) -> (Snapshot, String) {
+    let mut cmd = fleetop();
+    cmd.args(["export", "--replay"]).arg(file);
+    if let Some(a) = at {
+        cmd.args(["--at", a]);
+    }
+    let out = cmd.output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "export failed: {stderr}");
+    let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("one JSON snapshot on stdout");
+    (snap, stderr)
+}
+
+fn copy_truncated(src: &Path, dir: &Path, len: u64) -> PathBuf {
+    let bytes = std::fs::read(src).expect("read");
+    let p = dir.join(format!("cut-{len}.rec"));
+    std::fs::write(&p, &bytes[..len as usize]).expect("write");
+    p
+}
+
+#[test]
+fn a_recorded_demo_replays_its_nodes_and_gpus_at_a_time() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("demo.rec");
+    let out = fleetop()
+        .args([
+            "record",
+            "--demo",
+            "--nodes",
+            "3",
+            "--gpus",
+            "2",
+            "--duration",
+            "6s",
+            "--out",
+        ])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("recorded"), "{stderr}");
+    assert!(out.stdout.is_empty(), "record prints nothing on stdout");
+
+    let rec = Recording::open(&file).expect("opens");
+    assert!(rec.damage.is_none());
+    // Frames at least every second: a 6 s recording has several.
+    assert!(rec.frames.len() >= 3, "{} frames", rec.frames.len());
+
+    let (snap, stderr) = export_at(&file, None);
+    assert!(stderr.is_empty(), "{stderr}");
+    assert_eq!(snap.generated_at, rfc3339(rec.end_ms()));
+    let names: Vec<&str> = snap.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["gpu01", "gpu02", "gpu03"]);
+    for n in &snap.nodes {
+        assert_eq!(n.gpus.len(), 2, "{}: {:?}", n.name, n.gpus);
+        assert!(n.gpus.iter().all(|g| g.uuid.starts_with("GPU-")), "{:?}", n.gpus);
+    }
+
+    // An offset from the start, and RFC 3339, name the same moment.
+    let at = rec.start_ms() + 2000;
+    let (by_offset, _) = export_at(&file, Some("+2s"));
+    let (by_time, _) = export_at(&file, Some(&rfc3339(at)));
+    assert_eq!(by_offset.generated_at, rfc3339(at));
+    assert_eq!(
+        serde_json::to_string(&by_offset).expect("json"),
+        serde_json::to_string(&by_time).expect("json")
+    );
+
+    // A time outside the recording is refused with its range.
+    let out = fleetop()
+        .args(["export", "--replay"])
+        .arg(&file)
+        .args(["--at", "+1h"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the recording covers"), "{err}");
+    // Recording refuses to overwrite.
+    let out = fleetop()
+        .args(["record", "--demo", "--nodes", "1", "--duration", "1s", "--out"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("demo.rec"));
+}
+
+#[test]
+fn a_truncated_recording_replays_up_to_the_damage_and_says_where() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("full.rec");
+    let stats = write_sim(&file, 4, 2, 30, 20, None);
+    let rec = Recording::open(&file).expect("opens");
+    assert!(rec.damage.is_none());
+    assert_eq!(rec.frames.len() as u64, stats.frames);
+    assert!(rec.frames.len() > 5);
+    let start = |i: usize| rec.frames[i].offset - FRAME_HEAD as u64;
+    let size = std::fs::metadata(&file).expect("meta").len();
+
+    // In the middle of frame 3, in its head, and the last byte gone.
+    let last = rec.frames.len() - 1;
+    for (cut, frame) in [(start(3) + 40, 3), (start(3) + 3, 3), (size - 1, last)] {
+        let cut_file = copy_truncated(&file, dir.path(), cut);
+        let (snap, stderr) = export_at(&cut_file, None);
+        let line = format!("cut-{cut}.rec: damaged at byte {} (frame {frame}): ", start(frame));
+        assert!(stderr.contains(&line), "cut at {cut}: {stderr}");
+        assert!(stderr.contains("truncated"), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        // What came before the damage is there, up to its last update.
+        assert_eq!(
+            snap.generated_at,
+            rfc3339(rec.frames[frame - 1].last_ms),
+            "cut at {cut}"
+        );
+        assert_eq!(snap.nodes.len(), 4);
+        assert!(snap.nodes.iter().all(|n| n.gpus.len() == 2));
+    }
+
+    // Cut at a frame's end: nothing is damaged, the recording is shorter.
+    let clean = copy_truncated(&file, dir.path(), start(4));
+    let (snap, stderr) = export_at(&clean, None);
+    assert!(stderr.is_empty(), "{stderr}");
+    assert_eq!(snap.generated_at, rfc3339(rec.frames[3].last_ms));
+
+    // Cut inside the header: nothing to replay, one line.
+    let head = copy_truncated(&file, dir.path(), 20);
+    let out = fleetop()
+        .args(["export", "--replay"])
+        .arg(&head)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cut-20.rec: damaged header"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_flipped_byte_stops_the_replay_at_its_frame() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("full.rec");
+    write_sim(&file, 4, 2, 30, 20, None);
+    let rec = Recording::open(&file).expect("opens");
+    let mut bytes = std::fs::read(&file).expect("read");
+    let fr = rec.frames[2];
+    let at = (fr.offset + u64::from(fr.len) / 2) as usize;
+    bytes[at] ^= 0x10;
+    let flipped = dir.path().join("flipped.rec");
+    std::fs::write(&flipped, &bytes).expect("write");
+
+    let (snap, stderr) = export_at(&flipped, None);
+    let line = format!(
+        "flipped.rec: damaged at byte {} (frame 2): ",
+        fr.offset - FRAME_HEAD as u64
+    );
+    assert!(stderr.contains(&line), "{stderr}");
+    assert_eq!(snap.generated_at, rfc3339(rec.frames[1].last_ms));
+}
+
+#[test]
+fn a_recording_of_a_newer_schema_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("new.rec");
+    write_sim(&file, 2, 1, 3, 100, None);
+    let mut bytes = std::fs::read(&file).expect("read");
+    bytes[8..10].copy_from_slice(&(SCHEMA_VERSION + 1).to_le_bytes());
+    std::fs::write(&file, &bytes).expect("write");
+    for args in [vec!["export", "--replay"], vec!["replay"]] {
+        let out = fleetop().args(&args).arg(&file).output().expect("runs");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "new.rec: recording schema version {} is newer",
+                SCHEMA_VERSION + 1
+            )),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // Not a recording at all.
+    let other = dir.path().join("other.rec");
+    std::fs::write(&other, b"hello, world").expect("write");
+    let out = fleetop()
+        .args(["export", "--replay"])
+        .arg(&other)
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a fleetop recording"));
+}
+
+#[test]
+fn recordings_rotate_by_size_and_each_segment_replays_alone() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("rot.rec");
+    let rotate = 6_000;
+    let stats = write_sim(&file, 4, 2, 60, 16, Some(rotate));
+    assert!(stats.segments >= 3, "{stats:?}");
+    let mut total = 0;
+    for n in 0..stats.segments {
+        let p = segment_path(&file, n);
+        let len = std::fs::metadata(&p).expect("segment exists").len();
+        total += len;
+        // A segment ends with the frame that took it past the size.
+        let biggest = Recording::open(&file)
+            .expect("opens")
+            .frames
+            .iter()
+            .map(|f| u64::from(f.len))
+            .max()
+            .unwrap_or(0);
+        assert!(len < rotate + biggest + FRAME_HEAD as u64, "{}: {len}", p.display());
+    }
+    assert!(!segment_path(&file, stats.segments).exists());
+    assert_eq!(total, stats.bytes);
+
+    // From the first segment, the whole recording, carried-over frames skipped.
+    let rec = Recording::open(&file).expect("opens");
+    assert_eq!(rec.segments.len() as u32, stats.segments);
+    let entries: u64 = rec.frames.iter().map(|f| u64::from(f.entries)).sum();
+    assert_eq!(entries, stats.updates);
+    assert_eq!(rec.end_ms(), T0 + 59_000);
+
+    // The last segment alone still knows every node and its GPUs.
+    let last = segment_path(&file, stats.segments - 1);
+    let (snap, stderr) = export_at(&last, None);
+    assert!(stderr.is_empty(), "{stderr}");
+    assert_eq!(snap.generated_at, rfc3339(T0 + 59_000));
+    assert_eq!(snap.nodes.len(), 4);
+    assert!(snap.nodes.iter().all(|n| n.gpus.len() == 2), "{:?}", snap.nodes);
+    // ... and matches the whole recording's view of the samples at its end.
+    let (whole, _) = export_at(&file, None);
+    let gpus =
+        |s: &Snapshot| serde_json::to_string(&s.nodes.iter().map(|n| &n.gpus).collect::<Vec<_>>()).expect("json");
+    assert_eq!(gpus(&snap), gpus(&whole));
+}
+
+#[test]
+fn record_flags_are_checked() {
+    let out = fleetop()
+        .args(["record", "--demo", "--out", "/tmp/x.rec", "--rotate-size", "12 parsecs"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'12 parsecs'"));
+    // --record belongs to the console, not to another subcommand.
+    let out = fleetop()
+        .args(["--record", "/tmp/x.rec", "export", "--demo", "--once"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fleetop record SOURCE --out FILE"));
+}
