@@ -3,9 +3,11 @@
 //! names. Everything read here leaves as `model` types.
 
 pub mod agent;
+pub mod dcgm;
 pub mod decode;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod hostlist;
+pub mod promtext;
 pub mod slurm;
 pub mod targets;
