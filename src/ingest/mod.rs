@@ -8,6 +8,8 @@ pub mod decode;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod hostlist;
+pub mod prometheus;
 pub mod promtext;
+pub mod scrape;
 pub mod slurm;
 pub mod targets;

@@ -1,0 +1,322 @@
+//! `--prometheus URL`: the whole fleet read from a Prometheus-compatible
+//! HTTP API (Prometheus, Thanos, VictoriaMetrics, Mimir) instead of a stream
+//! per agent. Every refresh is a handful of instant queries, whatever the
+//! fleet's size: the series names the dcgm mapping reads, a few names per
+//! query (`{__name__=~"A|B|C",<match>}`), plus `up` to tell a node whose
+//! exporter stopped answering. The answers are grouped into nodes by their
+//! `Hostname` label (dcgm-exporter's; `hostname` and `instance` after it),
+//! mapped by `ingest::dcgm`, and sent as the same `Update`s an agent sends.
+//!
+//! The nodes are the ones Prometheus knows when the console starts; a node
+//! that appears later is seen on the next start (the store's node list is
+//! fixed for a session). A failed query is an error for every node, in
+//! Prometheus' own words (`bad_data: ...`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::ingest::dcgm::{self, Mapped, Xids};
+use crate::ingest::promtext::Sample;
+use crate::ingest::scrape;
+use crate::model::sample::NodeDesc;
+use crate::model::target::Target;
+use crate::model::time::now_ms;
+use crate::model::update::{Event, Update};
+
+/// Names per query: the regex stays short and the answers come in parallel.
+const NAMES_PER_QUERY: usize = 9;
+
+/// The largest answer to one query (a 4,096-node fleet's busiest name is ~15 MB).
+const MAX_ANSWER_BYTES: usize = 512 << 20;
+
+/// A Prometheus HTTP API and how to ask it.
+#[derive(Debug, Clone)]
+pub struct Prometheus {
+    /// Without a trailing '/'.
+    base: String,
+    /// The label matchers of `--prometheus-match`, without braces.
+    matchers: Option<String>,
+    timeout: Duration,
+    client: reqwest::Client,
+}
+
+#[derive(Deserialize)]
+struct ApiAnswer {
+    status: String,
+    #[serde(default)]
+    data: Option<ApiData>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ApiData {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Vec<ApiSeries>,
+}
+
+#[derive(Deserialize)]
+struct ApiSeries {
+    metric: BTreeMap<String, String>,
+    /// [unix seconds, "value"]
+    value: (f64, String),
+}
+
+/// What one read of the fleet found.
+#[derive(Debug, Default)]
+pub struct Fleet {
+    /// By node name.
+    pub nodes: BTreeMap<String, Mapped>,
+    /// Nodes whose scrape target Prometheus reports down (`up == 0`).
+    pub down: HashSet<String>,
+}
+
+impl Prometheus {
+    pub fn new(url: &str, matchers: Option<&str>, timeout: Duration) -> Result<Prometheus, String> {
+        let base = url.trim().trim_end_matches('/').to_string();
+        let parsed = reqwest::Url::parse(&base).map_err(|e| format!("--prometheus {url}: not a URL ({e})"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("--prometheus {url}: not an http:// or https:// URL"));
+        }
+        let matchers = matchers
+            .map(|m| m.trim().trim_start_matches('{').trim_end_matches('}').trim().to_string())
+            .filter(|m| !m.is_empty());
+        Ok(Prometheus {
+            base,
+            matchers,
+            timeout,
+            client: scrape::client(timeout)?,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    /// The queries of one refresh: the mapped series names, a few per query.
+    pub fn queries(&self) -> Vec<String> {
+        let names: Vec<&str> = dcgm::series_names().collect();
+        let extra = self.matchers.as_deref().map(|m| format!(",{m}")).unwrap_or_default();
+        let mut q: Vec<String> = names
+            .chunks(NAMES_PER_QUERY)
+            .map(|c| format!("{{__name__=~\"{}\"{extra}}}", c.join("|")))
+            .collect();
+        q.push(format!("{{__name__=\"up\"{extra}}}"));
+        q
+    }
+
+    /// One instant query: its series, or Prometheus' error in one line.
+    pub async fn query(&self, q: &str) -> Result<Vec<Sample>, String> {
+        let url = reqwest::Url::parse_with_params(&format!("{}/api/v1/query", self.base), &[("query", q)])
+            .map_err(|e| format!("bad URL: {e}"))?;
+        let a = scrape::get_capped(
+            &self.client,
+            url.as_str(),
+            "application/json",
+            MAX_ANSWER_BYTES,
+            self.timeout,
+        )
+        .await?;
+        let parsed: Result<ApiAnswer, _> = serde_json::from_slice(&a.body);
+        let answer = match parsed {
+            Ok(x) => x,
+            Err(_) if !a.status.is_success() => return Err(format!("HTTP {}", a.status)),
+            Err(e) => return Err(format!("not a Prometheus API answer ({e})")),
+        };
+        if answer.status != "success" {
+            return Err(format!(
+                "query failed: {}: {}",
+                answer.error_type.as_deref().unwrap_or("error"),
+                answer.error.as_deref().unwrap_or("(no message)")
+            ));
+        }
+        let data = answer.data.ok_or("answer without data")?;
+        if data.result_type != "vector" {
+            return Err(format!("expected a vector, got a {}", data.result_type));
+        }
+        Ok(data
+            .result
+            .into_iter()
+            .filter_map(|s| {
+                let mut labels = s.metric;
+                let name = labels.remove("__name__")?;
+                // Go's ParseFloat forms ("NaN", "+Inf"): Rust reads them all.
+                let value = s.value.1.parse::<f64>().ok()?;
+                Some(Sample {
+                    name,
+                    labels: labels.into_iter().collect(),
+                    value,
+                    timestamp_ms: Some((s.value.0 * 1000.0) as i64),
+                })
+            })
+            .collect())
+    }
+
+    /// Reads the fleet: every query of a refresh at once, grouped by node.
+    pub async fn read(&self, interval_ms: i64) -> Result<Fleet, String> {
+        let queries = self.queries();
+        let answers = futures_util::future::join_all(queries.iter().map(|q| self.query(q))).await;
+        let mut series = Vec::new();
+        for a in answers {
+            series.extend(a?);
+        }
+        let now = now_ms();
+        let mut by_host: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
+        // A node's scrape targets, to read `up` by node.
+        let mut instance_host: HashMap<&str, String> = HashMap::new();
+        let mut ups = Vec::new();
+        for s in &series {
+            if s.name == "up" {
+                ups.push(s);
+                continue;
+            }
+            let Some(host) = dcgm::host_of(s) else { continue };
+            if let Some(inst) = s.label("instance") {
+                instance_host.entry(inst).or_insert_with(|| host.clone());
+            }
+            by_host.entry(host).or_default().push(s);
+        }
+        let mut fleet = Fleet::default();
+        for s in ups {
+            if s.value == 0.0
+                && let Some(host) = s.label("instance").and_then(|i| instance_host.get(i))
+            {
+                fleet.down.insert(host.clone());
+            }
+        }
+        for (host, ss) in by_host {
+            let m = dcgm::map_node(ss, &host, "prometheus", interval_ms, now);
+            if !m.desc.gpus.is_empty() {
+                fleet.nodes.insert(host, m);
+            }
+        }
+        Ok(fleet)
+    }
+}
+
+/// The nodes Prometheus knows now, as targets: named by their hostname
+/// label, at the agent port (for `bench` and the node's address).
+pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Target>> {
+    let fleet = p
+        .read(1000)
+        .await
+        .map_err(|e| anyhow::anyhow!("--prometheus {}: {e}", p.url()))?;
+    if fleet.nodes.is_empty() {
+        anyhow::bail!(
+            "--prometheus {}: no dcgm-exporter or fleetop GPU series{}",
+            p.url(),
+            p.matchers.as_deref().map(|m| format!(" matching {{{m}}}")).unwrap_or_default()
+        );
+    }
+    Ok(fleet
+        .nodes
+        .keys()
+        .map(|name| Target {
+            name: name.clone(),
+            host: name.clone(),
+            port: agent_port,
+        })
+        .collect())
+}
+
+/// Starts the one task that reads the fleet every `interval` for `targets`
+/// (node `i` of the store is `targets[i]`).
+pub fn spawn(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::Sender<Update>) -> JoinHandle<()> {
+    tokio::spawn(run(p, targets, interval, tx))
+}
+
+async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::Sender<Update>) {
+    let n = targets.len();
+    let mut described: Vec<Option<NodeDesc>> = vec![None; n];
+    let mut xids: Vec<Xids> = (0..n).map(|_| Xids::default()).collect();
+    let mut seq = 0u64;
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = tx.closed() => return,
+        }
+        let started = std::time::Instant::now();
+        let read = p.read(interval.as_millis() as i64).await;
+        tracing::debug!("prometheus read in {} ms", started.elapsed().as_millis());
+        seq += 1;
+        let mut fleet = match read {
+            Ok(f) => f,
+            Err(e) => {
+                let why = format!("prometheus {}: {e}", p.url());
+                tracing::warn!("{why}");
+                for (node, d) in described.iter_mut().enumerate() {
+                    *d = None;
+                    if tx.send(Update::Node { node, event: Event::Down(why.clone()) }).await.is_err() {
+                        return;
+                    }
+                }
+                continue;
+            }
+        };
+        for (node, t) in targets.iter().enumerate() {
+            let mut events = Vec::with_capacity(3);
+            match fleet.nodes.remove(&t.name) {
+                _ if fleet.down.contains(&t.name) => {
+                    described[node] = None;
+                    events.push(Event::Down(
+                        "Prometheus reports its exporter down (up == 0): its series are from the last good scrape"
+                            .into(),
+                    ));
+                }
+                Some(mut m) => {
+                    if described[node].as_ref() != Some(&m.desc) {
+                        described[node] = Some(m.desc.clone());
+                        events.push(Event::Info(Box::new(m.desc)));
+                        events.push(Event::CaughtUp);
+                    }
+                    m.sample.seq = seq;
+                    xids[node].dedup(&mut m.sample);
+                    events.push(Event::Sample(Box::new(m.sample)));
+                }
+                None => {
+                    described[node] = None;
+                    events.push(Event::Down(
+                        "no series for this node in Prometheus' answer (its exporter down or gone?)".into(),
+                    ));
+                }
+            }
+            for event in events {
+                if tx.send(Update::Node { node, event }).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if !fleet.nodes.is_empty() {
+            tracing::debug!(
+                "{} node(s) appeared in Prometheus since the start (seen on the next start)",
+                fleet.nodes.len()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_are_few_and_carry_the_match() {
+        let p = Prometheus::new("http://p:9090/", Some("{job=\"dcgm\"}"), Duration::from_secs(1)).unwrap();
+        let q = p.queries();
+        assert!(q.len() <= 6, "{q:?}");
+        assert!(q.iter().all(|q| q.ends_with(",job=\"dcgm\"}")), "{q:?}");
+        assert!(q.iter().any(|q| q.contains("DCGM_FI_DEV_GPU_UTIL")));
+        assert_eq!(p.url(), "http://p:9090");
+        assert!(Prometheus::new("ftp://x", None, Duration::from_secs(1)).is_err());
+        assert!(Prometheus::new("not a url", None, Duration::from_secs(1)).is_err());
+    }
+}
