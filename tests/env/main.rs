@@ -1,10 +1,13 @@
 //! Tests that need something from the machine: tmux (the console driven in
-//! a real terminal) and a real Slurm (munged, slurmctld, slurmd). Where a
+//! a real terminal), a real Slurm (munged, slurmctld, slurmd) and a real
+//! Prometheus. Where a
 //! tool is missing, each of its tests is reported `ignored` with what to
 //! install, never `ok`; under CI (`CI=true`, as `.ci/run` runs) a missing
 //! tool is a failure.
 
 mod e2e_tmux;
+mod prometheus;
+mod prometheus_harness;
 mod slurm;
 mod slurm_harness;
 
@@ -46,6 +49,7 @@ fn main() {
     };
     let tmux = need(e2e_tmux::tmux_installed(), "needs tmux");
     let slurm = need(slurm_harness::installed(), "needs slurmctld slurmd slurm-client munge");
+    let prometheus = need(prometheus_harness::installed(), "needs prometheus (/usr/bin/prometheus)");
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -65,6 +69,8 @@ fn main() {
             slurm::a_hung_then_dead_controller_is_shown_and_never_hangs_an_action,
             slurm
         ),
+        t!(prometheus::prometheus_export_matches_the_exporters, prometheus),
+        t!(prometheus::a_bad_match_is_prometheus_error_in_one_line, prometheus),
     ];
     libtest_mimic::run(&args, trials).exit();
 }

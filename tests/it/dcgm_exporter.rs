@@ -5,7 +5,7 @@
 
 use fleetop::export::{Node, Snapshot, Status};
 
-use crate::dcgm::{DcgmGpu, HttpServer, Reply, dcgm_text};
+use crate::dcgm::{DcgmGpu, HttpServer, Reply, dcgm_text, mixed_node};
 use crate::fleetop;
 
 fn export(args: &[&str]) -> Snapshot {
@@ -27,16 +27,6 @@ fn node<'a>(snap: &'a Snapshot, addr: &str) -> &'a Node {
         .iter()
         .find(|n| n.address == addr)
         .unwrap_or_else(|| panic!("no node at {addr} in {:?}", snap.nodes))
-}
-
-/// Two GPU models on one node; GPU 1 in MIG mode with two instances; GPU 0's
-/// memory temperature unsupported (the blank sentinel).
-pub fn mixed_node() -> Vec<DcgmGpu> {
-    let mut g0 = DcgmGpu::new(0, "NVIDIA H100 80GB HBM3", 87);
-    g0.mem_temp = None;
-    let mut g1 = DcgmGpu::new(1, "NVIDIA A100-SXM4-80GB", 0);
-    g1.mig = vec![(1, "3g.40gb", 2048, 38000), (2, "1g.10gb", 512, 9000)];
-    vec![g0, g1]
 }
 
 #[test]

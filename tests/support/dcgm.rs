@@ -45,6 +45,16 @@ impl DcgmGpu {
     }
 }
 
+/// Two GPU models on one node; GPU 1 in MIG mode with two instances; GPU 0's
+/// memory temperature unsupported (the blank sentinel).
+pub fn mixed_node() -> Vec<DcgmGpu> {
+    let mut g0 = DcgmGpu::new(0, "NVIDIA H100 80GB HBM3", 87);
+    g0.mem_temp = None;
+    let mut g1 = DcgmGpu::new(1, "NVIDIA A100-SXM4-80GB", 0);
+    g1.mig = vec![(1, "3g.40gb", 2048, 38000), (2, "1g.10gb", 512, 9000)];
+    vec![g0, g1]
+}
+
 /// DCGM's "not supported" for an int64 field (DCGM_INT64_NOT_SUPPORTED).
 pub const DCGM_INT64_NOT_SUPPORTED: &str = "9223372036854775794";
 
