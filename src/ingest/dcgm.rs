@@ -245,17 +245,27 @@ pub fn map_node<'a>(
                 .map(str::to_string);
         }
         if driver.is_none() {
-            driver = s.label("DCGM_FI_DRIVER_VERSION").filter(|d| !d.is_empty()).map(str::to_string);
+            driver = s
+                .label("DCGM_FI_DRIVER_VERSION")
+                .filter(|d| !d.is_empty())
+                .map(str::to_string);
         }
         let g = gpus.entry(idx).or_default();
-        for (l, slot) in [("UUID", &mut g.uuid), ("modelName", &mut g.model), ("pci_bus_id", &mut g.pci_bus_id)] {
+        for (l, slot) in [
+            ("UUID", &mut g.uuid),
+            ("modelName", &mut g.model),
+            ("pci_bus_id", &mut g.pci_bus_id),
+        ] {
             if slot.is_empty()
                 && let Some(v) = s.label(l)
             {
                 *slot = v.to_string();
             }
         }
-        let gi = s.label("GPU_I_ID").filter(|v| !v.is_empty()).and_then(|v| v.parse::<u32>().ok());
+        let gi = s
+            .label("GPU_I_ID")
+            .filter(|v| !v.is_empty())
+            .and_then(|v| v.parse::<u32>().ok());
         match gi {
             // Memory and profiling figures are per instance in MIG mode;
             // the rest are the GPU's, repeated on each instance's series.
@@ -466,7 +476,10 @@ mod tests {
         assert_eq!(m.desc.hostname, "gpu07");
         assert_eq!(m.desc.driver_version.as_deref(), Some("550.54.15"));
         let d = &m.desc.gpus[0];
-        assert_eq!((d.uuid.as_str(), d.model.as_str()), ("GPU-aaa", "NVIDIA H100 80GB HBM3"));
+        assert_eq!(
+            (d.uuid.as_str(), d.model.as_str()),
+            ("GPU-aaa", "NVIDIA H100 80GB HBM3")
+        );
         assert_eq!(d.mem_total_bytes, Some((1024 + 80000 + 535) << 20));
         let g = &m.sample.gpus[0];
         assert_eq!(g.util_pct, Some(87));
@@ -475,7 +488,13 @@ mod tests {
         assert_eq!(g.power_w, Some(412.5));
         // A 64-bit counter in the 32-bit blank range is a real count.
         assert_eq!(g.energy_mj, Some(2_147_483_640));
-        assert_eq!(g.xids, vec![Xid { xid: 79, time_ms: 1_000 }]);
+        assert_eq!(
+            g.xids,
+            vec![Xid {
+                xid: 79,
+                time_ms: 1_000
+            }]
+        );
         let gpm = g.gpm.unwrap();
         assert_eq!((gpm.sm_active_pct, gpm.dram_bw_pct), (50.0, 75.0));
         // What dcgm-exporter did not give is absent, never 0.
@@ -558,10 +577,8 @@ mod tests {
 
     #[test]
     fn pod_labels_do_not_split_a_gpu() {
-        let m = map(
-            "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",pod=\"train-1\",namespace=\"ml\"} 90\n\
-             DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",pod=\"train-1\",namespace=\"ml\"} 50\n",
-        );
+        let m = map("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",pod=\"train-1\",namespace=\"ml\"} 90\n\
+             DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",pod=\"train-1\",namespace=\"ml\"} 50\n");
         assert_eq!(m.sample.gpus.len(), 1);
         assert_eq!(m.sample.gpus[0].util_pct, Some(90));
     }

@@ -86,7 +86,13 @@ impl Prometheus {
             return Err(format!("--prometheus {url}: not an http:// or https:// URL"));
         }
         let matchers = matchers
-            .map(|m| m.trim().trim_start_matches('{').trim_end_matches('}').trim().to_string())
+            .map(|m| {
+                m.trim()
+                    .trim_start_matches('{')
+                    .trim_end_matches('}')
+                    .trim()
+                    .to_string()
+            })
             .filter(|m| !m.is_empty());
         Ok(Prometheus {
             base,
@@ -212,7 +218,10 @@ pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Tar
         anyhow::bail!(
             "--prometheus {}: no dcgm-exporter or fleetop GPU series{}",
             p.url(),
-            p.matchers.as_deref().map(|m| format!(" matching {{{m}}}")).unwrap_or_default()
+            p.matchers
+                .as_deref()
+                .map(|m| format!(" matching {{{m}}}"))
+                .unwrap_or_default()
         );
     }
     Ok(fleet
@@ -255,7 +264,14 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
                 tracing::warn!("{why}");
                 for (node, d) in described.iter_mut().enumerate() {
                     *d = None;
-                    if tx.send(Update::Node { node, event: Event::Down(why.clone()) }).await.is_err() {
+                    if tx
+                        .send(Update::Node {
+                            node,
+                            event: Event::Down(why.clone()),
+                        })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

@@ -500,11 +500,18 @@ mod tests {
             max_labels: 2,
         };
         assert!(matches!(parse(&"m 1\n".repeat(30), &lim), Err(ParseError::Whole(_))));
-        assert!(parse(&format!("m{{a=\"{}\"}} 1\n", "x".repeat(30)), &lim)
-            .unwrap_err()
-            .to_string()
-            .contains("over the limit"));
-        assert!(parse("a 1\nb 1\nc 1\n", &lim).unwrap_err().to_string().contains("line 3: more than 2"));
+        assert!(
+            parse(&format!("m{{a=\"{}\"}} 1\n", "x".repeat(30)), &lim)
+                .unwrap_err()
+                .to_string()
+                .contains("over the limit")
+        );
+        assert!(
+            parse("a 1\nb 1\nc 1\n", &lim)
+                .unwrap_err()
+                .to_string()
+                .contains("line 3: more than 2")
+        );
         assert!(parse("m{a=\"1\",b=\"2\",c=\"3\"} 1\n", &lim).is_err());
         assert!(parse("m{a=\"1\",b=\"2\"} 1\n", &lim).is_ok());
     }

@@ -86,7 +86,8 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
         });
         hostlist::parse_targets(h, DEFAULT_DCGM_EXPORTER_PORT).map_err(|e| anyhow::anyhow!("--dcgm-exporter: {e}"))?
     } else if let Some(url) = &args.prometheus {
-        let p = Prometheus::new(url, args.prometheus_match.as_deref(), args.scrape_timeout).map_err(anyhow::Error::msg)?;
+        let p =
+            Prometheus::new(url, args.prometheus_match.as_deref(), args.scrape_timeout).map_err(anyhow::Error::msg)?;
         let t = prometheus::discover(&p, port(args, cfg)).await?;
         feed = Feed::Prometheus(p);
         t

@@ -49,7 +49,10 @@ fn main() {
     };
     let tmux = need(e2e_tmux::tmux_installed(), "needs tmux");
     let slurm = need(slurm_harness::installed(), "needs slurmctld slurmd slurm-client munge");
-    let prometheus = need(prometheus_harness::installed(), "needs prometheus (/usr/bin/prometheus)");
+    let prometheus = need(
+        prometheus_harness::installed(),
+        "needs prometheus (/usr/bin/prometheus)",
+    );
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {

@@ -16,7 +16,11 @@ fn export(args: &[&str]) -> Snapshot {
         .args(args)
         .output()
         .expect("runs");
-    assert!(out.status.success(), "export failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "export failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("a snapshot")
 }
 
@@ -25,7 +29,12 @@ fn key(g: &Gpu) -> String {
     let mig: Vec<String> = g
         .mig
         .iter()
-        .map(|m| format!("{}:{}:{:?}:{:?}", m.gpu_instance_id, m.profile, m.mem_used_bytes, m.mem_total_bytes))
+        .map(|m| {
+            format!(
+                "{}:{}:{:?}:{:?}",
+                m.gpu_instance_id, m.profile, m.mem_used_bytes, m.mem_total_bytes
+            )
+        })
         .collect();
     format!(
         "{} {} {} util={:?} temp={:?} hbm={:?} power={:?} used={:?} total={:?} sm={:?} energy={:?} mig={mig:?}",
@@ -47,7 +56,10 @@ fn two_nodes() -> (HttpServer, HttpServer) {
     let a = HttpServer::start(Reply::Metrics(dcgm_text("gpu-a", &mixed_node())));
     let b = HttpServer::start(Reply::Metrics(dcgm_text(
         "gpu-b",
-        &[DcgmGpu::new(0, "NVIDIA H100 80GB HBM3", 12), DcgmGpu::new(1, "NVIDIA H100 80GB HBM3", 99)],
+        &[
+            DcgmGpu::new(0, "NVIDIA H100 80GB HBM3", 12),
+            DcgmGpu::new(1, "NVIDIA H100 80GB HBM3", 99),
+        ],
     )));
     (a, b)
 }
@@ -78,7 +90,10 @@ pub fn a_bad_match_is_prometheus_error_in_one_line() {
     let (a, b) = two_nodes();
     let prom = Prometheus::start(&[a.addr(), b.addr()]);
     prom.wait_scrapes(2, 1);
-    for (m, needle) in [("job=~\"(\"", "parse error"), ("{job=\"nope\"}", "no dcgm-exporter or fleetop GPU series")] {
+    for (m, needle) in [
+        ("job=~\"(\"", "parse error"),
+        ("{job=\"nope\"}", "no dcgm-exporter or fleetop GPU series"),
+    ] {
         let out = fleetop()
             .args(["export", "--once", "--prometheus", &prom.url(), "--prometheus-match", m])
             .output()
@@ -87,6 +102,9 @@ pub fn a_bad_match_is_prometheus_error_in_one_line() {
         assert!(out.stdout.is_empty());
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-        assert!(err.contains(needle) && err.contains(&prom.url()), "{needle:?} not in {err}");
+        assert!(
+            err.contains(needle) && err.contains(&prom.url()),
+            "{needle:?} not in {err}"
+        );
     }
 }

@@ -85,7 +85,10 @@ impl Prometheus {
             if count >= targets {
                 return;
             }
-            assert!(Instant::now() < deadline, "{n} scrapes of {targets} targets not seen in 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "{n} scrapes of {targets} targets not seen in 60 s"
+            );
             std::thread::sleep(Duration::from_millis(300));
         }
     }
@@ -121,7 +124,9 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
         if n == 0 || rest.len() < n {
             break;
         }

@@ -10,7 +10,16 @@ use crate::fleetop;
 
 fn export(args: &[&str]) -> Snapshot {
     let out = fleetop()
-        .args(["export", "--once", "--refresh", "1s", "--scrape-timeout", "2s", "--timeout", "20s"])
+        .args([
+            "export",
+            "--once",
+            "--refresh",
+            "1s",
+            "--scrape-timeout",
+            "2s",
+            "--timeout",
+            "20s",
+        ])
         .args(args)
         .output()
         .expect("runs");

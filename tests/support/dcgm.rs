@@ -62,18 +62,39 @@ pub const DCGM_INT64_NOT_SUPPORTED: &str = "9223372036854775794";
 pub fn dcgm_text(hostname: &str, gpus: &[DcgmGpu]) -> String {
     type Get = fn(&DcgmGpu) -> String;
     let families: [(&str, &str, &str, Get); 8] = [
-        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", |_| "1980".into()),
-        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", |g| g.temp.to_string()),
+        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", |_| {
+            "1980".into()
+        }),
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", |g| {
+            g.temp.to_string()
+        }),
         ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", |g| {
             g.mem_temp.map_or(DCGM_INT64_NOT_SUPPORTED.into(), |t| t.to_string())
         }),
-        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", |g| g.power_w.to_string()),
-        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).", |g| {
-            (1_000_000u64 * u64::from(g.index + 1)).to_string()
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", |g| {
+            g.power_w.to_string()
         }),
-        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", |g| g.util.to_string()),
-        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", |_| "0".into()),
-        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", |_| "0".into()),
+        (
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            "counter",
+            "Total energy consumption since boot (in mJ).",
+            |g| (1_000_000u64 * u64::from(g.index + 1)).to_string(),
+        ),
+        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", |g| {
+            g.util.to_string()
+        }),
+        (
+            "DCGM_FI_DEV_XID_ERRORS",
+            "gauge",
+            "Value of the last XID error encountered.",
+            |_| "0".into(),
+        ),
+        (
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+            "counter",
+            "Total number of PCIe retries.",
+            |_| "0".into(),
+        ),
     ];
     let mut out = String::new();
     for (name, ty, help, get) in families {
@@ -140,7 +161,11 @@ impl Reply {
     }
 
     pub fn status_500() -> Reply {
-        Reply::Raw(response("500 Internal Server Error", "text/plain", b"collector failed\n"))
+        Reply::Raw(response(
+            "500 Internal Server Error",
+            "text/plain",
+            b"collector failed\n",
+        ))
     }
 
     /// The text cut in the middle of a line (and its length said honestly).
