@@ -123,7 +123,7 @@ impl Field {
 /// The value, or `None` for a DCGM blank, NaN, infinity or a negative
 /// number (no field read here can be negative).
 fn real(f: Field, v: f64) -> Option<f64> {
-    if !v.is_finite() || v < 0.0 || v >= FP64_BLANK {
+    if !(0.0..FP64_BLANK).contains(&v) {
         return None;
     }
     if !f.is_wide() && (INT32_BLANK..=INT32_BLANK_END).contains(&v) {
@@ -449,7 +449,7 @@ mod tests {
     use crate::ingest::promtext::{Limits, parse};
 
     fn map(text: &str) -> Mapped {
-        let e = parse(text, &Limits::default()).unwrap();
+        let e = parse(text, &Limits::default()).expect("a value");
         map_node(&e.samples, "fallback", "dcgm-exporter", 5000, 1_000)
     }
 
@@ -495,7 +495,7 @@ mod tests {
                 time_ms: 1_000
             }]
         );
-        let gpm = g.gpm.unwrap();
+        let gpm = g.gpm.expect("a value");
         assert_eq!((gpm.sm_active_pct, gpm.dram_bw_pct), (50.0, 75.0));
         // What dcgm-exporter did not give is absent, never 0.
         assert_eq!(g.hbm_temp_c, None);
@@ -541,7 +541,7 @@ mod tests {
              DCGM_FI_DEV_GPU_UTIL{{{L0}}} 3\n"
         ));
         assert_eq!(m.sample.gpus.len(), 2);
-        let g = m.sample.gpu(1).unwrap();
+        let g = m.sample.gpu(1).expect("a value");
         assert_eq!(g.mig.len(), 2);
         assert_eq!(g.mig[0].gpu_instance_id, 1);
         assert_eq!(g.mig[0].profile, "3g.40gb");
@@ -550,11 +550,11 @@ mod tests {
         assert_eq!(g.mem_used_bytes, Some(150 << 20));
         assert_eq!(g.temp_c, Some(44));
         assert_eq!(g.util_pct, None);
-        assert_eq!(m.desc.gpu(1).unwrap().mem_total_bytes, Some(49150 << 20));
+        assert_eq!(m.desc.gpu(1).expect("a value").mem_total_bytes, Some(49150 << 20));
         // Two models on one node.
-        assert_eq!(m.desc.gpu(0).unwrap().model, "NVIDIA H100 80GB HBM3");
-        assert_eq!(m.desc.gpu(1).unwrap().model, "NVIDIA A100-SXM4-80GB");
-        assert!(m.sample.gpu(0).unwrap().mig.is_empty());
+        assert_eq!(m.desc.gpu(0).expect("a value").model, "NVIDIA H100 80GB HBM3");
+        assert_eq!(m.desc.gpu(1).expect("a value").model, "NVIDIA A100-SXM4-80GB");
+        assert!(m.sample.gpu(0).expect("a value").mig.is_empty());
     }
 
     #[test]
@@ -564,7 +564,7 @@ mod tests {
              d{instance=\"[::1]:9400\"} 1\ne{instance=\"n5\"} 1\nf{gpu=\"0\"} 1\n",
             &Limits::default(),
         )
-        .unwrap();
+        .expect("a value");
         let hosts: Vec<Option<String>> = e.samples.iter().map(host_of).collect();
         let want = [Some("n1"), Some("n2"), Some("n3"), Some("::1"), Some("n5"), None];
         assert_eq!(hosts, want.map(|h| h.map(str::to_string)));

@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn queries_are_few_and_carry_the_match() {
-        let p = Prometheus::new("http://p:9090/", Some("{job=\"dcgm\"}"), Duration::from_secs(1)).unwrap();
+        let p = Prometheus::new("http://p:9090/", Some("{job=\"dcgm\"}"), Duration::from_secs(1)).expect("a value");
         let q = p.queries();
         assert!(q.len() <= 6, "{q:?}");
         assert!(q.iter().all(|q| q.ends_with(",job=\"dcgm\"}")), "{q:?}");

@@ -412,7 +412,7 @@ mod tests {
                    \n\
                    # a plain comment\n\
                    up 1 1700000000000\n")
-        .unwrap();
+        .expect("a value");
         assert_eq!(e.types["DCGM_FI_DEV_GPU_TEMP"], MetricType::Gauge);
         assert_eq!(e.help["DCGM_FI_DEV_GPU_TEMP"], "GPU temperature (in C).");
         assert_eq!(e.samples.len(), 2);
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn label_escapes_and_trailing_comma() {
-        let e = p("m{a=\"x\\\\y\",b=\"say \\\"hi\\\"\",c=\"l1\\nl2\",d=\"\",} 1\n").unwrap();
+        let e = p("m{a=\"x\\\\y\",b=\"say \\\"hi\\\"\",c=\"l1\\nl2\",d=\"\",} 1\n").expect("a value");
         let s = &e.samples[0];
         assert_eq!(s.label("a"), Some("x\\y"));
         assert_eq!(s.label("b"), Some("say \"hi\""));
@@ -433,13 +433,13 @@ mod tests {
         assert_eq!(s.label("d"), Some(""));
         assert_eq!(s.labels.len(), 4);
         // A brace or comma inside a quoted value is data.
-        let e = p("m{a=\"}{,\"} 2\n").unwrap();
+        let e = p("m{a=\"}{,\"} 2\n").expect("a value");
         assert_eq!(e.samples[0].label("a"), Some("}{,"));
     }
 
     #[test]
     fn special_values() {
-        let e = p("a NaN\nb +Inf\nc -Inf\nd 1.5e3\ne -0.25\n").unwrap();
+        let e = p("a NaN\nb +Inf\nc -Inf\nd 1.5e3\ne -0.25\n").expect("a value");
         let v: Vec<f64> = e.samples.iter().map(|s| s.value).collect();
         assert!(v[0].is_nan());
         assert_eq!(v[1], f64::INFINITY);
@@ -468,7 +468,7 @@ mod tests {
             ("m{a=\"1\"} 4", 1, "truncated"),
         ];
         for (text, line, word) in cases {
-            let e = p(text).unwrap_err();
+            let e = p(text).expect_err("an error");
             let msg = e.to_string();
             assert!(msg.contains(word), "{text:?}: {msg}");
             assert_eq!(line_of(e), line, "{text:?}");
@@ -483,7 +483,7 @@ mod tests {
             ("# UNIT m seconds\n", 1),
             ("# TYPE m info\n", 1),
         ] {
-            let e = p(text).unwrap_err();
+            let e = p(text).expect_err("an error");
             let msg = e.to_string();
             assert!(msg.contains("OpenMetrics"), "{msg}");
             assert!(!msg.contains('\n'));
@@ -502,13 +502,13 @@ mod tests {
         assert!(matches!(parse(&"m 1\n".repeat(30), &lim), Err(ParseError::Whole(_))));
         assert!(
             parse(&format!("m{{a=\"{}\"}} 1\n", "x".repeat(30)), &lim)
-                .unwrap_err()
+                .expect_err("an error")
                 .to_string()
                 .contains("over the limit")
         );
         assert!(
             parse("a 1\nb 1\nc 1\n", &lim)
-                .unwrap_err()
+                .expect_err("an error")
                 .to_string()
                 .contains("line 3: more than 2")
         );
@@ -518,8 +518,8 @@ mod tests {
 
     #[test]
     fn blanks_crlf_and_empty_input() {
-        assert_eq!(p("").unwrap().samples.len(), 0);
-        let e = p("  m { a = \"1\" }  3  \r\n").unwrap();
+        assert_eq!(p("").expect("a value").samples.len(), 0);
+        let e = p("  m { a = \"1\" }  3  \r\n").expect("a value");
         assert_eq!(e.samples[0].label("a"), Some("1"));
         assert_eq!(e.samples[0].value, 3.0);
     }
