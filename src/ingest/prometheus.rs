@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use crate::ingest::dcgm::{self, Mapped, Xids};
 use crate::ingest::promtext::Sample;
 use crate::ingest::scrape;
-use crate::model::sample::NodeDesc;
+use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::{Event, Update};
@@ -65,9 +65,25 @@ struct ApiData {
 #[derive(Deserialize)]
 struct ApiSeries {
     metric: BTreeMap<String, String>,
-    /// [unix seconds, "value"]
-    value: (f64, String),
+    /// [unix seconds, "value"] (instant queries)
+    #[serde(default)]
+    value: Option<(f64, String)>,
+    /// [[unix seconds, "value"], ...] (range queries)
+    #[serde(default)]
+    values: Vec<(f64, String)>,
 }
+
+/// What the history (sparklines) shows: the rest is not asked for the past.
+const HISTORY_NAMES: [&str; 4] = [
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+];
+
+/// The most points one history read may bring (about 100 MB of JSON):
+/// a large fleet gets a shorter history rather than a huge answer.
+const HISTORY_MAX_POINTS: usize = 2_000_000;
 
 /// What one read of the fleet found.
 #[derive(Debug, Default)]
@@ -118,9 +134,10 @@ impl Prometheus {
         q
     }
 
-    /// One instant query: its series, or Prometheus' error in one line.
-    pub async fn query(&self, q: &str) -> Result<Vec<Sample>, String> {
-        let url = reqwest::Url::parse_with_params(&format!("{}/api/v1/query", self.base), &[("query", q)])
+    /// One API call (`path` with its parameters): its result, or
+    /// Prometheus' error in one line.
+    async fn api(&self, path: &str, params: &[(&str, &str)], want: &str) -> Result<Vec<ApiSeries>, String> {
+        let url = reqwest::Url::parse_with_params(&format!("{}{path}", self.base), params)
             .map_err(|e| format!("bad URL: {e}"))?;
         let a = scrape::get_capped(
             &self.client,
@@ -144,27 +161,59 @@ impl Prometheus {
             ));
         }
         let data = answer.data.ok_or("answer without data")?;
-        if data.result_type != "vector" {
-            return Err(format!("expected a vector, got a {}", data.result_type));
+        if data.result_type != want {
+            return Err(format!("expected a {want}, got a {}", data.result_type));
         }
-        Ok(data
-            .result
+        Ok(data.result)
+    }
+
+    /// One instant query: its series.
+    pub async fn query(&self, q: &str) -> Result<Vec<Sample>, String> {
+        let result = self.api("/api/v1/query", &[("query", q)], "vector").await?;
+        Ok(result
             .into_iter()
             .filter_map(|s| {
-                let mut labels = s.metric;
-                let name = labels.remove("__name__")?;
-                // Go's ParseFloat forms ("NaN", "+Inf"): Rust reads them all.
-                let value = s.value.1.parse::<f64>().ok()?;
-                Some(Sample {
-                    name,
-                    labels: labels.into_iter().collect(),
-                    value,
-                    timestamp_ms: Some((s.value.0 * 1000.0) as i64),
-                })
+                let (t, v) = s.value?;
+                sample(s.metric, t, &v)
             })
             .collect())
     }
 
+    /// The history the sparklines show, from `start_ms` to `end_ms` every
+    /// `step`, as samples per node name (oldest first), for at most
+    /// `gpus` GPUs' worth of points.
+    pub async fn history(
+        &self,
+        start_ms: i64,
+        end_ms: i64,
+        step: Duration,
+        gpus: usize,
+    ) -> Result<BTreeMap<String, Vec<NodeSample>>, String> {
+        let step_ms = (step.as_millis() as i64).max(1000);
+        // Shorter where the fleet is large: at most HISTORY_MAX_POINTS points.
+        let points = ((end_ms - start_ms) / step_ms).max(0) as usize;
+        let fit = HISTORY_MAX_POINTS / (gpus.max(1) * HISTORY_NAMES.len());
+        let start_ms = end_ms - step_ms * points.min(fit) as i64;
+        if start_ms >= end_ms {
+            return Ok(BTreeMap::new());
+        }
+        let extra = self.matchers.as_deref().map(|m| format!(",{m}")).unwrap_or_default();
+        let q = format!("{{__name__=~\"{}\"{extra}}}", HISTORY_NAMES.join("|"));
+        let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
+        let result = self
+            .api(
+                "/api/v1/query_range",
+                &[
+                    ("query", &q),
+                    ("start", &secs(start_ms)),
+                    ("end", &secs(end_ms)),
+                    ("step", &secs(step_ms)),
+                ],
+                "matrix",
+            )
+            .await?;
+        Ok(history_samples(result, step_ms))
+    }
     /// Reads the fleet: every query of a refresh at once, grouped by node.
     pub async fn read(&self, interval_ms: i64) -> Result<Fleet, String> {
         let queries = self.queries();
@@ -207,6 +256,47 @@ impl Prometheus {
     }
 }
 
+/// An API series' labels and value as a parsed sample.
+fn sample(mut labels: BTreeMap<String, String>, t: f64, v: &str) -> Option<Sample> {
+    let name = labels.remove("__name__")?;
+    // Go's ParseFloat forms ("NaN", "+Inf"): Rust reads them all.
+    let value = v.parse::<f64>().ok()?;
+    Some(Sample {
+        name,
+        labels: labels.into_iter().collect(),
+        value,
+        timestamp_ms: Some((t * 1000.0) as i64),
+    })
+}
+
+/// A range query's series as one sample per node and time step.
+fn history_samples(result: Vec<ApiSeries>, step_ms: i64) -> BTreeMap<String, Vec<NodeSample>> {
+    let mut by_time: BTreeMap<i64, Vec<Sample>> = BTreeMap::new();
+    for s in result {
+        for (t, v) in &s.values {
+            if let Some(x) = sample(s.metric.clone(), *t, v) {
+                by_time.entry((t * 1000.0) as i64).or_default().push(x);
+            }
+        }
+    }
+    let mut out: BTreeMap<String, Vec<NodeSample>> = BTreeMap::new();
+    for (t, series) in by_time {
+        let mut by_host: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
+        for s in &series {
+            if let Some(h) = dcgm::host_of(s) {
+                by_host.entry(h).or_default().push(s);
+            }
+        }
+        for (host, ss) in by_host {
+            let m = dcgm::map_node(ss, &host, "prometheus", step_ms, t);
+            if !m.sample.gpus.is_empty() {
+                out.entry(host).or_default().push(m.sample);
+            }
+        }
+    }
+    out
+}
+
 /// The nodes Prometheus knows now, as targets: named by their hostname
 /// label, at the agent port (for `bench` and the node's address).
 pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Target>> {
@@ -246,6 +336,7 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
     let mut described: Vec<Option<NodeDesc>> = vec![None; n];
     let mut xids: Vec<Xids> = (0..n).map(|_| Xids::default()).collect();
     let mut seq = 0u64;
+    let mut backfilled = false;
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -256,7 +347,6 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
         let started = std::time::Instant::now();
         let read = p.read(interval.as_millis() as i64).await;
         tracing::debug!("prometheus read in {} ms", started.elapsed().as_millis());
-        seq += 1;
         let mut fleet = match read {
             Ok(f) => f,
             Err(e) => {
@@ -278,6 +368,13 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
                 continue;
             }
         };
+        if !backfilled {
+            backfilled = true;
+            if !backfill(&p, &targets, &fleet, interval, &mut described, &mut seq, &tx).await {
+                return;
+            }
+        }
+        seq += 1;
         for (node, t) in targets.iter().enumerate() {
             let mut events = Vec::with_capacity(3);
             match fleet.nodes.remove(&t.name) {
@@ -320,6 +417,51 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
     }
 }
 
+/// How far back the history is read at start.
+const HISTORY_WINDOW: Duration = Duration::from_secs(600);
+
+/// After the first good read: each node's description, its history from a
+/// range query (the sparklines start full, as with an agent's backfill), and
+/// "caught up". A failed range query costs the history only. False when the
+/// session is gone.
+async fn backfill(
+    p: &Prometheus,
+    targets: &[Target],
+    fleet: &Fleet,
+    interval: Duration,
+    described: &mut [Option<NodeDesc>],
+    seq: &mut u64,
+    tx: &mpsc::Sender<Update>,
+) -> bool {
+    let gpus: usize = fleet.nodes.values().map(|m| m.desc.gpus.len()).sum();
+    let end = now_ms() - interval.as_millis() as i64 / 2;
+    let start = end - HISTORY_WINDOW.as_millis() as i64;
+    let mut past = p.history(start, end, interval, gpus).await.unwrap_or_else(|e| {
+        tracing::warn!("prometheus {}: no history: {e}", p.url());
+        BTreeMap::new()
+    });
+    for (node, t) in targets.iter().enumerate() {
+        let Some(m) = fleet.nodes.get(&t.name) else { continue };
+        if fleet.down.contains(&t.name) {
+            continue;
+        }
+        described[node] = Some(m.desc.clone());
+        let mut events = vec![Event::Info(Box::new(m.desc.clone()))];
+        for mut s in past.remove(&t.name).unwrap_or_default() {
+            *seq += 1;
+            s.seq = *seq;
+            events.push(Event::Sample(Box::new(s)));
+        }
+        events.push(Event::CaughtUp);
+        for event in events {
+            if tx.send(Update::Node { node, event }).await.is_err() {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,5 +476,27 @@ mod tests {
         assert_eq!(p.url(), "http://p:9090");
         assert!(Prometheus::new("ftp://x", None, Duration::from_secs(1)).is_err());
         assert!(Prometheus::new("not a url", None, Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn a_range_answer_becomes_samples_per_node_and_step() {
+        let json = r#"[
+          {"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"0","Hostname":"n1","instance":"a:9400"},
+           "values":[[1700000000,"10"],[1700000005,"20"]]},
+          {"metric":{"__name__":"DCGM_FI_DEV_GPU_TEMP","gpu":"0","Hostname":"n1","instance":"a:9400"},
+           "values":[[1700000005,"9223372036854775794"]]},
+          {"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"1","instance":"n2:9400"},
+           "values":[[1700000005,"NaN"]]}
+        ]"#;
+        let series: Vec<ApiSeries> = serde_json::from_str(json).expect("a value");
+        let h = history_samples(series, 5000);
+        let n1 = &h["n1"];
+        assert_eq!(n1.len(), 2);
+        assert_eq!(n1[0].time_ms, 1_700_000_000_000);
+        assert_eq!(n1[0].gpus[0].util_pct, Some(10));
+        assert_eq!(n1[1].gpus[0].util_pct, Some(20));
+        assert_eq!(n1[1].gpus[0].temp_c, None);
+        // n2 by its instance; a NaN is no reading.
+        assert_eq!(h["n2"][0].gpus[0].util_pct, None);
     }
 }

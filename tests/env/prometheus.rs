@@ -11,6 +11,11 @@ use crate::fleetop;
 use crate::prometheus_harness::Prometheus;
 
 fn export(args: &[&str]) -> Snapshot {
+    export_logged(args).0
+}
+
+/// The snapshot and what was logged (warnings go to stderr).
+fn export_logged(args: &[&str]) -> (Snapshot, String) {
     let out = fleetop()
         .args(["export", "--once", "--refresh", "1s", "--timeout", "20s"])
         .args(args)
@@ -21,7 +26,8 @@ fn export(args: &[&str]) -> Snapshot {
         "export failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("a snapshot")
+    let snap = serde_json::from_slice(&out.stdout).expect("a snapshot");
+    (snap, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// What both sources must agree on, per GPU.
@@ -69,7 +75,9 @@ pub fn prometheus_export_matches_the_exporters() {
     let prom = Prometheus::start(&[a.addr(), b.addr()]);
     prom.wait_scrapes(2, 2);
     let direct = export(&["--dcgm-exporter", &format!("{},{}", a.addr(), b.addr())]);
-    let via = export(&["--prometheus", &prom.url(), "--prometheus-match", "{job=\"dcgm\"}"]);
+    let (via, log) = export_logged(&["--prometheus", &prom.url(), "--prometheus-match", "{job=\"dcgm\"}"]);
+    // The history (a range query) was read too.
+    assert!(!log.contains("no history"), "{log}");
     let names: Vec<&str> = via.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["gpu-a", "gpu-b"], "{}", prom.log());
     for (d, v) in direct.nodes.iter().zip(&via.nodes) {
