@@ -169,7 +169,14 @@ impl Prometheus {
 
     /// One instant query: its series.
     pub async fn query(&self, q: &str) -> Result<Vec<Sample>, String> {
+        let started = std::time::Instant::now();
         let result = self.api("/api/v1/query", &[("query", q)], "vector").await?;
+        // scripts/prom_scale.py reads these lines for the latency figures.
+        tracing::debug!(
+            "prometheus query answered in {} ms ({} series)",
+            started.elapsed().as_millis(),
+            result.len()
+        );
         Ok(result
             .into_iter()
             .filter_map(|s| {
@@ -346,7 +353,7 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
         }
         let started = std::time::Instant::now();
         let read = p.read(interval.as_millis() as i64).await;
-        tracing::debug!("prometheus read in {} ms", started.elapsed().as_millis());
+        tracing::debug!("prometheus refresh read in {} ms", started.elapsed().as_millis());
         let mut fleet = match read {
             Ok(f) => f,
             Err(e) => {
