@@ -159,6 +159,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=3)
     ap.add_argument("--scrape", default="15s")
     ap.add_argument("--refresh", default="5s")
+    ap.add_argument("--query-timeout", default="30s", help="the console's --scrape-timeout")
     ap.add_argument("--serve", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve:
@@ -221,7 +222,7 @@ def main():
 
         # One export --once: wall time and size.
         t1 = time.time()
-        out = subprocess.run([FLEETOP, "export", "--once", "--prometheus", base, "--timeout", "60s",
+        out = subprocess.run([FLEETOP, "export", "--once", "--prometheus", base, "--timeout", "60s", "--scrape-timeout", a.query_timeout,
                               "--format", "ndjson"], capture_output=True, env={**os.environ, "XDG_CONFIG_HOME": tmp})
         export_s = time.time() - t1
         snap = json.loads(out.stdout) if out.returncode == 0 else {"nodes": []}
@@ -231,11 +232,18 @@ def main():
         # The TUI, in a 200x50 tmux pane, logging query latencies.
         state = os.path.join(tmp, "state")
         env = f"XDG_CONFIG_HOME={tmp} XDG_STATE_HOME={state} FLEETOP_LOG=fleetop::ingest::prometheus=debug TERM=xterm-256color"
-        subprocess.run(["tmux", "-L", tmux_sock, "-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50",
-                        f"exec env {env} {FLEETOP} --prometheus {base} --refresh {a.refresh}"], check=True)
-        pid = int(subprocess.run(["tmux", "-L", tmux_sock, "list-panes", "-F", "#{pane_pid}"],
+        tmux = ["tmux", "-L", tmux_sock]
+        # A first session keeps the server up so the console's pane can stay after an exit (to show why).
+        subprocess.run(tmux + ["-f", "/dev/null", "new-session", "-d", "-s", "keep", "sleep 3600"], check=True)
+        subprocess.run(tmux + ["set-option", "-g", "remain-on-exit", "on"], check=True)
+        subprocess.run(tmux + ["new-session", "-d", "-s", "tui", "-x", "200", "-y", "50",
+                               f"exec env {env} {FLEETOP} --prometheus {base} --refresh {a.refresh} --scrape-timeout {a.query_timeout}"], check=True)
+        pid = int(subprocess.run(tmux + ["list-panes", "-t", "tui", "-F", "#{pane_pid}"],
                                  capture_output=True, text=True, check=True).stdout.split()[0])
         time.sleep(30)  # start-up: discovery, history backfill, first refreshes
+        if not os.path.exists(f"/proc/{pid}/stat"):
+            pane = subprocess.run(tmux + ["capture-pane", "-p", "-t", "tui"], capture_output=True, text=True).stdout
+            sys.exit(f"the console exited:\n{pane}")
         log_path = os.path.join(state, "fleetop", "fleetop.log")
         log_start = os.path.getsize(log_path)
         c0, p0, w0 = cpu_s(pid), cpu_s(prom.pid), time.time()

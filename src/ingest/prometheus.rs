@@ -27,6 +27,15 @@ use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::{Event, Update};
 
+/// The labels that say which node, GPU and MIG instance a series is of.
+const KEY_LABELS: &str = "Hostname,hostname,instance,gpu,GPU_I_ID,GPU_I_PROFILE";
+
+/// The labels that describe a GPU, asked once per GPU (the inventory).
+const DESC_LABELS: &str = "UUID,modelName,pci_bus_id,DCGM_FI_DRIVER_VERSION";
+
+/// Series every dcgm-exporter GPU has, for the inventory.
+const INVENTORY_NAMES: [&str; 3] = ["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"];
+
 /// Names per query: the regex stays short and the answers come in parallel.
 const NAMES_PER_QUERY: usize = 9;
 
@@ -122,15 +131,28 @@ impl Prometheus {
         &self.base
     }
 
-    /// The queries of one refresh: the mapped series names, a few per query.
+    /// The queries of one refresh: the mapped series names, a few per
+    /// query, each series reduced to the labels that name its node, GPU and
+    /// MIG instance (`max by`: a tenth of the answer's size); `up`; and one
+    /// inventory of the GPUs' descriptive labels (UUID, model, PCI bus id,
+    /// driver), one series per GPU.
     pub fn queries(&self) -> Vec<String> {
         let names: Vec<&str> = dcgm::series_names().collect();
         let extra = self.matchers.as_deref().map(|m| format!(",{m}")).unwrap_or_default();
         let mut q: Vec<String> = names
             .chunks(NAMES_PER_QUERY)
-            .map(|c| format!("{{__name__=~\"{}\"{extra}}}", c.join("|")))
+            .map(|c| {
+                format!(
+                    "max by (__name__,{KEY_LABELS}) ({{__name__=~\"{}\"{extra}}})",
+                    c.join("|")
+                )
+            })
             .collect();
         q.push(format!("{{__name__=\"up\"{extra}}}"));
+        q.push(format!(
+            "max by ({KEY_LABELS},{DESC_LABELS}) ({{__name__=~\"{}\"{extra}}})",
+            INVENTORY_NAMES.join("|")
+        ));
         q
     }
 
@@ -205,7 +227,10 @@ impl Prometheus {
             return Ok(BTreeMap::new());
         }
         let extra = self.matchers.as_deref().map(|m| format!(",{m}")).unwrap_or_default();
-        let q = format!("{{__name__=~\"{}\"{extra}}}", HISTORY_NAMES.join("|"));
+        let q = format!(
+            "max by (__name__,{KEY_LABELS}) ({{__name__=~\"{}\"{extra}}})",
+            HISTORY_NAMES.join("|")
+        );
         let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
         let result = self
             .api(
@@ -228,6 +253,30 @@ impl Prometheus {
         let mut series = Vec::new();
         for a in answers {
             series.extend(a?);
+        }
+        // The inventory's series (no name) lend their labels to the GPU's others.
+        let (inventory, mut series): (Vec<Sample>, Vec<Sample>) = series.into_iter().partition(|s| s.name.is_empty());
+        let mut desc: HashMap<(String, String), Vec<(String, String)>> = HashMap::new();
+        for s in inventory {
+            let (Some(host), Some(gpu)) = (dcgm::host_of(&s), s.label("gpu").map(str::to_string)) else {
+                continue;
+            };
+            desc.entry((host, gpu)).or_insert_with(|| {
+                s.labels
+                    .iter()
+                    .filter(|(k, _)| DESC_LABELS.split(',').any(|d| d == k))
+                    .cloned()
+                    .collect()
+            });
+        }
+        for s in &mut series {
+            if s.label("UUID").is_some() {
+                continue;
+            }
+            let key = dcgm::host_of(s).zip(s.label("gpu").map(str::to_string));
+            if let Some(labels) = key.and_then(|k| desc.get(&k)) {
+                s.labels.extend(labels.iter().cloned());
+            }
         }
         let now = now_ms();
         let mut by_host: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
@@ -265,7 +314,8 @@ impl Prometheus {
 
 /// An API series' labels and value as a parsed sample.
 fn sample(mut labels: BTreeMap<String, String>, t: f64, v: &str) -> Option<Sample> {
-    let name = labels.remove("__name__")?;
+    // The inventory's aggregated series have no name.
+    let name = labels.remove("__name__").unwrap_or_default();
     // Go's ParseFloat forms ("NaN", "+Inf"): Rust reads them all.
     let value = v.parse::<f64>().ok()?;
     Some(Sample {
@@ -478,7 +528,7 @@ mod tests {
         let p = Prometheus::new("http://p:9090/", Some("{job=\"dcgm\"}"), Duration::from_secs(1)).expect("a value");
         let q = p.queries();
         assert!(q.len() <= 6, "{q:?}");
-        assert!(q.iter().all(|q| q.ends_with(",job=\"dcgm\"}")), "{q:?}");
+        assert!(q.iter().all(|q| q.contains(",job=\"dcgm\"}")), "{q:?}");
         assert!(q.iter().any(|q| q.contains("DCGM_FI_DEV_GPU_UTIL")));
         assert_eq!(p.url(), "http://p:9090");
         assert!(Prometheus::new("ftp://x", None, Duration::from_secs(1)).is_err());
