@@ -90,9 +90,9 @@ const HISTORY_NAMES: [&str; 4] = [
     "DCGM_FI_DEV_POWER_USAGE",
 ];
 
-/// The most points one history read may bring (about 100 MB of JSON):
+/// The most points one history read may bring (about 25 MB of JSON):
 /// a large fleet gets a shorter history rather than a huge answer.
-const HISTORY_MAX_POINTS: usize = 2_000_000;
+const HISTORY_MAX_POINTS: usize = 500_000;
 
 /// What one read of the fleet found.
 #[derive(Debug, Default)]
@@ -328,26 +328,39 @@ fn sample(mut labels: BTreeMap<String, String>, t: f64, v: &str) -> Option<Sampl
 
 /// A range query's series as one sample per node and time step.
 fn history_samples(result: Vec<ApiSeries>, step_ms: i64) -> BTreeMap<String, Vec<NodeSample>> {
-    let mut by_time: BTreeMap<i64, Vec<Sample>> = BTreeMap::new();
+    // Each series' labels once; each time step's values set into them in
+    // turn, so only one step's readings are built at a time (a large
+    // fleet's history is millions of points).
+    let mut series: Vec<Sample> = Vec::with_capacity(result.len());
+    let mut hosts: Vec<String> = Vec::with_capacity(result.len());
+    let mut by_time: BTreeMap<i64, Vec<(usize, f64)>> = BTreeMap::new();
     for s in result {
+        let Some(template) = sample(s.metric, 0.0, "0") else {
+            continue;
+        };
+        let Some(host) = dcgm::host_of(&template) else { continue };
+        let idx = series.len();
         for (t, v) in &s.values {
-            if let Some(x) = sample(s.metric.clone(), *t, v) {
-                by_time.entry((t * 1000.0) as i64).or_default().push(x);
+            if let Ok(v) = v.parse::<f64>() {
+                by_time.entry((t * 1000.0) as i64).or_default().push((idx, v));
             }
         }
+        series.push(template);
+        hosts.push(host);
     }
     let mut out: BTreeMap<String, Vec<NodeSample>> = BTreeMap::new();
-    for (t, series) in by_time {
-        let mut by_host: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
-        for s in &series {
-            if let Some(h) = dcgm::host_of(s) {
-                by_host.entry(h).or_default().push(s);
-            }
+    for (t, points) in by_time {
+        for &(idx, v) in &points {
+            series[idx].value = v;
+        }
+        let mut by_host: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+        for &(idx, _) in &points {
+            by_host.entry(hosts[idx].as_str()).or_default().push(&series[idx]);
         }
         for (host, ss) in by_host {
-            let m = dcgm::map_node(ss, &host, "prometheus", step_ms, t);
+            let m = dcgm::map_node(ss, host, "prometheus", step_ms, t);
             if !m.sample.gpus.is_empty() {
-                out.entry(host).or_default().push(m.sample);
+                out.entry(host.to_string()).or_default().push(m.sample);
             }
         }
     }
