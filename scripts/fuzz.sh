@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:-60}
-targets=(hostlist config theme slurm ib_sysfs wire agent_stream)
+targets=(hostlist config theme slurm ib_sysfs wire agent_stream promtext)
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -s none >/dev/null
 printf '%-14s %12s %10s  %s\n' target executions exec/s found

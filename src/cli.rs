@@ -61,6 +61,24 @@ pub struct SourceArgs {
     /// The nodes Slurm knows (sinfo), at the agent address the config maps them to.
     #[arg(long, conflicts_with_all = ["hosts", "hostfile"])]
     pub slurm: bool,
+    /// dcgm-exporter endpoints to read instead of agents, as a hostlist with
+    /// optional :port (default 9400): "gpu[01-64]" reads http://gpu01:9400/metrics, ...
+    #[arg(long, value_name = "HOSTS", conflicts_with_all = ["hosts", "hostfile", "demo", "slurm", "prometheus"])]
+    pub dcgm_exporter: Option<String>,
+    /// Read the whole fleet from this Prometheus (or Prometheus-compatible) HTTP API,
+    /// e.g. http://prometheus:9090: the series of dcgm-exporters (or fleetop agents) it scrapes.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["hosts", "hostfile", "demo", "slurm"])]
+    pub prometheus: Option<String>,
+    /// With --prometheus: label matchers added to every query, to pick jobs or
+    /// instances ('job="dcgm"' or '{job="dcgm",instance=~"gpu0.*"}').
+    #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
+    pub prometheus_match: Option<String>,
+    /// How often --dcgm-exporter endpoints or --prometheus are read.
+    #[arg(long, default_value = "5s", value_parser = parse_interval)]
+    pub scrape_interval: Duration,
+    /// The longest one read of a --dcgm-exporter endpoint or a --prometheus query may take.
+    #[arg(long, default_value = "5s", value_parser = parse_interval)]
+    pub scrape_timeout: Duration,
     /// Agent port where a host gives none.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,

@@ -48,7 +48,7 @@ pub struct Snapshot {
 #[serde(deny_unknown_fields)]
 pub struct Node {
     pub name: String,
-    /// host:port of the agent.
+    /// host:port of the agent (of the dcgm-exporter with `--dcgm-exporter`).
     pub address: String,
     pub status: Status,
     /// Why the node is not ok (the connection error, the age of its data).

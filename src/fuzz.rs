@@ -124,3 +124,19 @@ fn draw(store: Store, now: i64) {
         }
     }
 }
+
+/// A dcgm-exporter (or any Prometheus text) answer: parsed, and what parses
+/// mapped into a node as `--dcgm-exporter` would.
+pub fn promtext(data: &[u8]) {
+    use crate::ingest::{dcgm, promtext};
+    let limits = promtext::Limits {
+        max_bytes: 1 << 20,
+        ..Default::default()
+    };
+    let Ok(e) = promtext::parse(&String::from_utf8_lossy(data), &limits) else {
+        return;
+    };
+    let _ = e.samples.iter().map(dcgm::host_of).count();
+    let mut m = dcgm::map_node(&e.samples, "fuzz", "dcgm-exporter", 5000, 1_700_000_000_000);
+    dcgm::Xids::default().dedup(&mut m.sample);
+}

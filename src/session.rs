@@ -12,7 +12,8 @@ use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::ingest::agent::{self, SourceOptions};
 use crate::ingest::slurm::Slurm;
-use crate::ingest::targets::{self, Resolved};
+use crate::ingest::targets::{self, Feed, Resolved};
+use crate::ingest::{prometheus, scrape};
 use crate::model::action::Request;
 use crate::model::bench::BenchUpdate;
 use crate::model::target::Target;
@@ -150,7 +151,17 @@ impl Session {
             access: resolved.access.clone(),
             ..SourceOptions::default()
         };
-        agent::spawn_all(&targets, &sources, tx.clone());
+        match &resolved.feed {
+            Feed::Agents => {
+                agent::spawn_all(&targets, &sources, tx.clone());
+            }
+            Feed::DcgmExporter(opts) => {
+                scrape::spawn_all(&targets, opts, tx.clone()).map_err(anyhow::Error::msg)?;
+            }
+            Feed::Prometheus(p) => {
+                prometheus::spawn(p.clone(), targets.clone(), args.scrape_interval, tx.clone());
+            }
+        }
         let poke = Arc::new(Notify::new());
         if args.slurm {
             tokio::spawn(poll_scheduler(

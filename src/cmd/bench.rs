@@ -14,7 +14,15 @@ use crate::ops::{audit, bench};
 pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Result<()> {
     let suite = args.suite.name();
     let resolved = targets::resolve(&args.source, &cfg).await?;
-    let targets = &resolved.targets;
+    let mut targets = resolved.targets.clone();
+    if !resolved.feed.is_agents() {
+        // The nodes an exporter or Prometheus names run their agents at the agent port.
+        let port = targets::port(&args.source, &cfg);
+        for t in &mut targets {
+            t.port = port;
+        }
+    }
+    let targets = &targets;
     let token = match (&resolved.bench_token, &args.token_file) {
         // A token given on the command line wins over the config's.
         (_, Some(p)) if !args.source.demo => fleetop_proto::util::read_token_file(p)?,

@@ -3,9 +3,13 @@
 //! names. Everything read here leaves as `model` types.
 
 pub mod agent;
+pub mod dcgm;
 pub mod decode;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod hostlist;
+pub mod prometheus;
+pub mod promtext;
+pub mod scrape;
 pub mod slurm;
 pub mod targets;

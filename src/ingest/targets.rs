@@ -5,6 +5,8 @@
 use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::ingest::hostlist;
+use crate::ingest::prometheus::{self, Prometheus};
+use crate::ingest::scrape::{DEFAULT_DCGM_EXPORTER_PORT, ScrapeOptions};
 use crate::ingest::slurm::Slurm;
 use crate::model::target::{DEFAULT_AGENT_PORT, Target};
 
@@ -18,6 +20,26 @@ pub struct Resolved {
     pub bench_token: Option<String>,
     /// TLS and the telemetry token for every agent of the source.
     pub access: crate::ingest::agent::Access,
+    /// What feeds the nodes' data.
+    pub feed: Feed,
+}
+
+/// Where the nodes' readings come from.
+#[derive(Debug, Clone)]
+pub enum Feed {
+    /// A stream from each node's agent.
+    Agents,
+    /// Each node's dcgm-exporter, read over HTTP (the targets' addresses).
+    DcgmExporter(ScrapeOptions),
+    /// One Prometheus for the whole fleet.
+    Prometheus(Prometheus),
+}
+
+impl Feed {
+    /// Whether the targets' addresses are agents (not exporters).
+    pub fn is_agents(&self) -> bool {
+        matches!(self, Feed::Agents)
+    }
 }
 
 /// The agent port where a host gives none: `--port`, the config's, or 50051.
@@ -49,13 +71,28 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
                 bench_token: Some(d.bench_token.clone()),
                 access: d.access.clone(),
                 demo: Some(d),
+                feed: Feed::Agents,
             });
         }
         #[cfg(not(feature = "demo"))]
         anyhow::bail!("--demo: this fleetop was built without the demo (cargo feature \"demo\")");
     }
     let access = access(args, cfg)?;
-    let targets = if args.slurm {
+    let mut feed = Feed::Agents;
+    let targets = if let Some(h) = &args.dcgm_exporter {
+        feed = Feed::DcgmExporter(ScrapeOptions {
+            interval: args.scrape_interval,
+            timeout: args.scrape_timeout,
+            ..ScrapeOptions::default()
+        });
+        hostlist::parse_targets(h, DEFAULT_DCGM_EXPORTER_PORT).map_err(|e| anyhow::anyhow!("--dcgm-exporter: {e}"))?
+    } else if let Some(url) = &args.prometheus {
+        let p =
+            Prometheus::new(url, args.prometheus_match.as_deref(), args.scrape_timeout).map_err(anyhow::Error::msg)?;
+        let t = prometheus::discover(&p, port(args, cfg)).await?;
+        feed = Feed::Prometheus(p);
+        t
+    } else if args.slurm {
         let (s, c, port) = (slurm(cfg), cfg.clone(), port(args, cfg));
         tokio::task::spawn_blocking(move || slurm_targets(&s, &c, port)).await??
     } else {
@@ -67,6 +104,7 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
         demo: None,
         bench_token,
         access,
+        feed,
     })
 }
 

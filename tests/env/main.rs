@@ -1,13 +1,15 @@
 //! Tests that need something from the machine: tmux (the console driven in
 //! a real terminal), a real Slurm (munged, slurmctld, slurmd) and a real
-//! Alertmanager. Where a
+//! Alertmanager and Prometheus. Where a
 //! tool is missing, each of its tests is reported `ignored` with what to
 //! install, never `ok`; under CI (`CI=true`, as `.ci/run` runs) a missing
 //! tool is a failure.
 
 mod alertmanager;
 mod e2e_tmux;
+mod prometheus;
 mod prometheus_dashboard;
+mod prometheus_harness;
 mod slurm;
 mod slurm_harness;
 
@@ -50,7 +52,7 @@ fn main() {
     let tmux = need(e2e_tmux::tmux_installed(), "needs tmux");
     let slurm = need(slurm_harness::installed(), "needs slurmctld slurmd slurm-client munge");
     let prometheus = need(
-        prometheus_dashboard::installed(),
+        prometheus_harness::installed(),
         "needs prometheus (/usr/bin/prometheus)",
     );
     let am = need(alertmanager::installed(), "needs prometheus-alertmanager");
@@ -94,6 +96,8 @@ fn main() {
             slurm::a_hung_then_dead_controller_is_shown_and_never_hangs_an_action,
             slurm
         ),
+        t!(prometheus::prometheus_export_matches_the_exporters, prometheus),
+        t!(prometheus::a_bad_match_is_prometheus_error_in_one_line, prometheus),
     ];
     libtest_mimic::run(&args, trials).exit();
 }

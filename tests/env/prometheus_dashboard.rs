@@ -4,21 +4,14 @@
 //! are the agents' own.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::prometheus_harness::{encode, http_get};
 use crate::{Killed, agent_bin, free_port};
-
-const PROMETHEUS: &str = "/usr/bin/prometheus";
-
-pub fn installed() -> bool {
-    Path::new(PROMETHEUS).exists()
-}
 
 /// The PromQL of every panel of grafana/dcgm-exporter-dashboard.json
 /// (NVIDIA/dcgm-exporter), as written there: `$Hostname` and `$gpu` are the
@@ -94,32 +87,11 @@ fn wait_listening(port: u16, what: &str) {
     }
 }
 
-/// HTTP/1.0 GET (the server closes after the body, never chunks it).
-fn http_get(port: u16, path_and_query: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    write!(s, "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").expect("send");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, body.to_string())
-}
-
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 struct Prom(u16);
 
 impl Prom {
     fn api(&self, path_and_query: &str) -> Value {
-        let (status, body) = http_get(self.0, path_and_query);
+        let (status, body) = http_get(self.0, path_and_query).unwrap_or_default();
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         assert!(
             status == 200 && v["status"] == "success",
@@ -171,7 +143,6 @@ fn all(values: &[String]) -> String {
 }
 
 pub fn nvidias_dashboard_queries_return_the_agents_data() {
-    let dir = tempfile::tempdir().expect("tempdir");
     let mut agents = Vec::new();
     let mut targets = Vec::new();
     for (host, gpus, seed) in NODES {
@@ -187,38 +158,10 @@ pub fn nvidias_dashboard_queries_return_the_agents_data() {
             .expect("agent starts");
         agents.push(Killed(child));
         wait_listening(port, "agent metrics");
-        targets.push(format!("'127.0.0.1:{port}'"));
+        targets.push(format!("127.0.0.1:{port}"));
     }
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n\
-             scrape_configs:\n  - job_name: fleetop\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
-        ),
-    )
-    .expect("write config");
-    let prom_port = free_port();
-    let _prom = Killed(
-        Command::new(PROMETHEUS)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus starts"),
-    );
-    wait_listening(prom_port, "prometheus");
-    // It listens before it is ready (503 until its storage is open).
-    let start = Instant::now();
-    while http_get(prom_port, "/-/ready").0 != 200 {
-        assert!(start.elapsed() < Duration::from_secs(60), "prometheus never got ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let prom = Prom(prom_port);
+    let harness = crate::prometheus_harness::Prometheus::start(&targets);
+    let prom = Prom(harness.port);
 
     // Two scrapes of every agent, all of them up.
     let start = Instant::now();

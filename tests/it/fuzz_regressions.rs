@@ -10,13 +10,14 @@ type Target = fn(&[u8]);
 #[test]
 fn every_input_the_fuzzers_found_is_handled() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
-    let targets: [(&str, Target); 6] = [
+    let targets: [(&str, Target); 7] = [
         ("hostlist", fleetop::fuzz::hostlist),
         ("config", fleetop::fuzz::config),
         ("theme", fleetop::fuzz::theme),
         ("slurm", fleetop::fuzz::slurm),
         ("wire", fleetop::fuzz::wire),
         ("agent_stream", fleetop::fuzz::agent_stream),
+        ("promtext", fleetop::fuzz::promtext),
     ];
     let mut replayed = 0;
     for (name, run) in targets {

@@ -101,3 +101,6 @@ pub fn write_tls(dir: &std::path::Path) {
     std::fs::write(dir.join("console.pem"), &console.cert_pem).expect("write");
     write_secret(&dir.join("console.key"), &console.key_pem);
 }
+
+#[path = "dcgm.rs"]
+pub mod dcgm;

@@ -1,0 +1,225 @@
+//! `--dcgm-exporter HOSTS`: one task per node that reads its exporter's
+//! /metrics over HTTP every interval and sends what it says as the same
+//! `Update`s an agent source sends (Info, CaughtUp, Sample; Down with the
+//! reason when a read fails), so the store, the flags, the TUI and the
+//! export need not know where a node's data came from.
+//!
+//! Every read is bounded (a timeout for the whole answer, a size cap) and a
+//! bad answer is one line of error for that node only: HTML where metrics
+//! were expected, an HTTP error status, a cut-off or malformed text, a
+//! server too slow to answer.
+
+use std::time::Duration;
+
+use fleetop_proto::input::error_line;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::ingest::dcgm::{self, Xids};
+use crate::ingest::promtext::{self, Limits};
+use crate::model::sample::NodeDesc;
+use crate::model::target::Target;
+use crate::model::time::now_ms;
+use crate::model::update::{Event, Update};
+
+/// dcgm-exporter's port where a host gives none.
+pub const DEFAULT_DCGM_EXPORTER_PORT: u16 = 9400;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ScrapeOptions {
+    /// Time between reads of one node.
+    pub interval: Duration,
+    /// The longest one read may take, connect to last byte.
+    pub timeout: Duration,
+    pub limits: Limits,
+}
+
+impl Default for ScrapeOptions {
+    fn default() -> Self {
+        ScrapeOptions {
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The one HTTP client of a session's scrapers and Prometheus reader.
+pub fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("fleetop/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("HTTP client: {}", error_line(&e)))
+}
+
+/// An HTTP error in one line; a timeout says how long was waited.
+pub fn http_error(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        return format!("no complete answer within {} s (timed out)", timeout.as_secs_f64());
+    }
+    // reqwest's own words repeat the URL, which the node row already shows.
+    let mut line = error_line(e);
+    if let Some(url) = e.url() {
+        line = line.replace(&format!(" for url ({url})"), "");
+    }
+    line
+}
+
+/// An HTTP answer, read whole (within the size cap).
+pub struct Answer {
+    pub status: reqwest::StatusCode,
+    /// Lower-cased Content-Type, "" when none.
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+/// GETs `url` and reads its body, refusing an answer over `max_bytes`.
+pub async fn get_capped(
+    client: &reqwest::Client,
+    url: &str,
+    accept: &str,
+    max_bytes: usize,
+    timeout: Duration,
+) -> Result<Answer, String> {
+    let mut resp = client
+        .get(url)
+        .header(reqwest::header::ACCEPT, accept)
+        .send()
+        .await
+        .map_err(|e| http_error(&e, timeout))?;
+    let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if resp.content_length().is_some_and(|n| n > max_bytes as u64) {
+        return Err(format!("answer over the limit of {max_bytes} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
+        if body.len() + chunk.len() > max_bytes {
+            return Err(format!("answer over the limit of {max_bytes} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Answer {
+        status,
+        content_type,
+        body,
+    })
+}
+
+/// Reads and maps one exporter answer.
+async fn read_node(
+    client: &reqwest::Client,
+    url: &str,
+    name: &str,
+    opts: &ScrapeOptions,
+) -> Result<dcgm::Mapped, String> {
+    // Ask for the classic text format: an exporter that speaks OpenMetrics
+    // too then answers in the one we parse.
+    let body = get_capped(
+        client,
+        url,
+        "text/plain;version=0.0.4",
+        opts.limits.max_bytes,
+        opts.timeout,
+    )
+    .await?;
+    if !body.status.is_success() {
+        return Err(format!("HTTP {}", body.status));
+    }
+    if body.content_type.starts_with("text/html") {
+        return Err(format!(
+            "answered HTML ({}), not metrics: is this the exporter's port?",
+            body.content_type
+        ));
+    }
+    let text = std::str::from_utf8(&body.body).map_err(|e| format!("answer is not UTF-8 text ({e})"))?;
+    if text.trim_start().starts_with('<') {
+        return Err("answered HTML, not metrics: is this the exporter's port?".into());
+    }
+    let exp = promtext::parse(text, &opts.limits).map_err(|e| format!("bad metrics text: {e}"))?;
+    let m = dcgm::map_node(
+        &exp.samples,
+        name,
+        "dcgm-exporter",
+        opts.interval.as_millis() as i64,
+        now_ms(),
+    );
+    if m.desc.gpus.is_empty() {
+        return Err(format!(
+            "no DCGM GPU series in the answer ({} samples): is this a dcgm-exporter?",
+            exp.samples.len()
+        ));
+    }
+    if m.skipped > 0 {
+        tracing::debug!("{name}: {} DCGM series without a gpu label skipped", m.skipped);
+    }
+    Ok(m)
+}
+
+/// Starts one scraper per target; node `i` of the store is `targets[i]`.
+pub fn spawn_all(
+    targets: &[Target],
+    opts: &ScrapeOptions,
+    tx: mpsc::Sender<Update>,
+) -> Result<Vec<JoinHandle<()>>, String> {
+    let client = client(opts.timeout)?;
+    Ok(targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tokio::spawn(run_node(i, t.clone(), *opts, client.clone(), tx.clone())))
+        .collect())
+}
+
+/// The URL of a target's exporter.
+pub fn metrics_url(t: &Target) -> String {
+    format!("http://{}/metrics", t.address())
+}
+
+async fn run_node(node: usize, target: Target, opts: ScrapeOptions, client: reqwest::Client, tx: mpsc::Sender<Update>) {
+    let url = metrics_url(&target);
+    let mut described: Option<NodeDesc> = None;
+    let mut xids = Xids::default();
+    let mut seq = 0u64;
+    let mut tick = tokio::time::interval(opts.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = tx.closed() => return,
+        }
+        let mut events = Vec::with_capacity(3);
+        match read_node(&client, &url, &target.name, &opts).await {
+            Ok(mut m) => {
+                // A description goes out first and again whenever it changes
+                // (or after a failure), each followed by "caught up": a
+                // scraper has no history to send.
+                if described.as_ref() != Some(&m.desc) {
+                    described = Some(m.desc.clone());
+                    events.push(Event::Info(Box::new(m.desc)));
+                    events.push(Event::CaughtUp);
+                }
+                seq += 1;
+                m.sample.seq = seq;
+                xids.dedup(&mut m.sample);
+                events.push(Event::Sample(Box::new(m.sample)));
+            }
+            Err(e) => {
+                tracing::debug!("{} ({url}): {e}", target.name);
+                described = None;
+                events.push(Event::Down(e));
+            }
+        }
+        for event in events {
+            if tx.send(Update::Node { node, event }).await.is_err() {
+                return;
+            }
+        }
+    }
+}

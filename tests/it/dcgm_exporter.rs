@@ -1,0 +1,128 @@
+//! `--dcgm-exporter`: dcgm-exporter text (written from its documented
+//! format, with a MIG GPU and DCGM's blank sentinel) served over HTTP on
+//! loopback and read through `fleetop export`; bad peers each give their
+//! own node a clear error while the good node is still exported.
+
+use fleetop::export::{Node, Snapshot, Status};
+
+use crate::dcgm::{DcgmGpu, HttpServer, Reply, dcgm_text, mixed_node};
+use crate::fleetop;
+
+fn export(args: &[&str]) -> Snapshot {
+    let out = fleetop()
+        .args([
+            "export",
+            "--once",
+            "--scrape-interval",
+            "1s",
+            "--scrape-timeout",
+            "2s",
+            "--timeout",
+            "20s",
+        ])
+        .args(args)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "export failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a snapshot")
+}
+
+fn node<'a>(snap: &'a Snapshot, addr: &str) -> &'a Node {
+    snap.nodes
+        .iter()
+        .find(|n| n.address == addr)
+        .unwrap_or_else(|| panic!("no node at {addr} in {:?}", snap.nodes))
+}
+
+#[test]
+fn a_dcgm_exporter_node_is_exported_like_an_agent_node() {
+    let server = HttpServer::start(Reply::Metrics(dcgm_text("gpu-a", &mixed_node())));
+    let snap = export(&["--dcgm-exporter", &server.addr()]);
+    let n = node(&snap, &server.addr());
+    assert_eq!(n.status, Status::Ok, "{n:?}");
+    assert_eq!(n.hostname.as_deref(), Some("gpu-a"));
+    assert_eq!(n.agent.as_ref().map(|a| a.backend.as_str()), Some("dcgm-exporter"));
+    assert_eq!(n.gpus.len(), 2);
+    let (g0, g1) = (&n.gpus[0], &n.gpus[1]);
+    assert_eq!(g0.model, "NVIDIA H100 80GB HBM3");
+    assert_eq!(g1.model, "NVIDIA A100-SXM4-80GB");
+    assert_eq!(g0.uuid, DcgmGpu::new(0, "", 0).uuid());
+    assert_eq!(g0.pci_bus_id, "00000000:07:00.0");
+    assert_eq!(g0.util_pct, Some(87));
+    assert_eq!(g0.temp_c, Some(40));
+    // The sentinel is absent, never a temperature.
+    assert_eq!(g0.hbm_temp_c, None);
+    assert_eq!(g1.hbm_temp_c, Some(51));
+    assert_eq!(g0.power_w, Some(100.5));
+    assert_eq!(g0.mem_used_bytes, Some(1000 << 20));
+    assert_eq!(g0.mem_total_bytes, Some(81_000 << 20));
+    assert_eq!(g0.sm_clock_mhz, Some(1980));
+    // What dcgm-exporter's default counters lack stays absent.
+    assert_eq!(g0.mem_clock_mhz, None);
+    assert_eq!(g0.throttle_mask, None);
+    assert_eq!(g0.sm_active_pct, None);
+    assert!(n.host.is_none());
+    // MIG: a reading per instance.
+    assert_eq!(g1.mig.len(), 2, "{g1:?}");
+    assert_eq!(g1.mig[0].gpu_instance_id, 1);
+    assert_eq!(g1.mig[0].profile, "3g.40gb");
+    assert_eq!(g1.mig[0].mem_used_bytes, Some(2048 << 20));
+    assert_eq!(g1.mig[1].profile, "1g.10gb");
+    assert_eq!(g1.mem_used_bytes, Some((2048 + 512) << 20));
+}
+
+#[test]
+fn bad_peers_get_their_own_error_and_the_good_node_is_still_exported() {
+    let text = dcgm_text("gpu-good", &mixed_node());
+    let good = HttpServer::start(Reply::Metrics(text.clone()));
+    let html = HttpServer::start(Reply::html());
+    let cut = HttpServer::start(Reply::truncated(&text));
+    let failing = HttpServer::start(Reply::status_500());
+    let slow = HttpServer::start(Reply::Hang);
+    let not_dcgm = HttpServer::start(Reply::Metrics("# TYPE up gauge\nup 1\n".into()));
+    let hosts = [&good, &html, &cut, &failing, &slow, &not_dcgm]
+        .map(|s| s.addr())
+        .join(",");
+    let snap = export(&["--dcgm-exporter", &hosts]);
+    assert_eq!(snap.nodes.len(), 6);
+    let g = node(&snap, &good.addr());
+    assert_eq!(g.status, Status::Ok);
+    assert_eq!(g.gpus.len(), 2);
+    assert_eq!(g.gpus[0].util_pct, Some(87));
+    for (s, needle) in [
+        (&html, "HTML"),
+        (&cut, "truncated"),
+        (&failing, "HTTP 500"),
+        (&slow, "timed out"),
+        (&not_dcgm, "no DCGM GPU series"),
+    ] {
+        let n = node(&snap, &s.addr());
+        assert_eq!(n.status, Status::Unreachable, "{n:?}");
+        assert!(n.gpus.is_empty());
+        let detail = n.status_detail.as_deref().unwrap_or_default();
+        assert!(detail.contains(needle), "{needle:?} not in {detail:?}");
+        assert!(!detail.contains('\n'), "{detail:?}");
+    }
+}
+
+#[test]
+fn when_no_exporter_answers_export_fails_naming_why() {
+    let server = HttpServer::start(Reply::status_500());
+    let out = fleetop()
+        .args(["export", "--once", "--scrape-interval", "1s", "--timeout", "5s"])
+        .args(["--dcgm-exporter", &server.addr()])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no node answered") && err.contains("HTTP 500"), "{err}");
+    // The same endpoint, fixed, is read.
+    server.set(Reply::Metrics(dcgm_text("gpu-back", &mixed_node())));
+    let snap = export(&["--dcgm-exporter", &server.addr()]);
+    assert_eq!(node(&snap, &server.addr()).hostname.as_deref(), Some("gpu-back"));
+}
