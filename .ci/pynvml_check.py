@@ -38,6 +38,32 @@ ABSENT = {
 }
 
 
+
+def temperature_limits(n, h):
+    """Slowdown and shutdown, °C, as the agent takes them: the threshold
+    call while the driver answers it, else the T.Limit fields (degrees below
+    the maximum operating temperature = the temperature now + the margin),
+    0 for neither."""
+    def legacy(kind):
+        return n.nvmlDeviceGetTemperatureThreshold(h, kind)
+    try:
+        return legacy(n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN), legacy(n.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+    except n.NVMLError:
+        pass
+    try:
+        vals = n.nvmlDeviceGetFieldValues(h, [n.NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT,
+                                              n.NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT])
+        if all(v.nvmlReturn == n.NVML_SUCCESS for v in vals):
+            for _ in range(3):
+                before = n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)
+                margin = n.nvmlDeviceGetMarginTemperature(h)
+                if n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU) == before:
+                    top = before + margin
+                    return top - vals[0].value.siVal, top - vals[1].value.siVal
+    except n.NVMLError:
+        pass
+    return 0, 0
+
 def read_with_pynvml():
     """Runs in the child: everything the agent reads, as pynvml reads it."""
     import pynvml as n
@@ -70,8 +96,7 @@ def read_with_pynvml():
         g["power_limit_mw"] = n.nvmlDeviceGetEnforcedPowerLimit(h)
         g["max_sm_clock_mhz"] = n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)
         g["max_mem_clock_mhz"] = n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM)
-        g["slowdown_temp_c"] = n.nvmlDeviceGetTemperatureThreshold(h, n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
-        g["shutdown_temp_c"] = n.nvmlDeviceGetTemperatureThreshold(h, n.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+        g["slowdown_temp_c"], g["shutdown_temp_c"] = temperature_limits(n, h)
         u = call(n.nvmlDeviceGetUtilizationRates, h)
         g["util_pct"] = u.gpu if u else None
         g["mem_util_pct"] = u.memory if u else None

@@ -567,7 +567,7 @@ impl GpuReader {
             Err(_) => ab |= a::MEM_USED,
         }
         s.temp_c = got(
-            self.call("nvmlDeviceGetTemperature", || self.gpu_temperature(d)),
+            self.call("nvmlDeviceGetTemperature", || gpu_temperature(self.nvml, d)),
             a::TEMP,
             &mut ab,
         );
@@ -751,25 +751,6 @@ impl GpuReader {
         })
     }
 
-    /// GPU temperature, °C: nvmlDeviceGetTemperatureV where the driver has
-    /// it (nvmlDeviceGetTemperature is deprecated), the old call otherwise.
-    fn gpu_temperature(&self, d: &Device) -> Result<u32, NvmlError> {
-        if let Ok(sym) = self.nvml.lib().nvmlDeviceGetTemperatureV.as_ref() {
-            let mut t = nvml_wrapper_sys::bindings::nvmlTemperature_t {
-                // nvmlTemperature_v1: the struct's size, version 1 in the top byte.
-                version: std::mem::size_of::<nvml_wrapper_sys::bindings::nvmlTemperature_t>() as u32 | (1 << 24),
-                sensorType: nvml_wrapper_sys::bindings::nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU,
-                temperature: 0,
-            };
-            // SAFETY: a valid device handle and a versioned struct NVML fills.
-            let rc = unsafe { sym(d.handle(), &mut t) };
-            if rc == nvmlReturn_enum_NVML_SUCCESS {
-                return Ok(u32::try_from(t.temperature).unwrap_or(0));
-            }
-        }
-        d.temperature(TemperatureSensor::Gpu)
-    }
-
     /// The raw clocks-event bitmask, unknown bits kept (nvml-wrapper's typed
     /// call truncates bits it does not know).
     fn raw_clock_event_reasons(&self, d: &Device) -> Option<u64> {
@@ -837,6 +818,115 @@ impl GpuReader {
     }
 }
 
+impl NvmlSampler {
+    /// Slowdown and shutdown temperatures, °C: the threshold call while the
+    /// driver answers it (°C exactly as NVIDIA states them), else the T.Limit
+    /// field values converted to °C (see `tlimit_limits`); 0 where neither
+    /// answers. Where both answer and disagree, the agent says so once in
+    /// its log: the conversion is checked on the fake only (docs/NVML.md),
+    /// and a GPU will tell.
+    fn temperature_limits(&self, d: &Device) -> (u32, u32) {
+        let legacy = d
+            .temperature_threshold(TemperatureThreshold::Slowdown)
+            .ok()
+            .zip(d.temperature_threshold(TemperatureThreshold::Shutdown).ok());
+        let tlimit = self.tlimit_limits(d);
+        if let Some((l, t)) = legacy.zip(tlimit).filter(|(l, t)| l != t) {
+            tracing::warn!(
+                "slowdown/shutdown: the threshold call says {} / {} °C, the T.Limit fields {} / {} °C; using the threshold call",
+                l.0,
+                l.1,
+                t.0,
+                t.1
+            );
+        }
+        legacy.or(tlimit).unwrap_or((0, 0))
+    }
+
+    /// T.Limit thresholds are degrees below the GPU's maximum operating
+    /// temperature (negative: above it), which is the temperature now plus
+    /// the margin to it (nvmlDeviceGetMarginTemperature): nvidia-smi's
+    /// "Slowdown T.Limit Temp: -2 C" on a GPU at 34 °C with a 51 °C margin is
+    /// a slowdown at 87 °C. The temperature is read on both sides of the
+    /// margin, and again if it moved meanwhile.
+    fn tlimit_limits(&self, d: &Device) -> Option<(u32, u32)> {
+        use nvml_wrapper_sys::bindings::nvmlMarginTemperature_t;
+        let lib = self.nvml.lib();
+        let fields = lib.nvmlDeviceGetFieldValues.as_ref().ok()?;
+        let margin = lib.nvmlDeviceGetMarginTemperature.as_ref().ok()?;
+        let mut req = [
+            field_id::NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT,
+            field_id::NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT,
+        ]
+        .map(|id| {
+            // SAFETY: nvmlFieldValue_t is plain old data; all-zero is a valid value.
+            let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+            v.fieldId = id;
+            v
+        });
+        // SAFETY: a valid device handle and a buffer of two field values.
+        if unsafe { fields(d.handle(), 2, req.as_mut_ptr()) } != nvmlReturn_enum_NVML_SUCCESS {
+            return None;
+        }
+        let (slowdown, shutdown) = (field_i64(&req[0])?, field_i64(&req[1])?);
+        for _ in 0..3 {
+            let before = gpu_temperature(self.nvml, d).ok()?;
+            let mut m = nvmlMarginTemperature_t {
+                // nvmlMarginTemperature_v1: the struct's size, version 1 in the top byte.
+                version: std::mem::size_of::<nvmlMarginTemperature_t>() as u32 | (1 << 24),
+                marginTemperature: 0,
+            };
+            // SAFETY: a valid device handle and a versioned struct NVML fills.
+            if unsafe { margin(d.handle(), &mut m) } != nvmlReturn_enum_NVML_SUCCESS {
+                return None;
+            }
+            if gpu_temperature(self.nvml, d).ok()? == before {
+                let max = i64::from(before) + i64::from(m.marginTemperature);
+                let at = |tlimit: i64| u32::try_from(max - tlimit).ok();
+                return at(slowdown).zip(at(shutdown));
+            }
+        }
+        None
+    }
+}
+
+/// GPU temperature, °C: nvmlDeviceGetTemperatureV where the driver has
+/// it (nvmlDeviceGetTemperature is deprecated), the old call otherwise.
+fn gpu_temperature(nvml: &Nvml, d: &Device) -> Result<u32, NvmlError> {
+    if let Ok(sym) = nvml.lib().nvmlDeviceGetTemperatureV.as_ref() {
+        let mut t = nvml_wrapper_sys::bindings::nvmlTemperature_t {
+            // nvmlTemperature_v1: the struct's size, version 1 in the top byte.
+            version: std::mem::size_of::<nvml_wrapper_sys::bindings::nvmlTemperature_t>() as u32 | (1 << 24),
+            sensorType: nvml_wrapper_sys::bindings::nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU,
+            temperature: 0,
+        };
+        // SAFETY: a valid device handle and a versioned struct NVML fills.
+        let rc = unsafe { sym(d.handle(), &mut t) };
+        if rc == nvmlReturn_enum_NVML_SUCCESS {
+            return Ok(u32::try_from(t.temperature).unwrap_or(0));
+        }
+    }
+    d.temperature(TemperatureSensor::Gpu)
+}
+
+/// The value of one answered field as a signed integer (T.Limit
+/// thresholds are negative above the maximum operating temperature).
+#[allow(non_upper_case_globals)] // bindgen's names for NVML's C enum
+fn field_i64(v: &nvmlFieldValue_t) -> Option<i64> {
+    use nvml_wrapper_sys::bindings::*;
+    if v.nvmlReturn != nvmlReturn_enum_NVML_SUCCESS {
+        return None;
+    }
+    // SAFETY: valueType says which member of the union NVML wrote.
+    unsafe {
+        match v.valueType {
+            nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT => Some(i64::from(v.value.siVal)),
+            nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_LONG_LONG => Some(v.value.sllVal),
+            _ => field_u64(v).and_then(|u| i64::try_from(u).ok()),
+        }
+    }
+}
+
 impl Sampler for NvmlSampler {
     fn describe(&mut self, info: &mut NodeInfo) {
         info.backend = "nvml".into();
@@ -857,6 +947,7 @@ impl Sampler for NvmlSampler {
                 });
                 continue;
             };
+            let limits = self.temperature_limits(d);
             info.gpus.push(GpuInfo {
                 index: g.index,
                 uuid: d.uuid().unwrap_or_default(),
@@ -866,8 +957,8 @@ impl Sampler for NvmlSampler {
                 power_limit_mw: d.enforced_power_limit().unwrap_or(0),
                 max_sm_clock_mhz: d.max_clock_info(Clock::SM).unwrap_or(0),
                 max_mem_clock_mhz: d.max_clock_info(Clock::Memory).unwrap_or(0),
-                slowdown_temp_c: d.temperature_threshold(TemperatureThreshold::Slowdown).unwrap_or(0),
-                shutdown_temp_c: d.temperature_threshold(TemperatureThreshold::Shutdown).unwrap_or(0),
+                slowdown_temp_c: limits.0,
+                shutdown_temp_c: limits.1,
                 nvlinks: g
                     .links
                     .iter()

@@ -201,6 +201,10 @@ fn h200_profile_reads_through_to_the_export() {
     assert_eq!(g.mem_total_bytes, Some(150_754_820_096));
     assert_eq!(g.mem_clock_mhz, Some(3201));
     assert_eq!(g.nvlink.len(), 18);
+    // This driver has dropped the deprecated threshold call: the slowdown
+    // temperature comes from the T.Limit fields and the margin (87 °C max
+    // operating, slowdown T.Limit -2).
+    assert_eq!(g.slowdown_temp_c, Some(89));
 }
 
 #[test]
@@ -218,6 +222,8 @@ fn mig_gpus_without_utilization_keep_every_other_reading_and_flag() {
         assert_eq!(g.mem_util_pct, None, "GPU {i}");
         assert!(g.temp_c.is_some(), "GPU {i}");
         assert_eq!(g.hbm_temp_c, Some(63), "GPU {i}");
+        // No T.Limit fields on this driver: the deprecated thresholds.
+        assert_eq!(g.slowdown_temp_c, Some(89), "GPU {i}");
         assert_eq!(g.ecc_corrected_volatile, Some(3), "GPU {i}");
         assert_eq!(g.remapped_rows_correctable, Some(1), "GPU {i}");
         assert_eq!(g.nvlink.len(), 12);

@@ -590,11 +590,36 @@ pub extern "C" fn nvmlDeviceGetTemperatureV(d: nvmlDevice_t, t: *mut nvmlTempera
     })
 }
 
+/// How far the GPU is below its maximum operating temperature (T.Limit), °C.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMarginTemperature(d: nvmlDevice_t, m: *mut nvmlMarginTemperature_t) -> nvmlReturn_t {
+    with("nvmlDeviceGetMarginTemperature", Some(d), |f, d| {
+        let Some(g) = gpu_of(d) else { return NOT_SUPPORTED };
+        if !f.spec(g).tlimit {
+            return NOT_SUPPORTED;
+        }
+        if m.is_null() {
+            return INVALID;
+        }
+        // SAFETY: non-null, the caller's nvmlMarginTemperature_t.
+        let m = unsafe { &mut *m };
+        // nvmlMarginTemperature_v1: size 8, version 1 in the top byte.
+        if m.version != (std::mem::size_of::<nvmlMarginTemperature_t>() as u32 | (1 << 24)) {
+            return nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        m.marginTemperature = f.spec(g).gpu_max_temp_c as c_int - f.temp_c(g) as c_int;
+        SUCCESS
+    })
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetTemperatureThreshold(d: nvmlDevice_t, kind: c_uint, t: *mut c_uint) -> nvmlReturn_t {
     with("nvmlDeviceGetTemperatureThreshold", Some(d), |f, d| {
         let Some(g) = gpu_of(d) else { return NOT_SUPPORTED };
         let s = f.spec(g);
+        if !s.legacy_thresholds {
+            return NOT_SUPPORTED;
+        }
         let v = match kind {
             0 => s.shutdown_temp_c,
             1 => s.slowdown_temp_c,
@@ -790,7 +815,21 @@ fn field(f: &Fake, g: u32, v: &mut nvmlFieldValue_t) {
     };
     let links = s.nvlinks;
     let scope = v.scopeId;
+    // T.Limit thresholds: degrees below the GPU's maximum operating
+    // temperature (negative: above it), as nvidia-smi's "T.Limit" lines.
+    let tlimit = |v: &mut nvmlFieldValue_t, limit: u32| {
+        if !s.tlimit {
+            return NOT_SUPPORTED;
+        }
+        v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_SIGNED_INT;
+        v.value.siVal = s.gpu_max_temp_c as c_int - limit as c_int;
+        SUCCESS
+    };
     let rc = match v.fieldId {
+        NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT => tlimit(v, s.shutdown_temp_c),
+        NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT => tlimit(v, s.slowdown_temp_c),
+        NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT => tlimit(v, s.mem_max_temp_c),
+        NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT => tlimit(v, s.gpu_max_temp_c),
         NVML_FI_DEV_MEMORY_TEMP => match s.hbm_temp_c {
             Some(t) if !f.has(g, FaultKind::HbmTempNotSupported) => uint(t),
             _ => NOT_SUPPORTED,

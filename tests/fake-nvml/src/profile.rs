@@ -28,6 +28,10 @@ pub struct Profile {
     pub fault: Vec<Fault>,
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn default_period() -> f64 {
     60.0
 }
@@ -53,6 +57,14 @@ pub struct GpuSpec {
     pub shutdown_temp_c: u32,
     pub mem_max_temp_c: u32,
     pub gpu_max_temp_c: u32,
+    /// The driver gives the T.Limit fields and the margin temperature
+    /// (recent drivers on Hopper and later); false: NOT_SUPPORTED.
+    #[serde(default = "yes")]
+    pub tlimit: bool,
+    /// The driver still answers nvmlDeviceGetTemperatureThreshold; false:
+    /// NOT_SUPPORTED (the agent must read the T.Limit fields instead).
+    #[serde(default = "yes")]
+    pub legacy_thresholds: bool,
     pub sm_clock_mhz: u32,
     pub mem_clock_mhz: u32,
     pub max_sm_clock_mhz: u32,
