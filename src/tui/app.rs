@@ -39,6 +39,41 @@ pub enum Screen {
     Bench,
 }
 
+/// How much history the node detail's sparklines show (`z` cycles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zoom {
+    OneMinute,
+    TenMinutes,
+    /// Everything the ring holds.
+    All,
+}
+
+impl Zoom {
+    pub fn window_ms(self) -> i64 {
+        match self {
+            Zoom::OneMinute => 60_000,
+            Zoom::TenMinutes => 600_000,
+            Zoom::All => i64::MAX,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Zoom::OneMinute => "1 min",
+            Zoom::TenMinutes => "10 min",
+            Zoom::All => "all",
+        }
+    }
+
+    fn next(self) -> Zoom {
+        match self {
+            Zoom::OneMinute => Zoom::TenMinutes,
+            Zoom::TenMinutes => Zoom::All,
+            Zoom::All => Zoom::OneMinute,
+        }
+    }
+}
+
 /// The panes of the node detail's lower half.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -158,6 +193,7 @@ pub struct App {
     pub detail_node: usize,
     pub detail_gpu: usize,
     pub pane: Pane,
+    pub history_zoom: Zoom,
     pub alert_cursor: usize,
     pub alert_sort: AlertSort,
     /// Identical flags of one job fold into one row (`z` unfolds).
@@ -233,6 +269,7 @@ impl App {
             detail_node: 0,
             detail_gpu: 0,
             pane: Pane::History,
+            history_zoom: Zoom::TenMinutes,
             alert_cursor: 0,
             alert_sort: AlertSort::Severity,
             alerts_folded: true,
@@ -735,6 +772,7 @@ fn detail_key(app: &mut App, k: KeyEvent) {
     let cur = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
     match k.code {
         KeyCode::Char(c @ '1'..='4') => app.pane = pane_at(c as usize - '1' as usize),
+        KeyCode::Char('z') => app.history_zoom = app.history_zoom.next(),
         KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
         KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
         // Next / previous node without going back to the heatmap.

@@ -1530,3 +1530,31 @@ fn a_acknowledges_an_alert_and_a_number_silences_it_both_dimmed_last_and_kept() 
     };
     assert_eq!(all.len(), 2);
 }
+
+#[test]
+fn the_history_has_a_time_axis_and_z_zooms_between_one_minute_ten_and_all() {
+    let open = || vec![key(KeyCode::Enter)];
+    let axis = |buf: &Buffer| {
+        text(buf)
+            .lines()
+            .find(|l| l.starts_with("GPU 0 ·"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let fleet = || fleet_updates(4, 8, 600);
+    let ten = axis(&drive(theme(), fleet(), (120, 40), open()));
+    assert!(
+        ten.contains("10 min") && ten.contains("-9m") && ten.contains("now"),
+        "{ten}"
+    );
+    let mut steps = open();
+    steps.push(key(KeyCode::Char('z')));
+    let all = axis(&drive(theme(), fleet(), (120, 40), steps.clone()));
+    assert!(all.contains("all") && all.contains("-9m"), "{all}");
+    steps.push(key(KeyCode::Char('z')));
+    let one = axis(&drive(theme(), fleet(), (120, 40), steps));
+    assert!(
+        one.contains("1 min") && one.contains("-59s") && one.contains("now"),
+        "{one}"
+    );
+}

@@ -14,7 +14,7 @@ use crate::store::NodeState;
 use crate::store::history::Point;
 use crate::tui::app::{App, Pane};
 use crate::tui::theme::Theme;
-use crate::tui::view::{gpu_info, human_rate, opt};
+use crate::tui::view::{gpu_info, human_age, human_rate, opt};
 use fleetop_proto::ib::counter_name;
 use fleetop_proto::throttle;
 
@@ -363,31 +363,35 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         ("power %", |p| p.power_pct),
     ];
     let label_w = 16u16;
-    // Four series, each as tall as the pane allows, a blank row between
-    // where there is room, and a line for the time span at the bottom.
-    let rows = area.height.clamp(1, 4);
-    let pitch = (area.height.saturating_sub(1) / rows).max(1);
-    let h = if pitch > 1 { pitch - 1 } else { 1 };
-    let span_s = n
+    let width = area.width.saturating_sub(label_w) as usize;
+    // The points inside the zoom's window (the whole ring for "all"),
+    // each column the highest of its points when there are more than columns.
+    let newest = n.history.times.back().copied().unwrap_or(0);
+    let first = n
         .history
         .times
-        .back()
-        .zip(n.history.times.front())
-        .map(|(b, a)| (b - a) / 1000)
+        .iter()
+        .position(|&at| newest - at < app.history_zoom.window_ms())
         .unwrap_or(0);
+    let first = first.max(n.history.times.len().saturating_sub(ring.len()));
+    let oldest = n.history.times.get(first).copied().unwrap_or(newest);
+    let shown: Vec<Point> = ring.iter().skip(first.min(ring.len())).copied().collect();
+    let per_col = shown.len().div_ceil(width.max(1)).max(1);
+    // Four series, each as tall as the pane allows, a blank row between
+    // where there is room, and a time axis at the bottom.
+    let rows = area.height.saturating_sub(1).clamp(1, 4);
+    let pitch = (area.height.saturating_sub(1) / rows).max(1);
+    let h = if pitch > 1 { pitch - 1 } else { 1 };
     for (k, (name, get)) in series.iter().enumerate().take(rows as usize) {
         let y = area.y + k as u16 * pitch;
-        let width = area.width.saturating_sub(label_w) as usize;
-        // The newest points that fit, oldest first; no reading draws nothing.
-        let data: Vec<Option<u64>> = ring
-            .iter()
-            .skip(ring.len().saturating_sub(width))
-            .map(|p| Some(u64::from(get(p))).filter(|&v| v != 255))
+        let data: Vec<Option<u64>> = shown
+            .chunks(per_col)
+            .map(|c| c.iter().map(|p| get(p)).filter(|&v| v != 255).max().map(u64::from))
             .collect();
-        let now = data
+        let now = shown
             .last()
-            .copied()
-            .flatten()
+            .map(|p| get(p))
+            .filter(|&v| v != 255)
             .map(|v| v.to_string())
             .unwrap_or_else(|| "-".into());
         let label = format!("{name:<8}{now:>4}");
@@ -407,10 +411,29 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 buf,
             );
     }
-    if area.height > rows * pitch {
-        let note = format!("GPU {} · last {} min", app.detail_gpu, span_s / 60);
-        line_at(Line::from(Span::styled(note, t.muted)), area, area.height - 1, buf);
+    // The time axis: how long ago the left edge, the middle and the right are.
+    let cols = shown.len().div_ceil(per_col);
+    let axis_y = area.height - 1;
+    let span = newest - oldest;
+    let mut axis = vec![' '; width];
+    let mut put = |at: usize, text: &str| {
+        for (i, c) in text.chars().enumerate() {
+            if let Some(slot) = axis.get_mut(at + i) {
+                *slot = c;
+            }
+        }
+    };
+    if cols > 0 {
+        put(0, &format!("-{}", human_age(span)));
+        if cols > 30 {
+            put(cols / 2 - 2, &format!("-{}", human_age(span / 2)));
+        }
+        put(cols.saturating_sub(3), "now");
     }
+    let label = format!("GPU {} · {}", app.detail_gpu, app.history_zoom.name());
+    buf.set_stringn(area.x, area.y + axis_y, &label, label_w as usize, t.muted);
+    let axis: String = axis.into_iter().collect();
+    buf.set_stringn(area.x + label_w, area.y + axis_y, axis, width, t.muted);
 }
 
 fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {

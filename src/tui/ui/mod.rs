@@ -509,6 +509,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("j k  ↓ ↑", "select a GPU"),
             ("1 2 3 4  h l", "pane: history, NVLink, InfiniBand, processes"),
             ("n p", "next / previous node"),
+            ("z", "history: the last minute, ten minutes, or all of it"),
         ]),
         Screen::Alerts => v.extend([
             ("j k  ↓ ↑", "move"),
