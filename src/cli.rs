@@ -29,6 +29,10 @@ pub struct Cli {
     /// the config; default 200ms): raise it on a slow SSH link.
     #[arg(long, global = true, value_parser = crate::model::time::parse_refresh)]
     pub refresh: Option<Duration>,
+    /// No mouse: clicks and the wheel go to the terminal (text selection
+    /// without Shift); also `mouse = false` in the config.
+    #[arg(long, global = true)]
+    pub no_mouse: bool,
     #[command(flatten)]
     pub record: RecordFlags,
     #[command(subcommand)]

@@ -43,6 +43,8 @@ pub struct Config {
     /// SSH link. 50 ms to 10 s.
     #[serde(deserialize_with = "de_refresh")]
     pub refresh: Option<std::time::Duration>,
+    /// Clicks and the wheel in the console (`--no-mouse` turns them off).
+    pub mouse: Option<bool>,
     pub notify: NotifyConfig,
 }
 

@@ -59,6 +59,9 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut cfg = config::load(cli.config.as_deref())?;
     cfg.refresh = cli.refresh.or(cfg.refresh);
+    if cli.no_mouse {
+        cfg.mouse = Some(false);
+    }
     if cli.record.record.is_some() && cli.command.is_some() {
         anyhow::bail!(
             "--record goes with the console (`fleetop --record FILE`, `fleetop demo --record FILE`); to record without it: `fleetop record SOURCE --out FILE`"

@@ -27,6 +27,8 @@ pub enum Action {
     Store(Update, i64),
     /// The terminal's size (at start and on every resize).
     Resize(u16, u16),
+    /// A click or the wheel.
+    Mouse(crossterm::event::MouseEvent),
     Quit,
 }
 
@@ -439,8 +441,13 @@ impl App {
 
     /// Cells per row of the dense wall at the current size.
     pub fn wall_columns(&self) -> usize {
+        self.wall_cell().0
+    }
+
+    /// Cells per row and cell width of the dense wall at the current size.
+    fn wall_cell(&self) -> (usize, usize) {
         let area = ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1);
-        crate::tui::ui::wall_geometry(crate::tui::ui::body_area(area), self.visible().len()).0
+        crate::tui::ui::wall_geometry(crate::tui::ui::body_area(area), self.visible().len())
     }
 }
 
@@ -505,6 +512,10 @@ pub fn update(app: &mut App, action: Action) {
             app.changed = true;
         }
         Action::Resize(w, h) => app.size = (w, h),
+        Action::Mouse(m) => {
+            on_mouse(app, m);
+            clamp_cursors(app);
+        }
         Action::Key(k) => {
             on_key(app, k);
             clamp_cursors(app);
@@ -648,6 +659,76 @@ fn filter_key(app: &mut App, k: KeyEvent) {
         app.select_row(0);
         app.alert_cursor = 0;
     }
+}
+
+/// On the heatmap and the wall: the wheel moves the cursor, a click selects
+/// the node under it, a click on the selected node opens it. Elsewhere the
+/// wheel moves like j/k. Never while a dialog, help or the filter is open:
+/// a stray click must not change what a dialog acts on.
+fn on_mouse(app: &mut App, m: crossterm::event::MouseEvent) {
+    use crossterm::event::{MouseButton, MouseEventKind};
+    if app.dialog.is_some() || app.help || app.input.is_some() {
+        return;
+    }
+    let wall = app.wall_active();
+    let step = if wall { app.wall_columns() as isize } else { 1 };
+    let wheel = match m.kind {
+        MouseEventKind::ScrollDown => 1,
+        MouseEventKind::ScrollUp => -1,
+        MouseEventKind::Down(MouseButton::Left) => 0,
+        _ => return,
+    };
+    match (app.screen, wheel) {
+        (Screen::Heatmap, 0) => {
+            let Some(pos) = node_at(app, m.column, m.row) else {
+                return;
+            };
+            let vis = app.visible();
+            if vis.get(pos).copied() == app.current_node() {
+                if let Some(n) = app.current_node() {
+                    app.open_detail(n, None);
+                }
+            } else {
+                app.select_row(pos);
+            }
+        }
+        (Screen::Heatmap, d) => app.move_cursor(d * step),
+        (Screen::Detail, d) if d != 0 => app.detail_gpu = moved(app.detail_gpu, d, app.gpu_count()),
+        (Screen::Alerts, d) if d != 0 => app.alert_cursor = moved(app.alert_cursor, d, app.alerts().len()),
+        _ => {}
+    }
+}
+
+/// The position in the visible list of the node drawn at (x, y), as the
+/// heatmap draws it: rows under the block's title, or the wall's cells.
+fn node_at(app: &App, x: u16, y: u16) -> Option<usize> {
+    let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
+    let body = crate::tui::ui::body_area(area);
+    // The block's title row above, the legend row below.
+    let top = body.y + 1;
+    let height = body.height.saturating_sub(2) as usize;
+    if y < top || x >= body.right() {
+        return None;
+    }
+    let r = usize::from(y - top);
+    let len = app.visible().len();
+    let cursor = app.cursor_pos();
+    let pos = if app.wall_active() {
+        let (cols, cell_w) = app.wall_cell();
+        // The wall's last row is its status line.
+        let rows = height.saturating_sub(1);
+        if r >= rows {
+            return None;
+        }
+        let first_row = (cursor / cols).saturating_sub(rows.saturating_sub(1));
+        (first_row + r) * cols + usize::from(x - body.x) / cell_w
+    } else {
+        if r >= height {
+            return None;
+        }
+        cursor.saturating_sub(height.saturating_sub(1)) + r
+    };
+    (pos < len).then_some(pos)
 }
 
 /// Up/down/page/home/end as a signed move (`page` steps a page).

@@ -80,6 +80,7 @@ pub fn run(
     app.silences = crate::ops::silences::load();
     app.clipboard_sink = Some(Box::new(osc52));
     let mut terminal = init_terminal();
+    enable_mouse(cfg.mouse.unwrap_or(true));
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();
     let result = rt.block_on(event_loop(&mut terminal, &mut app, updates, rx, outgoing, now_ms));
@@ -135,7 +136,21 @@ fn init_terminal() -> ratatui::DefaultTerminal {
 }
 
 fn show_cursor() {
-    let _ = crossterm::execute!(std::io::stdout(), crossterm::cursor::Show);
+    // Mouse reporting off too (a no-op where it was never on): a shell left
+    // with it on prints escape codes on every click.
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        crossterm::event::DisableMouseCapture,
+        crossterm::cursor::Show
+    );
+}
+
+/// Clicks and the wheel, unless `--no-mouse` (or `mouse = false`): with
+/// them on, the terminal's own text selection needs Shift held.
+fn enable_mouse(on: bool) {
+    if on {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
+    }
 }
 
 /// Gives the terminal back as it was: cooked mode, normal screen, cursor shown.
@@ -151,6 +166,7 @@ fn spawn_input_thread(tx: mpsc::Sender<Action>) {
             let action = match event::read() {
                 Ok(TermEvent::Key(k)) if k.kind != KeyEventKind::Release => Some(Action::Key(k)),
                 Ok(TermEvent::Resize(w, h)) => Some(Action::Resize(w, h)),
+                Ok(TermEvent::Mouse(m)) => Some(Action::Mouse(m)),
                 Ok(_) => None,
                 // The terminal is gone (SSH dropped): quit.
                 Err(_) => Some(Action::Quit),

@@ -263,6 +263,7 @@ where
                     }
                 }
                 Some(Action::Resize(w, h)) => app::update(app, Action::Resize(w, h.saturating_sub(1))),
+                Some(Action::Mouse(m)) => app::update(app, Action::Mouse(m)),
                 // The wall clock is not the replay's: time is the cursor.
                 Some(Action::Tick(_) | Action::Store(..)) => {}
                 Some(Action::Quit) | None => app.quit = true,

@@ -1558,3 +1558,56 @@ fn the_history_has_a_time_axis_and_z_zooms_between_one_minute_ten_and_all() {
         "{one}"
     );
 }
+
+fn click(column: u16, row: u16) -> Action {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    Action::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    })
+}
+
+#[test]
+fn a_click_selects_the_node_under_it_a_second_opens_it_and_the_wheel_moves() {
+    use crossterm::event::{MouseEvent, MouseEventKind};
+    let t = theme();
+    let fleet = || fleet_updates(16, 8, 60);
+    // Rows start under the header (2 lines) and the block's title: gpu05 is on line 7.
+    let buf = drive(t.clone(), fleet(), (120, 40), vec![click(10, 7)]);
+    assert_eq!(cursor_node(&buf, &t).as_deref(), Some("gpu05"), "{}", text(&buf));
+    let buf = drive(t.clone(), fleet(), (120, 40), vec![click(10, 7), click(10, 7)]);
+    let title = text(&buf).lines().nth(2).unwrap_or_default().to_string();
+    assert!(title.trim_start().starts_with("gpu05 "), "{}", text(&buf));
+    let wheel = Action::Mouse(MouseEvent {
+        kind: MouseEventKind::ScrollDown,
+        column: 10,
+        row: 7,
+        modifiers: KeyModifiers::NONE,
+    });
+    let buf = drive(t.clone(), fleet(), (120, 40), vec![wheel.clone(), wheel]);
+    assert_eq!(cursor_node(&buf, &t).as_deref(), Some("gpu03"));
+    // Below the last node, and on the wall, a click lands where it should.
+    let buf = drive(t.clone(), fleet(), (120, 40), vec![click(10, 30)]);
+    assert_eq!(
+        cursor_node(&buf, &t).as_deref(),
+        Some("gpu01"),
+        "nothing there: no move"
+    );
+}
+
+#[test]
+fn a_click_while_a_dialog_is_open_changes_nothing_it_acts_on() {
+    let setup = |app: &mut App| app.actions_enabled = true;
+    let steps = vec![
+        Step::Do(key(KeyCode::Char('R'))), // resume gpu01: the dialog lists it
+        Step::Do(click(10, 7)),            // a click on gpu05 behind the dialog
+        Step::Do(key(KeyCode::Char('y'))),
+    ];
+    let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, setup);
+    let [Request::Run(plan)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!(plan.nodes, ["gpu01"]);
+}
