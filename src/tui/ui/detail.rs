@@ -386,11 +386,11 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         let y = area.y + k as u16 * pitch;
         let data: Vec<Option<u64>> = shown
             .chunks(per_col)
-            .map(|c| c.iter().map(|p| get(p)).filter(|&v| v != 255).max().map(u64::from))
+            .map(|c| c.iter().map(get).filter(|&v| v != 255).max().map(u64::from))
             .collect();
         let now = shown
             .last()
-            .map(|p| get(p))
+            .map(get)
             .filter(|&v| v != 255)
             .map(|v| v.to_string())
             .unwrap_or_else(|| "-".into());
