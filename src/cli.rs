@@ -140,6 +140,8 @@ pub enum Command {
     Export(ExportArgs),
     /// Drain, resume or undrain nodes in Slurm (asks first on a terminal).
     Node(NodeCmd),
+    /// Cancel a Slurm job (`fleetop job cancel JOBID`; asks first on a terminal).
+    Job(JobCmd),
     /// Run a burn-in suite on the agents of SOURCE (asks first on a terminal).
     Bench(BenchArgs),
     /// Headless notifier: post SOURCE's flags to Alertmanager and/or a
@@ -226,6 +228,25 @@ pub struct NodeCmd {
     pub yes: bool,
     #[arg(long, value_enum, default_value_t = ActionFormat::Text)]
     pub format: ActionFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct JobCmd {
+    #[arg(value_enum)]
+    pub action: JobAction,
+    /// The Slurm job id.
+    pub job: u64,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long, value_enum, default_value_t = ActionFormat::Text)]
+    pub format: ActionFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JobAction {
+    /// scancel: the job ends on every node it runs on.
+    Cancel,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

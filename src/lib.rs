@@ -83,6 +83,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let read_only = cli.read_only || cfg.read_only;
             cmd::node::run(args, &cfg, read_only)
         }
+        Some(Command::Job(args)) => {
+            logging::to_stderr();
+            let read_only = cli.read_only || cfg.read_only;
+            cmd::node::run_job(args, &cfg, read_only)
+        }
         Some(Command::Watch(args)) => {
             logging::to_stderr_at("info");
             rt.block_on(cmd::watch::run(args, cfg))

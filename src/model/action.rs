@@ -23,6 +23,10 @@ pub enum NodeAction {
     /// the cluster, but who hid what from the screen is evidence too.
     #[value(skip)]
     Silence,
+    /// Cancel a Slurm job (`scancel JOBID`): from a GPU's processes in the
+    /// console, or `fleetop job cancel`.
+    #[value(skip)]
+    Scancel,
 }
 
 impl NodeAction {
@@ -33,6 +37,7 @@ impl NodeAction {
             NodeAction::Undrain => "undrain",
             NodeAction::Bench => "bench",
             NodeAction::Silence => "silence",
+            NodeAction::Scancel => "scancel",
         }
     }
 }
@@ -57,7 +62,7 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
         }
         NodeAction::Resume => argv.push("State=RESUME".into()),
         NodeAction::Undrain => argv.push("State=UNDRAIN".into()),
-        NodeAction::Bench | NodeAction::Silence => {}
+        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel => {}
     }
     argv
 }
@@ -78,6 +83,20 @@ pub fn plan(action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> R
         reason,
         commands,
     })
+}
+
+/// The plan to cancel job `job` (of `user`, seen on `nodes`): one command,
+/// an argument vector, never a shell string.
+pub fn scancel_plan(job: u64, user: Option<&str>, nodes: Vec<String>) -> Plan {
+    Plan {
+        action: NodeAction::Scancel,
+        nodes,
+        reason: Some(match user {
+            Some(u) => format!("job {job} of {u}"),
+            None => format!("job {job}"),
+        }),
+        commands: vec![vec!["scancel".into(), job.to_string()]],
+    }
 }
 
 /// A command as a person would type it (for display and the audit log; it

@@ -14,7 +14,7 @@ fn reached(action: NodeAction, after: &SchedNode) -> bool {
         NodeAction::Drain => after.is_drained() || after.state.contains("drain"),
         NodeAction::Resume => !after.is_drained() && !after.is_down() && !after.state.contains("drain"),
         NodeAction::Undrain => !after.state.contains("drain"),
-        NodeAction::Bench | NodeAction::Silence => true,
+        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel => true,
     }
 }
 
@@ -35,6 +35,9 @@ fn describe(n: &SchedNode) -> String {
 
 /// Runs a confirmed plan node by node, then reads the nodes back from Slurm.
 pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
+    if plan.action == NodeAction::Scancel {
+        return execute_scancel(slurm, plan);
+    }
     let before = slurm.query().map(|s| s.nodes);
     // A controller that does not answer will not answer scontrol either:
     // each node then says so at once rather than after a timeout of its own.
@@ -132,6 +135,41 @@ pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
         }
     }
     audit::report(plan, Stage::Done, None, results)
+}
+
+/// `scancel JOBID`, then squeue read back: the result is the job's, by what
+/// Slurm lists afterwards, not by scancel's exit status alone.
+fn execute_scancel(slurm: &Slurm, plan: &Plan) -> ActionReport {
+    let Some(argv) = plan.commands.first().filter(|a| a.len() == 2) else {
+        return audit::report(plan, Stage::Done, Some("no job to cancel".into()), Vec::new());
+    };
+    let job = argv[1].clone();
+    let listed = |snap: &crate::model::sched::Snapshot| snap.jobs.iter().any(|j| j.id.to_string() == job);
+    let before = slurm.query().ok().map(|s| listed(&s));
+    let (ok, message, after) = match slurm.run(&argv[0], &argv[1..]) {
+        Err(e) => (false, e.to_string(), None),
+        Ok(_) => match slurm.query() {
+            Ok(s) if listed(&s) => (
+                true,
+                "Slurm accepted it; the job is still listed while it ends".to_string(),
+                Some("ending".to_string()),
+            ),
+            Ok(_) => (
+                true,
+                "cancelled: Slurm no longer lists it".to_string(),
+                Some("gone".to_string()),
+            ),
+            Err(e) => (false, format!("ran, but the result could not be read back: {e}"), None),
+        },
+    };
+    let result = NodeResult {
+        node: format!("job {job}"),
+        ok,
+        message,
+        state_before: before.map(|l| if l { "listed" } else { "not listed" }.to_string()),
+        state_after: after,
+    };
+    audit::report(plan, Stage::Done, None, vec![result])
 }
 
 #[cfg(test)]

@@ -854,6 +854,7 @@ fn detail_key(app: &mut App, k: KeyEvent) {
     match k.code {
         KeyCode::Char(c @ '1'..='4') => app.pane = pane_at(c as usize - '1' as usize),
         KeyCode::Char('z') => app.history_zoom = app.history_zoom.next(),
+        KeyCode::Char('K') => start_scancel(app),
         KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
         KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
         // Next / previous node without going back to the heatmap.
@@ -1123,6 +1124,34 @@ fn start_bench(app: &mut App) {
         nodes,
         suite: Suite::Quick,
     });
+}
+
+/// `K` in node detail: cancel the Slurm job on the selected GPU (its
+/// processes' job), after the same confirmation as a drain, showing the
+/// exact `scancel` it runs.
+fn start_scancel(app: &mut App) {
+    let Some(n) = app.detail() else { return };
+    let gpu = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu));
+    let Some(job) = gpu.and_then(|g| g.processes.iter().find_map(|p| p.job_id)) else {
+        app.message = Some("no Slurm job on this GPU".into());
+        return;
+    };
+    let user = n.job_user(job).map(str::to_string);
+    let nodes: Vec<String> = match n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == job)) {
+        Some(j) => j.nodes.clone(),
+        None => vec![n.target.name.clone()],
+    };
+    let plan = action::scancel_plan(job, user.as_deref(), nodes);
+    if app.read_only {
+        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
+        app.message = Some("read-only mode: scancel is off".into());
+        return;
+    }
+    if !app.actions_enabled {
+        app.message = Some("no scheduler: start with --slurm to cancel jobs".into());
+        return;
+    }
+    app.dialog = Some(Dialog::Confirm(plan));
 }
 
 /// On the bench screen, `D` offers to drain the selected node that failed,

@@ -354,6 +354,88 @@ pub fn read_only_refuses_and_logs_the_attempt() {
     assert_eq!(env.cluster.node_state("gpu01"), "idle");
 }
 
+/// `fleetop job cancel JOBID` runs `scancel JOBID` on a real job: refused in
+/// read-only mode, then confirmed with --yes, read back from Slurm (the job
+/// is gone), and logged.
+pub fn job_cancel_scancels_a_real_job_and_read_only_refuses_it() {
+    let env = setup();
+    let out = env
+        .cluster
+        .command("sbatch")
+        .args([
+            "--parsable",
+            "-w",
+            "gpu02",
+            "--gres=gpu:1",
+            "-J",
+            "long-job",
+            "--wrap",
+            "sleep 300",
+        ])
+        .output()
+        .expect("sbatch");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let job: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("a job id");
+    let in_state = |states: &str| {
+        let out = env
+            .cluster
+            .command("squeue")
+            .args(["-h", "-t", states, "-j", &job.to_string(), "-o", "%i"])
+            .output();
+        out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == job.to_string())
+    };
+    let listed = || in_state("all");
+    let start = Instant::now();
+    while !in_state("R") {
+        assert!(start.elapsed() < Duration::from_secs(20), "the job never ran");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let out = env
+        .fleetop()
+        .args(["--read-only", "job", "cancel", &job.to_string(), "--yes"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only mode: scancel refused"));
+    assert!(listed(), "nothing ran");
+
+    let out = env
+        .fleetop()
+        .args(["job", "cancel", &job.to_string(), "--yes", "--format", "json"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("scancel {job}")),
+        "the exact command first: {stderr}"
+    );
+    let report: ActionReport = serde_json::from_slice(&out.stdout).expect("report");
+    assert_eq!(report.commands, [["scancel".to_string(), job.to_string()]]);
+    assert_eq!(report.nodes, ["gpu02"], "the job's node, for the log");
+    assert!(report.results[0].ok, "{report:?}");
+    let start = Instant::now();
+    while listed() {
+        assert!(start.elapsed() < Duration::from_secs(30), "the job is still there");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = env.audit_lines();
+    assert!(
+        log.iter()
+            .any(|r| r.refused.as_deref() == Some("read-only mode") && r.action.verb() == "scancel")
+    );
+    assert!(
+        log.iter()
+            .any(|r| r.refused.is_none() && r.action.verb() == "scancel" && !r.results.is_empty())
+    );
+}
+
 /// Reads ndjson snapshots from `lines` until one satisfies `want`, or fails
 /// after `within` lines.
 fn until_snapshot(

@@ -1611,3 +1611,37 @@ fn a_click_while_a_dialog_is_open_changes_nothing_it_acts_on() {
     };
     assert_eq!(plan.nodes, ["gpu01"]);
 }
+
+#[test]
+fn capital_k_in_node_detail_cancels_the_gpus_job_after_showing_the_exact_scancel() {
+    // gpu11 is the idle node: job 4848 holds its GPUs.
+    let open = || {
+        let mut s: Vec<Step> = keys("/gpu11").into_iter().map(Step::Do).collect();
+        s.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
+        s.push(Step::Do(key(KeyCode::Char('K'))));
+        s
+    };
+    let setup = |app: &mut App| app.actions_enabled = true;
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), open(), setup);
+    let screen = text(&buf);
+    assert!(
+        screen.contains("confirm scancel") && screen.contains("scancel 4848"),
+        "{screen}"
+    );
+    assert!(asked.is_empty(), "nothing runs before y: {asked:?}");
+    let mut steps = open();
+    steps.push(Step::Do(key(KeyCode::Char('y'))));
+    let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, setup);
+    let [Request::Run(plan)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!(plan.commands, [["scancel", "4848"]]);
+    // Read-only: refused and logged, nothing asked.
+    let ro = |app: &mut App| {
+        app.actions_enabled = true;
+        app.read_only = true;
+    };
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), open(), ro);
+    assert!(matches!(asked.as_slice(), [Request::Refused(..)]), "{asked:?}");
+    assert!(text(&buf).contains("read-only mode: scancel is off"));
+}

@@ -510,6 +510,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("1 2 3 4  h l", "pane: history, NVLink, InfiniBand, processes"),
             ("n p", "next / previous node"),
             ("z", "history: the last minute, ten minutes, or all of it"),
+            ("K", "cancel the Slurm job on this GPU (scancel, asks first)"),
         ]),
         Screen::Alerts => v.extend([
             ("j k  ↓ ↑", "move"),
