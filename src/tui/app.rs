@@ -39,6 +39,8 @@ pub enum Screen {
     Alerts,
     /// Burn-in progress and verdicts.
     Bench,
+    /// The Slurm jobs on the shown nodes (`J`).
+    Jobs,
 }
 
 /// How much history the node detail's sparklines show (`z` cycles).
@@ -209,6 +211,7 @@ pub struct App {
     /// Burn-in is possible (the agents' token is known).
     pub bench_enabled: bool,
     pub bench_cursor: usize,
+    pub jobs_cursor: usize,
     /// The bench screen shows this node's every check (Enter toggles).
     pub bench_open: Option<usize>,
     pub read_only: bool,
@@ -281,6 +284,7 @@ impl App {
             actions_enabled: false,
             bench_enabled: false,
             bench_cursor: 0,
+            jobs_cursor: 0,
             bench_open: None,
             read_only: false,
             dialog: None,
@@ -590,18 +594,23 @@ fn on_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char('c') if app.screen == Screen::Bench => clear_bench(app),
         KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
         KeyCode::Char('B') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_bench(app),
+        KeyCode::Char('J') => {
+            app.screen = Screen::Jobs;
+            app.jobs_cursor = 0;
+        }
         KeyCode::Esc => match app.screen {
             Screen::Detail | Screen::Alerts => app.screen = Screen::Heatmap,
             Screen::Heatmap => {
                 app.filter = Filter::All;
                 app.filter_text.clear();
             }
-            Screen::Bench => app.screen = Screen::Heatmap,
+            Screen::Bench | Screen::Jobs => app.screen = Screen::Heatmap,
         },
         _ => match app.screen {
             Screen::Heatmap => heatmap_key(app, k),
             Screen::Detail => detail_key(app, k),
             Screen::Alerts => alerts_key(app, k),
+            Screen::Jobs => jobs_key(app, k),
             Screen::Bench => {
                 if let Some(d) = vertical(&k, 10) {
                     app.bench_cursor = moved(app.bench_cursor, d, app.store.bench.len());
@@ -1124,6 +1133,29 @@ fn start_bench(app: &mut App) {
         nodes,
         suite: Suite::Quick,
     });
+}
+
+/// The job view: move, and Enter shows the job's nodes on the heatmap (a
+/// filter of exactly them, Esc clears it).
+fn jobs_key(app: &mut App, k: KeyEvent) {
+    let rows = view::jobs(&app.store, &app.visible());
+    if let Some(d) = vertical(&k, 10) {
+        app.jobs_cursor = moved(app.jobs_cursor, d, rows.len());
+        return;
+    }
+    if k.code == KeyCode::Enter
+        && let Some(r) = rows.get(app.jobs_cursor)
+    {
+        let names: Vec<String> = r
+            .nodes
+            .iter()
+            .map(|&i| app.store.nodes[i].target.name.clone())
+            .collect();
+        app.filter_text = crate::ingest::hostlist::compress(&names);
+        app.filter = view::Filter::Names(names.into_iter().map(|n| n.to_lowercase()).collect());
+        app.screen = Screen::Heatmap;
+        app.select_row(0);
+    }
 }
 
 /// `K` in node detail: cancel the Slurm job on the selected GPU (its

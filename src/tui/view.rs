@@ -511,3 +511,96 @@ mod tests {
         assert_eq!(human_age(125_000), "2m");
     }
 }
+
+/// One Slurm job as the job view shows it: where it runs and what its GPUs do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    pub id: u64,
+    pub user: Option<String>,
+    pub name: Option<String>,
+    /// Node indices, in store order.
+    pub nodes: Vec<usize>,
+    /// GPUs with a process of the job.
+    pub gpus: usize,
+    /// Mean utilization of those GPUs, where they give it.
+    pub util_pct: Option<f64>,
+    /// Active flags on those GPUs and on its nodes as a whole, and the worst.
+    pub flags: usize,
+    pub worst: Option<Severity>,
+}
+
+/// Every job holding a GPU on a shown node (from the GPUs' processes, which
+/// the agent maps to their job), the least busy first: "job 4152 holds 64
+/// idle GPUs" is the first line. User and name come from the scheduler where
+/// it is read.
+pub fn jobs(store: &Store, shown: &[usize]) -> Vec<JobRow> {
+    use crate::model::flag::Subject;
+    use std::collections::BTreeMap;
+    let mut rows: BTreeMap<u64, (JobRow, f64, usize)> = BTreeMap::new();
+    for &i in shown {
+        let n = &store.nodes[i];
+        for g in n.last.iter().flat_map(|s| &s.gpus) {
+            let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for id in ids {
+                let (row, sum, count) = rows.entry(id).or_insert_with(|| {
+                    let job = n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == id));
+                    (
+                        JobRow {
+                            id,
+                            user: job.map(|j| j.user.clone()),
+                            name: job.map(|j| j.name.clone()),
+                            nodes: Vec::new(),
+                            gpus: 0,
+                            util_pct: None,
+                            flags: 0,
+                            worst: None,
+                        },
+                        0.0,
+                        0,
+                    )
+                });
+                if row.nodes.last() != Some(&i) {
+                    row.nodes.push(i);
+                    let node_flags: Vec<Severity> = n
+                        .detector
+                        .active()
+                        .filter(|f| f.subject == Subject::Node)
+                        .map(|f| f.severity)
+                        .collect();
+                    row.flags += node_flags.len();
+                    row.worst = row.worst.max(node_flags.into_iter().max());
+                }
+                row.gpus += 1;
+                let gpu_flags: Vec<Severity> = n
+                    .detector
+                    .active()
+                    .filter(|f| f.subject == Subject::Gpu(g.index))
+                    .map(|f| f.severity)
+                    .collect();
+                row.flags += gpu_flags.len();
+                row.worst = row.worst.max(gpu_flags.into_iter().max());
+                if let Some(u) = g.util_pct {
+                    *sum += f64::from(u);
+                    *count += 1;
+                }
+            }
+        }
+    }
+    let mut out: Vec<JobRow> = rows
+        .into_values()
+        .map(|(mut r, sum, count)| {
+            r.util_pct = (count > 0).then(|| sum / count as f64);
+            r
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.util_pct.is_none(), a.util_pct.unwrap_or(0.0))
+            .partial_cmp(&(b.util_pct.is_none(), b.util_pct.unwrap_or(0.0)))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(b.gpus.cmp(&a.gpus))
+            .then(a.id.cmp(&b.id))
+    });
+    out
+}

@@ -1645,3 +1645,28 @@ fn capital_k_in_node_detail_cancels_the_gpus_job_after_showing_the_exact_scancel
     assert!(matches!(asked.as_slice(), [Request::Refused(..)]), "{asked:?}");
     assert!(text(&buf).contains("read-only mode: scancel is off"));
 }
+
+#[test]
+fn capital_j_lists_jobs_the_idlest_first_and_enter_shows_their_nodes() {
+    let buf = drive(theme(), fleet_updates(16, 8, 60), (120, 40), keys("J"));
+    let screen = text(&buf);
+    let rows: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok()))
+        .collect();
+    // The idle job (8 GPUs at 0% on gpu11) is the first line.
+    assert!(rows.len() > 3, "{screen}");
+    let first: Vec<&str> = rows[0].split_whitespace().collect();
+    assert_eq!(first[0], "4848", "{screen}");
+    assert!(
+        rows[0].contains("   8 ") && rows[0].contains("0%") && rows[0].contains("gpu11"),
+        "{screen}"
+    );
+    let mut steps = keys("J");
+    steps.push(key(KeyCode::Enter));
+    let names: Vec<String> = rows_with_mean(&drive(theme(), fleet_updates(16, 8, 60), (120, 40), steps))
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(names, ["gpu11"]);
+}

@@ -5,6 +5,7 @@ mod alerts;
 mod bench;
 mod detail;
 mod heatmap;
+mod jobs;
 
 use std::collections::BTreeMap;
 
@@ -51,6 +52,7 @@ impl Widget for &App {
             Screen::Detail => detail::render(self, body, buf),
             Screen::Alerts => alerts::render(self, body, buf),
             Screen::Bench => bench::render(self, body, buf),
+            Screen::Jobs => jobs::render(self, body, buf),
         }
         render_footer(self, footer, buf);
         if self.help {
@@ -420,6 +422,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "z fold",
             "s sort",
         ],
+        Screen::Jobs => &["? help", "Esc back", "j/k move", "Enter its nodes", "/ filter"],
         Screen::Bench => &[
             "? help",
             "Esc back",
@@ -476,13 +479,14 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ),
         ("", "  several terms match any (xid,ecc_uncorrected); Ctrl-U clears"),
         ("m", "metric: util, memory, temperature, power, SM clock"),
+        ("J", "the Slurm jobs on the shown nodes, the least busy first"),
     ];
     match screen {
         Screen::Heatmap | Screen::Detail => v.extend([
             ("D R U", "drain (with a reason), resume, undrain: marked or this"),
             ("B", "burn-in on the marked nodes or this one (s: quick/full)"),
         ]),
-        Screen::Alerts => {}
+        Screen::Alerts | Screen::Jobs => {}
         Screen::Bench => v.extend([
             ("j k  ↓ ↑", "move"),
             ("D", "drain the selected failed node, the failure as reason"),
@@ -520,6 +524,10 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("z", "fold / unfold identical flags of one job into one row"),
             ("a", "acknowledge the alert (until it clears); again to undo"),
             ("1 4 8", "silence this kind on this node for 1, 4 or 8 hours"),
+        ]),
+        Screen::Jobs => v.extend([
+            ("j k  ↓ ↑", "move"),
+            ("Enter", "show the job's nodes on the heatmap (Esc clears)"),
         ]),
         Screen::Bench => {}
     }
