@@ -93,6 +93,24 @@ async fn run_actions(
                 ));
                 continue;
             }
+            Request::Signal { node, plan } => {
+                let (Some(target), Some(token)) = (targets.get(node), bench_token.as_deref()) else {
+                    continue;
+                };
+                if let Err(e) = audit::started(&plan) {
+                    let report = audit::refused(&plan, &e.to_string());
+                    let _ = tx.send(Update::ActionDone(Arc::new(report))).await;
+                    continue;
+                }
+                let report = crate::ops::signal::run(&plan, target, token, &access).await;
+                if let Err(e) = audit::log(&report) {
+                    tracing::error!("{e}");
+                }
+                if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             Request::Silences { all, made } => {
                 if let Err(e) = crate::ops::silences::save(&all, &made) {
                     tracing::error!("silences not saved: {e}");

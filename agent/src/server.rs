@@ -26,7 +26,7 @@ pub use crate::net::{Limits, TlsSettings};
 use crate::proto::agent_message::Kind;
 use crate::proto::agent_server::{Agent, AgentServer};
 use crate::proto::{AgentMessage, NodeInfo, Sample, SubscribeRequest};
-use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, bench_event};
+use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, SignalReply, SignalRequest, bench_event};
 use crate::sampler::Collector;
 
 /// How an agent samples and what it keeps.
@@ -578,6 +578,46 @@ impl Agent for AgentService {
     type SubscribeStream = ReceiverStream<Result<AgentMessage, Status>>;
     type RunBenchStream = ReceiverStream<Result<BenchEvent, Status>>;
     type NetSinkStream = ReceiverStream<Result<NetSinkEvent, Status>>;
+
+    async fn signal_process(&self, req: Request<SignalRequest>) -> Result<Response<SignalReply>, Status> {
+        let peer = req.remote_addr().map(|a| a.ip());
+        let req = req.into_inner();
+        self.authorize(peer, &req.token)?;
+        if self.shared.info.backend.starts_with("sim") {
+            return Err(Status::failed_precondition(
+                "simulated processes: nothing to signal (their pids are invented)",
+            ));
+        }
+        let signal = match req.signal.as_str() {
+            "TERM" => libc::SIGTERM,
+            "KILL" => libc::SIGKILL,
+            other => return Err(Status::invalid_argument(format!("signal '{other}': TERM or KILL"))),
+        };
+        // Only a process the latest sample shows on a GPU: never any pid.
+        let latest = self.shared.ring.lock().ok().and_then(|r| r.back().cloned());
+        let gpu = latest.and_then(|s| {
+            s.gpus
+                .iter()
+                .find(|g| g.processes.iter().any(|p| p.pid == req.pid))
+                .map(|g| g.index)
+        });
+        let Some(gpu) = gpu else {
+            return Err(Status::not_found(format!(
+                "pid {} is not a process on this node's GPUs (in the latest sample)",
+                req.pid
+            )));
+        };
+        let pid = libc::pid_t::try_from(req.pid).map_err(|_| Status::invalid_argument("pid out of range"))?;
+        // SAFETY: kill(2) with a pid the agent saw on a GPU and a fixed signal.
+        if unsafe { libc::kill(pid, signal) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Status::failed_precondition(format!("kill {}: {e}", req.pid)));
+        }
+        tracing::warn!("SIG{} sent to pid {} (GPU {gpu}) for {peer:?}", req.signal, req.pid);
+        Ok(Response::new(SignalReply {
+            outcome: format!("SIG{} sent to {} (GPU {gpu})", req.signal, req.pid),
+        }))
+    }
 
     async fn run_bench(&self, req: Request<BenchRequest>) -> Result<Response<Self::RunBenchStream>, Status> {
         let peer = req.remote_addr().map(|a| a.ip());

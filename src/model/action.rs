@@ -27,6 +27,9 @@ pub enum NodeAction {
     /// console, or `fleetop job cancel`.
     #[value(skip)]
     Scancel,
+    /// SIGTERM or SIGKILL to a GPU's processes, through the node's agent.
+    #[value(skip)]
+    Signal,
 }
 
 impl NodeAction {
@@ -38,6 +41,7 @@ impl NodeAction {
             NodeAction::Bench => "bench",
             NodeAction::Silence => "silence",
             NodeAction::Scancel => "scancel",
+            NodeAction::Signal => "signal",
         }
     }
 }
@@ -62,7 +66,7 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
         }
         NodeAction::Resume => argv.push("State=RESUME".into()),
         NodeAction::Undrain => argv.push("State=UNDRAIN".into()),
-        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel => {}
+        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel | NodeAction::Signal => {}
     }
     argv
 }
@@ -192,6 +196,12 @@ pub enum Request {
     Silences {
         all: Vec<crate::model::flag::Silence>,
         made: crate::model::flag::Silence,
+    },
+    /// Signal these pids through node `node`'s agent (the plan says which
+    /// signal and is what gets logged).
+    Signal {
+        node: usize,
+        plan: Plan,
     },
 }
 

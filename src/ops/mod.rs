@@ -5,5 +5,6 @@
 pub mod audit;
 pub mod bench;
 pub mod notify;
+pub mod signal;
 pub mod silences;
 pub mod slurm;

@@ -14,7 +14,7 @@ fn reached(action: NodeAction, after: &SchedNode) -> bool {
         NodeAction::Drain => after.is_drained() || after.state.contains("drain"),
         NodeAction::Resume => !after.is_drained() && !after.is_down() && !after.state.contains("drain"),
         NodeAction::Undrain => !after.state.contains("drain"),
-        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel => true,
+        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel | NodeAction::Signal => true,
     }
 }
 

@@ -146,6 +146,8 @@ pub enum Dialog {
     ConfirmBench { nodes: Vec<usize>, suite: Suite },
     /// Stopping the running burn-in, waiting for `y`.
     ConfirmCancelBench { nodes: Vec<String> },
+    /// Signalling a GPU's processes through node `node`'s agent, waiting for `y`.
+    ConfirmSignal { node: usize, plan: Plan },
     /// The result of the last action, node by node.
     Result,
 }
@@ -864,6 +866,7 @@ fn detail_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char(c @ '1'..='4') => app.pane = pane_at(c as usize - '1' as usize),
         KeyCode::Char('z') => app.history_zoom = app.history_zoom.next(),
         KeyCode::Char('K') => start_scancel(app),
+        KeyCode::Char(c @ ('x' | 'X')) => start_signal(app, c == 'X'),
         KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
         KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
         // Next / previous node without going back to the heatmap.
@@ -1070,6 +1073,19 @@ fn dialog_key(app: &mut App, k: KeyEvent) {
                 None
             }
         },
+        Dialog::ConfirmSignal { node, plan } => match k.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => {
+                app.outgoing = Some(Request::Signal {
+                    node,
+                    plan: plan.clone(),
+                });
+                Some(Dialog::Running(plan))
+            }
+            _ => {
+                app.message = Some("signal cancelled: nothing was sent".into());
+                None
+            }
+        },
         Dialog::ConfirmCancelBench { nodes } => match k.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => {
                 app.outgoing = Some(Request::CancelBench);
@@ -1184,6 +1200,33 @@ fn start_scancel(app: &mut App) {
         return;
     }
     app.dialog = Some(Dialog::Confirm(plan));
+}
+
+/// `x` (SIGTERM) or `X` (SIGKILL) in node detail: the selected GPU's
+/// processes, signalled by the node's agent after a confirmation that lists
+/// every pid.
+fn start_signal(app: &mut App, kill: bool) {
+    let node = app.detail_node;
+    let Some(n) = app.store.nodes.get(node) else { return };
+    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu)) else {
+        return;
+    };
+    let pids: Vec<u32> = g.processes.iter().map(|p| p.pid).collect();
+    if pids.is_empty() {
+        app.message = Some("no process on this GPU".into());
+        return;
+    }
+    let plan = crate::ops::signal::plan(&n.target, g.index, &pids, kill);
+    if app.read_only {
+        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
+        app.message = Some("read-only mode: signalling processes is off".into());
+        return;
+    }
+    if !app.bench_enabled {
+        app.message = Some("signalling needs the agents' control token: bench_token_file in the config".into());
+        return;
+    }
+    app.dialog = Some(Dialog::ConfirmSignal { node, plan });
 }
 
 /// On the bench screen, `D` offers to drain the selected node that failed,

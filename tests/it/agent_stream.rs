@@ -148,3 +148,41 @@ async fn garbage_on_the_grpc_port_breaks_nothing() {
     assert!(matches!(first.kind, Some(Kind::Info(_))));
     agent.stop().await;
 }
+
+/// The simulated backend's processes have invented pids: signalling one
+/// could hit a real process of the same pid, so the agent refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_agent_refuses_to_signal_its_invented_processes() {
+    let sim = SimConfig {
+        hostname: "s1".into(),
+        gpus: 2,
+        ib_ports: 1,
+        model: Model::H200,
+        scenario: Scenario::Training,
+        seed: 9,
+        start_ms: fleetop_agent::now_ms(),
+        interval_ms: 50,
+        problem_ms: None,
+    };
+    let opts = AgentOptions {
+        interval: Duration::from_millis(50),
+        bench: Some(server::BenchSettings {
+            token: "s3cret".into(),
+            expectations: fleetop_agent::bench::expect::Expectations::load(None).expect("expectations"),
+            max_duration: Duration::from_secs(60),
+        }),
+        insecure: true,
+        ..Default::default()
+    };
+    let agent = server::serve_sim(sim, opts).await.expect("serves");
+    let mut c = client(&agent).await;
+    let req = fleetop_agent::proto::SignalRequest {
+        token: "s3cret".into(),
+        pid: 1,
+        signal: "TERM".into(),
+    };
+    let e = c.signal_process(req).await.expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("simulated"), "{}", e.message());
+    agent.stop().await;
+}

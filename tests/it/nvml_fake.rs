@@ -479,3 +479,90 @@ fn gpm_per_mig_instance_reaches_the_export_and_gpus_without_gpm_have_none() {
         );
     }
 }
+
+/// SignalProcess: the agent signals a process only if its latest sample
+/// shows it on a GPU, only with the control token, and only TERM or KILL.
+#[test]
+fn signal_process_reaches_only_a_gpu_process_and_only_with_the_token() {
+    use fleetop_agent::proto::SignalRequest;
+    use fleetop_agent::proto::agent_client::AgentClient;
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::write_secret(&dir.path().join("token"), "s3cret\n");
+    // The process "on GPU 0" is a real one of ours.
+    let mut victim = std::process::Command::new("sleep").arg("300").spawn().expect("sleep");
+    let text = std::fs::read_to_string(profile("h100-sxm5.toml")).expect("profile");
+    assert!(text.contains("pid = 4242"));
+    let custom = dir.path().join("h100.toml");
+    std::fs::write(&custom, text.replace("pid = 4242", &format!("pid = {}", victim.id()))).expect("write");
+    let port = free_port();
+    let child = std::process::Command::new(agent_bin())
+        .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+        .arg("--nvml-lib")
+        .arg(fake_lib())
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--insecure",
+            "--bench-token-file",
+        ])
+        .arg(dir.path().join("token"))
+        .env("FAKE_NVML_PROFILE", &custom)
+        .env("FLEETOP_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let _agent = Killed(child);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let start = Instant::now();
+        let mut c = loop {
+            match AgentClient::connect(format!("http://127.0.0.1:{port}")).await {
+                Ok(c) => break c,
+                Err(e) => assert!(start.elapsed() < Duration::from_secs(20), "{e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        // A sample must exist for the agent to know its GPUs' processes.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let ask = |token: &str, pid: u32, signal: &str| SignalRequest {
+            token: token.into(),
+            pid,
+            signal: signal.into(),
+        };
+        let e = c
+            .signal_process(ask("guess", victim.id(), "TERM"))
+            .await
+            .expect_err("wrong token");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        let e = c
+            .signal_process(ask("s3cret", std::process::id(), "TERM"))
+            .await
+            .expect_err("not a GPU process");
+        assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+        let e = c
+            .signal_process(ask("s3cret", victim.id(), "HUP"))
+            .await
+            .expect_err("HUP");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(victim.try_wait().expect("wait").is_none(), "nothing was sent yet");
+        let ok = c
+            .signal_process(ask("s3cret", victim.id(), "TERM"))
+            .await
+            .expect("sent");
+        assert!(ok.into_inner().outcome.contains("SIGTERM sent"));
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = victim.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the process is still running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+}

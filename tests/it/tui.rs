@@ -1670,3 +1670,43 @@ fn capital_j_lists_jobs_the_idlest_first_and_enter_shows_their_nodes() {
         .collect();
     assert_eq!(names, ["gpu11"]);
 }
+
+#[test]
+fn x_in_node_detail_signals_the_gpus_processes_through_the_agent_after_asking() {
+    let open = || {
+        let mut s: Vec<Step> = keys("/gpu11").into_iter().map(Step::Do).collect();
+        s.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
+        s
+    };
+    let setup = |app: &mut App| app.bench_enabled = true;
+    let mut steps = open();
+    steps.push(Step::Do(key(KeyCode::Char('X'))));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (140, 40), steps, setup);
+    let screen = text(&buf);
+    assert!(
+        screen.contains("confirm signal") && screen.contains("signal=KILL"),
+        "{screen}"
+    );
+    assert!(asked.is_empty(), "{asked:?}");
+    let mut steps = open();
+    steps.extend([Step::Do(key(KeyCode::Char('x'))), Step::Do(key(KeyCode::Char('y')))]);
+    let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (140, 40), steps, setup);
+    let [Request::Signal { plan, .. }] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert!(!plan.commands.is_empty());
+    assert!(
+        plan.commands
+            .iter()
+            .all(|c| c[0] == "SignalProcess" && c.contains(&"signal=TERM".to_string()))
+    );
+    // Read-only: refused and logged.
+    let ro = |app: &mut App| {
+        app.bench_enabled = true;
+        app.read_only = true;
+    };
+    let mut steps = open();
+    steps.push(Step::Do(key(KeyCode::Char('x'))));
+    let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (140, 40), steps, ro);
+    assert!(matches!(asked.as_slice(), [Request::Refused(..)]), "{asked:?}");
+}

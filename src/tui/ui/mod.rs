@@ -164,6 +164,30 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             ]));
             popup(t, "confirm burn-in", lines, width, area, buf);
         }
+        Dialog::ConfirmSignal { plan, .. } => {
+            let mut lines = vec![
+                Line::from(format!(
+                    " {} on {}?",
+                    plan.reason.as_deref().unwrap_or(""),
+                    plan.nodes.join(" ")
+                )),
+                Line::from(" The node's agent sends it, only to processes it sees on that GPU:"),
+                Line::from(""),
+            ];
+            lines.extend(
+                plan.commands
+                    .iter()
+                    .map(|c| Line::from(format!("   {}", action::shell_words(c)))),
+            );
+            lines.push(Line::from(""));
+            lines.push(Line::from(vec![
+                Span::styled(" y ", t.crit),
+                Span::raw("send    "),
+                Span::styled("any other key ", t.title),
+                Span::raw("cancel (the default)"),
+            ]));
+            popup(t, "confirm signal", lines, width, area, buf);
+        }
         Dialog::ConfirmCancelBench { nodes } => {
             let lines = vec![
                 Line::from(format!(" Stop the burn-in on {} node(s)?", nodes.len())),
@@ -180,8 +204,12 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             popup(t, "cancel burn-in", lines, width, area, buf);
         }
         Dialog::Running(plan) => {
+            let then = match plan.action {
+                crate::model::action::NodeAction::Signal => "asking the node's agent",
+                _ => "then reading the result back from Slurm",
+            };
             let lines = vec![Line::from(format!(
-                " {} {} node(s)… then reading the result back from Slurm",
+                " {} {} node(s)… {then}",
                 plan.action.verb(),
                 plan.nodes.len()
             ))];
@@ -515,6 +543,10 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("n p", "next / previous node"),
             ("z", "history: the last minute, ten minutes, or all of it"),
             ("K", "cancel the Slurm job on this GPU (scancel, asks first)"),
+            (
+                "x  X",
+                "SIGTERM / SIGKILL this GPU's processes, through its agent (asks first)",
+            ),
         ]),
         Screen::Alerts => v.extend([
             ("j k  ↓ ↑", "move"),
