@@ -1710,3 +1710,25 @@ fn x_in_node_detail_signals_the_gpus_processes_through_the_agent_after_asking() 
     let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (140, 40), steps, ro);
     assert!(matches!(asked.as_slice(), [Request::Refused(..)]), "{asked:?}");
 }
+
+#[test]
+fn every_screens_help_fits_80x24_whole() {
+    use fleetop::tui::app::Screen;
+    for screen in [
+        Screen::Heatmap,
+        Screen::Detail,
+        Screen::Alerts,
+        Screen::Bench,
+        Screen::Jobs,
+    ] {
+        let lines = fleetop::tui::ui::help_lines(screen);
+        // The popup: a border each side, the key column 17 wide.
+        assert!(lines.len() + 2 <= 24, "{screen:?}: {} lines", lines.len());
+        for (k, what) in lines {
+            assert!(
+                k.chars().count() <= 16 && what.chars().count() <= 61,
+                "{screen:?}: {k} {what}"
+            );
+        }
+    }
+}

@@ -501,11 +501,8 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ("q  Ctrl-C", "quit"),
         ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
         ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
-        (
-            "/",
-            "filter as you type: name, gpu[01-08], a flag, crit, warn, ok, stale",
-        ),
-        ("", "  several terms match any (xid,ecc_uncorrected); Ctrl-U clears"),
+        ("/", "filter as you type: name, gpu[01-08], flag, crit, warn, ok"),
+        ("", "  a,b matches either (xid,ecc_uncorrected); Ctrl-U clears"),
         ("m", "metric: util, memory, temperature, power, SM clock"),
         ("J", "the Slurm jobs on the shown nodes, the least busy first"),
     ];
@@ -518,9 +515,9 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         Screen::Bench => v.extend([
             ("j k  ↓ ↑", "move"),
             ("D", "drain the selected failed node, the failure as reason"),
-            ("Enter", "every check of the selected node: figure, floor, verdict, why"),
-            ("c", "clear the selected finished run (and its burnin_failed flag)"),
-            ("x", "cancel the running burn-in (asks; ends as cancelled, not failed)"),
+            ("Enter", "each check of this node: figure, floor, verdict, why"),
+            ("c", "clear this finished run and its burnin_failed flag"),
+            ("x", "stop the running burn-in (asks; cancelled, not failed)"),
         ]),
     }
     match screen {
@@ -543,10 +540,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("n p", "next / previous node"),
             ("z", "history: the last minute, ten minutes, or all of it"),
             ("K", "cancel the Slurm job on this GPU (scancel, asks first)"),
-            (
-                "x  X",
-                "SIGTERM / SIGKILL this GPU's processes, through its agent (asks first)",
-            ),
+            ("x  X", "SIGTERM / SIGKILL the GPU's processes via its agent (asks)"),
         ]),
         Screen::Alerts => v.extend([
             ("j k  ↓ ↑", "move"),
