@@ -34,11 +34,13 @@ def cpu_seconds(session):
 
 
 def run_once(binary, nodes, timeout):
+    # STARTUP_ENV="VAR=value ...": environment for the console (allocator knobs, logs).
+    extra_env = os.environ.get("STARTUP_ENV", "")
     session = f"fleetop-startup-{time.monotonic_ns()}"
     # The demo's one hung agent ("sim:hang") never fills: every other node must.
     want = nodes - 1
     t0 = time.monotonic()
-    tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", f"exec {binary} demo --nodes {nodes}")
+    tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", f"exec env {extra_env} {binary} demo --nodes {nodes}")
     first = filled = cpu = None
     worst_alarm = 0
     try:
