@@ -991,8 +991,7 @@ fn start_action(app: &mut App, key: char) {
             reason: None,
             commands,
         };
-        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
-        app.message = Some(format!("read-only mode: {} is off", action.verb()));
+        refuse_read_only(app, plan, action.verb());
         return;
     }
     if !app.actions_enabled {
@@ -1137,8 +1136,7 @@ fn start_bench(app: &mut App) {
             reason: Some("suite quick".into()),
             commands: vec![],
         };
-        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
-        app.message = Some("read-only mode: burn-in is off".into());
+        refuse_read_only(app, plan, "burn-in");
         return;
     }
     if !app.bench_enabled {
@@ -1191,8 +1189,7 @@ fn start_scancel(app: &mut App) {
     };
     let plan = action::scancel_plan(job, user.as_deref(), nodes);
     if app.read_only {
-        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
-        app.message = Some("read-only mode: scancel is off".into());
+        refuse_read_only(app, plan, "scancel");
         return;
     }
     if !app.actions_enabled {
@@ -1200,6 +1197,13 @@ fn start_scancel(app: &mut App) {
         return;
     }
     app.dialog = Some(Dialog::Confirm(plan));
+}
+
+/// Read-only mode: `plan` is not run, but the attempt goes to the audit log,
+/// and the footer says what is off.
+fn refuse_read_only(app: &mut App, plan: Plan, what: &str) {
+    app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
+    app.message = Some(format!("read-only mode: {what} is off"));
 }
 
 /// `x` (SIGTERM) or `X` (SIGKILL) in node detail: the selected GPU's
@@ -1218,8 +1222,7 @@ fn start_signal(app: &mut App, kill: bool) {
     }
     let plan = crate::ops::signal::plan(&n.target, g.index, &pids, kill);
     if app.read_only {
-        app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
-        app.message = Some("read-only mode: signalling processes is off".into());
+        refuse_read_only(app, plan, "signalling processes");
         return;
     }
     if !app.bench_enabled {

@@ -529,6 +529,16 @@ pub struct JobRow {
     pub worst: Option<Severity>,
 }
 
+impl JobRow {
+    /// Counts the node's active flags about `subject`, keeping the worst.
+    fn count_flags(&mut self, n: &NodeState, subject: crate::model::flag::Subject) {
+        for f in n.detector.active().filter(|f| f.subject == subject) {
+            self.flags += 1;
+            self.worst = self.worst.max(Some(f.severity));
+        }
+    }
+}
+
 /// Every job holding a GPU on a shown node (from the GPUs' processes, which
 /// the agent maps to their job), the least busy first: "job 4152 holds 64
 /// idle GPUs" is the first line. User and name come from the scheduler where
@@ -563,24 +573,10 @@ pub fn jobs(store: &Store, shown: &[usize]) -> Vec<JobRow> {
                 });
                 if row.nodes.last() != Some(&i) {
                     row.nodes.push(i);
-                    let node_flags: Vec<Severity> = n
-                        .detector
-                        .active()
-                        .filter(|f| f.subject == Subject::Node)
-                        .map(|f| f.severity)
-                        .collect();
-                    row.flags += node_flags.len();
-                    row.worst = row.worst.max(node_flags.into_iter().max());
+                    row.count_flags(n, Subject::Node);
                 }
                 row.gpus += 1;
-                let gpu_flags: Vec<Severity> = n
-                    .detector
-                    .active()
-                    .filter(|f| f.subject == Subject::Gpu(g.index))
-                    .map(|f| f.severity)
-                    .collect();
-                row.flags += gpu_flags.len();
-                row.worst = row.worst.max(gpu_flags.into_iter().max());
+                row.count_flags(n, Subject::Gpu(g.index));
                 if let Some(u) = g.util_pct {
                     *sum += f64::from(u);
                     *count += 1;

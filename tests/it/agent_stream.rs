@@ -10,8 +10,9 @@ use fleetop_agent::proto::agent_message::Kind;
 use fleetop_agent::server::{self, AgentHandle, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
-async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
-    let sim = SimConfig {
+/// A two-GPU simulated node sampled every `interval_ms`.
+fn sim(interval_ms: u64) -> SimConfig {
+    SimConfig {
         hostname: "s1".into(),
         gpus: 2,
         ib_ports: 1,
@@ -21,7 +22,11 @@ async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
         start_ms: fleetop_agent::now_ms(),
         interval_ms: interval_ms as u32,
         problem_ms: None,
-    };
+    }
+}
+
+async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
+    let sim = sim(interval_ms);
     let opts = AgentOptions {
         interval: Duration::from_millis(interval_ms),
         history: Duration::from_secs(history_s),
@@ -153,17 +158,6 @@ async fn garbage_on_the_grpc_port_breaks_nothing() {
 /// could hit a real process of the same pid, so the agent refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simulated_agent_refuses_to_signal_its_invented_processes() {
-    let sim = SimConfig {
-        hostname: "s1".into(),
-        gpus: 2,
-        ib_ports: 1,
-        model: Model::H200,
-        scenario: Scenario::Training,
-        seed: 9,
-        start_ms: fleetop_agent::now_ms(),
-        interval_ms: 50,
-        problem_ms: None,
-    };
     let opts = AgentOptions {
         interval: Duration::from_millis(50),
         bench: Some(server::BenchSettings {
@@ -174,7 +168,7 @@ async fn a_simulated_agent_refuses_to_signal_its_invented_processes() {
         insecure: true,
         ..Default::default()
     };
-    let agent = server::serve_sim(sim, opts).await.expect("serves");
+    let agent = server::serve_sim(sim(50), opts).await.expect("serves");
     let mut c = client(&agent).await;
     let req = fleetop_agent::proto::SignalRequest {
         token: "s3cret".into(),

@@ -1612,12 +1612,18 @@ fn a_click_while_a_dialog_is_open_changes_nothing_it_acts_on() {
     assert_eq!(plan.nodes, ["gpu01"]);
 }
 
+/// Filters to `node` and opens it: the steps.
+fn detail_of(node: &str) -> Vec<Step> {
+    let mut s: Vec<Step> = keys(&format!("/{node}")).into_iter().map(Step::Do).collect();
+    s.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
+    s
+}
+
 #[test]
 fn capital_k_in_node_detail_cancels_the_gpus_job_after_showing_the_exact_scancel() {
     // gpu11 is the idle node: job 4848 holds its GPUs.
     let open = || {
-        let mut s: Vec<Step> = keys("/gpu11").into_iter().map(Step::Do).collect();
-        s.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
+        let mut s = detail_of("gpu11");
         s.push(Step::Do(key(KeyCode::Char('K'))));
         s
     };
@@ -1673,11 +1679,7 @@ fn capital_j_lists_jobs_the_idlest_first_and_enter_shows_their_nodes() {
 
 #[test]
 fn x_in_node_detail_signals_the_gpus_processes_through_the_agent_after_asking() {
-    let open = || {
-        let mut s: Vec<Step> = keys("/gpu11").into_iter().map(Step::Do).collect();
-        s.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
-        s
-    };
+    let open = || detail_of("gpu11");
     let setup = |app: &mut App| app.bench_enabled = true;
     let mut steps = open();
     steps.push(Step::Do(key(KeyCode::Char('X'))));

@@ -96,6 +96,26 @@ fn chosen(app: &App, n: usize) -> String {
     }
 }
 
+/// A plan's exact commands, one a line, as a person would type them.
+fn command_lines(plan: &action::Plan) -> impl Iterator<Item = Line<'static>> + '_ {
+    plan.commands
+        .iter()
+        .map(|c| Line::from(format!("   {}", action::shell_words(c))))
+}
+
+/// A confirmation's answers: `y` and what it does, any other keys, and what
+/// any other key does, which is the default.
+fn answers(t: &Theme, yes: &str, more: &[(&str, &str)], otherwise: &str) -> Line<'static> {
+    let mut spans = vec![Span::styled(" y ", t.crit), Span::raw(format!("{yes}    "))];
+    for (key, what) in more {
+        spans.push(Span::styled(format!("{key} "), t.title));
+        spans.push(Span::raw(format!("{what}    ")));
+    }
+    spans.push(Span::styled("any other key ", t.title));
+    spans.push(Span::raw(format!("{otherwise} (the default)")));
+    Line::from(spans)
+}
+
 fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     let width = area.width.saturating_sub(4).clamp(40, 110);
@@ -124,18 +144,9 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 Line::from(format!(" Run these commands ({})?", chosen(app, plan.nodes.len()))),
                 Line::from(""),
             ];
-            lines.extend(
-                plan.commands
-                    .iter()
-                    .map(|c| Line::from(format!("   {}", action::shell_words(c)))),
-            );
+            lines.extend(command_lines(plan));
             lines.push(Line::from(""));
-            lines.push(Line::from(vec![
-                Span::styled(" y ", t.crit),
-                Span::raw("run    "),
-                Span::styled("any other key ", t.title),
-                Span::raw("cancel (the default)"),
-            ]));
+            lines.push(answers(t, "run", &[], "cancel"));
             popup(t, &format!("confirm {}", plan.action.verb()), lines, width, area, buf);
         }
         Dialog::ConfirmBench { nodes, suite } => {
@@ -154,14 +165,7 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."),
                 Line::from(""),
             ];
-            lines.push(Line::from(vec![
-                Span::styled(" y ", t.crit),
-                Span::raw("run    "),
-                Span::styled("s ", t.title),
-                Span::raw("quick/full    "),
-                Span::styled("any other key ", t.title),
-                Span::raw("cancel (the default)"),
-            ]));
+            lines.push(answers(t, "run", &[("s", "quick/full")], "cancel"));
             popup(t, "confirm burn-in", lines, width, area, buf);
         }
         Dialog::ConfirmSignal { plan, .. } => {
@@ -174,18 +178,9 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 Line::from(" The node's agent sends it, only to processes it sees on that GPU:"),
                 Line::from(""),
             ];
-            lines.extend(
-                plan.commands
-                    .iter()
-                    .map(|c| Line::from(format!("   {}", action::shell_words(c)))),
-            );
+            lines.extend(command_lines(plan));
             lines.push(Line::from(""));
-            lines.push(Line::from(vec![
-                Span::styled(" y ", t.crit),
-                Span::raw("send    "),
-                Span::styled("any other key ", t.title),
-                Span::raw("cancel (the default)"),
-            ]));
+            lines.push(answers(t, "send", &[], "cancel"));
             popup(t, "confirm signal", lines, width, area, buf);
         }
         Dialog::ConfirmCancelBench { nodes } => {
@@ -194,12 +189,7 @@ fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 Line::from(format!("   {}", nodes.join(" "))),
                 Line::from(" They end as cancelled: no verdict on the hardware."),
                 Line::from(""),
-                Line::from(vec![
-                    Span::styled(" y ", t.crit),
-                    Span::raw("stop it    "),
-                    Span::styled("any other key ", t.title),
-                    Span::raw("let it run (the default)"),
-                ]),
+                answers(t, "stop it", &[], "let it run"),
             ];
             popup(t, "cancel burn-in", lines, width, area, buf);
         }
