@@ -35,8 +35,35 @@ pub struct Cli {
     pub no_mouse: bool,
     #[command(flatten)]
     pub record: RecordFlags,
+    #[command(flatten)]
+    pub notify: NotifyFlags,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Where alerts are sent, by the console and by `fleetop watch`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NotifyFlags {
+    /// Post active flags to this Alertmanager ("http://am:9093"; its
+    /// /api/v2/alerts is added). Also `[notify] alertmanager` in the config.
+    #[arg(long, value_name = "URL")]
+    pub alertmanager: Option<String>,
+    /// POST each raised and resolved alert to this URL, as JSON (see
+    /// docs/NOTIFY.md). Also `[notify] webhook` in the config.
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+}
+
+impl NotifyFlags {
+    /// The command line wins over the config.
+    pub fn apply(&self, cfg: &mut crate::config::NotifyConfig) {
+        if self.alertmanager.is_some() {
+            cfg.alertmanager = self.alertmanager.clone();
+        }
+        if self.webhook.is_some() {
+            cfg.webhook = self.webhook.clone();
+        }
+    }
 }
 
 /// Recording what the console sees, beside the TUI.
@@ -135,6 +162,8 @@ pub enum Command {
         seed: u64,
         #[command(flatten)]
         record: RecordFlags,
+        #[command(flatten)]
+        notify: NotifyFlags,
     },
     /// Print snapshots of the fleet as JSON on stdout (logs go to stderr).
     Export(ExportArgs),
@@ -157,14 +186,8 @@ pub enum Command {
 pub struct WatchArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// Alertmanager to post alerts to ("http://am:9093"; its /api/v2/alerts
-    /// is added). Also `[notify] alertmanager` in the config.
-    #[arg(long)]
-    pub alertmanager: Option<String>,
-    /// A URL to POST each raised and resolved alert to, as JSON (see
-    /// docs/NOTIFY.md). Also `[notify] webhook` in the config.
-    #[arg(long)]
-    pub webhook: Option<String>,
+    #[command(flatten)]
+    pub notify: NotifyFlags,
     /// How often the fleet's flags are judged.
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,

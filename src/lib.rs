@@ -62,6 +62,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if cli.no_mouse {
         cfg.mouse = Some(false);
     }
+    let notify_flags = cli.notify.alertmanager.is_some() || cli.notify.webhook.is_some();
+    if notify_flags && cli.command.is_some() {
+        anyhow::bail!(
+            "--alertmanager and --webhook go after the subcommand (`fleetop demo --alertmanager URL`, `fleetop watch SOURCE --alertmanager URL`)"
+        );
+    }
     if cli.record.record.is_some() && cli.command.is_some() {
         anyhow::bail!(
             "--record goes with the console (`fleetop --record FILE`, `fleetop demo --record FILE`); to record without it: `fleetop record SOURCE --out FILE`"
@@ -102,7 +108,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             gpus,
             seed,
             record,
+            notify,
         }) => {
+            notify.apply(&mut cfg.notify);
             let source = SourceArgs {
                 demo: true,
                 nodes,
@@ -120,6 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             )
         }
         None => {
+            cli.notify.apply(&mut cfg.notify);
             let read_only = cli.read_only || cfg.read_only;
             tui::run(&rt, cli.source, &cli.record, cli.theme.as_deref(), read_only, cfg)
         }

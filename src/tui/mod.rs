@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::model::action::Request;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
+use crate::ops::notify::Notifier;
 use crate::record::RecorderOptions;
 use crate::session::Session;
 use app::{Action, App};
@@ -45,6 +46,15 @@ pub fn run(
     let depth = ColorDepth::detect();
     let spec = theme.or(cfg.theme.as_deref()).unwrap_or("default");
     let theme = Theme::load(spec, Theme::user_dir().as_deref(), depth)?;
+    // Alerts go out from the console too when asked (`--alertmanager`,
+    // `--webhook`, `[notify]`). Several consoles posting the same alert is
+    // harmless: Alertmanager merges alerts with equal labels (as it does
+    // for a Prometheus HA pair). A bad URL is refused here, before the
+    // terminal is looked at.
+    let mut notifier = match (&cfg.notify.alertmanager, &cfg.notify.webhook) {
+        (None, None) => None,
+        _ => Some(rt.block_on(async { Notifier::start(&cfg.notify) })?),
+    };
     {
         use std::io::IsTerminal;
         if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
@@ -83,8 +93,27 @@ pub fn run(
     enable_mouse(cfg.mouse.unwrap_or(true));
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();
-    let result = rt.block_on(event_loop(&mut terminal, &mut app, updates, rx, outgoing, now_ms));
+    let on_tick = |app: &mut App| {
+        ring_on_new_crit(app);
+        if let Some(n) = notifier.as_mut() {
+            n.observe(&app.store, now_ms());
+        }
+    };
+    let result = rt.block_on(event_loop(
+        &mut terminal,
+        &mut app,
+        updates,
+        rx,
+        outgoing,
+        now_ms,
+        on_tick,
+    ));
     restore_terminal();
+    if let Some(n) = &notifier {
+        // One last post; alerts are not resolved on the way out (the
+        // conditions may well go on, and `fleetop watch` may be posting them).
+        let _ = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), n.flush()).await });
+    }
     if let Some(h) = recording {
         match rt.block_on(h.finish()) {
             Ok(stats) => eprintln!("fleetop: recorded {} updates, {} bytes", stats.updates, stats.bytes),
@@ -208,7 +237,8 @@ fn ring_on_new_crit(app: &mut App) {
 const UPDATE_BATCH: usize = 2048;
 
 /// The main loop, generic over the backend so tests drive the real app on
-/// `TestBackend`; `clock` gives the time (tests give a fixed one).
+/// `TestBackend`; `clock` gives the time (tests give a fixed one); `on_tick`
+/// runs once a second after the store was judged (the bell, notifications).
 pub async fn event_loop<B: Backend>(
     terminal: &mut Terminal<B>,
     app: &mut App,
@@ -216,6 +246,7 @@ pub async fn event_loop<B: Backend>(
     mut actions: mpsc::Receiver<Action>,
     cluster: Option<mpsc::Sender<Request>>,
     clock: impl Fn() -> i64,
+    mut on_tick: impl FnMut(&mut App),
 ) -> anyhow::Result<()>
 where
     B::Error: Send + Sync + 'static,
@@ -272,7 +303,7 @@ where
             _ = tick.tick() => {
                 app::update(app, Action::Tick(clock()));
                 dirty = true;
-                ring_on_new_crit(app);
+                on_tick(app);
             }
         }
     }

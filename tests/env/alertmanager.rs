@@ -25,12 +25,12 @@ pub fn installed() -> bool {
 }
 
 /// A running Alertmanager, killed at the end.
-struct Alertmanager {
+pub struct Alertmanager {
     _child: Killed,
     _dir: tempfile::TempDir,
 }
 
-fn start_alertmanager(port: u16, receiver: u16) -> Alertmanager {
+pub fn start_alertmanager(port: u16, receiver: u16) -> Alertmanager {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("alertmanager.yml");
     std::fs::write(

@@ -320,3 +320,27 @@ pub fn a_new_crit_flag_rings_the_bell_unless_configured_off() {
     t.keys(&["q"]);
     t.wait_clean_exit(Duration::from_secs(30));
 }
+
+/// The console posts to Alertmanager too (`--alertmanager`), not only
+/// `fleetop watch`: the XID alert of the scripted demo reaches the real
+/// Alertmanager's receiver while the TUI runs, and closing the TUI is clean.
+pub fn the_console_pages_through_alertmanager_while_it_runs() {
+    let receiver = crate::support::receiver::Receiver::start();
+    let am_port = crate::support::free_port();
+    let _am = crate::alertmanager::start_alertmanager(am_port, receiver.port);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[notify]\nrepost = \"2s\"\ntimeout = \"2s\"\n").expect("config");
+    let args = format!(
+        "--config {} --alertmanager http://127.0.0.1:{am_port} --demo --gpus 2 --demo-scenarios xid79 --demo-fault-after 3s",
+        config.display()
+    );
+    let t = Tmux::start(&bin(), &args, (100, 30));
+    let got = receiver.wait("firing FleetopXid from the console", Duration::from_secs(120), |v| {
+        v["status"] == "firing" && v["groupLabels"]["alertname"] == "FleetopXid"
+    });
+    assert_eq!(got["alerts"][0]["labels"]["node"], "gpu01", "{got:#}");
+    assert_eq!(got["alerts"][0]["labels"]["severity"], "crit", "{got:#}");
+    t.keys(&["q"]);
+    t.wait_clean_exit(Duration::from_secs(30));
+}

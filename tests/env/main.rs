@@ -87,6 +87,10 @@ fn main() {
             tmux
         ),
         t!(e2e_tmux::a_new_crit_flag_rings_the_bell_unless_configured_off, tmux),
+        t!(
+            e2e_tmux::the_console_pages_through_alertmanager_while_it_runs,
+            tmux.or(am)
+        ),
         t!(slurm::discover_drain_resume_undrain_with_state_and_reason_shown, slurm),
         t!(slurm::text_format_reads_the_same_as_json, slurm),
         t!(slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node, slurm),

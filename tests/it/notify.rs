@@ -94,3 +94,30 @@ fn watch_refuses_bad_destinations_in_one_line_before_starting() {
         assert!(err.contains(flag) && err.contains(url), "{err}");
     }
 }
+
+#[test]
+fn the_console_refuses_a_bad_destination_before_taking_the_terminal() {
+    // No terminal here either: the URL is judged first, so its error is the one shown.
+    let out = crate::support::fleetop()
+        .args(["demo", "--nodes", "1", "--webhook", "ftp://hooks.example/x"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--webhook") && err.contains("ftp://hooks.example/x"),
+        "{err}"
+    );
+    // Before a subcommand the flags would be silently ignored: refused.
+    let out = crate::support::fleetop()
+        .args(["--alertmanager", "http://am:9093", "export", "--demo", "--nodes", "1"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("go after the subcommand"), "{err}");
+}

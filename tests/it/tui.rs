@@ -117,7 +117,10 @@ fn drive_steps(
             }
             atx.send(Action::Quit).await.expect("loop alive");
         };
-        let (res, ()) = tokio::join!(event_loop(&mut terminal, &mut app, urx, arx, Some(ctx), || NOW), driver);
+        let (res, ()) = tokio::join!(
+            event_loop(&mut terminal, &mut app, urx, arx, Some(ctx), || NOW, |_| {}),
+            driver
+        );
         res.expect("loop ends cleanly");
         let mut asked = Vec::new();
         while let Ok(o) = crx.try_recv() {
