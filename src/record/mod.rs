@@ -8,6 +8,10 @@
 //! frame   = "FR" u8(kind) u32le(len) zstd(postcard(Batch))   kind 0 data, 1 carried over
 //! ```
 //!
+//! Samples, nearly all of what is recorded, are written as differences
+//! from the node's previous sample in the segment (`delta`), so a segment's
+//! frames are read in order from its first.
+//!
 //! What is recorded is every `Update` as it arrived on the session's one
 //! channel, with its arrival time: replay feeds the same updates to a fresh
 //! `Store` in the same order, so every screen, filter and flag works as it
@@ -18,8 +22,10 @@
 //! Layer: above `store` (the player feeds one), below `session` (which tees
 //! its update channel into a recorder).
 
+pub mod delta;
 pub mod player;
 pub mod reader;
+pub mod tokens;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -39,7 +45,8 @@ pub const MAGIC: &[u8; 8] = b"FLEETREC";
 pub const FRAME_MAGIC: &[u8; 2] = b"FR";
 /// Bumped on any change to the header, the batch, or the model types they
 /// carry (`model::sample`, `model::update`, ...): the encoding is positional.
-pub const SCHEMA_VERSION: u16 = 1;
+/// 2: samples as `delta::Packed`; 1 (still read): every update whole.
+pub const SCHEMA_VERSION: u16 = 2;
 /// Bytes before a frame's compressed payload: magic, kind, length.
 pub const FRAME_HEAD: usize = 2 + 1 + 4;
 /// A frame longer than this is damage, not data (a batch is one second).
@@ -97,6 +104,31 @@ impl From<&RecTarget> for Target {
 /// `base_ms` (small varints, not 8-byte times).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Batch {
+    pub base_ms: i64,
+    pub entries: Vec<(u32, Entry)>,
+    /// The numbers of every `Entry::Sample`, column by column (`delta::to_columns`).
+    pub columns: Vec<i64>,
+}
+
+/// One update as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Entry {
+    /// Whole (everything but a node's sample in a data frame).
+    Update(Update),
+    /// `Update::Node { node, event: Event::Sample(..) }` as `delta` packed
+    /// it against the node's earlier samples in the segment; its `nums`
+    /// numbers are in the batch's `columns`.
+    Sample {
+        node: u32,
+        nums: u32,
+        strs: Vec<Option<String>>,
+        raws: Vec<u64>,
+    },
+}
+
+/// A frame's content in schema version 1: every update whole.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BatchV1 {
     pub base_ms: i64,
     pub entries: Vec<(u32, Update)>,
 }
@@ -170,6 +202,12 @@ mod tests {
     use super::*;
 
     const PINNED: &[u8] = &[
+        10, 1, 2, 1, 3, 38, 0, 0, 38, 2, 208, 15, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+
+    /// A version-1 frame's batch (`BatchV1`), as version 1 wrote it.
+    const PINNED_V1: &[u8] = &[
         10, 1, 2, 0, 3, 1, 7, 128, 160, 213, 237, 238, 102, 0, 1, 1, 0, 1, 97, 0, 0, 0, 0, 1, 0, 242, 170, 50, 0, 0, 0,
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     ];
@@ -182,34 +220,74 @@ mod tests {
         assert!(parse_at("+5 fortnights", 0).is_err());
     }
 
+    fn known_sample() -> Box<crate::model::sample::NodeSample> {
+        use crate::model::sample::{GpuReading, NodeSample};
+        Box::new(NodeSample {
+            seq: 7,
+            time_ms: 1_767_225_600_000,
+            host: None,
+            gpus: vec![GpuReading {
+                index: 1,
+                util_pct: Some(97),
+                power_w: Some(f64::from(412_345u32) / 1000.0),
+                ..GpuReading::default()
+            }],
+            ib_ports: vec![],
+        })
+    }
+
+    /// Recordings of schema 1 keep replaying: their batches still decode.
+    #[test]
+    fn a_version_1_batch_still_decodes() {
+        use crate::model::update::Event;
+        let (b, rest) = postcard::take_from_bytes::<BatchV1>(PINNED_V1).expect("decodes");
+        assert!(rest.is_empty());
+        assert_eq!(b.base_ms, 5);
+        match &b.entries[..] {
+            [
+                (
+                    2,
+                    Update::Node {
+                        node: 3,
+                        event: Event::Sample(s),
+                    },
+                ),
+            ] => {
+                assert_eq!(s.gpus[0].util_pct, Some(97));
+                assert_eq!(s.gpus[0].power_w, Some(412.345));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// The encoding is positional: a change to a recorded model type
     /// changes these bytes, and must come with a new SCHEMA_VERSION (and a
     /// reader for the old one). Update the bytes only then.
     #[test]
     fn the_encoding_of_a_known_update_is_pinned() {
-        use crate::model::sample::{GpuReading, NodeSample};
-        use crate::model::update::Event;
-        let u = Update::Node {
-            node: 3,
-            event: Event::Sample(Box::new(NodeSample {
-                seq: 7,
-                time_ms: 1_767_225_600_000,
-                host: None,
-                gpus: vec![GpuReading {
-                    index: 1,
-                    util_pct: Some(97),
-                    power_w: Some(f64::from(412_345u32) / 1000.0),
-                    ..GpuReading::default()
-                }],
-                ib_ports: vec![],
-            })),
-        };
+        // Two samples: the second as what the first predicted wrongly.
+        let mut chain = delta::Chain::default();
+        chain.pack(3, &known_sample()).expect("packs");
+        let mut next = known_sample();
+        next.seq += 1;
+        next.time_ms += 1000;
+        next.gpus[0].util_pct = Some(95);
+        let p = chain.pack(3, &next).expect("packs");
         let bytes = postcard::to_allocvec(&Batch {
             base_ms: 5,
-            entries: vec![(2, u)],
+            entries: vec![(
+                2,
+                Entry::Sample {
+                    node: 3,
+                    nums: p.nums.len() as u32,
+                    strs: p.strs,
+                    raws: p.raws,
+                },
+            )],
+            columns: delta::to_columns(&[p.nums]),
         })
         .expect("encodes");
-        assert_eq!(SCHEMA_VERSION, 1, "bump the pinned bytes with the version");
+        assert_eq!(SCHEMA_VERSION, 2, "bump the pinned bytes with the version");
         assert_eq!(bytes, PINNED, "{bytes:?}");
     }
 

@@ -8,10 +8,10 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::model::update::Update;
+use crate::model::update::{Event, Update};
 use crate::record::{
-    Batch, FRAME_HEAD, FRAME_MAGIC, FrameKind, Header, MAGIC, MAX_FRAME, MAX_HEADER, RecordError, SCHEMA_VERSION,
-    segment_path,
+    Batch, BatchV1, Entry, FRAME_HEAD, FRAME_MAGIC, FrameKind, Header, MAGIC, MAX_FRAME, MAX_HEADER, RecordError,
+    SCHEMA_VERSION, delta, segment_path,
 };
 
 /// No batch expands past this (a second of a large fleet is a few MB): a
@@ -62,9 +62,14 @@ pub struct Recording {
     pub header: Header,
     /// The segment files, in order.
     pub segments: Vec<PathBuf>,
+    /// The schema version of each segment.
+    schemas: Vec<u16>,
     pub frames: Vec<FrameRef>,
     /// Where reading stopped early, if it did.
     pub damage: Option<Damage>,
+    /// The next frame `load` reads without going back, and the samples
+    /// its deltas are against.
+    cursor: Option<(usize, delta::Chain)>,
 }
 
 impl Recording {
@@ -73,7 +78,7 @@ impl Recording {
     /// recording, a newer schema, a damaged header.
     pub fn open(path: &Path) -> Result<Recording, RecordError> {
         let mut file = File::open(path).map_err(|e| io(path, e))?;
-        let header = read_header(&mut file, path)?;
+        let (header, schema) = read_header(&mut file, path)?;
         if header.targets.is_empty() {
             return Err(RecordError::NoNodes { path: path.into() });
         }
@@ -88,8 +93,10 @@ impl Recording {
         let mut rec = Recording {
             header: header.clone(),
             segments: vec![path.to_path_buf()],
+            schemas: vec![schema],
             frames: Vec::new(),
             damage: None,
+            cursor: None,
         };
         let mut last_ms = i64::MIN;
         if !rec.scan(&mut file, 0, true, &mut last_ms) {
@@ -99,8 +106,8 @@ impl Recording {
         loop {
             let next = segment_path(&first, n);
             let Ok(mut f) = File::open(&next) else { break };
-            match read_header(&mut f, &next) {
-                Ok(h) if h.recording_id == header.recording_id && h.segment == n => {}
+            let schema = match read_header(&mut f, &next) {
+                Ok((h, schema)) if h.recording_id == header.recording_id && h.segment == n => schema,
                 // Another recording's leftover: not ours, not damage.
                 Ok(_) => break,
                 Err(e) => {
@@ -112,8 +119,9 @@ impl Recording {
                     });
                     break;
                 }
-            }
+            };
             rec.segments.push(next);
+            rec.schemas.push(schema);
             let idx = rec.segments.len() - 1;
             if !rec.scan(&mut f, idx, false, &mut last_ms) {
                 break;
@@ -155,6 +163,7 @@ impl Recording {
             Err(_) => return false,
         };
         let mut frame = 0u64;
+        let mut chain = delta::Chain::default();
         while offset < size {
             let damage = |what: String| Damage {
                 path: path.clone(),
@@ -162,7 +171,12 @@ impl Recording {
                 frame,
                 what,
             };
-            match read_frame(file, offset, size, segment, frame) {
+            let reading = Reading {
+                segment,
+                schema: self.schemas[segment],
+                nodes: self.header.targets.len(),
+            };
+            match read_frame(file, offset, size, &reading, frame, &mut chain) {
                 Ok((kind, fr)) => {
                     if fr.entries > 0 && fr.first_ms < *last_ms {
                         self.damage = Some(damage(format!("time goes back ({} before {})", fr.first_ms, *last_ms)));
@@ -186,8 +200,34 @@ impl Recording {
         true
     }
 
-    /// The updates of frame `i`, with their times.
-    pub fn load(&self, i: usize) -> Result<Vec<(i64, Update)>, Damage> {
+    /// The updates of frame `i`, with their times. Frames are read in
+    /// order; any other frame first reads its segment up to it.
+    pub fn load(&mut self, i: usize) -> Result<Vec<(i64, Update)>, Damage> {
+        let fr = self.frames[i];
+        let same_segment = i > 0 && self.frames[i - 1].segment == fr.segment;
+        let (mut next, mut chain) = match self.cursor.take() {
+            Some((next, chain)) if next == i && same_segment => (next, chain),
+            // A new segment starts its chain afresh.
+            Some((next, _)) if next == i => (next, delta::Chain::default()),
+            _ => {
+                let first = self.frames[..i]
+                    .iter()
+                    .rposition(|f| f.segment != fr.segment)
+                    .map_or(0, |p| p + 1);
+                (first, delta::Chain::default())
+            }
+        };
+        loop {
+            let got = self.load_with(next, &mut chain)?;
+            next += 1;
+            if next > i {
+                self.cursor = Some((next, chain));
+                return Ok(got);
+            }
+        }
+    }
+
+    fn load_with(&self, i: usize, chain: &mut delta::Chain) -> Result<Vec<(i64, Update)>, Damage> {
         let fr = self.frames[i];
         let path = &self.segments[fr.segment];
         let damage = |what: String| Damage {
@@ -200,8 +240,21 @@ impl Recording {
         f.seek(SeekFrom::Start(fr.offset)).map_err(|e| damage(e.to_string()))?;
         let mut packed = vec![0; fr.len as usize];
         f.read_exact(&mut packed).map_err(|e| damage(e.to_string()))?;
-        decode(&packed).map_err(damage)
+        let reading = Reading {
+            segment: fr.segment,
+            schema: self.schemas[fr.segment],
+            nodes: self.header.targets.len(),
+        };
+        decode(&packed, &reading, chain).map_err(damage)
     }
+}
+
+/// What reading a segment's frames needs to know.
+struct Reading {
+    segment: usize,
+    schema: u16,
+    /// Samples are of nodes below this.
+    nodes: usize,
 }
 
 fn io(path: &Path, source: std::io::Error) -> RecordError {
@@ -211,8 +264,9 @@ fn io(path: &Path, source: std::io::Error) -> RecordError {
     }
 }
 
-/// Reads and checks a segment's header; the file is left at its first frame.
-fn read_header(file: &mut File, path: &Path) -> Result<Header, RecordError> {
+/// Reads and checks a segment's header, and says its schema version; the
+/// file is left at its first frame.
+fn read_header(file: &mut File, path: &Path) -> Result<(Header, u16), RecordError> {
     let bad = |offset: u64, what: &str| RecordError::BadHeader {
         path: path.into(),
         offset,
@@ -254,7 +308,7 @@ fn read_header(file: &mut File, path: &Path) -> Result<Header, RecordError> {
     file.read_exact(&mut body).map_err(|_| bad(14, "truncated"))?;
     let raw = unzstd(&body).map_err(|e| bad(14, &e))?;
     match postcard::take_from_bytes::<Header>(&raw) {
-        Ok((h, [])) => Ok(h),
+        Ok((h, [])) => Ok((h, version)),
         Ok(_) => Err(bad(14, "bytes after the header")),
         Err(e) => Err(bad(14, &e.to_string())),
     }
@@ -265,8 +319,9 @@ fn read_frame(
     file: &mut File,
     offset: u64,
     size: u64,
-    segment: usize,
+    reading: &Reading,
     n: u64,
+    chain: &mut delta::Chain,
 ) -> Result<(FrameKind, FrameRef), String> {
     let left = size - offset;
     if left < FRAME_HEAD as u64 {
@@ -292,13 +347,13 @@ fn read_frame(
     }
     let mut packed = vec![0; len as usize];
     file.read_exact(&mut packed).map_err(|e| e.to_string())?;
-    let entries = decode(&packed)?;
+    let entries = decode(&packed, reading, chain)?;
     let first_ms = entries.first().map_or(0, |(t, _)| *t);
     let last_ms = entries.last().map_or(0, |(t, _)| *t);
     Ok((
         kind,
         FrameRef {
-            segment,
+            segment: reading.segment,
             offset: offset + FRAME_HEAD as u64,
             len,
             first_ms,
@@ -308,20 +363,61 @@ fn read_frame(
     ))
 }
 
-/// A frame's payload, back to updates with their absolute times.
-fn decode(packed: &[u8]) -> Result<Vec<(i64, Update)>, String> {
+/// A frame's payload, back to updates with their absolute times; its
+/// samples' deltas are read against `chain`, which then holds them.
+fn decode(packed: &[u8], reading: &Reading, chain: &mut delta::Chain) -> Result<Vec<(i64, Update)>, String> {
     let raw = unzstd(packed)?;
-    let batch: Batch = match postcard::take_from_bytes(&raw) {
-        Ok((b, [])) => b,
-        Ok(_) => return Err("bytes after the batch".into()),
-        Err(e) => return Err(format!("undecodable batch: {e}")),
-    };
+    if reading.schema == 1 {
+        let batch: BatchV1 = whole(&raw)?;
+        let base = batch.base_ms;
+        return Ok((batch.entries.into_iter())
+            .map(|(dt, u)| (base + i64::from(dt), u))
+            .collect());
+    }
+    let batch: Batch = whole(&raw)?;
     let base = batch.base_ms;
-    Ok(batch
-        .entries
-        .into_iter()
-        .map(|(dt, u)| (base + i64::from(dt), u))
-        .collect())
+    let lens: Vec<usize> = (batch.entries.iter())
+        .filter_map(|(_, e)| match e {
+            Entry::Sample { nums, .. } => Some(*nums as usize),
+            Entry::Update(_) => None,
+        })
+        .collect();
+    let mut nums = delta::from_columns(&lens, &batch.columns)?.into_iter();
+    let mut out = Vec::with_capacity(batch.entries.len());
+    for (dt, e) in batch.entries {
+        let u = match e {
+            Entry::Update(u) => u,
+            Entry::Sample { node, strs, raws, .. } => {
+                let node = node as usize;
+                if node >= reading.nodes {
+                    return Err(format!("a sample of node {node} in a recording of {}", reading.nodes));
+                }
+                let packed = delta::Packed {
+                    nums: nums.next().unwrap_or_default(),
+                    strs,
+                    raws,
+                };
+                let s = chain
+                    .unpack(node, &packed)
+                    .map_err(|e| format!("undecodable sample: {e}"))?;
+                Update::Node {
+                    node,
+                    event: Event::Sample(Box::new(s)),
+                }
+            }
+        };
+        out.push((base + i64::from(dt), u));
+    }
+    Ok(out)
+}
+
+/// All of `raw` as one `T`.
+fn whole<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Result<T, String> {
+    match postcard::take_from_bytes(raw) {
+        Ok((b, [])) => Ok(b),
+        Ok(_) => Err("bytes after the batch".into()),
+        Err(e) => Err(format!("undecodable batch: {e}")),
+    }
 }
 
 fn unzstd(packed: &[u8]) -> Result<Vec<u8>, String> {

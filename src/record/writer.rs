@@ -18,7 +18,7 @@ use crate::model::sched;
 use crate::model::target::Target;
 use crate::model::update::{Event, Update};
 use crate::record::{
-    Batch, FRAME_MAGIC, FrameKind, Header, MAGIC, RecTarget, RecordError, SCHEMA_VERSION, segment_path,
+    Batch, Entry, FRAME_MAGIC, FrameKind, Header, MAGIC, RecTarget, RecordError, SCHEMA_VERSION, delta, segment_path,
 };
 
 /// zstd's default level: ~10x on this data at a fraction of a core.
@@ -100,6 +100,7 @@ impl Recorder {
             },
             failed: failed.clone(),
             last_ms: i64::MIN,
+            chain: delta::Chain::default(),
         };
         let thread = std::thread::Builder::new()
             .name("recorder".into())
@@ -218,6 +219,8 @@ struct Writer {
     failed: Arc<Mutex<Option<String>>>,
     /// The time of the last update taken (carried-over frames bear it).
     last_ms: i64,
+    /// Each node's last sample in this segment, for the next one's delta.
+    chain: delta::Chain,
 }
 
 impl Writer {
@@ -307,18 +310,42 @@ impl Writer {
 
     fn write_frame(&mut self, kind: FrameKind, entries: Vec<(i64, Update)>) -> Result<(), RecordError> {
         let path = self.seg.path.clone();
-        let base_ms = entries.first().map_or(0, |(t, _)| *t);
-        let batch = Batch {
-            base_ms,
-            entries: entries
-                .into_iter()
-                .map(|(t, u)| ((t - base_ms).clamp(0, i64::from(u32::MAX)) as u32, u))
-                .collect(),
-        };
-        let raw = postcard::to_allocvec(&batch).map_err(|e| RecordError::Encode {
+        let encode = |what: String| RecordError::Encode {
             path: path.clone(),
-            what: e.to_string(),
-        })?;
+            what,
+        };
+        let base_ms = entries.first().map_or(0, |(t, _)| *t);
+        let mut batch = Batch {
+            base_ms,
+            entries: Vec::with_capacity(entries.len()),
+            columns: Vec::new(),
+        };
+        let mut nums = Vec::new();
+        for (t, u) in entries {
+            let dt = (t - base_ms).clamp(0, i64::from(u32::MAX)) as u32;
+            // A carried-over frame is written whole: the chain starts at the
+            // segment's first data frame, whether or not a replay reads it.
+            let entry = match u {
+                Update::Node {
+                    node,
+                    event: Event::Sample(s),
+                } if kind == FrameKind::Data => {
+                    let p = self.chain.pack(node, &s).map_err(|e| encode(e.to_string()))?;
+                    let entry = Entry::Sample {
+                        node: node as u32,
+                        nums: p.nums.len() as u32,
+                        strs: p.strs,
+                        raws: p.raws,
+                    };
+                    nums.push(p.nums);
+                    entry
+                }
+                u => Entry::Update(u),
+            };
+            batch.entries.push((dt, entry));
+        }
+        batch.columns = delta::to_columns(&nums);
+        let raw = postcard::to_allocvec(&batch).map_err(|e| encode(e.to_string()))?;
         let packed = compress(&raw).map_err(|e| io(&path, e))?;
         let mut buf = Vec::with_capacity(packed.len() + super::FRAME_HEAD);
         buf.extend_from_slice(FRAME_MAGIC);
@@ -345,6 +372,7 @@ impl Writer {
         let seg = Segment::create(&path, &self.header)?;
         self.stats.bytes += seg.bytes;
         self.seg = seg;
+        self.chain = delta::Chain::default();
         self.stats.segments += 1;
         let now = self.last_ms;
         let mut carried = Vec::new();
