@@ -516,6 +516,7 @@ fn scheduler_state_shows_in_rows_and_in_the_detail() {
         reason: reason.map(String::from),
         reason_user: reason.map(|_| "root".into()),
         reason_time: None,
+        partitions: Vec::new(),
     };
     let mut snap = Snapshot::default();
     snap.nodes.insert("gpu01".into(), node("mixed", None));
@@ -561,6 +562,7 @@ fn a_scheduler_that_cannot_be_read_says_so_in_the_header_and_the_detail() {
             reason: None,
             reason_user: None,
             reason_time: None,
+            partitions: Vec::new(),
         },
     );
     let setup = |app: &mut App| app.store.scheduler_known = true;
