@@ -1887,3 +1887,13 @@ fn the_filter_matches_a_partition_or_a_rack_by_name() {
     assert_eq!(filter("R02"), ["gpu05", "gpu06", "gpu07", "gpu08"]);
     assert_eq!(filter("debug,r02"), ["gpu01", "gpu05", "gpu06", "gpu07", "gpu08"]);
 }
+
+#[test]
+fn node_detail_names_the_nodes_partitions_and_rack() {
+    let mut steps = vec![partitions_arrive()];
+    steps.extend(detail_of("gpu01"));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, with_racks);
+    let screen = text(&buf);
+    assert!(screen.contains("slurm mixed in debug,gpu"), "{screen}");
+    assert!(screen.contains("rack r01 · "), "{screen}");
+}
