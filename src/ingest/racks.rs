@@ -50,7 +50,7 @@ impl Racks {
         for (rack, hosts) in &r.hosts {
             let line = r.lines.get(rack).copied().unwrap_or(1);
             let names = hostlist::expand(hosts.trim())
-                .map_err(|e| err(line, format!("hosts.{rack}"), format!("'{hosts}': {e}")))?;
+                .map_err(|e| err(line, format!("hosts.{rack}"), e.to_string()))?;
             for n in names {
                 // A node in two racks is a typing error, not a choice.
                 if let Some(other) = named.insert(n.clone(), rack.clone())
@@ -96,7 +96,8 @@ mod tests {
     fn a_bad_hostlist_names_the_file_line_and_value() {
         let e = racks("[racks.hosts]\nr01 = \"gpu[01-04]\"\nr02 = \"gpu[05-\"\n").expect_err("bad hostlist");
         let msg = e.to_string();
-        assert!(msg.starts_with("/etc/fleetop.toml:3: racks.hosts.r02: 'gpu[05-': "), "{msg}");
+        assert!(msg.starts_with("/etc/fleetop.toml:3: racks.hosts.r02: "), "{msg}");
+        assert!(msg.contains("'gpu[05-'"), "{msg}");
         assert_eq!(msg.lines().count(), 1);
         let e = racks("[racks.hosts]\na = \"gpu[01-04]\"\nb = \"gpu04\"\n").expect_err("in two racks");
         assert!(e.to_string().contains("'gpu04' is in rack 'a' too"), "{e}");
