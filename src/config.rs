@@ -79,7 +79,10 @@ impl RacksConfig {
             let why = e.to_string();
             // The regex crate's message spans lines (the pattern, a caret).
             let last = why.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-            format!("'{p}' is not a regular expression: {}", last.trim_start_matches("error: "))
+            format!(
+                "'{p}' is not a regular expression: {}",
+                last.trim_start_matches("error: ")
+            )
         })?;
         let named = re.capture_names().flatten().any(|n| n == "rack");
         if !named && re.captures_len() != 2 {
@@ -458,14 +461,25 @@ mod tests {
         assert_eq!(c.racks.lines.get("r09"), Some(&5), "for errors found later");
         // One unnamed group is the rack too.
         assert!(parse("[racks]\npattern = \"^([a-z]+)\"\n", Path::new("c")).is_ok());
-        assert!(matches!(parse("", Path::new("c")).expect("parses").racks.regex(), Ok(None)));
+        assert!(matches!(
+            parse("", Path::new("c")).expect("parses").racks.regex(),
+            Ok(None)
+        ));
     }
 
     #[test]
     fn a_bad_rack_pattern_is_refused_with_file_line_and_value() {
         let bad = [
-            ("[racks]\npattern = \"^(r\\\\d+\"\n", 2, "'^(r\\d+' is not a regular expression"),
-            ("\n[racks]\npattern = \"^r\\\\d+-n\\\\d+\"\n", 3, "must capture the rack"),
+            (
+                "[racks]\npattern = \"^(r\\\\d+\"\n",
+                2,
+                "'^(r\\d+' is not a regular expression",
+            ),
+            (
+                "\n[racks]\npattern = \"^r\\\\d+-n\\\\d+\"\n",
+                3,
+                "must capture the rack",
+            ),
             ("[racks]\npattern = \"(a)(b)\"\n", 2, "exactly one group"),
             ("[racks.hosts]\nr01 = \"\"\n", 1, "rack 'r01'"),
             ("[racks]\nhost = {}\n", 2, "unknown field `host`"),

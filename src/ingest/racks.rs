@@ -32,12 +32,7 @@ pub struct Racks {
 
 impl Racks {
     pub fn from_config(cfg: &Config) -> Result<Racks, RackError> {
-        let path = cfg
-            .path
-            .as_deref()
-            .unwrap_or(Path::new("config"))
-            .display()
-            .to_string();
+        let path = cfg.path.as_deref().unwrap_or(Path::new("config")).display().to_string();
         let err = |line: usize, key: String, why: String| RackError {
             path: path.clone(),
             line,
@@ -49,8 +44,8 @@ impl Racks {
         let mut named = BTreeMap::new();
         for (rack, hosts) in &r.hosts {
             let line = r.lines.get(rack).copied().unwrap_or(1);
-            let names = hostlist::expand(hosts.trim())
-                .map_err(|e| err(line, format!("hosts.{rack}"), e.to_string()))?;
+            let names =
+                hostlist::expand(hosts.trim()).map_err(|e| err(line, format!("hosts.{rack}"), e.to_string()))?;
             for n in names {
                 // A node in two racks is a typing error, not a choice.
                 if let Some(other) = named.insert(n.clone(), rack.clone())
@@ -85,7 +80,8 @@ mod tests {
 
     #[test]
     fn hostlists_win_over_the_pattern_and_unnamed_nodes_have_none() {
-        let r = racks("[racks]\npattern = \"^(r\\\\d+)-\"\n[racks.hosts]\nspecial = \"r01-n[01-02]\"\n").expect("reads");
+        let r =
+            racks("[racks]\npattern = \"^(r\\\\d+)-\"\n[racks.hosts]\nspecial = \"r01-n[01-02]\"\n").expect("reads");
         assert_eq!(r.rack_of("r01-n01").as_deref(), Some("special"));
         assert_eq!(r.rack_of("r01-n03").as_deref(), Some("r01"));
         assert_eq!(r.rack_of("login1"), None);

@@ -126,7 +126,10 @@ impl NodeState {
 
     /// The Slurm partitions the node is in (none without a scheduler).
     pub fn partitions(&self) -> &[String] {
-        self.scheduler.as_ref().map(|v| v.node.partitions.as_slice()).unwrap_or_default()
+        self.scheduler
+            .as_ref()
+            .map(|v| v.node.partitions.as_slice())
+            .unwrap_or_default()
     }
 
     /// The user of a job running on this node, when the scheduler says.

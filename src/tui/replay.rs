@@ -313,7 +313,8 @@ pub fn run(rt: &tokio::runtime::Runtime, args: ReplayArgs, theme: Option<&str>, 
         }
     }
     let log_path = crate::logging::to_file();
-    let mut replay = Replay::new(player, cfg.thresholds.clone()).with_racks(crate::ingest::racks::Racks::from_config(&cfg)?);
+    let mut replay =
+        Replay::new(player, cfg.thresholds.clone()).with_racks(crate::ingest::racks::Racks::from_config(&cfg)?);
     let mut app = replay.app(theme);
     replay.seek(&mut app, start);
     app.log_path = log_path;

@@ -681,7 +681,11 @@ pub fn groups(store: &Store, shown: &[usize], by: GroupBy) -> Vec<GroupRow> {
                     GroupBy::Partition => n.partitions().to_vec(),
                     _ => n.rack.iter().cloned().collect(),
                 };
-                let keys = if keys.is_empty() { vec![NO_GROUP.to_string()] } else { keys };
+                let keys = if keys.is_empty() {
+                    vec![NO_GROUP.to_string()]
+                } else {
+                    keys
+                };
                 for key in keys {
                     let a = groups.entry((0, key.clone())).or_insert_with(|| Acc {
                         row: GroupRow::new(key),

@@ -1794,7 +1794,13 @@ fn utils(rows: &[Vec<String>]) -> Vec<f64> {
 
 #[test]
 fn b_groups_by_partition_a_node_in_two_counts_in_both_and_enter_shows_the_group() {
-    let by_partition = || vec![partitions_arrive(), Step::Do(key(KeyCode::Char('J'))), Step::Do(key(KeyCode::Char('b')))];
+    let by_partition = || {
+        vec![
+            partitions_arrive(),
+            Step::Do(key(KeyCode::Char('J'))),
+            Step::Do(key(KeyCode::Char('b'))),
+        ]
+    };
     let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), by_partition(), |_| {});
     let screen = text(&buf);
     assert!(screen.contains("partitions · 3 · least busy first"), "{screen}");
@@ -1836,7 +1842,11 @@ fn racks_from_the_config_group_nodes_and_those_in_none_are_in_none() {
     let screen = text(&buf);
     assert!(screen.contains("racks · 3 · least busy first"), "{screen}");
     let rows = group_rows(&screen);
-    assert_eq!(row(&rows, "r01").last().map(String::as_str), Some("gpu[01-04]"), "{screen}");
+    assert_eq!(
+        row(&rows, "r01").last().map(String::as_str),
+        Some("gpu[01-04]"),
+        "{screen}"
+    );
     assert_eq!(row(&rows, "r02")[1..3], ["4", "32"], "{screen}");
     assert_eq!(row(&rows, "(none)")[1], "8", "{screen}");
     // The least busy rack's nodes on the heatmap.
@@ -1861,14 +1871,21 @@ fn the_group_view_keeps_its_meaning_in_16_colours_and_without_colour() {
     let (buf, _) = drive_steps(t16.clone(), fleet_updates(16, 8, 60), (80, 24), steps(), with_racks);
     let screen = text(&buf);
     let y = screen.lines().position(|l| l.starts_with("r01")).expect("r01 row") as u16;
-    let x = screen.lines().nth(y as usize).and_then(|l| l.find(" crit")).expect("a crit count") as u16;
+    let x = screen
+        .lines()
+        .nth(y as usize)
+        .and_then(|l| l.find(" crit"))
+        .expect("a crit count") as u16;
     assert_eq!(buf[(x - 1, y)].fg, t16.crit.fg.unwrap_or(Color::Reset), "{screen}");
     let mono = Theme::load("default", None, ColorDepth::Mono).expect("mono");
     let (buf, _) = drive_steps(mono, fleet_updates(16, 8, 60), (80, 24), steps(), with_racks);
     for y in 0..24 {
         for x in 0..80 {
             let c = &buf[(x, y)];
-            assert!(matches!(c.fg, Color::Reset) && matches!(c.bg, Color::Reset), "colour at {x},{y}");
+            assert!(
+                matches!(c.fg, Color::Reset) && matches!(c.bg, Color::Reset),
+                "colour at {x},{y}"
+            );
         }
     }
     assert!(text(&buf).contains(" crit"), "the words carry the severity");

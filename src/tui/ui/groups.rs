@@ -24,10 +24,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         GroupBy::Partition => format!("partitions · {}", rows.len()),
         GroupBy::Rack => format!("racks · {}", rows.len()),
     };
-    let b = block(
-        t,
-        format!(" {what} · least busy first · b: by {} ", by.next().name()),
-    );
+    let b = block(t, format!(" {what} · least busy first · b: by {} ", by.next().name()));
     let inner = b.inner(area);
     b.render(area, buf);
     if rows.is_empty() {

@@ -4,8 +4,8 @@
 mod alerts;
 mod bench;
 mod detail;
-mod heatmap;
 mod groups;
+mod heatmap;
 
 use std::collections::BTreeMap;
 
@@ -440,7 +440,14 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "z fold",
             "s sort",
         ],
-        Screen::Groups => &["? help", "Esc back", "j/k move", "b group by", "Enter its nodes", "/ filter"],
+        Screen::Groups => &[
+            "? help",
+            "Esc back",
+            "j/k move",
+            "b group by",
+            "Enter its nodes",
+            "/ filter",
+        ],
         Screen::Bench => &[
             "? help",
             "Esc back",
