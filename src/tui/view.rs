@@ -623,6 +623,14 @@ struct Acc {
 }
 
 impl Acc {
+    fn new(row: GroupRow) -> Acc {
+        Acc {
+            row,
+            util_sum: 0.0,
+            util_count: 0,
+        }
+    }
+
     fn gpu(&mut self, g: &GpuReading, idle_below: u32) {
         self.row.gpus += 1;
         if let Some(u) = g.util_pct {
@@ -661,11 +669,7 @@ pub fn groups(store: &Store, shown: &[usize], by: GroupBy) -> Vec<GroupRow> {
                             let mut row = GroupRow::new(id.to_string());
                             row.user = job.map(|j| j.user.clone());
                             row.name = job.map(|j| j.name.clone());
-                            Acc {
-                                row,
-                                util_sum: 0.0,
-                                util_count: 0,
-                            }
+                            Acc::new(row)
                         });
                         if a.row.nodes.last() != Some(&i) {
                             a.row.nodes.push(i);
@@ -687,11 +691,9 @@ pub fn groups(store: &Store, shown: &[usize], by: GroupBy) -> Vec<GroupRow> {
                     keys
                 };
                 for key in keys {
-                    let a = groups.entry((0, key.clone())).or_insert_with(|| Acc {
-                        row: GroupRow::new(key),
-                        util_sum: 0.0,
-                        util_count: 0,
-                    });
+                    let a = groups
+                        .entry((0, key.clone()))
+                        .or_insert_with(|| Acc::new(GroupRow::new(key)));
                     a.row.nodes.push(i);
                     a.row.count_flags(n, |_| true);
                     for g in gpus.clone() {
