@@ -46,6 +46,62 @@ pub struct Config {
     /// Clicks and the wheel in the console (`--no-mouse` turns them off).
     pub mouse: Option<bool>,
     pub notify: NotifyConfig,
+    /// `[racks]`: which rack each node is in, for the group view and the export.
+    pub racks: RacksConfig,
+    /// The file this was read from (`None` for the defaults), for errors
+    /// found after parsing (a rack's hostlist is read by `ingest::racks`).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+/// `[racks]`: a node's rack, from an explicit hostlist per rack
+/// (`[racks.hosts] r01 = "gpu[01-16]"`) or else from its host name
+/// (`pattern`, a regular expression whose group `rack`, or its only group,
+/// is the rack). A hostlist wins over the pattern; a node neither names is in
+/// no rack.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RacksConfig {
+    /// E.g. `"^(?P<rack>r\\d+)-"` for hosts named `r12-n03`.
+    pub pattern: Option<String>,
+    /// Rack name -> Slurm hostlist expression of its nodes.
+    pub hosts: BTreeMap<String, String>,
+    /// The line of each `hosts` key in the file, for errors found later.
+    #[serde(skip)]
+    pub lines: BTreeMap<String, usize>,
+}
+
+impl RacksConfig {
+    /// The pattern, compiled; `Err(why)` if it is not a usable one.
+    pub fn regex(&self) -> Result<Option<regex::Regex>, String> {
+        let Some(p) = &self.pattern else { return Ok(None) };
+        let re = regex::Regex::new(p).map_err(|e| {
+            let why = e.to_string();
+            // The regex crate's message spans lines (the pattern, a caret).
+            let last = why.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+            format!(
+                "'{p}' is not a regular expression: {}",
+                last.trim_start_matches("error: ")
+            )
+        })?;
+        let named = re.capture_names().flatten().any(|n| n == "rack");
+        if !named && re.captures_len() != 2 {
+            return Err(format!(
+                "'{p}' must capture the rack: a group named rack, (?P<rack>...), or exactly one group"
+            ));
+        }
+        Ok(Some(re))
+    }
+
+    fn invalid(&self) -> Option<(&'static str, String)> {
+        if let Err(why) = self.regex() {
+            return Some(("pattern", why));
+        }
+        self.hosts
+            .iter()
+            .find(|(name, hosts)| name.trim().is_empty() || hosts.trim().is_empty())
+            .map(|(name, _)| ("hosts", format!("rack '{name}': needs a name and a hostlist")))
+    }
 }
 
 fn de_refresh<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time::Duration>, D::Error> {
@@ -243,6 +299,13 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             message: format!("{}{key}: {why}", section.map(|s| format!("{s}.")).unwrap_or_default()),
         });
     }
+    let mut cfg = cfg;
+    cfg.path = Some(path.to_path_buf());
+    let keys: Vec<String> = cfg.racks.hosts.keys().cloned().collect();
+    for k in keys {
+        let line = line_of_key(text, Some("racks.hosts"), &k);
+        cfg.racks.lines.insert(k, line);
+    }
     Ok(cfg)
 }
 
@@ -261,6 +324,9 @@ impl Config {
         }
         if let Some((key, why)) = self.notify.invalid() {
             return Some((Some("notify"), key, why));
+        }
+        if let Some((key, why)) = self.racks.invalid() {
+            return Some((Some("racks"), key, why));
         }
         zero(self.slurm.timeout).map(|why| (Some("slurm"), "timeout", why))
     }
@@ -292,7 +358,13 @@ mod tests {
     #[test]
     fn empty_file_gives_defaults() {
         let c = parse("", Path::new("c.toml")).expect("parses");
-        assert_eq!(c, Config::default());
+        assert_eq!(
+            c,
+            Config {
+                path: Some("c.toml".into()),
+                ..Config::default()
+            }
+        );
     }
 
     #[test]
@@ -374,5 +446,49 @@ mod tests {
             assert!(e.contains(needle), "{text:?}: {e}");
         }
         assert!(parse("[thresholds]\nidle_util_pct = 100\n", Path::new("f")).is_ok());
+    }
+
+    #[test]
+    fn racks_by_pattern_and_by_hostlist() {
+        let c = parse(
+            "[racks]\npattern = \"^(?P<rack>r\\\\d+)-\"\n\n[racks.hosts]\nr09 = \"gpu[01-04]\"\n",
+            Path::new("c.toml"),
+        )
+        .expect("parses");
+        let re = c.racks.regex().expect("compiles").expect("given");
+        assert_eq!(&re.captures("r12-n03").expect("matches")["rack"], "r12");
+        assert_eq!(c.racks.hosts.get("r09").map(String::as_str), Some("gpu[01-04]"));
+        assert_eq!(c.racks.lines.get("r09"), Some(&5), "for errors found later");
+        // One unnamed group is the rack too.
+        assert!(parse("[racks]\npattern = \"^([a-z]+)\"\n", Path::new("c")).is_ok());
+        assert!(matches!(
+            parse("", Path::new("c")).expect("parses").racks.regex(),
+            Ok(None)
+        ));
+    }
+
+    #[test]
+    fn a_bad_rack_pattern_is_refused_with_file_line_and_value() {
+        let bad = [
+            (
+                "[racks]\npattern = \"^(r\\\\d+\"\n",
+                2,
+                "'^(r\\d+' is not a regular expression",
+            ),
+            (
+                "\n[racks]\npattern = \"^r\\\\d+-n\\\\d+\"\n",
+                3,
+                "must capture the rack",
+            ),
+            ("[racks]\npattern = \"(a)(b)\"\n", 2, "exactly one group"),
+            ("[racks.hosts]\nr01 = \"\"\n", 1, "rack 'r01'"),
+            ("[racks]\nhost = {}\n", 2, "unknown field `host`"),
+        ];
+        for (text, line, needle) in bad {
+            let e = parse(text, Path::new("/etc/f.toml")).expect_err(text).to_string();
+            assert!(e.starts_with(&format!("/etc/f.toml:{line}: ")), "{text:?}: {e}");
+            assert!(e.contains(needle), "{text:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "one line: {e}");
+        }
     }
 }

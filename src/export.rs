@@ -24,7 +24,8 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// `mig` instances, `scheduler_read_at`/`scheduler_error`, and `agent`
 /// versions, NVLink peers and IB states null where unknown. Later within 2,
 /// additive: GPM fields per `mig` instance (`sm_active_pct` etc.), and the
-/// `Summary` document (`export --view summary`) beside the full `Snapshot`.
+/// `Summary` document (`export --view summary`) beside the full `Snapshot`;
+/// a node's `rack` and its scheduler's `partitions`.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -61,6 +62,9 @@ pub struct Node {
     pub host: Option<Host>,
     /// What the scheduler says of the node (with `--slurm`).
     pub scheduler: Option<Scheduler>,
+    /// The node's rack, from the config's `[racks]`; absent where it names none.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rack: Option<String>,
     pub gpus: Vec<Gpu>,
     pub ib_ports: Vec<IbPort>,
     pub flags: Vec<FlagOut>,
@@ -95,6 +99,10 @@ pub struct Scheduler {
     pub reason: Option<String>,
     pub reason_user: Option<String>,
     pub reason_time: Option<String>,
+    /// The Slurm partitions the node is in, sorted (sinfo's `*` for the
+    /// default partition dropped).
+    #[serde(default)]
+    pub partitions: Vec<String>,
     pub jobs: Vec<Job>,
 }
 
@@ -435,8 +443,10 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
             reason: v.node.reason.clone(),
             reason_user: v.node.reason_user.clone(),
             reason_time: v.node.reason_time.clone(),
+            partitions: v.node.partitions.clone(),
             jobs: v.jobs.clone(),
         }),
+        rack: n.rack.clone(),
         gpus,
         ib_ports,
         flags: n.detector.active().map(|f| flag_out(n, f)).collect(),

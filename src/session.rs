@@ -11,6 +11,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::ingest::agent::{self, SourceOptions};
+use crate::ingest::racks::Racks;
 use crate::ingest::slurm::Slurm;
 use crate::ingest::targets::{self, Feed, Resolved};
 use crate::ingest::{prometheus, scrape};
@@ -159,9 +160,12 @@ impl Session {
     /// Starts the sources for `args` (and the demo agents for `--demo`).
     pub async fn start(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Session> {
         let slurm = targets::slurm(cfg);
+        // Before anything starts: a bad rack hostlist is a config error.
+        let racks = Racks::from_config(cfg)?;
         let resolved: Resolved = targets::resolve(args, cfg).await?;
         let bench_token = resolved.bench_token;
         let mut store = Store::new(resolved.targets, cfg.thresholds.clone());
+        store.set_racks(|n| racks.rack_of(n));
         store.scheduler_known = args.slurm;
         let (tx, updates) = mpsc::channel(8192);
         let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();

@@ -84,7 +84,9 @@ fn replay(file: &std::path::Path, at: Option<&str>, format: Format, cfg: &Config
             rfc3339(end)
         );
     }
+    let racks = crate::ingest::racks::Racks::from_config(cfg)?;
     let mut store = player.new_store(cfg.thresholds.clone());
+    store.set_racks(|n| racks.rack_of(n));
     player.feed_until(&mut store, t);
     let snap = export::snapshot(&store, t);
     let text = match format {

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod hostlist;
 pub mod prometheus;
 pub mod promtext;
+pub mod racks;
 pub mod scrape;
 pub mod slurm;
 pub mod targets;

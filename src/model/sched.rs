@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One node as the scheduler sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SchedNode {
     /// Slurm's state word: idle, allocated, mixed, drained, draining, down, ...
     pub state: String,
@@ -17,6 +17,12 @@ pub struct SchedNode {
     pub reason: Option<String>,
     pub reason_user: Option<String>,
     pub reason_time: Option<String>,
+    /// The partitions the node is in (a node may be in several), sorted,
+    /// without sinfo's `*` for the default one. Not recorded: recordings
+    /// encode this type positionally (docs/recording.md), and carrying it
+    /// there is a recording schema bump of its own.
+    #[serde(skip)]
+    pub partitions: Vec<String>,
 }
 
 impl SchedNode {

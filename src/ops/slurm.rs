@@ -184,6 +184,7 @@ mod tests {
             reason: None,
             reason_user: None,
             reason_time: None,
+            partitions: Vec::new(),
         };
         assert!(reached(NodeAction::Drain, &n("draining")));
         assert!(reached(NodeAction::Drain, &n("drained")));

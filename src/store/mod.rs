@@ -57,6 +57,13 @@ impl Store {
         self
     }
 
+    /// Gives each node its rack: `rack_of` maps a node name to its rack.
+    pub fn set_racks(&mut self, rack_of: impl Fn(&str) -> Option<String>) {
+        for n in &mut self.nodes {
+            n.rack = rack_of(&n.target.name);
+        }
+    }
+
     /// Applies one update at console time `now_ms`.
     pub fn apply(&mut self, u: Update, now_ms: i64) {
         let (node, event) = match u {

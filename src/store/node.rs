@@ -59,6 +59,9 @@ pub struct NodeState {
     pub detector: NodeDetector,
     /// What the scheduler says of this node, when one is known.
     pub scheduler: Option<sched::NodeView>,
+    /// The node's rack, from the config's `[racks]` (by hostlist or by the
+    /// host-name pattern); `None` where it names none.
+    pub rack: Option<String>,
     /// The newest sample taken in: (agent instance, seq). History is sent
     /// again on every reconnect; this, not a clock, says what is new.
     seen: Option<(u64, u64)>,
@@ -79,6 +82,7 @@ impl NodeState {
             received_ms: None,
             detector: NodeDetector::default(),
             scheduler: None,
+            rack: None,
             seen: None,
             nvlink_base: Vec::new(),
         }
@@ -118,6 +122,14 @@ impl NodeState {
             (Some(age), Link::Down { .. }) if age >= th.unreachable_after.as_millis() as i64 => NodeStatus::Unreachable,
             (Some(_), _) => NodeStatus::Stale,
         }
+    }
+
+    /// The Slurm partitions the node is in (none without a scheduler).
+    pub fn partitions(&self) -> &[String] {
+        self.scheduler
+            .as_ref()
+            .map(|v| v.node.partitions.as_slice())
+            .unwrap_or_default()
     }
 
     /// The user of a job running on this node, when the scheduler says.

@@ -39,8 +39,8 @@ pub enum Screen {
     Alerts,
     /// Burn-in progress and verdicts.
     Bench,
-    /// The Slurm jobs on the shown nodes (`J`).
-    Jobs,
+    /// The shown nodes grouped by Slurm job, partition or rack (`J`).
+    Groups,
 }
 
 /// How much history the node detail's sparklines show (`z` cycles).
@@ -213,7 +213,9 @@ pub struct App {
     /// Burn-in is possible (the agents' token is known).
     pub bench_enabled: bool,
     pub bench_cursor: usize,
-    pub jobs_cursor: usize,
+    pub group_cursor: usize,
+    /// What the group view groups by (`b` cycles).
+    pub group_by: view::GroupBy,
     /// The bench screen shows this node's every check (Enter toggles).
     pub bench_open: Option<usize>,
     pub read_only: bool,
@@ -286,7 +288,8 @@ impl App {
             actions_enabled: false,
             bench_enabled: false,
             bench_cursor: 0,
-            jobs_cursor: 0,
+            group_cursor: 0,
+            group_by: view::GroupBy::Job,
             bench_open: None,
             read_only: false,
             dialog: None,
@@ -597,8 +600,8 @@ fn on_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
         KeyCode::Char('B') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_bench(app),
         KeyCode::Char('J') => {
-            app.screen = Screen::Jobs;
-            app.jobs_cursor = 0;
+            app.screen = Screen::Groups;
+            app.group_cursor = 0;
         }
         KeyCode::Esc => match app.screen {
             Screen::Detail | Screen::Alerts => app.screen = Screen::Heatmap,
@@ -606,13 +609,13 @@ fn on_key(app: &mut App, k: KeyEvent) {
                 app.filter = Filter::All;
                 app.filter_text.clear();
             }
-            Screen::Bench | Screen::Jobs => app.screen = Screen::Heatmap,
+            Screen::Bench | Screen::Groups => app.screen = Screen::Heatmap,
         },
         _ => match app.screen {
             Screen::Heatmap => heatmap_key(app, k),
             Screen::Detail => detail_key(app, k),
             Screen::Alerts => alerts_key(app, k),
-            Screen::Jobs => jobs_key(app, k),
+            Screen::Groups => groups_key(app, k),
             Screen::Bench => {
                 if let Some(d) = vertical(&k, 10) {
                     app.bench_cursor = moved(app.bench_cursor, d, app.store.bench.len());
@@ -1149,16 +1152,22 @@ fn start_bench(app: &mut App) {
     });
 }
 
-/// The job view: move, and Enter shows the job's nodes on the heatmap (a
-/// filter of exactly them, Esc clears it).
-fn jobs_key(app: &mut App, k: KeyEvent) {
-    let rows = view::jobs(&app.store, &app.visible());
+/// The group view: move, `b` groups by the next of job, partition and
+/// rack, and Enter shows the group's nodes on the heatmap (a filter of
+/// exactly them, Esc clears it).
+fn groups_key(app: &mut App, k: KeyEvent) {
+    if k.code == KeyCode::Char('b') {
+        app.group_by = app.group_by.next();
+        app.group_cursor = 0;
+        return;
+    }
+    let rows = view::groups(&app.store, &app.visible(), app.group_by);
     if let Some(d) = vertical(&k, 10) {
-        app.jobs_cursor = moved(app.jobs_cursor, d, rows.len());
+        app.group_cursor = moved(app.group_cursor, d, rows.len());
         return;
     }
     if k.code == KeyCode::Enter
-        && let Some(r) = rows.get(app.jobs_cursor)
+        && let Some(r) = rows.get(app.group_cursor)
     {
         let names: Vec<String> = r
             .nodes

@@ -45,6 +45,8 @@ pub struct Replay {
     /// One line for the replay bar (where a jump landed, a bad time).
     pub message: Option<String>,
     thresholds: Thresholds,
+    /// The replaying console's `[racks]`, like its thresholds.
+    racks: crate::ingest::racks::Racks,
 }
 
 impl Replay {
@@ -58,12 +60,26 @@ impl Replay {
             input: None,
             message: None,
             thresholds,
+            racks: Default::default(),
         }
+    }
+
+    /// Racks from the replaying console's config.
+    pub fn with_racks(mut self, racks: crate::ingest::racks::Racks) -> Replay {
+        self.racks = racks;
+        self
+    }
+
+    /// A new store for the recording's nodes, with their racks.
+    fn new_store(&self) -> crate::store::Store {
+        let mut store = self.player.new_store(self.thresholds.clone());
+        store.set_racks(|n| self.racks.rack_of(n));
+        store
     }
 
     /// An app on this recording's nodes, read-only, at its start.
     pub fn app(&mut self, theme: Theme) -> App {
-        let mut app = App::new(self.player.new_store(self.thresholds.clone()), theme, self.cursor_ms);
+        let mut app = App::new(self.new_store(), theme, self.cursor_ms);
         app.read_only = true;
         app.actions_enabled = false;
         app.bench_enabled = false;
@@ -81,7 +97,7 @@ impl Replay {
         let t = t.clamp(self.player.start_ms(), self.player.end_ms());
         if t < self.cursor_ms || app.store.nodes.iter().all(|n| n.info.is_none()) {
             self.player.rewind();
-            app.store = self.player.new_store(self.thresholds.clone());
+            app.store = self.new_store();
         }
         self.player.feed_until(&mut app.store, t);
         self.cursor_ms = t;
@@ -297,7 +313,8 @@ pub fn run(rt: &tokio::runtime::Runtime, args: ReplayArgs, theme: Option<&str>, 
         }
     }
     let log_path = crate::logging::to_file();
-    let mut replay = Replay::new(player, cfg.thresholds.clone());
+    let mut replay =
+        Replay::new(player, cfg.thresholds.clone()).with_racks(crate::ingest::racks::Racks::from_config(&cfg)?);
     let mut app = replay.app(theme);
     replay.seek(&mut app, start);
     app.log_path = log_path;

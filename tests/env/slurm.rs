@@ -249,6 +249,10 @@ pub fn text_format_reads_the_same_as_json() {
         text.nodes[0].scheduler.as_ref().and_then(|s| s.reason.as_deref()),
         Some(REASON)
     );
+    // Partitions, from both formats alike (compared above): gpu01 is in two.
+    let parts = |i: usize| json.nodes[i].scheduler.as_ref().map(|s| s.partitions.clone());
+    assert_eq!(parts(0), Some(vec!["debug".to_string(), "gpu".to_string()]));
+    assert_eq!(parts(1), Some(vec!["gpu".to_string()]));
 }
 
 pub fn a_multi_node_drain_with_an_invalid_name_reports_each_node() {

@@ -39,7 +39,7 @@ pub fn installed() -> bool {
 
 impl SlurmCluster {
     /// Starts munged, slurmctld and one `slurmd -N <name>` per node of the hostlist `nodes`
-    /// (CPUs=2, RealMemory=1000, Gres=gpu:8, partition `gpu`), then waits until all are idle.
+    /// (CPUs=2, RealMemory=1000, Gres=gpu:8, partition `gpu`; the first also in `debug`), then waits until all are idle.
     /// Ok(None) (with a reason on stderr) when Slurm/munge are not installed; Err with the
     /// daemons' log tails when they are installed but the cluster does not come up.
     pub fn start(nodes: &str) -> Result<Option<SlurmCluster>, String> {
@@ -234,6 +234,10 @@ impl SlurmCluster {
             gres += &format!("NodeName={n} Name=gpu Count=8 File={dd}/dev/gpu[0-7]\n");
         }
         conf += "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+        // The first node is in a second partition too (a node in several is read whole).
+        if let Some(first) = self.nodes.first() {
+            conf += &format!("PartitionName=debug Nodes={first} MaxTime=INFINITE State=UP\n");
+        }
         fs::write(d.join("slurm.conf"), conf).map_err(|e| format!("slurm.conf: {e}"))?;
         fs::write(d.join("gres.conf"), gres).map_err(|e| format!("gres.conf: {e}"))
     }

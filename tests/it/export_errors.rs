@@ -51,6 +51,20 @@ fn a_bad_config_names_its_file_and_line() {
 }
 
 #[test]
+fn a_bad_rack_in_the_config_names_its_file_line_and_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.toml");
+    let p = path.to_string_lossy().to_string();
+    let demo = ["--config", &p, "export", "--once", "--demo", "--nodes", "2"];
+    // A hostlist is read after the file parses (by ingest, above config):
+    // still refused before anything starts.
+    std::fs::write(&path, "[racks.hosts]\nr01 = \"gpu[01-04]\"\nr02 = \"gpu[05-\"\n").expect("write");
+    fails_with(&demo, &format!("{p}:3: racks.hosts.r02: bad hostlist 'gpu[05-'"));
+    std::fs::write(&path, "[racks]\npattern = \"^r\\\\d+\"\n").expect("write");
+    fails_with(&demo, &format!("{p}:2: racks.pattern: '^r\\d+' must capture the rack"));
+}
+
+#[test]
 fn no_node_answering_is_an_error_naming_the_nodes() {
     let port = free_port();
     let hosts = format!("127.0.0.1:{port}");

@@ -519,6 +519,7 @@ fn scheduler_state_shows_in_rows_and_in_the_detail() {
         reason: reason.map(String::from),
         reason_user: reason.map(|_| "root".into()),
         reason_time: None,
+        partitions: Vec::new(),
     };
     let mut snap = Snapshot::default();
     snap.nodes.insert("gpu01".into(), node("mixed", None));
@@ -564,6 +565,7 @@ fn a_scheduler_that_cannot_be_read_says_so_in_the_header_and_the_detail() {
             reason: None,
             reason_user: None,
             reason_time: None,
+            partitions: Vec::new(),
         },
     );
     let setup = |app: &mut App| app.store.scheduler_known = true;
@@ -1724,7 +1726,7 @@ fn every_screens_help_fits_80x24_whole() {
         Screen::Detail,
         Screen::Alerts,
         Screen::Bench,
-        Screen::Jobs,
+        Screen::Groups,
     ] {
         let lines = fleetop::tui::ui::help_lines(screen);
         // The popup: a border each side, the key column 17 wide.
@@ -1736,4 +1738,182 @@ fn every_screens_help_fits_80x24_whole() {
             );
         }
     }
+}
+
+/// gpu01 in the partitions `debug` and `gpu`, gpu02-gpu04 in `gpu`, the
+/// others unknown to the scheduler.
+fn partitions_arrive() -> Step {
+    use fleetop::model::sched::{SchedNode, Snapshot};
+    let mut snap = Snapshot::default();
+    for (name, parts) in [
+        ("gpu01", vec!["debug", "gpu"]),
+        ("gpu02", vec!["gpu"]),
+        ("gpu03", vec!["gpu"]),
+        ("gpu04", vec!["gpu"]),
+    ] {
+        let node = SchedNode {
+            state: "mixed".into(),
+            partitions: parts.into_iter().map(String::from).collect(),
+            ..SchedNode::default()
+        };
+        snap.nodes.insert(name.into(), node);
+    }
+    Step::Arrive(Update::Scheduler(std::sync::Arc::new(snap)))
+}
+
+/// gpu01-04 in rack r01, gpu05-08 in r02, the rest in none.
+fn with_racks(app: &mut App) {
+    app.store.set_racks(|n| {
+        let i: u32 = n.trim_start_matches("gpu").parse().ok()?;
+        match i {
+            1..=4 => Some("r01".into()),
+            5..=8 => Some("r02".into()),
+            _ => None,
+        }
+    });
+}
+
+/// The group view's rows: (group, node count, GPUs, idle, util, flags, hosts).
+fn group_rows(screen: &str) -> Vec<Vec<String>> {
+    screen
+        .lines()
+        .map(|l| l.trim_matches('│').trim())
+        .filter(|l| l.contains("gpu") && l.split_whitespace().nth(1).is_some_and(|w| w.parse::<u32>().is_ok()))
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+fn row<'a>(rows: &'a [Vec<String>], group: &str) -> &'a [String] {
+    rows.iter()
+        .find(|r| r[0] == group)
+        .unwrap_or_else(|| panic!("no row {group}: {rows:?}"))
+}
+
+fn utils(rows: &[Vec<String>]) -> Vec<f64> {
+    rows.iter()
+        .filter_map(|r| r.iter().find(|w| w.ends_with('%'))?.trim_end_matches('%').parse().ok())
+        .collect()
+}
+
+#[test]
+fn b_groups_by_partition_a_node_in_two_counts_in_both_and_enter_shows_the_group() {
+    let by_partition = || {
+        vec![
+            partitions_arrive(),
+            Step::Do(key(KeyCode::Char('J'))),
+            Step::Do(key(KeyCode::Char('b'))),
+        ]
+    };
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), by_partition(), |_| {});
+    let screen = text(&buf);
+    assert!(screen.contains("partitions · 3 · least busy first"), "{screen}");
+    let rows = group_rows(&screen);
+    assert_eq!(rows.len(), 3, "{screen}");
+    // gpu01 is in debug and in gpu: counted in both.
+    assert_eq!(row(&rows, "debug")[1..3], ["1", "8"], "{screen}");
+    assert_eq!(row(&rows, "debug").last().map(String::as_str), Some("gpu01"));
+    assert_eq!(row(&rows, "gpu")[1], "4", "{screen}");
+    assert_eq!(row(&rows, "gpu").last().map(String::as_str), Some("gpu[01-04]"));
+    // Nodes the scheduler puts in no partition: one group of their own.
+    assert_eq!(row(&rows, "(none)")[1], "12", "{screen}");
+    assert_eq!(row(&rows, "(none)").last().map(String::as_str), Some("gpu[05-16]"));
+    let u = utils(&rows);
+    assert!(u.windows(2).all(|w| w[0] <= w[1]), "least busy first: {u:?}");
+    // Flag counts, the worst severity first.
+    let gpu = row(&rows, "gpu").join(" ");
+    assert!(gpu.contains(" crit") && gpu.find("crit") < gpu.find("warn"), "{screen}");
+    // Enter on a group: its nodes on the heatmap.
+    let at = rows.iter().position(|r| r[0] == "gpu").expect("gpu row");
+    let mut steps = by_partition();
+    steps.extend(std::iter::repeat_with(|| Step::Do(key(KeyCode::Char('j')))).take(at));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, |_| {});
+    let names: Vec<String> = rows_with_mean(&buf).into_iter().map(|r| r.0).collect();
+    assert_eq!(names, ["gpu01", "gpu02", "gpu03", "gpu04"], "{}", text(&buf));
+}
+
+#[test]
+fn racks_from_the_config_group_nodes_and_those_in_none_are_in_none() {
+    let by_rack = || {
+        vec![
+            Step::Do(key(KeyCode::Char('J'))),
+            Step::Do(key(KeyCode::Char('b'))),
+            Step::Do(key(KeyCode::Char('b'))),
+        ]
+    };
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), by_rack(), with_racks);
+    let screen = text(&buf);
+    assert!(screen.contains("racks · 3 · least busy first"), "{screen}");
+    let rows = group_rows(&screen);
+    assert_eq!(
+        row(&rows, "r01").last().map(String::as_str),
+        Some("gpu[01-04]"),
+        "{screen}"
+    );
+    assert_eq!(row(&rows, "r02")[1..3], ["4", "32"], "{screen}");
+    assert_eq!(row(&rows, "(none)")[1], "8", "{screen}");
+    // The least busy rack's nodes on the heatmap.
+    let mut steps = by_rack();
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, with_racks);
+    let names: Vec<String> = rows_with_mean(&buf).into_iter().map(|r| r.0).collect();
+    let want = fleetop::ingest::hostlist::expand(rows[0].last().expect("hosts")).expect("a hostlist");
+    assert_eq!(names, want, "{}", text(&buf));
+}
+
+#[test]
+fn the_group_view_keeps_its_meaning_in_16_colours_and_without_colour() {
+    let steps = || {
+        vec![
+            Step::Do(key(KeyCode::Char('J'))),
+            Step::Do(key(KeyCode::Char('b'))),
+            Step::Do(key(KeyCode::Char('b'))),
+        ]
+    };
+    let t16 = Theme::load("default", None, ColorDepth::Ansi16).expect("theme");
+    let (buf, _) = drive_steps(t16.clone(), fleet_updates(16, 8, 60), (80, 24), steps(), with_racks);
+    let screen = text(&buf);
+    let y = screen.lines().position(|l| l.starts_with("r01")).expect("r01 row") as u16;
+    let x = screen
+        .lines()
+        .nth(y as usize)
+        .and_then(|l| l.find(" crit"))
+        .expect("a crit count") as u16;
+    assert_eq!(buf[(x - 1, y)].fg, t16.crit.fg.unwrap_or(Color::Reset), "{screen}");
+    let mono = Theme::load("default", None, ColorDepth::Mono).expect("mono");
+    let (buf, _) = drive_steps(mono, fleet_updates(16, 8, 60), (80, 24), steps(), with_racks);
+    for y in 0..24 {
+        for x in 0..80 {
+            let c = &buf[(x, y)];
+            assert!(
+                matches!(c.fg, Color::Reset) && matches!(c.bg, Color::Reset),
+                "colour at {x},{y}"
+            );
+        }
+    }
+    assert!(text(&buf).contains(" crit"), "the words carry the severity");
+}
+
+#[test]
+fn the_filter_matches_a_partition_or_a_rack_by_name() {
+    let filter = |what: &str| {
+        let mut steps = vec![partitions_arrive(), Step::Do(key(KeyCode::Char('/')))];
+        steps.extend(keys(what).into_iter().map(Step::Do));
+        steps.push(Step::Do(key(KeyCode::Enter)));
+        let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, with_racks);
+        rows_with_mean(&buf).into_iter().map(|r| r.0).collect::<Vec<_>>()
+    };
+    assert_eq!(filter("debug"), ["gpu01"]);
+    assert_eq!(filter("R02"), ["gpu05", "gpu06", "gpu07", "gpu08"]);
+    assert_eq!(filter("debug,r02"), ["gpu01", "gpu05", "gpu06", "gpu07", "gpu08"]);
+}
+
+#[test]
+fn node_detail_names_the_nodes_partitions_and_rack() {
+    let mut steps = vec![partitions_arrive()];
+    steps.extend(detail_of("gpu01"));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, with_racks);
+    let screen = text(&buf);
+    assert!(screen.contains("slurm mixed in debug,gpu"), "{screen}");
+    assert!(screen.contains("rack r01 · "), "{screen}");
 }

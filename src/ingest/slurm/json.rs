@@ -92,6 +92,12 @@ pub fn parse_sinfo(out: &str) -> Result<BTreeMap<String, SchedNode>, SchedError>
             .find(|w| BASE_STATES.contains(&w.as_str()))
             .cloned()
             .unwrap_or_else(|| "UNKNOWN".into());
+        let mut partitions = Vec::new();
+        for p in n.get("partitions").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(p) = p.as_str() {
+                super::add_partition(&mut partitions, p);
+            }
+        }
         let time = number(n, "reason_changed_at")
             .filter(|&t| t > 0)
             .map(|t| rfc3339(t * 1000));
@@ -103,6 +109,7 @@ pub fn parse_sinfo(out: &str) -> Result<BTreeMap<String, SchedNode>, SchedError>
                 reason: text(n, "reason"),
                 reason_user: text(n, "reason_set_by_user"),
                 reason_time: time,
+                partitions,
             },
         );
     }
@@ -145,12 +152,14 @@ mod tests {
     #[test]
     fn both_state_shapes_and_both_time_shapes() {
         let old = r#"{"nodes":[
-            {"name":"gpu01","state":"idle","state_flags":[],"reason":""},
+            {"name":"gpu01","state":"idle","state_flags":[],"reason":"","partitions":["gpu","debug"]},
             {"name":"gpu02","state":"idle","state_flags":["DRAIN"],"reason":"bad \"fan\"","reason_set_by_user":"root","reason_changed_at":1767225600},
             {"name":"gpu03","state":"mixed","state_flags":["DRAIN","NOT_RESPONDING"]}]}"#;
         let n = parse_sinfo(old).expect("parses");
         assert_eq!(n["gpu01"].state, "idle");
         assert_eq!(n["gpu01"].reason, None);
+        assert_eq!(n["gpu01"].partitions, ["debug", "gpu"]);
+        assert!(n["gpu02"].partitions.is_empty());
         assert_eq!(n["gpu02"].state, "drained");
         assert_eq!(n["gpu02"].reason.as_deref(), Some("bad \"fan\""));
         assert_eq!(n["gpu02"].reason_time.as_deref(), Some("2026-01-01T00:00:00.000Z"));

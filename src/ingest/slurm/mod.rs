@@ -120,7 +120,7 @@ impl Slurm {
     }
 
     fn query_text(&self) -> Result<Snapshot, SchedError> {
-        let fmt = format!("%N{SEP}%T{SEP}%u{SEP}%H{SEP}%E");
+        let fmt = format!("%N{SEP}%T{SEP}%u{SEP}%H{SEP}%P{SEP}%E");
         let nodes = parse_sinfo_text(&self.run("sinfo", &args(&["-h", "-N", "-o", &fmt]))?)?;
         let fmt = format!("%i{SEP}%u{SEP}%M{SEP}%N{SEP}%b{SEP}%j");
         let jobs = parse_squeue_text(&self.run("squeue", &args(&["-h", "-t", "RUNNING,COMPLETING", "-o", &fmt]))?)?;
@@ -153,23 +153,38 @@ pub fn parse_state(word: &str) -> (String, bool) {
 }
 
 pub fn parse_sinfo_text(out: &str) -> Result<BTreeMap<String, SchedNode>, SchedError> {
-    let mut nodes = BTreeMap::new();
+    let mut nodes: BTreeMap<String, SchedNode> = BTreeMap::new();
     for line in out.lines().filter(|l| !l.trim().is_empty()) {
-        let f: Vec<&str> = line.splitn(5, SEP).collect();
-        let [name, state, user, time, reason] = f[..] else {
+        let f: Vec<&str> = line.splitn(6, SEP).collect();
+        let [name, state, user, time, partition, reason] = f[..] else {
             return Err(SchedError::Parse("sinfo".into(), format!("unexpected line {line:?}")));
         };
         let (state, not_responding) = parse_state(state);
-        // A node in several partitions is listed once per partition.
-        nodes.entry(name.trim().to_string()).or_insert(SchedNode {
+        // A node in several partitions is listed once per partition: the
+        // first line gives its state, every line one partition.
+        let node = nodes.entry(name.trim().to_string()).or_insert(SchedNode {
             state,
             not_responding,
             reason: some(reason),
             reason_user: some(user),
             reason_time: some(time).and_then(|t| local_to_utc(&t)),
+            partitions: Vec::new(),
         });
+        add_partition(&mut node.partitions, partition);
     }
     Ok(nodes)
+}
+
+/// Adds a partition name as sinfo prints it ("gpu*" for the default one:
+/// the star is not part of the name), keeping the list sorted and unique.
+pub fn add_partition(list: &mut Vec<String>, name: &str) {
+    let name = name.trim().trim_end_matches('*');
+    if name.is_empty() || matches!(name, "N/A" | "(null)") {
+        return;
+    }
+    if let Err(at) = list.binary_search_by(|p| p.as_str().cmp(name)) {
+        list.insert(at, name.to_string());
+    }
 }
 
 /// sinfo's text times ("2026-11-21T09:00:00") are local time with no zone
@@ -244,21 +259,25 @@ mod tests {
     #[test]
     fn sinfo_text_states_reasons_and_duplicates() {
         let out = [
-            line(&["gpu01", "idle", "Unknown", "Unknown", "none"]),
+            line(&["gpu01", "idle", "Unknown", "Unknown", "gpu*", "none"]),
             line(&[
                 "gpu02",
                 "drained",
                 "root",
                 "2026-11-21T09:00:00",
+                "gpu*",
                 "it's \"bad\" | really",
             ]),
-            line(&["gpu03", "idle*", "Unknown", "Unknown", "Not responding"]),
-            line(&["gpu01", "idle", "Unknown", "Unknown", "none"]),
+            line(&["gpu03", "idle*", "Unknown", "Unknown", "gpu*", "Not responding"]),
+            line(&["gpu01", "idle", "Unknown", "Unknown", "debug", "none"]),
         ]
         .join("\n");
         let n = parse_sinfo_text(&out).expect("parses");
         assert_eq!(n.len(), 3);
         assert_eq!(n["gpu01"].reason, None);
+        // Listed once per partition: one node in both, no default star.
+        assert_eq!(n["gpu01"].partitions, ["debug", "gpu"]);
+        assert_eq!(n["gpu02"].partitions, ["gpu"]);
         let g2 = &n["gpu02"];
         assert!(g2.is_drained());
         assert_eq!(g2.reason.as_deref(), Some("it's \"bad\" | really"));

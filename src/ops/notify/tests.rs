@@ -89,6 +89,7 @@ fn with_scheduler(st: &mut Store) {
             reason: None,
             reason_user: None,
             reason_time: None,
+            partitions: Vec::new(),
         },
         jobs: vec![Job {
             id: 4411,

@@ -49,7 +49,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     b.render(area, buf);
 
     let gpus = n.last.as_ref().map(|s| s.gpus.len()).unwrap_or(0);
-    let host_line = host_summary(n);
+    let mut host_line = host_summary(n);
+    if let Some(r) = &n.rack {
+        host_line = format!("rack {r} · {host_line}");
+    }
     let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
     let sched_h = u16::from(n.scheduler.is_some());
     let [host, sched, table, lower] = Layout::vertical([
@@ -82,7 +85,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
 }
 
-/// "slurm drained (fan broken, by root, 2026-…) · job 4411 alice train 8 GPUs 1h02m"
+/// "slurm drained in gpu,debug (fan broken, by root, 2026-…) · job 4411 alice train 8 GPUs 1h02m"
 fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView) -> Line<'a> {
     let style = if v.node.is_down() {
         t.crit
@@ -92,6 +95,10 @@ fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView) -> Line<'a> {
         t.ok
     };
     let mut spans = vec![Span::styled("slurm ", t.muted), Span::styled(v.node.label(), style)];
+    if !v.node.partitions.is_empty() {
+        spans.push(Span::styled(" in ", t.muted));
+        spans.push(Span::raw(v.node.partitions.join(",")));
+    }
     if let Some(r) = &v.node.reason {
         let by = v
             .node

@@ -4,8 +4,8 @@
 mod alerts;
 mod bench;
 mod detail;
+mod groups;
 mod heatmap;
-mod jobs;
 
 use std::collections::BTreeMap;
 
@@ -52,7 +52,7 @@ impl Widget for &App {
             Screen::Detail => detail::render(self, body, buf),
             Screen::Alerts => alerts::render(self, body, buf),
             Screen::Bench => bench::render(self, body, buf),
-            Screen::Jobs => jobs::render(self, body, buf),
+            Screen::Groups => groups::render(self, body, buf),
         }
         render_footer(self, footer, buf);
         if self.help {
@@ -440,7 +440,14 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "z fold",
             "s sort",
         ],
-        Screen::Jobs => &["? help", "Esc back", "j/k move", "Enter its nodes", "/ filter"],
+        Screen::Groups => &[
+            "? help",
+            "Esc back",
+            "j/k move",
+            "b group by",
+            "Enter its nodes",
+            "/ filter",
+        ],
         Screen::Bench => &[
             "? help",
             "Esc back",
@@ -491,17 +498,17 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ("q  Ctrl-C", "quit"),
         ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
         ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
-        ("/", "filter as you type: name, gpu[01-08], flag, crit, warn, ok"),
-        ("", "  a,b matches either (xid,ecc_uncorrected); Ctrl-U clears"),
+        ("/", "filter as you type: name, gpu[01-08], flag, crit, warn, ok,"),
+        ("", "  a partition or rack; a,b matches either; Ctrl-U clears"),
         ("m", "metric: util, memory, temperature, power, SM clock"),
-        ("J", "the Slurm jobs on the shown nodes, the least busy first"),
+        ("J", "group the shown nodes by Slurm job, partition or rack"),
     ];
     match screen {
         Screen::Heatmap | Screen::Detail => v.extend([
             ("D R U", "drain (with a reason), resume, undrain: marked or this"),
             ("B", "burn-in on the marked nodes or this one (s: quick/full)"),
         ]),
-        Screen::Alerts | Screen::Jobs => {}
+        Screen::Alerts | Screen::Groups => {}
         Screen::Bench => v.extend([
             ("j k  ↓ ↑", "move"),
             ("D", "drain the selected failed node, the failure as reason"),
@@ -541,9 +548,11 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("a", "acknowledge the alert (until it clears); again to undo"),
             ("1 4 8", "silence this kind on this node for 1, 4 or 8 hours"),
         ]),
-        Screen::Jobs => v.extend([
+        Screen::Groups => v.extend([
             ("j k  ↓ ↑", "move"),
-            ("Enter", "show the job's nodes on the heatmap (Esc clears)"),
+            ("b", "group by Slurm job, partition or rack (cycles)"),
+            ("", "  the least busy first; nodes in none: \"(none)\""),
+            ("Enter", "show the group's nodes on the heatmap (Esc clears)"),
         ]),
         Screen::Bench => {}
     }
