@@ -18,9 +18,9 @@ pub struct SchedNode {
     pub reason_user: Option<String>,
     pub reason_time: Option<String>,
     /// The partitions the node is in (a node may be in several), sorted,
-    /// without sinfo's `*` for the default one. Not recorded: recordings
-    /// encode this type positionally (docs/recording.md), and carrying it
-    /// there is a recording schema bump of its own.
+    /// without sinfo's `*` for the default one. Not serialized with the
+    /// rest: recordings encode this type positionally and schema 1 had no
+    /// such field; they carry it beside the snapshot (`record::Entry::Partitions`).
     #[serde(skip)]
     pub partitions: Vec<String>,
 }

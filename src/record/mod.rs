@@ -28,6 +28,7 @@ pub mod reader;
 pub mod tokens;
 pub mod writer;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -124,6 +125,10 @@ pub enum Entry {
         strs: Vec<Option<String>>,
         raws: Vec<u64>,
     },
+    /// The Slurm partitions of the nodes of the `Update::Scheduler` just
+    /// before it. `SchedNode::partitions` is not serialized (schema 1's
+    /// snapshots have no such field), so it travels beside the snapshot.
+    Partitions(BTreeMap<String, Vec<String>>),
 }
 
 /// A frame's content in schema version 1: every update whole.

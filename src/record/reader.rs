@@ -379,7 +379,7 @@ fn decode(packed: &[u8], reading: &Reading, chain: &mut delta::Chain) -> Result<
     let lens: Vec<usize> = (batch.entries.iter())
         .filter_map(|(_, e)| match e {
             Entry::Sample { nums, .. } => Some(*nums as usize),
-            Entry::Update(_) => None,
+            Entry::Update(_) | Entry::Partitions(_) => None,
         })
         .collect();
     let mut nums = delta::from_columns(&lens, &batch.columns)?.into_iter();
@@ -387,6 +387,20 @@ fn decode(packed: &[u8], reading: &Reading, chain: &mut delta::Chain) -> Result<
     for (dt, e) in batch.entries {
         let u = match e {
             Entry::Update(u) => u,
+            Entry::Partitions(parts) => {
+                match out.last_mut() {
+                    Some((_, Update::Scheduler(snap))) => {
+                        let snap = std::sync::Arc::make_mut(snap);
+                        for (name, p) in parts {
+                            if let Some(n) = snap.nodes.get_mut(&name) {
+                                n.partitions = p;
+                            }
+                        }
+                    }
+                    _ => return Err("partitions without the scheduler's view before them".into()),
+                }
+                continue;
+            }
             Entry::Sample { node, strs, raws, .. } => {
                 let node = node as usize;
                 if node >= reading.nodes {

@@ -5,6 +5,7 @@
 //! to a new segment (FILE.1, FILE.2, ...) that starts with what a replay of
 //! it alone needs (`FrameKind::CarriedOver`).
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -339,6 +340,17 @@ impl Writer {
                     };
                     nums.push(p.nums);
                     entry
+                }
+                Update::Scheduler(snap) => {
+                    let parts: BTreeMap<String, Vec<String>> = (snap.nodes.iter())
+                        .filter(|(_, n)| !n.partitions.is_empty())
+                        .map(|(name, n)| (name.clone(), n.partitions.clone()))
+                        .collect();
+                    batch.entries.push((dt, Entry::Update(Update::Scheduler(snap))));
+                    if parts.is_empty() {
+                        continue;
+                    }
+                    Entry::Partitions(parts)
                 }
                 u => Entry::Update(u),
             };

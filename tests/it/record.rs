@@ -336,3 +336,39 @@ fn frames_read_out_of_order_are_the_frames_read_in_order() {
     // The samples really differ from second to second (the deltas are not all zero).
     assert_ne!(in_order[n - 1], in_order[n - 2]);
 }
+
+/// A node's Slurm partitions travel beside the scheduler's view (they are
+/// not in its positional encoding) and come back with it.
+#[test]
+fn slurm_partitions_are_recorded_with_the_schedulers_view() {
+    use fleetop::model::sched::{SchedNode, Snapshot};
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("parts.rec");
+    let targets = vec![Target {
+        name: "gpu01".into(),
+        host: "10.0.0.1".into(),
+        port: 50051,
+    }];
+    let node = |parts: &[&str]| SchedNode {
+        state: "idle".into(),
+        partitions: parts.iter().map(|p| p.to_string()).collect(),
+        ..SchedNode::default()
+    };
+    let snap = Snapshot {
+        nodes: [
+            ("gpu01".to_string(), node(&["debug", "gpu"])),
+            ("gpu02".to_string(), node(&[])),
+        ]
+        .into_iter()
+        .collect(),
+        jobs: vec![],
+    };
+    let rec = Recorder::create(RecorderOptions::new(&file), &targets, true).expect("create");
+    assert!(rec.record(T0, &Update::Scheduler(std::sync::Arc::new(snap.clone()))));
+    rec.finish().expect("finish");
+    let mut r = Recording::open(&file).expect("opens");
+    match &r.load(0).expect("loads")[..] {
+        [(_, Update::Scheduler(back))] => assert_eq!(**back, snap),
+        other => panic!("{other:?}"),
+    }
+}
