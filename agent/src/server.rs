@@ -7,7 +7,6 @@
 //! channel, so a slow subscriber only ever lags itself: it skips samples and
 //! never blocks sampling or the other subscribers.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +26,7 @@ use crate::proto::agent_message::Kind;
 use crate::proto::agent_server::{Agent, AgentServer};
 use crate::proto::{AgentMessage, NodeInfo, Sample, SubscribeRequest};
 use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, SignalReply, SignalRequest, bench_event};
+use crate::ring::{Backlog, Ring};
 use crate::sampler::Collector;
 
 /// How an agent samples and what it keeps.
@@ -97,90 +97,6 @@ impl Default for AgentOptions {
     }
 }
 
-/// What a sample takes in memory: its structs and what they own on the
-/// heap (several times its encoded size, since every field has its slot),
-/// so the ring's bytes bound is a bound on memory, not on the wire.
-pub fn memory_size(s: &Sample) -> usize {
-    use crate::proto::{GpuProcess, GpuSample, HostSample, IbSample, XidEvent};
-    use std::mem::size_of;
-    let gpus: usize = s
-        .gpus
-        .iter()
-        .map(|g| {
-            g.error.capacity()
-                + g.xids.capacity() * size_of::<XidEvent>()
-                + (g.nvlink_tx_kib.capacity() + g.nvlink_rx_kib.capacity()) * size_of::<u64>()
-                + g.processes.capacity() * size_of::<GpuProcess>()
-        })
-        .sum();
-    let ib: usize = s
-        .ib_ports
-        .iter()
-        .map(|p| p.state.capacity() + p.phys_state.capacity() + p.errors.capacity() * size_of::<u64>())
-        .sum();
-    // The Arc's two counts, the sample, and its parts.
-    2 * size_of::<usize>()
-        + size_of::<Sample>()
-        + s.host.as_ref().map_or(0, |_| size_of::<HostSample>())
-        + s.gpus.capacity() * size_of::<GpuSample>()
-        + gpus
-        + s.ib_ports.capacity() * size_of::<IbSample>()
-        + ib
-}
-
-/// Recent samples, bounded by count and by the memory they take, oldest
-/// dropped first.
-pub struct Ring {
-    samples: VecDeque<(Arc<Sample>, usize)>,
-    bytes: usize,
-    max_samples: usize,
-    max_bytes: usize,
-}
-
-impl Ring {
-    pub fn new(max_samples: usize, max_bytes: usize) -> Ring {
-        Ring {
-            // Grown as samples come, never reserved up front from a flag.
-            samples: VecDeque::new(),
-            bytes: 0,
-            max_samples: max_samples.max(1),
-            max_bytes,
-        }
-    }
-
-    pub fn push(&mut self, s: Arc<Sample>) {
-        let size = memory_size(&s);
-        self.bytes += size;
-        self.samples.push_back((s, size));
-        while self.samples.len() > self.max_samples || (self.bytes > self.max_bytes && self.samples.len() > 1) {
-            if let Some((_, n)) = self.samples.pop_front() {
-                self.bytes -= n;
-            }
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.samples.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
-    }
-
-    /// Memory the samples held take (see `memory_size`).
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Sample>> {
-        self.samples.iter().map(|(s, _)| s)
-    }
-
-    pub fn back(&self) -> Option<&Arc<Sample>> {
-        self.samples.back().map(|(s, _)| s)
-    }
-}
-
 struct Shared {
     info: NodeInfo,
     ring: Mutex<Ring>,
@@ -235,14 +151,10 @@ impl Shared {
         self.publisher.publish(&s);
     }
 
-    fn subscribe(&self, since_ms: Option<i64>) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
+    fn subscribe(&self, since_ms: Option<i64>) -> (Option<Backlog>, broadcast::Receiver<Arc<Sample>>) {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let rx = self.live.subscribe();
-        let backlog = match since_ms {
-            None => Vec::new(),
-            Some(t) => ring.iter().filter(|s| s.time_ms >= t).cloned().collect(),
-        };
-        (backlog, rx)
+        (since_ms.map(|t| ring.backlog(t)), rx)
     }
 }
 
@@ -594,7 +506,7 @@ impl Agent for AgentService {
             other => return Err(Status::invalid_argument(format!("signal '{other}': TERM or KILL"))),
         };
         // Only a process the latest sample shows on a GPU: never any pid.
-        let latest = self.shared.ring.lock().ok().and_then(|r| r.back().cloned());
+        let latest = self.shared.ring.lock().ok().and_then(|r| r.latest().cloned());
         let gpu = latest.and_then(|s| {
             s.gpus
                 .iter()
@@ -647,7 +559,7 @@ impl Agent for AgentService {
                 .iter()
                 .map(|g| (g.index, g.pci_bus_id.clone()))
                 .collect(),
-            latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.back().cloned())),
+            latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.latest().cloned())),
         };
         let limit = match req.timeout_s {
             0 => settings.max_duration,
@@ -784,15 +696,8 @@ impl Agent for AgentService {
             };
             // Each sample goes out encoded against the previous one sent on
             // this stream (see `wire`); a lagging subscriber's skipped
-            // samples are then simply not in its chain.
-            let mut last_sent: Option<Arc<Sample>> = None;
-            let mut wrap = |s: &Arc<Sample>| {
-                let msg = AgentMessage {
-                    kind: Some(Kind::Sample(crate::wire::encode(last_sent.as_deref(), s))),
-                };
-                last_sent = Some(s.clone());
-                msg
-            };
+            // samples are then simply not in its chain. The backlog is held
+            // in that form already (see `ring`): it goes out as it is.
             if send(AgentMessage {
                 kind: Some(Kind::Info(info)),
             })
@@ -801,14 +706,36 @@ impl Agent for AgentService {
             {
                 return;
             }
-            for s in &backlog {
-                let msg = wrap(s);
-                if send(msg).await.is_err() {
-                    return;
+            let mut sent = 0u64;
+            let mut last_sent: Option<Arc<Sample>> = None;
+            if let Some(backlog) = backlog {
+                for s in backlog.samples() {
+                    let s = match s {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::error!("history entry unreadable: {e}");
+                            return;
+                        }
+                    };
+                    if send(AgentMessage {
+                        kind: Some(Kind::Sample(s)),
+                    })
+                    .await
+                    .is_err()
+                    {
+                        return;
+                    }
+                    sent += 1;
                 }
+                last_sent = backlog.last;
             }
-            let sent = backlog.len() as u64;
-            drop(backlog);
+            let mut wrap = |s: &Arc<Sample>| {
+                let msg = AgentMessage {
+                    kind: Some(Kind::Sample(crate::wire::encode(last_sent.as_deref(), s))),
+                };
+                last_sent = Some(s.clone());
+                msg
+            };
             if send(AgentMessage {
                 kind: Some(Kind::CaughtUp(sent)),
             })
@@ -837,45 +764,5 @@ impl Agent for AgentService {
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample(t: i64, gpus: usize) -> Arc<Sample> {
-        Arc::new(Sample {
-            time_ms: t,
-            gpus: vec![Default::default(); gpus],
-            ..Default::default()
-        })
-    }
-
-    #[test]
-    fn the_ring_is_bounded_by_bytes_whatever_its_sample_bound() {
-        // A million samples allowed (as a 10 ms interval over 3 hours
-        // would ask), but only 1 MiB: the bytes bound wins.
-        let mut ring = Ring::new(MAX_RING_SAMPLES, 1 << 20);
-        for t in 0..20_000 {
-            ring.push(sample(t, 8));
-        }
-        assert!(ring.bytes() <= 1 << 20, "{} bytes", ring.bytes());
-        // Counted as memory, which is more than the wire's bytes.
-        let one = sample(0, 8);
-        assert!(
-            memory_size(&one) > one.encoded_len()
-                && memory_size(&one) > 8 * std::mem::size_of::<crate::proto::GpuSample>()
-        );
-        assert!(ring.len() < 20_000 && ring.len() > 100, "{} samples", ring.len());
-        // The newest are kept.
-        assert_eq!(ring.back().map(|s| s.time_ms), Some(19_999));
-        // And by count, when that is the smaller bound.
-        let mut ring = Ring::new(10, 64 << 20);
-        for t in 0..100 {
-            ring.push(sample(t, 8));
-        }
-        assert_eq!(ring.len(), 10);
-        assert_eq!(ring.iter().next().map(|s| s.time_ms), Some(90));
     }
 }
