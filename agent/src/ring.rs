@@ -70,22 +70,30 @@ impl Backlog {
     /// The samples to send, in order, each as the stream carries it (the
     /// first whole, the rest deltas against the one before).
     pub fn samples(&self) -> impl Iterator<Item = Result<Sample, prost::DecodeError>> + '_ {
-        let mut base: Option<Sample> = None;
-        self.entries.iter().enumerate().filter_map(move |(i, bytes)| {
-            let got = match Sample::decode(&bytes[..]) {
-                Ok(s) => s,
-                Err(e) => return Some(Err(e)),
-            };
-            if i < self.skip {
-                // Not sent: only the base of the first one that is.
-                base = Some(whole(base.as_ref(), got));
-                return None;
-            }
-            if i == self.skip && self.skip > 0 {
-                return Some(Ok(whole(base.as_ref(), got)));
-            }
-            Some(Ok(got))
-        })
+        self.encoded().map(|bytes| bytes.and_then(|b| Sample::decode(&b[..])))
+    }
+
+    /// The same samples encoded: held entries as they are, without decoding
+    /// them, except a first one rebuilt whole from the chain.
+    pub fn encoded(&self) -> impl Iterator<Item = Result<Arc<[u8]>, prost::DecodeError>> + '_ {
+        let first = if self.skip == 0 || self.skip >= self.entries.len() {
+            None
+        } else {
+            // The entries before the first sent only make it whole.
+            let mut base: Option<Sample> = None;
+            let rebuilt = self.entries[..=self.skip].iter().try_for_each(|bytes| {
+                base = Some(whole(base.as_ref(), Sample::decode(&bytes[..])?));
+                Ok(())
+            });
+            Some(rebuilt.map(|()| base.unwrap_or_default().encode_to_vec().into()))
+        };
+        let rest = self
+            .entries
+            .iter()
+            .skip(self.skip + usize::from(self.skip > 0))
+            .cloned()
+            .map(Ok);
+        first.into_iter().chain(rest)
     }
 }
 
@@ -274,9 +282,17 @@ mod tests {
         }
         // Less than the samples encoded whole, and a fraction of the
         // structs alone (without the ~40 heap blocks each owns).
-        assert!(ring.bytes() < whole, "{} bytes held for {whole} encoded whole", ring.bytes());
+        assert!(
+            ring.bytes() < whole,
+            "{} bytes held for {whole} encoded whole",
+            ring.bytes()
+        );
         let structs = 8 * (std::mem::size_of::<GpuSample>() + std::mem::size_of::<IbSample>());
-        assert!(ring.bytes() / 600 * 3 < structs, "{} bytes a sample", ring.bytes() / 600);
+        assert!(
+            ring.bytes() / 600 * 3 < structs,
+            "{} bytes a sample",
+            ring.bytes() / 600
+        );
         assert_eq!(ring.samples(), pushed, "and nothing lost");
     }
 

@@ -476,6 +476,69 @@ impl AgentService {
     }
 }
 
+/// The most bytes of encoded samples in one History message: a few dozen
+/// samples of a big node, so a subscriber's queue of messages stays small.
+const HISTORY_BATCH_BYTES: usize = 32 * 1024;
+
+/// Sends `backlog` as History messages; the number of samples sent, or
+/// `None` when the subscriber went (or an entry could not be read).
+async fn send_history_batches<F, Fut>(backlog: &Backlog, send: &F) -> Option<u64>
+where
+    F: Fn(AgentMessage) -> Fut,
+    Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Result<AgentMessage, Status>>>>,
+{
+    let mut sent = 0u64;
+    let mut batch = crate::proto::History::default();
+    let mut bytes = 0;
+    let mut entries = backlog.encoded().peekable();
+    while let Some(e) = entries.next() {
+        let e = match e {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!("history entry unreadable: {e}");
+                return None;
+            }
+        };
+        bytes += e.len();
+        batch.samples.push(e.to_vec());
+        if bytes >= HISTORY_BATCH_BYTES || entries.peek().is_none() {
+            sent += batch.samples.len() as u64;
+            let msg = AgentMessage {
+                kind: Some(Kind::History(std::mem::take(&mut batch))),
+            };
+            send(msg).await.ok()?;
+            bytes = 0;
+        }
+    }
+    Some(sent)
+}
+
+/// Sends `backlog` one Sample message a sample (to a subscriber that did
+/// not ask for batches); the number sent, or `None` as above.
+async fn send_history_samples<F, Fut>(backlog: &Backlog, send: &F) -> Option<u64>
+where
+    F: Fn(AgentMessage) -> Fut,
+    Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Result<AgentMessage, Status>>>>,
+{
+    let mut sent = 0u64;
+    for s in backlog.samples() {
+        let s = match s {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("history entry unreadable: {e}");
+                return None;
+            }
+        };
+        send(AgentMessage {
+            kind: Some(Kind::Sample(s)),
+        })
+        .await
+        .ok()?;
+        sent += 1;
+    }
+    Some(sent)
+}
+
 /// Frees the agent for the next suite when the running one ends, however.
 struct BusyGuard(Arc<Shared>);
 
@@ -680,6 +743,7 @@ impl Agent for AgentService {
         } else {
             Some(self.shared.now_ms() - i64::from(req.backfill_s) * 1000)
         };
+        let batches = req.history_batches;
         let (backlog, mut live) = self.shared.subscribe(since);
         let mut info = self.shared.info.clone();
         info.agent_time_ms = self.shared.now_ms();
@@ -709,23 +773,14 @@ impl Agent for AgentService {
             let mut sent = 0u64;
             let mut last_sent: Option<Arc<Sample>> = None;
             if let Some(backlog) = backlog {
-                for s in backlog.samples() {
-                    let s = match s {
-                        Ok(s) => s,
-                        Err(e) => {
-                            tracing::error!("history entry unreadable: {e}");
-                            return;
-                        }
-                    };
-                    if send(AgentMessage {
-                        kind: Some(Kind::Sample(s)),
-                    })
-                    .await
-                    .is_err()
-                    {
-                        return;
-                    }
-                    sent += 1;
+                let sent_all = if batches {
+                    send_history_batches(&backlog, &send).await
+                } else {
+                    send_history_samples(&backlog, &send).await
+                };
+                match sent_all {
+                    Some(n) => sent = n,
+                    None => return,
                 }
                 last_sent = backlog.last;
             }

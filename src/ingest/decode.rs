@@ -222,6 +222,15 @@ fn ib_reading(p: pb::IbSample) -> IbReading {
     }
 }
 
+/// Why part of a stream's history could not be taken in.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum HistoryError {
+    #[error("a history entry is not a sample: {0}")]
+    Undecodable(#[from] prost::DecodeError),
+    #[error(transparent)]
+    OutOfSequence(#[from] OutOfSequence),
+}
+
 /// How far ahead of the console a live sample may seem before the agent's
 /// clock is taken to have stepped: more than network delay ever explains.
 const STEP_MS: i64 = 2000;
@@ -269,6 +278,17 @@ impl Stream {
         }
         self.last = Some(whole.clone());
         Ok(sample(whole, self.skew_ms))
+    }
+
+    /// Part of the history, many samples in one message (each entry an
+    /// encoded sample, a delta against the one before as on the live
+    /// stream), at console time `now_ms`.
+    pub fn history(&mut self, h: pb::History, now_ms: i64) -> Result<Vec<NodeSample>, HistoryError> {
+        use prost::Message;
+        h.samples
+            .iter()
+            .map(|bytes| Ok(self.sample(pb::Sample::decode(&bytes[..])?, now_ms)?))
+            .collect()
     }
 }
 
