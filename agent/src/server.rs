@@ -254,6 +254,11 @@ pub async fn serve_sim(sim: crate::sim::SimConfig, opts: AgentOptions) -> std::i
     serve(collector, opts, listener).await
 }
 
+/// Simulated histories made at the same time in this process (see `serve`).
+static BACKFILL_SLOTS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+    tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()))
+});
+
 /// The most samples a ring may hold, whatever the history and interval.
 pub const MAX_RING_SAMPLES: usize = 1_000_000;
 
@@ -321,6 +326,11 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         let mut collector = collector;
         if let Some(from) = backfill {
             let shared = sampling.clone();
+            // One agent's history at a time per core, however many agents
+            // this process runs: a thousand at once (a demo) took 500
+            // threads, their allocators' memory, and the cores the console
+            // needs to draw; in turn, each is sent as soon as it is made.
+            let Ok(_permit) = BACKFILL_SLOTS.acquire().await else { return };
             let made = tokio::task::spawn_blocking(move || {
                 let now = shared.now_ms();
                 let start = from.max(now - capacity as i64 * interval_ms);
@@ -731,11 +741,7 @@ impl Agent for AgentService {
         let slot = SubscriberSlot(self.shared.clone());
         let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
-        // All of the invented history, not the part made so far.
         let mut ready = self.shared.ready.clone();
-        if ready.wait_for(|r| *r).await.is_err() {
-            return Err(Status::unavailable("the agent is stopping"));
-        }
         let since = if req.no_backfill {
             None
         } else if req.backfill_s == 0 {
@@ -744,7 +750,6 @@ impl Agent for AgentService {
             Some(self.shared.now_ms() - i64::from(req.backfill_s) * 1000)
         };
         let batches = req.history_batches;
-        let (backlog, mut live) = self.shared.subscribe(since);
         let mut info = self.shared.info.clone();
         info.agent_time_ms = self.shared.now_ms();
         let shared = self.shared.clone();
@@ -770,6 +775,14 @@ impl Agent for AgentService {
             {
                 return;
             }
+            // All of the invented history, not the part made so far. The
+            // description is out already: the subscriber knows the agent
+            // answers (a thousand agents of a demo make theirs in turn).
+            tokio::select! {
+                r = ready.wait_for(|r| *r) => if r.is_err() { return },
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let (backlog, mut live) = shared.subscribe(since);
             let mut sent = 0u64;
             let mut last_sent: Option<Arc<Sample>> = None;
             if let Some(backlog) = backlog {
