@@ -128,24 +128,31 @@ impl Ring {
             bytes: encoded.into(),
         });
         self.latest = Some(s);
-        // Drop the oldest; the new oldest is then made whole from the chain.
+        // Drop the oldest; the new oldest is then made whole from the chain
+        // (which may take it over the bytes bound again: then drop more).
         let mut base: Option<Sample> = None;
-        let mut dropped = false;
-        while self.entries.len() > self.max_samples || (self.bytes > self.max_bytes && self.entries.len() > 1) {
-            let Some(old) = self.entries.pop_front() else { break };
-            self.bytes -= old.bytes.len() + ENTRY_OVERHEAD;
-            if let Ok(got) = Sample::decode(&old.bytes[..]) {
-                base = Some(whole(base.as_ref(), got));
+        while self.over() {
+            while self.over() {
+                let Some(old) = self.entries.pop_front() else { return };
+                self.bytes -= old.bytes.len() + ENTRY_OVERHEAD;
+                if let Ok(got) = Sample::decode(&old.bytes[..]) {
+                    base = Some(whole(base.as_ref(), got));
+                }
             }
-            dropped = true;
-        }
-        if dropped && let Some(front) = self.entries.front_mut() {
+            let Some(front) = self.entries.front_mut() else { return };
             if let Ok(got) = Sample::decode(&front.bytes[..]) {
-                let bytes: Arc<[u8]> = whole(base.as_ref(), got).encode_to_vec().into();
+                let made = whole(base.as_ref(), got);
+                let bytes: Arc<[u8]> = made.encode_to_vec().into();
                 self.bytes = self.bytes - front.bytes.len() + bytes.len();
                 front.bytes = bytes;
+                base = Some(made);
             }
         }
+    }
+
+    /// More held than either bound allows (the newest is always kept).
+    fn over(&self) -> bool {
+        self.entries.len() > self.max_samples || (self.bytes > self.max_bytes && self.entries.len() > 1)
     }
 
     pub fn len(&self) -> usize {
@@ -166,7 +173,8 @@ impl Ring {
         self.latest.as_ref()
     }
 
-    /// The samples taken at `since_ms` or later, for a new subscriber.
+    /// The samples taken at `since_ms` or later, for a new subscriber: from
+    /// the first such one on (times only go back if the clock steps back).
     pub fn backlog(&self, since_ms: i64) -> Backlog {
         let skip = self.entries.partition_point(|e| e.time_ms < since_ms);
         let entries: Vec<Arc<[u8]>> = self.entries.iter().map(|e| e.bytes.clone()).collect();

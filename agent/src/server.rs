@@ -330,7 +330,9 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
             // this process runs: a thousand at once (a demo) took 500
             // threads, their allocators' memory, and the cores the console
             // needs to draw; in turn, each is sent as soon as it is made.
-            let Ok(_permit) = BACKFILL_SLOTS.acquire().await else { return };
+            let Ok(_permit) = BACKFILL_SLOTS.acquire().await else {
+                return;
+            };
             let made = tokio::task::spawn_blocking(move || {
                 let now = shared.now_ms();
                 let start = from.max(now - capacity as i64 * interval_ms);
