@@ -77,19 +77,25 @@ pub fn agent_stream(data: &[u8]) {
     let mut now = 1_700_000_000_000i64;
     while let Ok(msg) = AgentMessage::decode_length_delimited(&mut rest) {
         now += 1000;
-        let event = match msg.kind {
-            Some(Kind::Info(i)) => Event::Info(Box::new(stream.info(i, now))),
+        let events = match msg.kind {
+            Some(Kind::Info(i)) => vec![Event::Info(Box::new(stream.info(i, now)))],
             Some(Kind::Sample(s)) => match stream.sample(s, now) {
-                Ok(s) => Event::Sample(Box::new(s)),
+                Ok(s) => vec![Event::Sample(Box::new(s))],
+                Err(_) => break,
+            },
+            Some(Kind::History(h)) => match stream.history(h, now) {
+                Ok(samples) => samples.into_iter().map(|s| Event::Sample(Box::new(s))).collect(),
                 Err(_) => break,
             },
             Some(Kind::CaughtUp(_)) => {
                 stream.caught_up();
-                Event::CaughtUp
+                vec![Event::CaughtUp]
             }
             None => continue,
         };
-        store.apply(Update::Node { node: 0, event }, now);
+        for event in events {
+            store.apply(Update::Node { node: 0, event }, now);
+        }
         if rest.is_empty() {
             break;
         }

@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod net;
 pub mod nvml;
+pub mod ring;
 pub mod sampler;
 pub mod server;
 pub mod sim;

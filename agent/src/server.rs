@@ -7,7 +7,6 @@
 //! channel, so a slow subscriber only ever lags itself: it skips samples and
 //! never blocks sampling or the other subscribers.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +26,7 @@ use crate::proto::agent_message::Kind;
 use crate::proto::agent_server::{Agent, AgentServer};
 use crate::proto::{AgentMessage, NodeInfo, Sample, SubscribeRequest};
 use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, SignalReply, SignalRequest, bench_event};
+use crate::ring::{Backlog, Ring};
 use crate::sampler::Collector;
 
 /// How an agent samples and what it keeps.
@@ -97,90 +97,6 @@ impl Default for AgentOptions {
     }
 }
 
-/// What a sample takes in memory: its structs and what they own on the
-/// heap (several times its encoded size, since every field has its slot),
-/// so the ring's bytes bound is a bound on memory, not on the wire.
-pub fn memory_size(s: &Sample) -> usize {
-    use crate::proto::{GpuProcess, GpuSample, HostSample, IbSample, XidEvent};
-    use std::mem::size_of;
-    let gpus: usize = s
-        .gpus
-        .iter()
-        .map(|g| {
-            g.error.capacity()
-                + g.xids.capacity() * size_of::<XidEvent>()
-                + (g.nvlink_tx_kib.capacity() + g.nvlink_rx_kib.capacity()) * size_of::<u64>()
-                + g.processes.capacity() * size_of::<GpuProcess>()
-        })
-        .sum();
-    let ib: usize = s
-        .ib_ports
-        .iter()
-        .map(|p| p.state.capacity() + p.phys_state.capacity() + p.errors.capacity() * size_of::<u64>())
-        .sum();
-    // The Arc's two counts, the sample, and its parts.
-    2 * size_of::<usize>()
-        + size_of::<Sample>()
-        + s.host.as_ref().map_or(0, |_| size_of::<HostSample>())
-        + s.gpus.capacity() * size_of::<GpuSample>()
-        + gpus
-        + s.ib_ports.capacity() * size_of::<IbSample>()
-        + ib
-}
-
-/// Recent samples, bounded by count and by the memory they take, oldest
-/// dropped first.
-pub struct Ring {
-    samples: VecDeque<(Arc<Sample>, usize)>,
-    bytes: usize,
-    max_samples: usize,
-    max_bytes: usize,
-}
-
-impl Ring {
-    pub fn new(max_samples: usize, max_bytes: usize) -> Ring {
-        Ring {
-            // Grown as samples come, never reserved up front from a flag.
-            samples: VecDeque::new(),
-            bytes: 0,
-            max_samples: max_samples.max(1),
-            max_bytes,
-        }
-    }
-
-    pub fn push(&mut self, s: Arc<Sample>) {
-        let size = memory_size(&s);
-        self.bytes += size;
-        self.samples.push_back((s, size));
-        while self.samples.len() > self.max_samples || (self.bytes > self.max_bytes && self.samples.len() > 1) {
-            if let Some((_, n)) = self.samples.pop_front() {
-                self.bytes -= n;
-            }
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.samples.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
-    }
-
-    /// Memory the samples held take (see `memory_size`).
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Sample>> {
-        self.samples.iter().map(|(s, _)| s)
-    }
-
-    pub fn back(&self) -> Option<&Arc<Sample>> {
-        self.samples.back().map(|(s, _)| s)
-    }
-}
-
 struct Shared {
     info: NodeInfo,
     ring: Mutex<Ring>,
@@ -235,14 +151,10 @@ impl Shared {
         self.publisher.publish(&s);
     }
 
-    fn subscribe(&self, since_ms: Option<i64>) -> (Vec<Arc<Sample>>, broadcast::Receiver<Arc<Sample>>) {
+    fn subscribe(&self, since_ms: Option<i64>) -> (Option<Backlog>, broadcast::Receiver<Arc<Sample>>) {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let rx = self.live.subscribe();
-        let backlog = match since_ms {
-            None => Vec::new(),
-            Some(t) => ring.iter().filter(|s| s.time_ms >= t).cloned().collect(),
-        };
-        (backlog, rx)
+        (since_ms.map(|t| ring.backlog(t)), rx)
     }
 }
 
@@ -342,6 +254,11 @@ pub async fn serve_sim(sim: crate::sim::SimConfig, opts: AgentOptions) -> std::i
     serve(collector, opts, listener).await
 }
 
+/// Simulated histories made at the same time in this process (see `serve`).
+static BACKFILL_SLOTS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+    tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()))
+});
+
 /// The most samples a ring may hold, whatever the history and interval.
 pub const MAX_RING_SAMPLES: usize = 1_000_000;
 
@@ -409,6 +326,13 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         let mut collector = collector;
         if let Some(from) = backfill {
             let shared = sampling.clone();
+            // One agent's history at a time per core, however many agents
+            // this process runs: a thousand at once (a demo) took 500
+            // threads, their allocators' memory, and the cores the console
+            // needs to draw; in turn, each is sent as soon as it is made.
+            let Ok(_permit) = BACKFILL_SLOTS.acquire().await else {
+                return;
+            };
             let made = tokio::task::spawn_blocking(move || {
                 let now = shared.now_ms();
                 let start = from.max(now - capacity as i64 * interval_ms);
@@ -564,6 +488,69 @@ impl AgentService {
     }
 }
 
+/// The most bytes of encoded samples in one History message: a few dozen
+/// samples of a big node, so a subscriber's queue of messages stays small.
+const HISTORY_BATCH_BYTES: usize = 32 * 1024;
+
+/// Sends `backlog` as History messages; the number of samples sent, or
+/// `None` when the subscriber went (or an entry could not be read).
+async fn send_history_batches<F, Fut>(backlog: &Backlog, send: &F) -> Option<u64>
+where
+    F: Fn(AgentMessage) -> Fut,
+    Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Result<AgentMessage, Status>>>>,
+{
+    let mut sent = 0u64;
+    let mut batch = crate::proto::History::default();
+    let mut bytes = 0;
+    let mut entries = backlog.encoded().peekable();
+    while let Some(e) = entries.next() {
+        let e = match e {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!("history entry unreadable: {e}");
+                return None;
+            }
+        };
+        bytes += e.len();
+        batch.samples.push(e.to_vec());
+        if bytes >= HISTORY_BATCH_BYTES || entries.peek().is_none() {
+            sent += batch.samples.len() as u64;
+            let msg = AgentMessage {
+                kind: Some(Kind::History(std::mem::take(&mut batch))),
+            };
+            send(msg).await.ok()?;
+            bytes = 0;
+        }
+    }
+    Some(sent)
+}
+
+/// Sends `backlog` one Sample message a sample (to a subscriber that did
+/// not ask for batches); the number sent, or `None` as above.
+async fn send_history_samples<F, Fut>(backlog: &Backlog, send: &F) -> Option<u64>
+where
+    F: Fn(AgentMessage) -> Fut,
+    Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Result<AgentMessage, Status>>>>,
+{
+    let mut sent = 0u64;
+    for s in backlog.samples() {
+        let s = match s {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("history entry unreadable: {e}");
+                return None;
+            }
+        };
+        send(AgentMessage {
+            kind: Some(Kind::Sample(s)),
+        })
+        .await
+        .ok()?;
+        sent += 1;
+    }
+    Some(sent)
+}
+
 /// Frees the agent for the next suite when the running one ends, however.
 struct BusyGuard(Arc<Shared>);
 
@@ -594,7 +581,7 @@ impl Agent for AgentService {
             other => return Err(Status::invalid_argument(format!("signal '{other}': TERM or KILL"))),
         };
         // Only a process the latest sample shows on a GPU: never any pid.
-        let latest = self.shared.ring.lock().ok().and_then(|r| r.back().cloned());
+        let latest = self.shared.ring.lock().ok().and_then(|r| r.latest().cloned());
         let gpu = latest.and_then(|s| {
             s.gpus
                 .iter()
@@ -647,7 +634,7 @@ impl Agent for AgentService {
                 .iter()
                 .map(|g| (g.index, g.pci_bus_id.clone()))
                 .collect(),
-            latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.back().cloned())),
+            latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.latest().cloned())),
         };
         let limit = match req.timeout_s {
             0 => settings.max_duration,
@@ -756,11 +743,7 @@ impl Agent for AgentService {
         let slot = SubscriberSlot(self.shared.clone());
         let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
-        // All of the invented history, not the part made so far.
         let mut ready = self.shared.ready.clone();
-        if ready.wait_for(|r| *r).await.is_err() {
-            return Err(Status::unavailable("the agent is stopping"));
-        }
         let since = if req.no_backfill {
             None
         } else if req.backfill_s == 0 {
@@ -768,7 +751,7 @@ impl Agent for AgentService {
         } else {
             Some(self.shared.now_ms() - i64::from(req.backfill_s) * 1000)
         };
-        let (backlog, mut live) = self.shared.subscribe(since);
+        let batches = req.history_batches;
         let mut info = self.shared.info.clone();
         info.agent_time_ms = self.shared.now_ms();
         let shared = self.shared.clone();
@@ -784,15 +767,8 @@ impl Agent for AgentService {
             };
             // Each sample goes out encoded against the previous one sent on
             // this stream (see `wire`); a lagging subscriber's skipped
-            // samples are then simply not in its chain.
-            let mut last_sent: Option<Arc<Sample>> = None;
-            let mut wrap = |s: &Arc<Sample>| {
-                let msg = AgentMessage {
-                    kind: Some(Kind::Sample(crate::wire::encode(last_sent.as_deref(), s))),
-                };
-                last_sent = Some(s.clone());
-                msg
-            };
+            // samples are then simply not in its chain. The backlog is held
+            // in that form already (see `ring`): it goes out as it is.
             if send(AgentMessage {
                 kind: Some(Kind::Info(info)),
             })
@@ -801,14 +777,35 @@ impl Agent for AgentService {
             {
                 return;
             }
-            for s in &backlog {
-                let msg = wrap(s);
-                if send(msg).await.is_err() {
-                    return;
-                }
+            // All of the invented history, not the part made so far. The
+            // description is out already: the subscriber knows the agent
+            // answers (a thousand agents of a demo make theirs in turn).
+            tokio::select! {
+                r = ready.wait_for(|r| *r) => if r.is_err() { return },
+                _ = stop.wait_for(|s| *s) => return,
             }
-            let sent = backlog.len() as u64;
-            drop(backlog);
+            let (backlog, mut live) = shared.subscribe(since);
+            let mut sent = 0u64;
+            let mut last_sent: Option<Arc<Sample>> = None;
+            if let Some(backlog) = backlog {
+                let sent_all = if batches {
+                    send_history_batches(&backlog, &send).await
+                } else {
+                    send_history_samples(&backlog, &send).await
+                };
+                match sent_all {
+                    Some(n) => sent = n,
+                    None => return,
+                }
+                last_sent = backlog.last;
+            }
+            let mut wrap = |s: &Arc<Sample>| {
+                let msg = AgentMessage {
+                    kind: Some(Kind::Sample(crate::wire::encode(last_sent.as_deref(), s))),
+                };
+                last_sent = Some(s.clone());
+                msg
+            };
             if send(AgentMessage {
                 kind: Some(Kind::CaughtUp(sent)),
             })
@@ -837,45 +834,5 @@ impl Agent for AgentService {
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample(t: i64, gpus: usize) -> Arc<Sample> {
-        Arc::new(Sample {
-            time_ms: t,
-            gpus: vec![Default::default(); gpus],
-            ..Default::default()
-        })
-    }
-
-    #[test]
-    fn the_ring_is_bounded_by_bytes_whatever_its_sample_bound() {
-        // A million samples allowed (as a 10 ms interval over 3 hours
-        // would ask), but only 1 MiB: the bytes bound wins.
-        let mut ring = Ring::new(MAX_RING_SAMPLES, 1 << 20);
-        for t in 0..20_000 {
-            ring.push(sample(t, 8));
-        }
-        assert!(ring.bytes() <= 1 << 20, "{} bytes", ring.bytes());
-        // Counted as memory, which is more than the wire's bytes.
-        let one = sample(0, 8);
-        assert!(
-            memory_size(&one) > one.encoded_len()
-                && memory_size(&one) > 8 * std::mem::size_of::<crate::proto::GpuSample>()
-        );
-        assert!(ring.len() < 20_000 && ring.len() > 100, "{} samples", ring.len());
-        // The newest are kept.
-        assert_eq!(ring.back().map(|s| s.time_ms), Some(19_999));
-        // And by count, when that is the smaller bound.
-        let mut ring = Ring::new(10, 64 << 20);
-        for t in 0..100 {
-            ring.push(sample(t, 8));
-        }
-        assert_eq!(ring.len(), 10);
-        assert_eq!(ring.iter().next().map(|s| s.time_ms), Some(90));
     }
 }

@@ -338,6 +338,11 @@ impl SimNode {
             0.0
         };
         let kib_per_s = sp.nvlink_gbps * 1e9 / 1024.0 * link_share;
+        // Sized once: a demo invents hundreds of thousands of these at start.
+        let links = sp.nvlinks as usize;
+        s.nvlink_state.reserve_exact(links);
+        s.nvlink_tx_kib.reserve_exact(links);
+        s.nvlink_rx_kib.reserve_exact(links);
         for l in 0..sp.nvlinks {
             let mut t = elapsed_s;
             let mut state = 1;
@@ -533,9 +538,11 @@ impl Sampler for SimNode {
             load1_x100: if busy { 9_600 } else { 40 },
             uptime_s: 3_000_000 + ((now_ms - c.start_ms).max(0) / 1000) as u64,
         });
+        out.gpus.reserve_exact(c.gpus as usize);
         for g in 0..c.gpus {
             out.gpus.push(self.gpu_sample(g, now_ms));
         }
+        out.ib_ports.reserve_exact(c.ib_ports as usize);
         for p in 0..c.ib_ports {
             out.ib_ports.push(self.ib_sample(p, now_ms));
         }

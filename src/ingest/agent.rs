@@ -261,6 +261,9 @@ async fn stream_once(
     let req = SubscribeRequest {
         backfill_s: opts.backfill_s,
         no_backfill: false,
+        // Many history samples a message: a fleet's history is most of
+        // what a console takes in at start.
+        history_batches: true,
     };
     let mut stream = tokio::time::timeout(opts.connect_timeout, client.subscribe(req))
         .await
@@ -280,6 +283,24 @@ async fn stream_once(
             Some(Kind::Sample(s)) => {
                 let s = decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
                 Event::Sample(Box::new(s))
+            }
+            Some(Kind::History(h)) => {
+                let samples = decoder.history(h, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
+                backoff.reset();
+                first = false;
+                for s in samples {
+                    if tx
+                        .send(Update::Node {
+                            node,
+                            event: Event::Sample(Box::new(s)),
+                        })
+                        .await
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+                continue;
             }
             Some(Kind::CaughtUp(_)) => {
                 decoder.caught_up();

@@ -69,23 +69,23 @@ fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
 
 /// A whole wire sample (delta already undone), its times moved to the
 /// console's clock by subtracting `skew_ms` (agent clock minus console clock).
-pub fn sample(s: pb::Sample, skew_ms: i64) -> NodeSample {
+pub fn sample(s: &pb::Sample, skew_ms: i64) -> NodeSample {
     NodeSample {
         seq: s.seq,
         time_ms: s.time_ms - skew_ms,
-        host: s.host.map(|h| HostReading {
+        host: s.host.as_ref().map(|h| HostReading {
             cpu_pct: f64::from(h.cpu_permille) / 10.0,
             mem_used_bytes: h.mem_used_bytes,
             mem_total_bytes: h.mem_total_bytes,
             load1: f64::from(h.load1_x100) / 100.0,
             uptime_s: h.uptime_s,
         }),
-        gpus: s.gpus.into_iter().map(|g| gpu_reading(g, skew_ms)).collect(),
-        ib_ports: s.ib_ports.into_iter().map(ib_reading).collect(),
+        gpus: s.gpus.iter().map(|g| gpu_reading(g, skew_ms)).collect(),
+        ib_ports: s.ib_ports.iter().map(ib_reading).collect(),
     }
 }
 
-fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
+fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
     use fleetop_proto::absent as a;
     let xids = g
         .xids
@@ -162,8 +162,8 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
         remap_failed: opt(ab, a::REMAPPED_ROWS, g.remapped_rows_failed != 0),
         xids,
         nvlinks_down,
-        nvlink_tx_kib: g.nvlink_tx_kib,
-        nvlink_rx_kib: g.nvlink_rx_kib,
+        nvlink_tx_kib: g.nvlink_tx_kib.clone(),
+        nvlink_rx_kib: g.nvlink_rx_kib.clone(),
         processes: g
             .processes
             .iter()
@@ -175,22 +175,22 @@ fn gpu_reading(g: pb::GpuSample, skew_ms: i64) -> GpuReading {
             .collect(),
         mig: g
             .mig
-            .into_iter()
+            .iter()
             .map(|m| MigReading {
                 gpu_instance_id: m.gpu_instance_id,
-                profile: m.profile,
-                uuid: m.uuid,
+                profile: m.profile.clone(),
+                uuid: m.uuid.clone(),
                 mem_used_bytes: nz(m.mem_total_bytes).map(|_| m.mem_used_bytes),
                 mem_total_bytes: nz(m.mem_total_bytes),
-                gpm: m.gpm.map(gpm),
+                gpm: m.gpm.as_ref().map(gpm),
             })
             .collect(),
-        gpm: g.gpm.map(gpm),
+        gpm: g.gpm.as_ref().map(gpm),
     }
 }
 
 /// GPM metrics: hundredths of a percent on the wire.
-fn gpm(m: pb::Gpm) -> Gpm {
+fn gpm(m: &pb::Gpm) -> Gpm {
     Gpm {
         sm_active_pct: f64::from(m.sm_active_cpct) / 100.0,
         sm_occupancy_pct: f64::from(m.sm_occupancy_cpct) / 100.0,
@@ -204,15 +204,15 @@ fn opt<T>(absent: u32, bit: u32, v: T) -> Option<T> {
     (absent & bit == 0).then_some(v)
 }
 
-fn ib_reading(p: pb::IbSample) -> IbReading {
+fn ib_reading(p: &pb::IbSample) -> IbReading {
     let present = |i: usize| i < 32 && p.errors_present_mask & (1 << i) != 0;
     let errors = (0..fleetop_proto::ib::ERROR_COUNTERS.len())
         .map(|i| present(i).then(|| p.errors.get(i).copied()).flatten())
         .collect();
     IbReading {
         port: p.port,
-        state: text(p.state),
-        phys_state: text(p.phys_state),
+        state: text(p.state.clone()),
+        phys_state: text(p.phys_state.clone()),
         rate_gbps: nz(p.rate_gbps),
         tx_bytes: p.tx_bytes,
         rx_bytes: p.rx_bytes,
@@ -220,6 +220,15 @@ fn ib_reading(p: pb::IbSample) -> IbReading {
         rx_packets: p.rx_packets,
         errors,
     }
+}
+
+/// Why part of a stream's history could not be taken in.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum HistoryError {
+    #[error("a history entry is not a sample: {0}")]
+    Undecodable(#[from] prost::DecodeError),
+    #[error(transparent)]
+    OutOfSequence(#[from] OutOfSequence),
 }
 
 /// How far ahead of the console a live sample may seem before the agent's
@@ -267,8 +276,21 @@ impl Stream {
                 self.skew_ms = whole.time_ms - now_ms;
             }
         }
-        self.last = Some(whole.clone());
-        Ok(sample(whole, self.skew_ms))
+        // Converted from the kept base rather than from a copy of it.
+        let out = sample(&whole, self.skew_ms);
+        self.last = Some(whole);
+        Ok(out)
+    }
+
+    /// Part of the history, many samples in one message (each entry an
+    /// encoded sample, a delta against the one before as on the live
+    /// stream), at console time `now_ms`.
+    pub fn history(&mut self, h: pb::History, now_ms: i64) -> Result<Vec<NodeSample>, HistoryError> {
+        use prost::Message;
+        h.samples
+            .iter()
+            .map(|bytes| Ok(self.sample(pb::Sample::decode(&bytes[..])?, now_ms)?))
+            .collect()
     }
 }
 
@@ -284,12 +306,12 @@ mod tests {
             power_limit_mw: 0,
             ..Default::default()
         };
-        let r = gpu_reading(g, 0);
+        let r = gpu_reading(&g, 0);
         assert_eq!(r.util_pct, Some(0), "0% busy is a reading");
         assert_eq!(r.hbm_temp_c, None);
         assert_eq!(r.power_limit_w, None);
         let lost = gpu_reading(
-            pb::GpuSample {
+            &pb::GpuSample {
                 error: "gpu_lost".into(),
                 xids: vec![pb::XidEvent { xid: 79, time_ms: 5000 }],
                 ..Default::default()
@@ -305,7 +327,7 @@ mod tests {
     fn a_stuck_gpu_keeps_the_agents_words_and_how_long() {
         let stuck = |e: &str| {
             gpu_reading(
-                pb::GpuSample {
+                &pb::GpuSample {
                     error: e.into(),
                     ..Default::default()
                 },
@@ -332,7 +354,7 @@ mod tests {
 
     #[test]
     fn ib_counters_that_cannot_be_read_are_none() {
-        let r = ib_reading(pb::IbSample {
+        let r = ib_reading(&pb::IbSample {
             errors: vec![3; fleetop_proto::ib::ERROR_COUNTERS.len()],
             errors_present_mask: 0b101,
             ..Default::default()

@@ -304,7 +304,7 @@ async fn a_short_interval_and_a_long_history_cannot_grow_the_ring_past_its_bytes
         ..Default::default()
     };
     let a = fleetop_agent::server::serve_sim(sim, opts).await.expect("serves");
-    // 8.6 million samples would fit the history; 256 KiB holds a few dozen.
+    // 8.6 million samples would fit the history; 256 KiB holds a few hundred.
     until("the ring is full and still sampling", || {
         a.samples_taken() > 2 * a.ring_size().0 as u64 && a.samples_taken() > 20
     })
