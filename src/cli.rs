@@ -54,18 +54,6 @@ pub struct NotifyFlags {
     pub webhook: Option<String>,
 }
 
-impl NotifyFlags {
-    /// The command line wins over the config.
-    pub fn apply(&self, cfg: &mut crate::config::NotifyConfig) {
-        if self.alertmanager.is_some() {
-            cfg.alertmanager = self.alertmanager.clone();
-        }
-        if self.webhook.is_some() {
-            cfg.webhook = self.webhook.clone();
-        }
-    }
-}
-
 /// Recording what the console sees, beside the TUI.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RecordFlags {

@@ -110,7 +110,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             record,
             notify,
         }) => {
-            notify.apply(&mut cfg.notify);
+            cmd::apply_notify_flags(&notify, &mut cfg.notify);
             let source = SourceArgs {
                 demo: true,
                 nodes,
@@ -128,7 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             )
         }
         None => {
-            cli.notify.apply(&mut cfg.notify);
+            cmd::apply_notify_flags(&cli.notify, &mut cfg.notify);
             let read_only = cli.read_only || cfg.read_only;
             tui::run(&rt, cli.source, &cli.record, cli.theme.as_deref(), read_only, cfg)
         }

@@ -33,3 +33,13 @@ pub fn confirm(plan: &Plan, question: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `--alertmanager` / `--webhook` over the config's `[notify]`: the command line wins.
+pub fn apply_notify_flags(flags: &crate::cli::NotifyFlags, cfg: &mut crate::config::NotifyConfig) {
+    if flags.alertmanager.is_some() {
+        cfg.alertmanager = flags.alertmanager.clone();
+    }
+    if flags.webhook.is_some() {
+        cfg.webhook = flags.webhook.clone();
+    }
+}

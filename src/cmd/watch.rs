@@ -12,7 +12,7 @@ use crate::session::Session;
 
 pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    args.notify.apply(&mut cfg.notify);
+    super::apply_notify_flags(&args.notify, &mut cfg.notify);
     if cfg.notify.alertmanager.is_none() && cfg.notify.webhook.is_none() {
         anyhow::bail!(
             "watch: nowhere to send alerts: give --alertmanager URL or --webhook URL (or [notify] in the config)"
