@@ -86,6 +86,7 @@ pub async fn get_capped(
     let mut resp = client
         .get(url)
         .header(reqwest::header::ACCEPT, accept)
+        .timeout(timeout)
         .send()
         .await
         .map_err(|e| http_error(&e, timeout))?;
