@@ -184,6 +184,15 @@ pub fn series_names(pace: Pace, group: Group) -> impl Iterator<Item = &'static s
         .map(|(n, ..)| *n)
 }
 
+/// The InfiniBand error counters' series names (`--prometheus` reads
+/// their recent past at start, for `ib_errors`).
+pub fn ib_error_names() -> impl Iterator<Item = &'static str> {
+    FIELDS
+        .iter()
+        .filter(|(_, f, ..)| matches!(f, F::IbError(_) | F::IbOtherErrors))
+        .map(|(n, ..)| *n)
+}
+
 fn field(name: &str) -> Option<Field> {
     FIELDS.iter().find(|(n, ..)| *n == name).map(|(_, f, ..)| *f)
 }

@@ -82,6 +82,9 @@ pub struct Prometheus {
     client: reqwest::Client,
 }
 
+/// How many steps back `history` reads the flags' states.
+const FLAG_STEPS: usize = 6;
+
 /// What the history (sparklines) shows: the rest is not asked for the past.
 const HISTORY_NAMES: [&str; 4] = [
     "DCGM_FI_DEV_GPU_UTIL",
@@ -173,19 +176,9 @@ impl Prometheus {
                 .collect()
         };
         let ports = format!("{HOST_LABELS},device,port,counter");
-        let m = self.matchers.as_deref().unwrap_or("");
-        let sel = |name: &str| format!("{name}{{{m}}}");
         let mut q = batch(dcgm::series_names(Pace::Fast, Group::Gpu).collect(), KEY_LABELS);
         q.extend(batch(dcgm::series_names(Pace::Fast, Group::Port).collect(), &ports));
-        q.push(format!(
-            "max by (__name__,{KEY_LABELS},reason) ({} == 1) \
-             or max by (__name__,{KEY_LABELS},error) ({}) \
-             or max by (__name__,{KEY_LABELS},link) ({} == 0) \
-             or max by (__name__,{KEY_LABELS},kind) (fleetop_flag{{kind=\"nvlink_down\"{extra}}})",
-            sel("fleetop_gpu_throttle_reason"),
-            sel("fleetop_gpu_error"),
-            sel("fleetop_gpu_nvlink_state"),
-        ));
+        q.push(self.detail_query());
         q.push(format!("{{__name__=\"up\"{extra}}}"));
         if full {
             q.extend(batch(dcgm::series_names(Pace::Slow, Group::Gpu).collect(), KEY_LABELS));
@@ -196,10 +189,39 @@ impl Prometheus {
             ));
             q.push(format!(
                 "max by (__name__,{HOST_LABELS},version,backend,driver_version) ({})",
-                sel("fleetop_agent_info")
+                format!("fleetop_agent_info{{{}}}", self.matchers.as_deref().unwrap_or(""))
             ));
         }
         q
+    }
+
+    /// What needs a label more than the batches keep: the throttle reasons
+    /// set, GPU errors, inactive links and the agent's link-down flag
+    /// (few series: only what is set).
+    fn detail_query(&self) -> String {
+        let m = self.matchers.as_deref().unwrap_or("");
+        let extra = self.extra();
+        format!(
+            "max by (__name__,{KEY_LABELS},reason) (fleetop_gpu_throttle_reason{{{m}}} == 1) \
+             or max by (__name__,{KEY_LABELS},error) (fleetop_gpu_error{{{m}}}) \
+             or max by (__name__,{KEY_LABELS},link) (fleetop_gpu_nvlink_state{{{m}}} == 0) \
+             or max by (__name__,{KEY_LABELS},kind) (fleetop_flag{{kind=\"nvlink_down\"{extra}}})"
+        )
+    }
+
+    /// The history of what the debounced flags read: `detail_query`, DCGM's
+    /// throttle bitmask where set, every port's state (all ports, so their
+    /// positions are those of the live reads), and the InfiniBand error
+    /// counters above 0 (a rise between steps is `ib_errors`).
+    fn state_query(&self) -> String {
+        let extra = self.extra();
+        format!(
+            "{} or max by (__name__,{KEY_LABELS}) ({{__name__=~\"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS|DCGM_FI_DEV_CLOCKS_EVENT_REASONS\"{extra}}} > 0) \
+             or max by (__name__,{HOST_LABELS},device,port) ({{__name__=\"node_infiniband_state_id\"{extra}}}) \
+             or max by (__name__,{HOST_LABELS},device,port,counter) ({{__name__=~\"{}\"{extra}}} > 0)",
+            self.detail_query(),
+            dcgm::ib_error_names().collect::<Vec<_>>().join("|")
+        )
     }
 
     /// One API call (`path` with its parameters): its body, or why not.
@@ -261,6 +283,26 @@ impl Prometheus {
             .await?;
         let mut h = HistoryAcc::default();
         Self::parse(&a, "matrix", |s| h.add(&s))?;
+        drop(a);
+        // The states the debounced flags read (throttling, errors, links,
+        // ports), over the last few steps only: a flag that holds now is
+        // raised at start, as with an agent's backfill.
+        let steps = FLAG_STEPS.min(points.min(fit)) as i64;
+        if steps > 0 {
+            let a = self
+                .get(
+                    "/api/v1/query_range",
+                    &[
+                        ("query", &self.state_query()),
+                        ("start", &secs(end_ms - step_ms * steps)),
+                        ("end", &secs(end_ms)),
+                        ("step", &secs(step_ms)),
+                    ],
+                    timeout,
+                )
+                .await?;
+            Self::parse(&a, "matrix", |s| h.add(&s))?;
+        }
         Ok(h.finish(step_ms))
     }
 
