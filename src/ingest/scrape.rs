@@ -100,7 +100,8 @@ pub async fn get_capped(
     if resp.content_length().is_some_and(|n| n > max_bytes as u64) {
         return Err(format!("answer over the limit of {max_bytes} bytes"));
     }
-    let mut body = Vec::new();
+    // Sized once where the length is known (no doubling copies of a large answer).
+    let mut body = Vec::with_capacity(resp.content_length().map_or(0, |n| n as usize));
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
         if body.len() + chunk.len() > max_bytes {
             return Err(format!("answer over the limit of {max_bytes} bytes"));
