@@ -8,7 +8,6 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 
 use crate::ingest::dcgm::{KEYS, Labels};
 
@@ -42,70 +41,80 @@ pub fn number(v: &str) -> Option<f64> {
     v.parse::<f64>().ok()
 }
 
-struct LabelsVisitor<'a>(std::marker::PhantomData<&'a ()>);
+/// A series' `metric` map, into its label slots: the labels of `KEYS`,
+/// the rest skipped unparsed.
+struct MetricSeed<'s, 'de>(&'s mut [Option<Cow<'de, str>>; KEYS.len()]);
 
-impl<'de> Visitor<'de> for LabelsVisitor<'de> {
-    type Value = [Option<Cow<'de, str>>; KEYS.len()];
+impl<'de> DeserializeSeed<'de> for MetricSeed<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetricSeed<'_, 'de> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a label map")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut out: Self::Value = Default::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(k) = map.next_key::<Cow<'de, str>>()? {
             match Labels::key(&k) {
-                Some(i) => out[i] = Some(map.next_value::<Cow<'de, str>>()?),
+                Some(i) => self.0[i] = Some(map.next_value::<Cow<'de, str>>()?),
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
-struct MetricSeed;
+/// Reads one series into a slot reused for the whole answer (a series is
+/// ~0.5 KB of label slots: filled in place, not moved per series).
+struct SeriesSeed<'s, 'de>(&'s mut Series<'de>);
 
-impl<'de> DeserializeSeed<'de> for MetricSeed {
-    type Value = [Option<Cow<'de, str>>; KEYS.len()];
+impl<'de> DeserializeSeed<'de> for SeriesSeed<'_, 'de> {
+    type Value = ();
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(LabelsVisitor(std::marker::PhantomData))
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
     }
 }
 
-impl<'de> Deserialize<'de> for Series<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Series<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a series")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Series<'de>, A::Error> {
-                let mut s = Series::default();
-                while let Some(k) = map.next_key::<Cow<'de, str>>()? {
-                    match &*k {
-                        "metric" => s.labels = map.next_value_seed(MetricSeed)?,
-                        "value" => s.value = Some(map.next_value()?),
-                        "values" => s.values = map.next_value()?,
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
+impl<'de> Visitor<'de> for SeriesSeed<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a series")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let s = self.0;
+        s.labels.iter_mut().for_each(|l| *l = None);
+        s.value = None;
+        s.values.clear();
+        while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+            match &*k {
+                "metric" => map.next_value_seed(MetricSeed(&mut s.labels))?,
+                "value" => s.value = Some(map.next_value()?),
+                "values" => s.values = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
                 }
-                Ok(s)
             }
         }
-        d.deserialize_map(V)
+        Ok(())
     }
 }
 
 /// The `result` array: each series to `each` as it is read.
 struct ResultSeed<'f, F>(&'f mut F);
 
-impl<'de, F: FnMut(Series<'de>)> DeserializeSeed<'de> for ResultSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for ResultSeed<'_, F> {
     type Value = usize;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
@@ -113,7 +122,7 @@ impl<'de, F: FnMut(Series<'de>)> DeserializeSeed<'de> for ResultSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(Series<'de>)> Visitor<'de> for ResultSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for ResultSeed<'_, F> {
     type Value = usize;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -122,8 +131,9 @@ impl<'de, F: FnMut(Series<'de>)> Visitor<'de> for ResultSeed<'_, F> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
         let mut n = 0;
-        while let Some(s) = seq.next_element::<Series<'de>>()? {
-            (self.0)(s);
+        let mut slot = Series::default();
+        while let Some(()) = seq.next_element_seed(SeriesSeed(&mut slot))? {
+            (self.0)(&slot);
             n += 1;
         }
         Ok(n)
@@ -136,7 +146,7 @@ struct DataSeed<'f, F> {
     want: &'static str,
 }
 
-impl<'de, F: FnMut(Series<'de>)> DeserializeSeed<'de> for DataSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for DataSeed<'_, F> {
     type Value = (String, usize);
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -144,7 +154,7 @@ impl<'de, F: FnMut(Series<'de>)> DeserializeSeed<'de> for DataSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(Series<'de>)> Visitor<'de> for DataSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for DataSeed<'_, F> {
     type Value = (String, usize);
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -185,7 +195,7 @@ struct Head {
     error: Option<String>,
 }
 
-impl<'de, F: FnMut(Series<'de>)> DeserializeSeed<'de> for AnswerSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for AnswerSeed<'_, F> {
     type Value = Head;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Head, D::Error> {
@@ -193,7 +203,7 @@ impl<'de, F: FnMut(Series<'de>)> DeserializeSeed<'de> for AnswerSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(Series<'de>)> Visitor<'de> for AnswerSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for AnswerSeed<'_, F> {
     type Value = Head;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -242,7 +252,7 @@ pub enum AnswerError {
 /// "matrix"), handing each series to `each`; the number of series.
 /// Series read before an error in the answer have been handed over: the
 /// caller drops what it built from them when this fails.
-pub fn read<'de>(body: &'de [u8], want: &'static str, mut each: impl FnMut(Series<'de>)) -> Result<usize, AnswerError> {
+pub fn read<'de>(body: &'de [u8], want: &'static str, mut each: impl FnMut(&Series<'de>)) -> Result<usize, AnswerError> {
     let mut d = serde_json::Deserializer::from_slice(body);
     let h = AnswerSeed { each: &mut each, want }
         .deserialize(&mut d)

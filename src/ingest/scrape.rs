@@ -83,6 +83,21 @@ pub async fn get_capped(
     max_bytes: usize,
     timeout: Duration,
 ) -> Result<Answer, String> {
+    get_into(client, url, accept, max_bytes, timeout, Vec::new()).await
+}
+
+/// `get_capped` into `body` (cleared first): a caller reading many large
+/// answers hands the same buffer back each time, so a 30 MB answer is not
+/// grown by doubling (copies, fresh zeroed pages) on every read.
+pub async fn get_into(
+    client: &reqwest::Client,
+    url: &str,
+    accept: &str,
+    max_bytes: usize,
+    timeout: Duration,
+    mut body: Vec<u8>,
+) -> Result<Answer, String> {
+    body.clear();
     let mut resp = client
         .get(url)
         .header(reqwest::header::ACCEPT, accept)
@@ -100,8 +115,9 @@ pub async fn get_capped(
     if resp.content_length().is_some_and(|n| n > max_bytes as u64) {
         return Err(format!("answer over the limit of {max_bytes} bytes"));
     }
-    // Sized once where the length is known (no doubling copies of a large answer).
-    let mut body = Vec::with_capacity(resp.content_length().map_or(0, |n| n as usize));
+    if let Some(n) = resp.content_length() {
+        body.reserve(n as usize);
+    }
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
         if body.len() + chunk.len() > max_bytes {
             return Err(format!("answer over the limit of {max_bytes} bytes"));
