@@ -170,8 +170,18 @@ const FIELDS: &[(&str, Field, Pace, Group)] = &[
     ("node_infiniband_link_error_recovery_total", F::IbError(1), S, P),
     ("node_infiniband_port_errors_received_total", F::IbError(3), S, P),
     ("node_infiniband_port_discards_transmitted_total", F::IbError(6), S, P),
-    ("node_infiniband_port_constraint_errors_received_total", F::IbError(8), S, P),
-    ("node_infiniband_port_constraint_errors_transmitted_total", F::IbError(7), S, P),
+    (
+        "node_infiniband_port_constraint_errors_received_total",
+        F::IbError(8),
+        S,
+        P,
+    ),
+    (
+        "node_infiniband_port_constraint_errors_transmitted_total",
+        F::IbError(7),
+        S,
+        P,
+    ),
     ("fleetop_infiniband_port_errors_total", F::IbOtherErrors, S, P),
 ];
 
@@ -363,7 +373,8 @@ impl Acc {
         {
             self.set(F::FbTotal, t as f64);
         }
-        self.vals.retain(|(f, _)| !is_fast(*f) && !matches!(f, F::FbFree | F::FbReserved));
+        self.vals
+            .retain(|(f, _)| !is_fast(*f) && !matches!(f, F::FbFree | F::FbReserved));
     }
 }
 
@@ -467,7 +478,9 @@ fn reason_bit(name: &str) -> Option<u64> {
     if let Some(hex) = name.strip_prefix("unknown_0x") {
         return u64::from_str_radix(hex, 16).ok();
     }
-    (0..64).map(|b| 1u64 << b).find(|&b| throttle::names(b).first().is_some_and(|n| n == name))
+    (0..64)
+        .map(|b| 1u64 << b)
+        .find(|&b| throttle::names(b).first().is_some_and(|n| n == name))
 }
 
 impl NodeAcc {
@@ -602,10 +615,7 @@ impl NodeAcc {
         self.describe(l);
         // Counters and states are never negative, NaN or infinite.
         let v = (value.is_finite() && value >= 0.0).then_some(value);
-        let p = self
-            .ports
-            .entry((dev.to_string(), port))
-            .or_default();
+        let p = self.ports.entry((dev.to_string(), port)).or_default();
         match f {
             F::IbState => p.state = v,
             F::IbPhysState => p.phys = v,
@@ -729,7 +739,14 @@ pub fn map_node<'a>(
 fn is_per_instance(f: Field) -> bool {
     matches!(
         f,
-        F::FbUsed | F::FbFree | F::FbTotal | F::FbReserved | F::SmActive | F::SmOccupancy | F::TensorActive | F::DramActive
+        F::FbUsed
+            | F::FbFree
+            | F::FbTotal
+            | F::FbReserved
+            | F::SmActive
+            | F::SmOccupancy
+            | F::TensorActive
+            | F::DramActive
     )
 }
 
@@ -1107,7 +1124,11 @@ fleetop_flag{Hostname="n7",kind="stale",severity="warn"} 1
         assert_eq!(p.phys_state.as_deref(), Some("Disabled"));
         assert_eq!(p.rate_gbps, Some(400));
         assert_eq!(p.tx_bytes, 4096);
-        let err = |name: &str| p.errors[(0..ib::ERROR_COUNTERS.len()).find(|&i| ib::counter_name(i) == name).expect("a counter")];
+        let err = |name: &str| {
+            p.errors[(0..ib::ERROR_COUNTERS.len())
+                .find(|&i| ib::counter_name(i) == name)
+                .expect("a counter")]
+        };
         assert_eq!(err("link_downed"), Some(3));
         assert_eq!(err("symbol_error"), Some(12));
         assert_eq!(err("local_ack_timeout_err"), Some(7));

@@ -195,9 +195,9 @@ impl Prometheus {
                 "max by ({KEY_LABELS},{DESC_LABELS}) ({{__name__=~\"{}\"{extra}}})",
                 INVENTORY_NAMES.join("|")
             ));
+            let m = self.matchers.as_deref().unwrap_or("");
             q.push(format!(
-                "max by (__name__,{HOST_LABELS},version,backend,driver_version) ({})",
-                format!("fleetop_agent_info{{{}}}", self.matchers.as_deref().unwrap_or(""))
+                "max by (__name__,{HOST_LABELS},version,backend,driver_version) (fleetop_agent_info{{{m}}})"
             ));
         }
         q
@@ -236,7 +236,13 @@ impl Prometheus {
     async fn get(&self, path: &str, params: &[(&str, &str)], timeout: Duration) -> Result<scrape::Answer, String> {
         let url = reqwest::Url::parse_with_params(&format!("{}{path}", self.base), params)
             .map_err(|e| format!("bad URL: {e}"))?;
-        let buf = self.buffers.lock().map(|mut b| b.pop()).ok().flatten().unwrap_or_default();
+        let buf = self
+            .buffers
+            .lock()
+            .map(|mut b| b.pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         scrape::get_into(
             &self.client,
             url.as_str(),
@@ -361,7 +367,11 @@ impl Prometheus {
             let n = Self::parse(&a, "vector", |s| {
                 let l = s.labels();
                 let name = s.name();
-                let value = s.value.as_ref().and_then(|(_, v)| promjson::number(v)).unwrap_or(f64::NAN);
+                let value = s
+                    .value
+                    .as_ref()
+                    .and_then(|(_, v)| promjson::number(v))
+                    .unwrap_or(f64::NAN);
                 if name == "up" {
                     if let Some(i) = l.get("instance") {
                         ups.push((i.to_string(), value));
@@ -542,7 +552,8 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
         };
         if !backfilled {
             backfilled = true;
-            if !backfill(&p, &targets, &fleet, interval, timeout, &mut described, &mut seq, &tx).await {
+            let past = history(&p, &fleet, interval, timeout).await;
+            if !backfill(&targets, &fleet, past, &mut described, &mut seq, &tx).await {
                 return;
             }
             timeout = p.timeout.max(fleet.slowest * 3);
@@ -601,27 +612,36 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
 /// How far back the history is read at start.
 const HISTORY_WINDOW: Duration = Duration::from_secs(600);
 
-/// After the first good read: each node's description, its history from a
-/// range query (the sparklines start full, as with an agent's backfill), and
-/// "caught up". A failed range query costs the history only. False when the
-/// session is gone.
-async fn backfill(
+/// The history the sparklines start with: `HISTORY_WINDOW` back from now
+/// at the refresh step. A failed range query costs the history only.
+async fn history(
     p: &Prometheus,
-    targets: &[Target],
     fleet: &Fleet,
     interval: Duration,
     timeout: Duration,
+) -> BTreeMap<String, Vec<NodeSample>> {
+    let gpus: usize = fleet.nodes.values().map(|m| m.desc.gpus.len()).sum();
+    let end = now_ms() - interval.as_millis() as i64 / 2;
+    let start = end - HISTORY_WINDOW.as_millis() as i64;
+    p.history(start, end, interval, gpus, timeout)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!("prometheus {}: no history: {e}", p.url());
+            BTreeMap::new()
+        })
+}
+
+/// After the first good read: each node's description, its history (as
+/// with an agent's backfill), and "caught up". False when the session is
+/// gone.
+async fn backfill(
+    targets: &[Target],
+    fleet: &Fleet,
+    mut past: BTreeMap<String, Vec<NodeSample>>,
     described: &mut [Option<NodeDesc>],
     seq: &mut u64,
     tx: &mpsc::Sender<Update>,
 ) -> bool {
-    let gpus: usize = fleet.nodes.values().map(|m| m.desc.gpus.len()).sum();
-    let end = now_ms() - interval.as_millis() as i64 / 2;
-    let start = end - HISTORY_WINDOW.as_millis() as i64;
-    let mut past = p.history(start, end, interval, gpus, timeout).await.unwrap_or_else(|e| {
-        tracing::warn!("prometheus {}: no history: {e}", p.url());
-        BTreeMap::new()
-    });
     for (node, t) in targets.iter().enumerate() {
         let Some(m) = fleet.nodes.get(&t.name) else { continue };
         if fleet.down.contains(&t.name) {
@@ -658,7 +678,11 @@ mod tests {
         assert!(full.iter().all(|q| q.contains("job=\"dcgm\"")), "{full:?}");
         assert!(fast.iter().any(|q| q.contains("DCGM_FI_DEV_GPU_UTIL")));
         // Counters, clocks and the inventory are not asked every refresh.
-        assert!(!fast.iter().any(|q| q.contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") || q.contains("UUID")));
+        assert!(
+            !fast
+                .iter()
+                .any(|q| q.contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") || q.contains("UUID"))
+        );
         assert!(full.iter().any(|q| q.contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")));
         assert_eq!(p.url(), "http://p:9090");
         assert!(Prometheus::new("ftp://x", None, Duration::from_secs(1)).is_err());

@@ -252,7 +252,11 @@ pub enum AnswerError {
 /// "matrix"), handing each series to `each`; the number of series.
 /// Series read before an error in the answer have been handed over: the
 /// caller drops what it built from them when this fails.
-pub fn read<'de>(body: &'de [u8], want: &'static str, mut each: impl FnMut(&Series<'de>)) -> Result<usize, AnswerError> {
+pub fn read<'de>(
+    body: &'de [u8],
+    want: &'static str,
+    mut each: impl FnMut(&Series<'de>),
+) -> Result<usize, AnswerError> {
     let mut d = serde_json::Deserializer::from_slice(body);
     let h = AnswerSeed { each: &mut each, want }
         .deserialize(&mut d)
@@ -293,7 +297,10 @@ mod tests {
         })
         .expect("an answer");
         assert_eq!(n, 2);
-        assert_eq!(got[0], ("DCGM_FI_DEV_GPU_UTIL".into(), Some("n\"1".into()), true, Some(false)));
+        assert_eq!(
+            got[0],
+            ("DCGM_FI_DEV_GPU_UTIL".into(), Some("n\"1".into()), true, Some(false))
+        );
         assert_eq!(got[1], (String::new(), Some("n2".into()), true, Some(true)));
     }
 
@@ -304,12 +311,27 @@ mod tests {
             "vector",
             |_| {},
         );
-        assert_eq!(e.unwrap_err().to_string(), "query failed: bad_data: parse error at char 3");
-        let e = read(br#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#, "vector", |_| {});
-        assert_eq!(e.unwrap_err().to_string(), "expected a vector, got a scalar");
+        assert_eq!(
+            e.expect_err("an error").to_string(),
+            "query failed: bad_data: parse error at char 3"
+        );
+        let e = read(
+            br#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#,
+            "vector",
+            |_| {},
+        );
+        assert_eq!(e.expect_err("an error").to_string(), "expected a vector, got a scalar");
         let e = read(b"<html>oops</html>", "vector", |_| {});
-        assert!(e.unwrap_err().to_string().starts_with("not a Prometheus API answer"));
-        let e = read(br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{}"#, "vector", |_| {});
+        assert!(
+            e.expect_err("an error")
+                .to_string()
+                .starts_with("not a Prometheus API answer")
+        );
+        let e = read(
+            br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{}"#,
+            "vector",
+            |_| {},
+        );
         assert!(matches!(e, Err(AnswerError::NotJson(_))));
     }
 }

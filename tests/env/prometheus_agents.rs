@@ -35,9 +35,18 @@ fn flags(s: &Snapshot) -> BTreeMap<String, BTreeSet<FlagKey>> {
                 .flags
                 .iter()
                 .map(|f| {
-                    let kind = serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_string));
-                    let sev = serde_json::to_value(f.severity).ok().and_then(|v| v.as_str().map(str::to_string));
-                    (kind.unwrap_or_default(), sev.unwrap_or_default(), f.gpu, f.ib_port.clone())
+                    let kind = serde_json::to_value(f.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string));
+                    let sev = serde_json::to_value(f.severity)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string));
+                    (
+                        kind.unwrap_or_default(),
+                        sev.unwrap_or_default(),
+                        f.gpu,
+                        f.ib_port.clone(),
+                    )
                 })
                 .collect();
             (n.hostname.clone().unwrap_or_else(|| n.name.clone()), set)
@@ -62,7 +71,10 @@ fn export(args: &[&str]) -> Snapshot {
 fn wait_listening(port: u16) {
     let start = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(30), "agent did not listen on {port}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "agent did not listen on {port}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -77,7 +89,14 @@ pub fn agent_flags_come_through_prometheus() {
         // story) is on from the start.
         let child = Command::new(agent_bin())
             .args(["--backend", "sim", "--sim-hostname", host, "--sim-scenario", scenario])
-            .args(["--sim-gpus", "4", "--sim-ib-ports", "2", "--sim-seed", &(i + 1).to_string()])
+            .args([
+                "--sim-gpus",
+                "4",
+                "--sim-ib-ports",
+                "2",
+                "--sim-seed",
+                &(i + 1).to_string(),
+            ])
             .args(["--sim-history", "2m", "--interval", "500ms"])
             .args(["--listen", &format!("127.0.0.1:{g}")])
             .args(["--metrics-listen", &format!("127.0.0.1:{m}")])
@@ -101,7 +120,9 @@ pub fn agent_flags_come_through_prometheus() {
 
     // The problems are there at all (the simulation did its part).
     let kinds = |f: &BTreeMap<String, BTreeSet<FlagKey>>, host: &str| -> BTreeSet<String> {
-        f.get(host).map(|s| s.iter().map(|k| k.0.clone()).collect()).unwrap_or_default()
+        f.get(host)
+            .map(|s| s.iter().map(|k| k.0.clone()).collect())
+            .unwrap_or_default()
     };
     for (host, kind) in [
         ("t-throttle", "throttled"),
@@ -110,7 +131,10 @@ pub fn agent_flags_come_through_prometheus() {
         ("t-lost", "gpu_lost"),
         ("t-iberr", "ib_errors"),
     ] {
-        assert!(kinds(&direct, host).contains(kind), "{host}: agent export has no {kind}: {direct:?}");
+        assert!(
+            kinds(&direct, host).contains(kind),
+            "{host}: agent export has no {kind}: {direct:?}"
+        );
     }
     // The port that went down counted its link_downed once, at the onset,
     // in the agent's invented history: before Prometheus ran, so no rise
