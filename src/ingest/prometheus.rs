@@ -87,6 +87,9 @@ pub struct Prometheus {
     client: reqwest::Client,
     /// Answer buffers, reused from one query to the next (see `get`).
     buffers: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    /// Discovery's read (when, what, what it kept), for the reading task's
+    /// first refresh: a large fleet's first read is not done twice.
+    first: std::sync::Arc<std::sync::Mutex<Option<(Instant, Fleet, Kept)>>>,
 }
 
 /// How many steps back `history` reads the flags' states.
@@ -152,6 +155,7 @@ impl Prometheus {
             // Each request carries its own timeout (a first read gets longer).
             client: scrape::client(timeout.max(FIRST_READ_TIMEOUT))?,
             buffers: Default::default(),
+            first: Default::default(),
         })
     }
 
@@ -477,8 +481,9 @@ impl HistoryAcc {
 /// The nodes Prometheus knows now, as targets: named by their hostname
 /// label, at the agent port (for `bench` and the node's address).
 pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Target>> {
+    let mut kept = Kept::default();
     let fleet = p
-        .read(1000, &mut Kept::default(), p.first_timeout())
+        .read(1000, &mut kept, p.first_timeout())
         .await
         .map_err(|e| anyhow::anyhow!("--prometheus {}: first read of the fleet: {e}", p.url()))?;
     if fleet.nodes.is_empty() {
@@ -491,7 +496,7 @@ pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Tar
                 .unwrap_or_default()
         );
     }
-    Ok(fleet
+    let targets = fleet
         .nodes
         .keys()
         .map(|name| Target {
@@ -499,7 +504,11 @@ pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Tar
             host: name.clone(),
             port: agent_port,
         })
-        .collect())
+        .collect();
+    if let Ok(mut first) = p.first.lock() {
+        *first = Some((Instant::now(), fleet, kept));
+    }
+    Ok(targets)
 }
 
 /// Starts the one task that reads the fleet every `interval` for `targets`
@@ -527,7 +536,18 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
             _ = tx.closed() => return,
         }
         let started = std::time::Instant::now();
-        let read = p.read(interval.as_millis() as i64, &mut kept, timeout).await;
+        // Discovery's read stands for the first refresh while it is fresh.
+        let first = p.first.lock().ok().and_then(|mut f| f.take());
+        let read = match first {
+            Some((at, mut fleet, k)) if at.elapsed() < interval => {
+                kept = k;
+                for m in fleet.nodes.values_mut() {
+                    m.desc.interval_ms = interval.as_millis() as i64;
+                }
+                Ok(fleet)
+            }
+            _ => p.read(interval.as_millis() as i64, &mut kept, timeout).await,
+        };
         tracing::debug!("prometheus refresh read in {} ms", started.elapsed().as_millis());
         let mut fleet = match read {
             Ok(f) => f,
