@@ -9,6 +9,7 @@ pub mod decode;
 pub mod demo;
 pub mod hostlist;
 pub mod prometheus;
+pub mod promjson;
 pub mod promtext;
 pub mod racks;
 pub mod scrape;

@@ -7,39 +7,73 @@
 //! `Hostname` label (dcgm-exporter's; `hostname` and `instance` after it),
 //! mapped by `ingest::dcgm`, and sent as the same `Update`s an agent sends.
 //!
+//! Cost: each refresh asks only for what moves (utilization, memory used,
+//! temperatures, power, XIDs, throttling, errors, port and link state); the
+//! inventory (UUID, model, PCI id, driver), clocks, limits and counters are
+//! asked with it every `SLOW_EVERY` (and on the first read) and kept in
+//! between. Answers are read as a stream of series, labels borrowed from
+//! the answer's bytes, two queries in flight at most, each answer dropped
+//! once read.
+//!
 //! The nodes are the ones Prometheus knows when the console starts; a node
 //! that appears later is seen on the next start (the store's node list is
 //! fixed for a session). A failed query is an error for every node, in
 //! Prometheus' own words (`bad_data: ...`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::ingest::dcgm::{self, Mapped, Xids};
-use crate::ingest::promtext::Sample;
+use crate::ingest::dcgm::{self, Group, Mapped, NodeAcc, Pace, Xids};
+use crate::ingest::promjson;
 use crate::ingest::scrape;
 use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::{Event, Update};
 
+/// The labels that say which node a series is of.
+const HOST_LABELS: &str = "Hostname,hostname,instance";
+
 /// The labels that say which node, GPU and MIG instance a series is of.
 const KEY_LABELS: &str = "Hostname,hostname,instance,gpu,GPU_I_ID,GPU_I_PROFILE";
 
-/// The labels that describe a GPU, asked once per GPU (the inventory).
+/// The labels that describe a GPU, asked with the inventory.
 const DESC_LABELS: &str = "UUID,modelName,pci_bus_id,DCGM_FI_DRIVER_VERSION";
 
-/// Series every dcgm-exporter GPU has, for the inventory.
-const INVENTORY_NAMES: [&str; 3] = ["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"];
+/// Series every dcgm-exporter GPU (and every fleetop agent's GPU, lost ones
+/// included: XID) has, for the inventory.
+const INVENTORY_NAMES: [&str; 4] = [
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_XID_ERRORS",
+];
 
-/// Names per query: the regex stays short and the answers come in parallel.
-const NAMES_PER_QUERY: usize = 9;
+/// Names per query: the regex stays short and each answer small (at 4,096
+/// nodes x 8 GPUs, six names are ~25 MB of JSON).
+const NAMES_PER_QUERY: usize = 6;
 
-/// The largest answer to one query (a 4,096-node fleet's busiest name is ~15 MB).
+/// Queries in flight at once: each answer is read and dropped as it
+/// arrives, so the console holds at most this many answers.
+const IN_FLIGHT: usize = 2;
+
+/// The largest answer buffer kept for reuse (a 4,096-node fleet's answers
+/// are ~25 MB; a larger one is given back to the allocator).
+const KEEP_BUFFER_BYTES: usize = 64 << 20;
+
+/// The slow fields (inventory, clocks, limits, counters) are asked every
+/// this long (and on the first read).
+const SLOW_EVERY: Duration = Duration::from_secs(30);
+
+/// The first read (discovery, or `export --once`) of a large fleet moves
+/// every series at once: its queries may take this long at least.
+const FIRST_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest answer to one query (a 4,096-node fleet's busiest query is ~40 MB).
 const MAX_ANSWER_BYTES: usize = 512 << 20;
 
 /// A Prometheus HTTP API and how to ask it.
@@ -51,36 +85,15 @@ pub struct Prometheus {
     matchers: Option<String>,
     timeout: Duration,
     client: reqwest::Client,
+    /// Answer buffers, reused from one query to the next (see `get`).
+    buffers: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    /// Discovery's read (when, what, what it kept), for the reading task's
+    /// first refresh: a large fleet's first read is not done twice.
+    first: std::sync::Arc<std::sync::Mutex<Option<(Instant, Fleet, Kept)>>>,
 }
 
-#[derive(Deserialize)]
-struct ApiAnswer {
-    status: String,
-    #[serde(default)]
-    data: Option<ApiData>,
-    #[serde(default, rename = "errorType")]
-    error_type: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ApiData {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    result: Vec<ApiSeries>,
-}
-
-#[derive(Deserialize)]
-struct ApiSeries {
-    metric: BTreeMap<String, String>,
-    /// [unix seconds, "value"] (instant queries)
-    #[serde(default)]
-    value: Option<(f64, String)>,
-    /// [[unix seconds, "value"], ...] (range queries)
-    #[serde(default)]
-    values: Vec<(f64, String)>,
-}
+/// How many steps back `history` reads the flags' states.
+const FLAG_STEPS: usize = 6;
 
 /// What the history (sparklines) shows: the rest is not asked for the past.
 const HISTORY_NAMES: [&str; 4] = [
@@ -101,6 +114,22 @@ pub struct Fleet {
     pub nodes: BTreeMap<String, Mapped>,
     /// Nodes whose scrape target Prometheus reports down (`up == 0`).
     pub down: HashSet<String>,
+    /// The slowest query of the read.
+    pub slowest: Duration,
+}
+
+/// What the slow reads gave, per node, for the fast reads in between.
+#[derive(Debug, Default)]
+pub struct Kept {
+    nodes: HashMap<String, NodeAcc>,
+    at: Option<Instant>,
+}
+
+impl Kept {
+    /// Whether the next read asks for everything.
+    fn due(&self) -> bool {
+        self.at.is_none_or(|t| t.elapsed() >= SLOW_EVERY)
+    }
 }
 
 impl Prometheus {
@@ -123,7 +152,10 @@ impl Prometheus {
             base,
             matchers,
             timeout,
-            client: scrape::client(timeout)?,
+            // Each request carries its own timeout (a first read gets longer).
+            client: scrape::client(timeout.max(FIRST_READ_TIMEOUT))?,
+            buffers: Default::default(),
+            first: Default::default(),
         })
     }
 
@@ -131,81 +163,127 @@ impl Prometheus {
         &self.base
     }
 
-    /// The queries of one refresh: the mapped series names, a few per
-    /// query, each series reduced to the labels that name its node, GPU and
-    /// MIG instance (`max by`: a tenth of the answer's size); `up`; and one
-    /// inventory of the GPUs' descriptive labels (UUID, model, PCI bus id,
-    /// driver), one series per GPU.
-    pub fn queries(&self) -> Vec<String> {
-        let names: Vec<&str> = dcgm::series_names().collect();
-        let extra = self.matchers.as_deref().map(|m| format!(",{m}")).unwrap_or_default();
-        let mut q: Vec<String> = names
-            .chunks(NAMES_PER_QUERY)
-            .map(|c| {
-                format!(
-                    "max by (__name__,{KEY_LABELS}) ({{__name__=~\"{}\"{extra}}})",
-                    c.join("|")
-                )
-            })
-            .collect();
+    /// The first read's timeout per query.
+    fn first_timeout(&self) -> Duration {
+        self.timeout.max(FIRST_READ_TIMEOUT)
+    }
+
+    fn extra(&self) -> String {
+        self.matchers.as_deref().map(|m| format!(",{m}")).unwrap_or_default()
+    }
+
+    /// The queries of one refresh (`full`: with the slow fields and the
+    /// inventory). Each batch of names is reduced to the labels that name
+    /// a series' node, GPU and MIG instance, or port (`max by`: a tenth of
+    /// the answer's size); one query gives what needs a label more (the
+    /// throttle reasons set, GPU errors, inactive links and the agent's
+    /// link-down flag); `up`; with `full`, the inventory of the GPUs'
+    /// descriptive labels (one series per GPU) and the agents' versions.
+    pub fn queries(&self, full: bool) -> Vec<String> {
+        let extra = self.extra();
+        let batch = |names: Vec<&str>, by: &str| -> Vec<String> {
+            names
+                .chunks(NAMES_PER_QUERY)
+                .map(|c| format!("max by (__name__,{by}) ({{__name__=~\"{}\"{extra}}})", c.join("|")))
+                .collect()
+        };
+        let ports = format!("{HOST_LABELS},device,port,counter");
+        let mut q = batch(dcgm::series_names(Pace::Fast, Group::Gpu).collect(), KEY_LABELS);
+        q.extend(batch(dcgm::series_names(Pace::Fast, Group::Port).collect(), &ports));
+        q.push(self.detail_query());
         q.push(format!("{{__name__=\"up\"{extra}}}"));
-        q.push(format!(
-            "max by ({KEY_LABELS},{DESC_LABELS}) ({{__name__=~\"{}\"{extra}}})",
-            INVENTORY_NAMES.join("|")
-        ));
+        if full {
+            q.extend(batch(dcgm::series_names(Pace::Slow, Group::Gpu).collect(), KEY_LABELS));
+            q.extend(batch(dcgm::series_names(Pace::Slow, Group::Port).collect(), &ports));
+            q.push(format!(
+                "max by ({KEY_LABELS},{DESC_LABELS}) ({{__name__=~\"{}\"{extra}}})",
+                INVENTORY_NAMES.join("|")
+            ));
+            let m = self.matchers.as_deref().unwrap_or("");
+            q.push(format!(
+                "max by (__name__,{HOST_LABELS},version,backend,driver_version) (fleetop_agent_info{{{m}}})"
+            ));
+        }
         q
     }
 
-    /// One API call (`path` with its parameters): its result, or
-    /// Prometheus' error in one line.
-    async fn api(&self, path: &str, params: &[(&str, &str)], want: &str) -> Result<Vec<ApiSeries>, String> {
+    /// What needs a label more than the batches keep: the throttle reasons
+    /// set, GPU errors, inactive links and the agent's link-down flag
+    /// (few series: only what is set).
+    fn detail_query(&self) -> String {
+        let m = self.matchers.as_deref().unwrap_or("");
+        let extra = self.extra();
+        format!(
+            "max by (__name__,{KEY_LABELS},reason) (fleetop_gpu_throttle_reason{{{m}}} == 1) \
+             or max by (__name__,{KEY_LABELS},error) (fleetop_gpu_error{{{m}}}) \
+             or max by (__name__,{KEY_LABELS},link) (fleetop_gpu_nvlink_state{{{m}}} == 0) \
+             or max by (__name__,{KEY_LABELS},kind) (fleetop_flag{{kind=\"nvlink_down\"{extra}}})"
+        )
+    }
+
+    /// The history of what the debounced flags read: `detail_query`, DCGM's
+    /// throttle bitmask where set, every port's state (all ports, so their
+    /// positions are those of the live reads), and the InfiniBand error
+    /// counters above 0 (a rise between steps is `ib_errors`).
+    fn state_query(&self) -> String {
+        let extra = self.extra();
+        format!(
+            "{} or max by (__name__,{KEY_LABELS}) ({{__name__=~\"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS|DCGM_FI_DEV_CLOCKS_EVENT_REASONS\"{extra}}} > 0) \
+             or max by (__name__,{HOST_LABELS},device,port) ({{__name__=\"node_infiniband_state_id\"{extra}}}) \
+             or max by (__name__,{HOST_LABELS},device,port,counter) ({{__name__=~\"{}\"{extra}}} > 0)",
+            self.detail_query(),
+            dcgm::ib_error_names().collect::<Vec<_>>().join("|")
+        )
+    }
+
+    /// One API call (`path` with its parameters): its body, or why not.
+    async fn get(&self, path: &str, params: &[(&str, &str)], timeout: Duration) -> Result<scrape::Answer, String> {
         let url = reqwest::Url::parse_with_params(&format!("{}{path}", self.base), params)
             .map_err(|e| format!("bad URL: {e}"))?;
-        let a = scrape::get_capped(
+        let buf = self
+            .buffers
+            .lock()
+            .map(|mut b| b.pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        scrape::get_into(
             &self.client,
             url.as_str(),
             "application/json",
             MAX_ANSWER_BYTES,
-            self.timeout,
+            timeout,
+            buf,
         )
-        .await?;
-        let parsed: Result<ApiAnswer, _> = serde_json::from_slice(&a.body);
-        let answer = match parsed {
-            Ok(x) => x,
-            Err(_) if !a.status.is_success() => return Err(format!("HTTP {}", a.status)),
-            Err(e) => return Err(format!("not a Prometheus API answer ({e})")),
-        };
-        if answer.status != "success" {
-            return Err(format!(
-                "query failed: {}: {}",
-                answer.error_type.as_deref().unwrap_or("error"),
-                answer.error.as_deref().unwrap_or("(no message)")
-            ));
-        }
-        let data = answer.data.ok_or("answer without data")?;
-        if data.result_type != want {
-            return Err(format!("expected a {want}, got a {}", data.result_type));
-        }
-        Ok(data.result)
+        .await
     }
 
-    /// One instant query: its series.
-    pub async fn query(&self, q: &str) -> Result<Vec<Sample>, String> {
-        let started = std::time::Instant::now();
-        let result = self.api("/api/v1/query", &[("query", q)], "vector").await?;
-        // scripts/prom_scale.py reads these lines for the latency figures.
-        tracing::debug!(
-            "prometheus query answered in {} ms ({} series)",
-            started.elapsed().as_millis(),
-            result.len()
-        );
-        Ok(result
-            .into_iter()
-            .filter_map(|s| {
-                let (t, v) = s.value?;
-                sample(s.metric, t, &v)
-            })
-            .collect())
+    /// Takes back an answer's buffer for the next query: at most one per
+    /// query in flight is kept, and none larger than `KEEP_BUFFER_BYTES`.
+    fn recycle(&self, a: scrape::Answer) {
+        let mut body = a.body;
+        if body.capacity() > KEEP_BUFFER_BYTES {
+            return;
+        }
+        body.clear();
+        if let Ok(mut b) = self.buffers.lock()
+            && b.len() < IN_FLIGHT
+        {
+            b.push(body);
+        }
+    }
+
+    /// Reads an answer into `each`, series by series; its series count.
+    fn parse<'a>(
+        a: &'a scrape::Answer,
+        want: &'static str,
+        each: impl FnMut(&promjson::Series<'a>),
+    ) -> Result<usize, String> {
+        match promjson::read(&a.body, want, each) {
+            Ok(n) => Ok(n),
+            Err(promjson::AnswerError::NotJson(_)) if !a.status.is_success() => Err(format!("HTTP {}", a.status)),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// The history the sparklines show, from `start_ms` to `end_ms` every
@@ -217,6 +295,7 @@ impl Prometheus {
         end_ms: i64,
         step: Duration,
         gpus: usize,
+        timeout: Duration,
     ) -> Result<BTreeMap<String, Vec<NodeSample>>, String> {
         let step_ms = (step.as_millis() as i64).max(1000);
         // Shorter where the fleet is large: at most HISTORY_MAX_POINTS points.
@@ -226,14 +305,14 @@ impl Prometheus {
         if start_ms >= end_ms {
             return Ok(BTreeMap::new());
         }
-        let extra = self.matchers.as_deref().map(|m| format!(",{m}")).unwrap_or_default();
         let q = format!(
-            "max by (__name__,{KEY_LABELS}) ({{__name__=~\"{}\"{extra}}})",
-            HISTORY_NAMES.join("|")
+            "max by (__name__,{KEY_LABELS}) ({{__name__=~\"{}\"{}}})",
+            HISTORY_NAMES.join("|"),
+            self.extra()
         );
         let secs = |ms: i64| format!("{:.3}", ms as f64 / 1000.0);
-        let result = self
-            .api(
+        let a = self
+            .get(
                 "/api/v1/query_range",
                 &[
                     ("query", &q),
@@ -241,69 +320,120 @@ impl Prometheus {
                     ("end", &secs(end_ms)),
                     ("step", &secs(step_ms)),
                 ],
-                "matrix",
+                timeout,
             )
             .await?;
-        Ok(history_samples(result, step_ms))
+        let mut h = HistoryAcc::default();
+        Self::parse(&a, "matrix", |s| h.add(s))?;
+        drop(a);
+        // The states the debounced flags read (throttling, errors, links,
+        // ports), over the last few steps only: a flag that holds now is
+        // raised at start, as with an agent's backfill.
+        let steps = FLAG_STEPS.min(points.min(fit)) as i64;
+        if steps > 0 {
+            let a = self
+                .get(
+                    "/api/v1/query_range",
+                    &[
+                        ("query", &self.state_query()),
+                        ("start", &secs(end_ms - step_ms * steps)),
+                        ("end", &secs(end_ms)),
+                        ("step", &secs(step_ms)),
+                    ],
+                    timeout,
+                )
+                .await?;
+            Self::parse(&a, "matrix", |s| h.add(s))?;
+        }
+        Ok(h.finish(step_ms))
     }
-    /// Reads the fleet: every query of a refresh at once, grouped by node.
-    pub async fn read(&self, interval_ms: i64) -> Result<Fleet, String> {
-        let queries = self.queries();
-        let answers = futures_util::future::join_all(queries.iter().map(|q| self.query(q))).await;
-        let mut series = Vec::new();
-        for a in answers {
-            series.extend(a?);
-        }
-        // The inventory's series (no name) lend their labels to the GPU's others.
-        let (inventory, mut series): (Vec<Sample>, Vec<Sample>) = series.into_iter().partition(|s| s.name.is_empty());
-        let mut desc: HashMap<(String, String), Vec<(String, String)>> = HashMap::new();
-        for s in inventory {
-            let (Some(host), Some(gpu)) = (dcgm::host_of(&s), s.label("gpu").map(str::to_string)) else {
-                continue;
-            };
-            desc.entry((host, gpu)).or_insert_with(|| {
-                s.labels
-                    .iter()
-                    .filter(|(k, _)| DESC_LABELS.split(',').any(|d| d == k))
-                    .cloned()
-                    .collect()
-            });
-        }
-        for s in &mut series {
-            if s.label("UUID").is_some() {
-                continue;
-            }
-            let key = dcgm::host_of(s).zip(s.label("gpu").map(str::to_string));
-            if let Some(labels) = key.and_then(|k| desc.get(&k)) {
-                s.labels.extend(labels.iter().cloned());
-            }
-        }
-        let now = now_ms();
-        let mut by_host: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
+
+    /// Reads the fleet: the queries of a refresh (everything when `kept`
+    /// is due, else what moves, on top of what `kept` holds), two at a
+    /// time, each answer mapped series by series into its node as it
+    /// arrives. `timeout` bounds each query.
+    pub async fn read(&self, interval_ms: i64, kept: &mut Kept, timeout: Duration) -> Result<Fleet, String> {
+        let full = kept.due();
+        let queries = self.queries(full);
+        let mut answers = futures_util::stream::iter(queries.into_iter().map(|q| async move {
+            let started = Instant::now();
+            let a = self.get("/api/v1/query", &[("query", q.as_str())], timeout).await;
+            (a, started)
+        }))
+        .buffer_unordered(IN_FLIGHT);
+        let mut accs: HashMap<String, NodeAcc> = HashMap::new();
         // A node's scrape targets, to read `up` by node.
-        let mut instance_host: HashMap<&str, String> = HashMap::new();
-        let mut ups = Vec::new();
-        for s in &series {
-            if s.name == "up" {
-                ups.push(s);
-                continue;
-            }
-            let Some(host) = dcgm::host_of(s) else { continue };
-            if let Some(inst) = s.label("instance") {
-                instance_host.entry(inst).or_insert_with(|| host.clone());
-            }
-            by_host.entry(host).or_default().push(s);
+        let mut instance_host: HashMap<String, String> = HashMap::new();
+        let mut ups: Vec<(String, f64)> = Vec::new();
+        let mut slowest = Duration::ZERO;
+        while let Some((a, started)) = answers.next().await {
+            let a = a?;
+            let n = Self::parse(&a, "vector", |s| {
+                let l = s.labels();
+                let name = s.name();
+                let value = s
+                    .value
+                    .as_ref()
+                    .and_then(|(_, v)| promjson::number(v))
+                    .unwrap_or(f64::NAN);
+                if name == "up" {
+                    if let Some(i) = l.get("instance") {
+                        ups.push((i.to_string(), value));
+                    }
+                    return;
+                }
+                let Some(host) = l.host() else { return };
+                if let Some(inst) = l.get("instance")
+                    && !instance_host.contains_key(inst)
+                {
+                    instance_host.insert(inst.to_string(), host.to_string());
+                }
+                let acc = match accs.get_mut(host) {
+                    Some(acc) => acc,
+                    None => accs.entry(host.to_string()).or_insert_with(|| {
+                        // A fast read starts from what the slow read kept.
+                        if full {
+                            NodeAcc::default()
+                        } else {
+                            kept.nodes.get(host).cloned().unwrap_or_default()
+                        }
+                    }),
+                };
+                acc.add(name, &l, value);
+            })?;
+            self.recycle(a);
+            slowest = slowest.max(started.elapsed());
+            // scripts/prom_scale.py reads these lines for the latency figures.
+            tracing::debug!(
+                "prometheus query answered in {} ms ({n} series)",
+                started.elapsed().as_millis()
+            );
         }
-        let mut fleet = Fleet::default();
-        for s in ups {
-            if s.value == 0.0
-                && let Some(host) = s.label("instance").and_then(|i| instance_host.get(i))
+        if full {
+            kept.nodes = accs
+                .iter()
+                .map(|(h, a)| {
+                    let mut a = a.clone();
+                    a.keep_slow();
+                    (h.clone(), a)
+                })
+                .collect();
+            kept.at = Some(Instant::now());
+        }
+        let mut fleet = Fleet {
+            slowest,
+            ..Fleet::default()
+        };
+        for (inst, v) in ups {
+            if v == 0.0
+                && let Some(host) = instance_host.get(&inst)
             {
                 fleet.down.insert(host.clone());
             }
         }
-        for (host, ss) in by_host {
-            let m = dcgm::map_node(ss, &host, "prometheus", interval_ms, now);
+        let now = now_ms();
+        for (host, acc) in accs {
+            let m = acc.finish(&host, "prometheus", interval_ms, now);
             if !m.desc.gpus.is_empty() {
                 fleet.nodes.insert(host, m);
             }
@@ -312,68 +442,50 @@ impl Prometheus {
     }
 }
 
-/// An API series' labels and value as a parsed sample.
-fn sample(mut labels: BTreeMap<String, String>, t: f64, v: &str) -> Option<Sample> {
-    // The inventory's aggregated series have no name.
-    let name = labels.remove("__name__").unwrap_or_default();
-    // Go's ParseFloat forms ("NaN", "+Inf"): Rust reads them all.
-    let value = v.parse::<f64>().ok()?;
-    Some(Sample {
-        name,
-        labels: labels.into_iter().collect(),
-        value,
-        timestamp_ms: Some((t * 1000.0) as i64),
-    })
+/// A range query's series, as one node accumulator per node and time step
+/// (only the history's few fields: a step's nodes are small).
+#[derive(Default)]
+struct HistoryAcc {
+    by_time: BTreeMap<i64, HashMap<String, NodeAcc>>,
 }
 
-/// A range query's series as one sample per node and time step.
-fn history_samples(result: Vec<ApiSeries>, step_ms: i64) -> BTreeMap<String, Vec<NodeSample>> {
-    // Each series' labels once; each time step's values set into them in
-    // turn, so only one step's readings are built at a time (a large
-    // fleet's history is millions of points).
-    let mut series: Vec<Sample> = Vec::with_capacity(result.len());
-    let mut hosts: Vec<String> = Vec::with_capacity(result.len());
-    let mut by_time: BTreeMap<i64, Vec<(usize, f64)>> = BTreeMap::new();
-    for s in result {
-        let Some(template) = sample(s.metric, 0.0, "0") else {
-            continue;
-        };
-        let Some(host) = dcgm::host_of(&template) else { continue };
-        let idx = series.len();
+impl HistoryAcc {
+    fn add(&mut self, s: &promjson::Series) {
+        let l = s.labels();
+        let Some(host) = l.host() else { return };
         for (t, v) in &s.values {
-            if let Ok(v) = v.parse::<f64>() {
-                by_time.entry((t * 1000.0) as i64).or_default().push((idx, v));
-            }
-        }
-        series.push(template);
-        hosts.push(host);
-    }
-    let mut out: BTreeMap<String, Vec<NodeSample>> = BTreeMap::new();
-    for (t, points) in by_time {
-        for &(idx, v) in &points {
-            series[idx].value = v;
-        }
-        let mut by_host: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
-        for &(idx, _) in &points {
-            by_host.entry(hosts[idx].as_str()).or_default().push(&series[idx]);
-        }
-        for (host, ss) in by_host {
-            let m = dcgm::map_node(ss, host, "prometheus", step_ms, t);
-            if !m.sample.gpus.is_empty() {
-                out.entry(host.to_string()).or_default().push(m.sample);
-            }
+            let Some(v) = promjson::number(v) else { continue };
+            let step = self.by_time.entry((t * 1000.0) as i64).or_default();
+            let acc = match step.get_mut(host) {
+                Some(a) => a,
+                None => step.entry(host.to_string()).or_default(),
+            };
+            acc.add(s.name(), &l, v);
         }
     }
-    out
+
+    fn finish(self, step_ms: i64) -> BTreeMap<String, Vec<NodeSample>> {
+        let mut out: BTreeMap<String, Vec<NodeSample>> = BTreeMap::new();
+        for (t, step) in self.by_time {
+            for (host, acc) in step {
+                let m = acc.finish(&host, "prometheus", step_ms, t);
+                if !m.sample.gpus.is_empty() {
+                    out.entry(host).or_default().push(m.sample);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// The nodes Prometheus knows now, as targets: named by their hostname
 /// label, at the agent port (for `bench` and the node's address).
 pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Target>> {
+    let mut kept = Kept::default();
     let fleet = p
-        .read(1000)
+        .read(1000, &mut kept, p.first_timeout())
         .await
-        .map_err(|e| anyhow::anyhow!("--prometheus {}: {e}", p.url()))?;
+        .map_err(|e| anyhow::anyhow!("--prometheus {}: first read of the fleet: {e}", p.url()))?;
     if fleet.nodes.is_empty() {
         anyhow::bail!(
             "--prometheus {}: no dcgm-exporter or fleetop GPU series{}",
@@ -384,7 +496,7 @@ pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Tar
                 .unwrap_or_default()
         );
     }
-    Ok(fleet
+    let targets = fleet
         .nodes
         .keys()
         .map(|name| Target {
@@ -392,7 +504,11 @@ pub async fn discover(p: &Prometheus, agent_port: u16) -> anyhow::Result<Vec<Tar
             host: name.clone(),
             port: agent_port,
         })
-        .collect())
+        .collect();
+    if let Ok(mut first) = p.first.lock() {
+        *first = Some((Instant::now(), fleet, kept));
+    }
+    Ok(targets)
 }
 
 /// Starts the one task that reads the fleet every `interval` for `targets`
@@ -407,6 +523,11 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
     let mut xids: Vec<Xids> = (0..n).map(|_| Xids::default()).collect();
     let mut seq = 0u64;
     let mut backfilled = false;
+    let mut kept = Kept::default();
+    // The first read moves everything; later ones get the configured
+    // timeout, or three times the first read's slowest query where that is
+    // longer (a large fleet's answers take what they take).
+    let mut timeout = p.first_timeout();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -415,7 +536,18 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
             _ = tx.closed() => return,
         }
         let started = std::time::Instant::now();
-        let read = p.read(interval.as_millis() as i64).await;
+        // Discovery's read stands for the first refresh while it is fresh.
+        let first = p.first.lock().ok().and_then(|mut f| f.take());
+        let read = match first {
+            Some((at, mut fleet, k)) if at.elapsed() < interval => {
+                kept = k;
+                for m in fleet.nodes.values_mut() {
+                    m.desc.interval_ms = interval.as_millis() as i64;
+                }
+                Ok(fleet)
+            }
+            _ => p.read(interval.as_millis() as i64, &mut kept, timeout).await,
+        };
         tracing::debug!("prometheus refresh read in {} ms", started.elapsed().as_millis());
         let mut fleet = match read {
             Ok(f) => f,
@@ -440,8 +572,18 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
         };
         if !backfilled {
             backfilled = true;
-            if !backfill(&p, &targets, &fleet, interval, &mut described, &mut seq, &tx).await {
+            let past = history(&p, &fleet, interval, timeout).await;
+            if !backfill(&targets, &fleet, past, &mut described, &mut seq, &tx).await {
                 return;
+            }
+            timeout = p.timeout.max(fleet.slowest * 3);
+            if timeout > p.timeout {
+                tracing::info!(
+                    "prometheus {}: queries take up to {} ms: refresh timeout {} s",
+                    p.url(),
+                    fleet.slowest.as_millis(),
+                    timeout.as_secs()
+                );
             }
         }
         seq += 1;
@@ -490,26 +632,36 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
 /// How far back the history is read at start.
 const HISTORY_WINDOW: Duration = Duration::from_secs(600);
 
-/// After the first good read: each node's description, its history from a
-/// range query (the sparklines start full, as with an agent's backfill), and
-/// "caught up". A failed range query costs the history only. False when the
-/// session is gone.
-async fn backfill(
+/// The history the sparklines start with: `HISTORY_WINDOW` back from now
+/// at the refresh step. A failed range query costs the history only.
+async fn history(
     p: &Prometheus,
-    targets: &[Target],
     fleet: &Fleet,
     interval: Duration,
+    timeout: Duration,
+) -> BTreeMap<String, Vec<NodeSample>> {
+    let gpus: usize = fleet.nodes.values().map(|m| m.desc.gpus.len()).sum();
+    let end = now_ms() - interval.as_millis() as i64 / 2;
+    let start = end - HISTORY_WINDOW.as_millis() as i64;
+    p.history(start, end, interval, gpus, timeout)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!("prometheus {}: no history: {e}", p.url());
+            BTreeMap::new()
+        })
+}
+
+/// After the first good read: each node's description, its history (as
+/// with an agent's backfill), and "caught up". False when the session is
+/// gone.
+async fn backfill(
+    targets: &[Target],
+    fleet: &Fleet,
+    mut past: BTreeMap<String, Vec<NodeSample>>,
     described: &mut [Option<NodeDesc>],
     seq: &mut u64,
     tx: &mpsc::Sender<Update>,
 ) -> bool {
-    let gpus: usize = fleet.nodes.values().map(|m| m.desc.gpus.len()).sum();
-    let end = now_ms() - interval.as_millis() as i64 / 2;
-    let start = end - HISTORY_WINDOW.as_millis() as i64;
-    let mut past = p.history(start, end, interval, gpus).await.unwrap_or_else(|e| {
-        tracing::warn!("prometheus {}: no history: {e}", p.url());
-        BTreeMap::new()
-    });
     for (node, t) in targets.iter().enumerate() {
         let Some(m) = fleet.nodes.get(&t.name) else { continue };
         if fleet.down.contains(&t.name) {
@@ -539,10 +691,19 @@ mod tests {
     #[test]
     fn queries_are_few_and_carry_the_match() {
         let p = Prometheus::new("http://p:9090/", Some("{job=\"dcgm\"}"), Duration::from_secs(1)).expect("a value");
-        let q = p.queries();
-        assert!(q.len() <= 6, "{q:?}");
-        assert!(q.iter().all(|q| q.contains(",job=\"dcgm\"}")), "{q:?}");
-        assert!(q.iter().any(|q| q.contains("DCGM_FI_DEV_GPU_UTIL")));
+        let fast = p.queries(false);
+        let full = p.queries(true);
+        assert!(fast.len() <= 6, "{fast:?}");
+        assert!(full.len() <= 16, "{full:?}");
+        assert!(full.iter().all(|q| q.contains("job=\"dcgm\"")), "{full:?}");
+        assert!(fast.iter().any(|q| q.contains("DCGM_FI_DEV_GPU_UTIL")));
+        // Counters, clocks and the inventory are not asked every refresh.
+        assert!(
+            !fast
+                .iter()
+                .any(|q| q.contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") || q.contains("UUID"))
+        );
+        assert!(full.iter().any(|q| q.contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")));
         assert_eq!(p.url(), "http://p:9090");
         assert!(Prometheus::new("ftp://x", None, Duration::from_secs(1)).is_err());
         assert!(Prometheus::new("not a url", None, Duration::from_secs(1)).is_err());
@@ -550,16 +711,17 @@ mod tests {
 
     #[test]
     fn a_range_answer_becomes_samples_per_node_and_step() {
-        let json = r#"[
+        let json = br#"{"status":"success","data":{"resultType":"matrix","result":[
           {"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"0","Hostname":"n1","instance":"a:9400"},
            "values":[[1700000000,"10"],[1700000005,"20"]]},
           {"metric":{"__name__":"DCGM_FI_DEV_GPU_TEMP","gpu":"0","Hostname":"n1","instance":"a:9400"},
            "values":[[1700000005,"9223372036854775794"]]},
           {"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"1","instance":"n2:9400"},
            "values":[[1700000005,"NaN"]]}
-        ]"#;
-        let series: Vec<ApiSeries> = serde_json::from_str(json).expect("a value");
-        let h = history_samples(series, 5000);
+        ]}}"#;
+        let mut h = HistoryAcc::default();
+        promjson::read(json, "matrix", |s| h.add(s)).expect("an answer");
+        let h = h.finish(5000);
         let n1 = &h["n1"];
         assert_eq!(n1.len(), 2);
         assert_eq!(n1[0].time_ms, 1_700_000_000_000);

@@ -83,9 +83,25 @@ pub async fn get_capped(
     max_bytes: usize,
     timeout: Duration,
 ) -> Result<Answer, String> {
+    get_into(client, url, accept, max_bytes, timeout, Vec::new()).await
+}
+
+/// `get_capped` into `body` (cleared first): a caller reading many large
+/// answers hands the same buffer back each time, so a 30 MB answer is not
+/// grown by doubling (copies, fresh zeroed pages) on every read.
+pub async fn get_into(
+    client: &reqwest::Client,
+    url: &str,
+    accept: &str,
+    max_bytes: usize,
+    timeout: Duration,
+    mut body: Vec<u8>,
+) -> Result<Answer, String> {
+    body.clear();
     let mut resp = client
         .get(url)
         .header(reqwest::header::ACCEPT, accept)
+        .timeout(timeout)
         .send()
         .await
         .map_err(|e| http_error(&e, timeout))?;
@@ -99,7 +115,9 @@ pub async fn get_capped(
     if resp.content_length().is_some_and(|n| n > max_bytes as u64) {
         return Err(format!("answer over the limit of {max_bytes} bytes"));
     }
-    let mut body = Vec::new();
+    if let Some(n) = resp.content_length() {
+        body.reserve(n as usize);
+    }
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
         if body.len() + chunk.len() > max_bytes {
             return Err(format!("answer over the limit of {max_bytes} bytes"));

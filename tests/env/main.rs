@@ -8,6 +8,7 @@
 mod alertmanager;
 mod e2e_tmux;
 mod prometheus;
+mod prometheus_agents;
 mod prometheus_dashboard;
 mod prometheus_harness;
 mod slurm;
@@ -103,6 +104,7 @@ fn main() {
         ),
         t!(prometheus::prometheus_export_matches_the_exporters, prometheus),
         t!(prometheus::a_bad_match_is_prometheus_error_in_one_line, prometheus),
+        t!(prometheus_agents::agent_flags_come_through_prometheus, prometheus),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
