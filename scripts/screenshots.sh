@@ -23,6 +23,7 @@ SHOTS=(
   "node-detail       160  45    32 default     2     Tab Enter"
   "alerts            120  36    32 default     2     Tab"
   "help              100  30    32 default     2     ?"
+  "groups            120  36    32 default     2     J"
   "burn-in           120  30     4 default     2     Space Space Space Space B y"
   "theme-light       120  36    32 light       2     -"
   "theme-colorblind  120  36    32 colorblind  2     -"
