@@ -71,26 +71,25 @@ fn a_webhook_down_drops_the_oldest_events_counts_them_and_delivers_the_rest() {
     assert!(watch.terminate().success(), "{}", watch.log());
 }
 
-#[test]
-fn watch_refuses_bad_destinations_in_one_line_before_starting() {
+/// Runs fleetop expecting a refusal: its one line of stderr.
+fn refused(args: &[&str]) -> String {
     let out = crate::support::fleetop()
-        .args(["watch", "--demo", "--nodes", "1"])
+        .args(args)
         .timeout(Duration::from_secs(60))
         .output()
         .expect("runs");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} was not refused");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+#[test]
+fn watch_refuses_bad_destinations_in_one_line_before_starting() {
+    let err = refused(&["watch", "--demo", "--nodes", "1"]);
     assert!(err.contains("give --alertmanager URL or --webhook URL"), "{err}");
     for (flag, url) in [("--alertmanager", "am:9093"), ("--webhook", "ftp://hooks.example/x")] {
-        let out = crate::support::fleetop()
-            .args(["watch", "--demo", "--nodes", "1", flag, url])
-            .timeout(Duration::from_secs(60))
-            .output()
-            .expect("runs");
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = refused(&["watch", "--demo", "--nodes", "1", flag, url]);
         assert!(err.contains(flag) && err.contains(url), "{err}");
     }
 }
@@ -98,26 +97,12 @@ fn watch_refuses_bad_destinations_in_one_line_before_starting() {
 #[test]
 fn the_console_refuses_a_bad_destination_before_taking_the_terminal() {
     // No terminal here either: the URL is judged first, so its error is the one shown.
-    let out = crate::support::fleetop()
-        .args(["demo", "--nodes", "1", "--webhook", "ftp://hooks.example/x"])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .expect("runs");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = refused(&["demo", "--nodes", "1", "--webhook", "ftp://hooks.example/x"]);
     assert!(
         err.contains("--webhook") && err.contains("ftp://hooks.example/x"),
         "{err}"
     );
     // Before a subcommand the flags would be silently ignored: refused.
-    let out = crate::support::fleetop()
-        .args(["--alertmanager", "http://am:9093", "export", "--demo", "--nodes", "1"])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .expect("runs");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = refused(&["--alertmanager", "http://am:9093", "export", "--demo", "--nodes", "1"]);
     assert!(err.contains("go after the subcommand"), "{err}");
 }
