@@ -1,6 +1,8 @@
 //! One node's state: the connection to its agent, its description, latest
 //! sample, derived rates, history, detectors and scheduler view.
 
+use std::collections::BTreeMap;
+
 use crate::detect::{NodeDetector, Thresholds};
 use crate::model::rates::{Derived, GpuRates};
 use crate::model::sample::{GpuReading, NodeDesc, NodeSample};
@@ -67,6 +69,10 @@ pub struct NodeState {
     seen: Option<(u64, u64)>,
     /// Per GPU position: the last NVLink counters seen.
     nvlink_base: Vec<Option<NvlinkReading>>,
+    /// Per GPU index: the Slurm jobs its processes belonged to when it last
+    /// answered. A GPU that falls off the bus lists no processes; its page
+    /// should still say whose work was on it.
+    last_jobs: BTreeMap<u32, Vec<u64>>,
 }
 
 impl NodeState {
@@ -85,6 +91,7 @@ impl NodeState {
             rack: None,
             seen: None,
             nvlink_base: Vec::new(),
+            last_jobs: BTreeMap::new(),
         }
     }
 
@@ -143,6 +150,15 @@ impl NodeState {
         self.last.as_ref()?.gpu(index)
     }
 
+    /// The Slurm jobs on GPU `index`: its processes' now, or, while it does
+    /// not answer (lost, stuck), those of when it last did.
+    pub fn gpu_jobs(&self, index: u32) -> Vec<u64> {
+        match self.gpu(index) {
+            Some(g) if g.error.is_none() => jobs_of(g),
+            _ => self.last_jobs.get(&index).cloned().unwrap_or_default(),
+        }
+    }
+
     /// "mlx5_0/1" for the node's IB port at position `k`.
     pub fn ib_port_name(&self, k: u32) -> String {
         match &self.info {
@@ -174,6 +190,9 @@ impl NodeState {
             None => Vec::new(),
         };
         self.update_nvlink_rates(&s);
+        for g in s.gpus.iter().filter(|g| g.error.is_none()) {
+            self.last_jobs.insert(g.index, jobs_of(g));
+        }
         self.history.push(&s, self.info.as_ref(), history_len);
         if let Some(info) = &self.info {
             let jobs = self.scheduler.as_ref().map(|v| v.jobs.as_slice()).unwrap_or_default();
@@ -200,4 +219,10 @@ impl NodeState {
             self.nvlink_base[i] = Some((s.time_ms, g.nvlink_tx_kib.clone(), g.nvlink_rx_kib.clone()));
         }
     }
+}
+
+/// The distinct Slurm jobs of a GPU's processes, in order.
+fn jobs_of(g: &GpuReading) -> Vec<u64> {
+    let ids: std::collections::BTreeSet<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
+    ids.into_iter().collect()
 }

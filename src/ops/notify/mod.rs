@@ -114,15 +114,12 @@ fn evidence_line(flag: &Flag) -> String {
 }
 
 /// The Slurm jobs (and their users, where the scheduler says) behind what a
-/// flag is about: the processes on its GPU, or every job on the node.
+/// flag is about: the processes on its GPU (those of when it last answered,
+/// for a GPU that no longer does), or every job on the node.
 fn jobs(node: &NodeState, subject: Subject) -> (Vec<u64>, Vec<String>) {
     let mut ids: BTreeSet<u64> = BTreeSet::new();
     match subject {
-        Subject::Gpu(i) => {
-            if let Some(g) = node.gpu(i) {
-                ids.extend(g.processes.iter().filter_map(|p| p.job_id));
-            }
-        }
+        Subject::Gpu(i) => ids.extend(node.gpu_jobs(i)),
         Subject::Node | Subject::IbPort(_) => {
             if let Some(v) = &node.scheduler {
                 ids.extend(v.jobs.iter().map(|j| j.id));

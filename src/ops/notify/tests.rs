@@ -102,6 +102,42 @@ fn with_scheduler(st: &mut Store) {
     });
 }
 
+/// A GPU that falls off the bus lists no processes: its alert names the
+/// job that was on it when it last answered, so the page reaches its owner.
+#[test]
+fn a_lost_gpu_alert_names_the_job_it_was_running() {
+    use crate::model::sample::GpuError;
+    let mut st = store();
+    with_scheduler(&mut st);
+    let mut tr = Tracker::new(Rules::default());
+    for t in 0..3 {
+        sample(&mut st, t, false, 60);
+    }
+    assert!(raised(&tr.observe(&st, 3000)).is_empty());
+    let mut s = st.nodes[0].last.clone().expect("sampled");
+    s.seq += 1;
+    s.time_ms += 1000;
+    s.gpus[2] = GpuReading {
+        index: 2,
+        error: Some(GpuError::Lost),
+        ..Default::default()
+    };
+    on(&mut st, Event::Sample(Box::new(s)), 4000);
+    let changes = tr.observe(&st, 4000);
+    let lost: Vec<&Alert> = raised(&changes)
+        .into_iter()
+        .filter(|a| a.labels["kind"] == "gpu_lost")
+        .collect();
+    assert_eq!(lost.len(), 1, "{changes:?}");
+    assert_eq!(
+        lost[0].labels.get("job").map(String::as_str),
+        Some("4411"),
+        "{:?}",
+        lost[0]
+    );
+    assert_eq!(lost[0].labels.get("user").map(String::as_str), Some("alice"));
+}
+
 #[test]
 fn a_throttled_gpu_becomes_one_alert_with_the_labels_a_router_needs() {
     let mut st = store();
