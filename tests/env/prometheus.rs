@@ -8,26 +8,10 @@ use fleetop::export::{Gpu, Snapshot, Status};
 
 use crate::dcgm::{DcgmGpu, HttpServer, Reply, dcgm_text, mixed_node};
 use crate::fleetop;
-use crate::prometheus_harness::Prometheus;
+use crate::prometheus_harness::{Prometheus, export_once};
 
 fn export(args: &[&str]) -> Snapshot {
-    export_logged(args).0
-}
-
-/// The snapshot and what was logged (warnings go to stderr).
-fn export_logged(args: &[&str]) -> (Snapshot, String) {
-    let out = fleetop()
-        .args(["export", "--once", "--scrape-interval", "1s", "--timeout", "20s"])
-        .args(args)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "export failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let snap = serde_json::from_slice(&out.stdout).expect("a snapshot");
-    (snap, String::from_utf8_lossy(&out.stderr).into_owned())
+    export_once("20s", args).0
 }
 
 /// What both sources must agree on, per GPU.
@@ -75,7 +59,10 @@ pub fn prometheus_export_matches_the_exporters() {
     let prom = Prometheus::start(&[a.addr(), b.addr()]);
     prom.wait_scrapes(2, 2);
     let direct = export(&["--dcgm-exporter", &format!("{},{}", a.addr(), b.addr())]);
-    let (via, log) = export_logged(&["--prometheus", &prom.url(), "--prometheus-match", "{job=\"dcgm\"}"]);
+    let (via, log) = export_once(
+        "20s",
+        &["--prometheus", &prom.url(), "--prometheus-match", "{job=\"dcgm\"}"],
+    );
     // The history (a range query) was read too.
     assert!(!log.contains("no history"), "{log}");
     let names: Vec<&str> = via.nodes.iter().map(|n| n.name.as_str()).collect();

@@ -5,14 +5,12 @@
 //! reading the agents themselves.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use fleetop::export::Snapshot;
 
-use crate::prometheus_harness::Prometheus;
-use crate::{Killed, agent_bin, fleetop, free_port};
+use crate::prometheus_harness::{Prometheus, export_once, wait_listening};
+use crate::{Killed, agent_bin, free_port};
 
 /// host name, scenario: each one problem, on one GPU or port.
 const NODES: [(&str, &str); 6] = [
@@ -55,28 +53,7 @@ fn flags(s: &Snapshot) -> BTreeMap<String, BTreeSet<FlagKey>> {
 }
 
 fn export(args: &[&str]) -> Snapshot {
-    let out = fleetop()
-        .args(["export", "--once", "--scrape-interval", "1s", "--timeout", "30s"])
-        .args(args)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "export failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("a snapshot")
-}
-
-fn wait_listening(port: u16) {
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "agent did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    export_once("30s", args).0
 }
 
 pub fn agent_flags_come_through_prometheus() {
@@ -106,8 +83,8 @@ pub fn agent_flags_come_through_prometheus() {
             .spawn()
             .expect("agent starts");
         agents.push(Killed(child));
-        wait_listening(g);
-        wait_listening(m);
+        wait_listening(g, "agent");
+        wait_listening(m, "agent metrics");
         grpc.push(format!("127.0.0.1:{g}"));
         metrics.push(format!("127.0.0.1:{m}"));
     }

@@ -4,13 +4,12 @@
 //! are the agents' own.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::prometheus_harness::{encode, http_get};
+use crate::prometheus_harness::{encode, http_get, wait_listening};
 use crate::{Killed, agent_bin, free_port};
 
 /// The PromQL of every panel of grafana/dcgm-exporter-dashboard.json
@@ -74,17 +73,6 @@ fn agent_args(host: &str, gpus: u32, seed: u64) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
-}
-
-fn wait_listening(port: u16, what: &str) {
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{what} did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 struct Prom(u16);

@@ -6,7 +6,9 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::{Killed, free_port};
+use fleetop::export::Snapshot;
+
+use crate::{Killed, fleetop, free_port};
 
 const BIN: &str = "/usr/bin/prometheus";
 
@@ -134,4 +136,34 @@ fn dechunk(mut s: &str) -> String {
         s = rest[n..].trim_start_matches("\r\n");
     }
     out
+}
+
+/// `fleetop export --once` with `args`, allowed `timeout` ("20s"): the
+/// snapshot and what was logged (warnings go to stderr).
+pub fn export_once(timeout: &str, args: &[&str]) -> (Snapshot, String) {
+    let out = fleetop()
+        .args(["export", "--once", "--scrape-interval", "1s", "--timeout", timeout])
+        .args(args)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "export failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snap = serde_json::from_slice(&out.stdout).expect("a snapshot");
+    (snap, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Waits (30 s at most: a deadline for starting, not a measure of speed)
+/// until something listens on `port`.
+pub fn wait_listening(port: u16, what: &str) {
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what} did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
