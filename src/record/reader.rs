@@ -171,12 +171,7 @@ impl Recording {
                 frame,
                 what,
             };
-            let reading = Reading {
-                segment,
-                schema: self.schemas[segment],
-                nodes: self.header.targets.len(),
-            };
-            match read_frame(file, offset, size, &reading, frame, &mut chain) {
+            match read_frame(file, offset, size, &self.reading(segment), frame, &mut chain) {
                 Ok((kind, fr)) => {
                     if fr.entries > 0 && fr.first_ms < *last_ms {
                         self.damage = Some(damage(format!("time goes back ({} before {})", fr.first_ms, *last_ms)));
@@ -205,10 +200,11 @@ impl Recording {
     pub fn load(&mut self, i: usize) -> Result<Vec<(i64, Update)>, Damage> {
         let fr = self.frames[i];
         let same_segment = i > 0 && self.frames[i - 1].segment == fr.segment;
+        // Reading on in order within a segment keeps the chain; anything
+        // else (a jump, a new segment) reads from the segment's first frame
+        // with a fresh one.
         let (mut next, mut chain) = match self.cursor.take() {
             Some((next, chain)) if next == i && same_segment => (next, chain),
-            // A new segment starts its chain afresh.
-            Some((next, _)) if next == i => (next, delta::Chain::default()),
             _ => {
                 let first = self.frames[..i]
                     .iter()
@@ -240,12 +236,15 @@ impl Recording {
         f.seek(SeekFrom::Start(fr.offset)).map_err(|e| damage(e.to_string()))?;
         let mut packed = vec![0; fr.len as usize];
         f.read_exact(&mut packed).map_err(|e| damage(e.to_string()))?;
-        let reading = Reading {
-            segment: fr.segment,
-            schema: self.schemas[fr.segment],
+        decode(&packed, &self.reading(fr.segment), chain).map_err(damage)
+    }
+
+    fn reading(&self, segment: usize) -> Reading {
+        Reading {
+            segment,
+            schema: self.schemas[segment],
             nodes: self.header.targets.len(),
-        };
-        decode(&packed, &reading, chain).map_err(damage)
+        }
     }
 }
 
