@@ -70,8 +70,8 @@ pub struct NodeState {
     /// Per GPU position: the last NVLink counters seen.
     nvlink_base: Vec<Option<NvlinkReading>>,
     /// Per GPU index: the Slurm jobs its processes belonged to when it last
-    /// answered. A GPU that falls off the bus lists no processes; its page
-    /// should still say whose work was on it.
+    /// answered, taken when it stopped. A GPU that falls off the bus lists no
+    /// processes; its page should still say whose work was on it.
     last_jobs: BTreeMap<u32, Vec<u64>>,
 }
 
@@ -190,8 +190,13 @@ impl NodeState {
             None => Vec::new(),
         };
         self.update_nvlink_rates(&s);
-        for g in s.gpus.iter().filter(|g| g.error.is_none()) {
-            self.last_jobs.insert(g.index, jobs_of(g));
+        // Only when a GPU stops answering: the sample before says what ran on it.
+        if let Some(prev) = &self.last {
+            for g in s.gpus.iter().filter(|g| g.error.is_some()) {
+                if let Some(was) = prev.gpu(g.index).filter(|p| p.error.is_none()) {
+                    self.last_jobs.insert(g.index, jobs_of(was));
+                }
+            }
         }
         self.history.push(&s, self.info.as_ref(), history_len);
         if let Some(info) = &self.info {
