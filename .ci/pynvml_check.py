@@ -26,6 +26,9 @@ PROFILES = [
     "faults/remap.toml",
     "faults/nvlink.toml",
     "faults/degraded.toml",
+    "faults/pcie-degraded.toml",
+    "faults/fabric.toml",
+    "faults/persistence-off.toml",
 ]
 MOMENT_S = "15"
 
@@ -64,6 +67,32 @@ def temperature_limits(n, h):
         pass
     return 0, 0
 
+def fabric(n, h):
+    """The GPU's fabric registration as the wire carries it: (NVML's state
+    + 1, and once completed its status), (0, 0) where not reported. Read
+    with nvmlDeviceGetGpuFabricInfoV and the v2 struct, as the agent does;
+    the v3 struct and the deprecated unversioned call must say the same
+    (the fake serves all three), else a third element says how they differ."""
+    def via(make, fn):
+        info = make()
+        try:
+            fn(h, byref(info))
+        except n.NVMLError:
+            return (0, 0)
+        # nvml.h's state is one byte; pynvml declares it a 4-byte c_uint,
+        # which takes in the padding after it: the low byte is the state.
+        state = info.state & 0xFF
+        done = state == n.NVML_GPU_FABRIC_STATE_COMPLETED
+        return (state + 1, info.status if done else 0)
+    from ctypes import byref
+    v2 = via(n.c_nvmlGpuFabricInfo_v2_t, n.nvmlDeviceGetGpuFabricInfoV)
+    v3 = via(n.c_nvmlGpuFabricInfo_v3_t, n.nvmlDeviceGetGpuFabricInfoV)
+    v1 = via(n.c_nvmlGpuFabricInfo_t, n.nvmlDeviceGetGpuFabricInfo)
+    if v2 != v3 or v2 != v1:
+        return v2 + (f"v2 {v2}, v3 {v3}, unversioned {v1}",)
+    return v2
+
+
 def read_with_pynvml():
     """Runs in the child: everything the agent reads, as pynvml reads it."""
     import pynvml as n
@@ -97,6 +126,15 @@ def read_with_pynvml():
         g["max_sm_clock_mhz"] = n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)
         g["max_mem_clock_mhz"] = n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM)
         g["slowdown_temp_c"], g["shutdown_temp_c"] = temperature_limits(n, h)
+        g["vbios_version"] = text(call(n.nvmlDeviceGetVbiosVersion, h) or "")
+        g["pcie_max_gen"] = call(n.nvmlDeviceGetMaxPcieLinkGeneration, h) or 0
+        g["pcie_max_width"] = call(n.nvmlDeviceGetMaxPcieLinkWidth, h) or 0
+        g["pcie_gen"] = call(n.nvmlDeviceGetCurrPcieLinkGeneration, h) or 0
+        g["pcie_width"] = call(n.nvmlDeviceGetCurrPcieLinkWidth, h) or 0
+        # Wire: 0 unknown, 1 off, 2 on.
+        mode = call(n.nvmlDeviceGetPersistenceMode, h)
+        g["persistence"] = 0 if mode is None else (2 if mode == n.NVML_FEATURE_ENABLED else 1)
+        g["fabric"] = fabric(n, h)
         u = call(n.nvmlDeviceGetUtilizationRates, h)
         g["util_pct"] = u.gpu if u else None
         g["mem_util_pct"] = u.memory if u else None
@@ -176,8 +214,9 @@ def compare(name, agent, py):
         stuck = str(s.get("error", "")).startswith("nvml_stuck")
         absent = s.get("absent", 0)
         for k in ["uuid", "model", "pci_bus_id", "mem_total_bytes", "power_limit_mw", "max_sm_clock_mhz",
-                  "max_mem_clock_mhz", "slowdown_temp_c", "shutdown_temp_c"]:
-            eq(f"GPU {i} {k}", d.get(k, 0 if k not in ("uuid", "model", "pci_bus_id") else ""), p[k])
+                  "max_mem_clock_mhz", "slowdown_temp_c", "shutdown_temp_c", "vbios_version", "pcie_max_gen",
+                  "pcie_max_width"]:
+            eq(f"GPU {i} {k}", d.get(k, "" if k in ("uuid", "model", "pci_bus_id", "vbios_version") else 0), p[k])
         eq(f"GPU {i} nvlinks", [{"link": l["link"], "peer_pci_bus_id": l.get("peer_pci_bus_id", "")}
                                 for l in d.get("nvlinks", [])], p["nvlinks"])
         if stuck:
@@ -191,6 +230,10 @@ def compare(name, agent, py):
                   "ecc_corrected_volatile", "ecc_uncorrected_volatile", "remapped_rows_correctable",
                   "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failed"]:
             eq(f"GPU {i} {k}", s.get(k, 0), p[k])
+        for k in ["pcie_gen", "pcie_width", "persistence"]:
+            eq(f"GPU {i} {k}", s.get(k, 0), p[k])
+        eq(f"GPU {i} fabric (state + 1, status)", (s.get("fabric_state", 0), s.get("fabric_status", 0)),
+           tuple(p["fabric"]))
         # No states on the wire means every link active.
         states = s.get("nvlink_state") or [1] * len(d.get("nvlinks", []))
         eq(f"GPU {i} nvlink_state", states, p["nvlink_state"])

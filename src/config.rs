@@ -144,6 +144,9 @@ pub struct NotifyConfig {
     pub timeout: Duration,
     /// The TUI rings the terminal bell when a crit flag is raised.
     pub bell: bool,
+    /// Where docs/faults.md is served (a URL): alerts link
+    /// `<runbook_base>#<kind>`; absent, the path in the repo.
+    pub runbook_base: Option<String>,
 }
 
 impl Default for NotifyConfig {
@@ -159,12 +162,23 @@ impl Default for NotifyConfig {
             webhook_queue: 1000,
             timeout: Duration::from_secs(10),
             bell: true,
+            runbook_base: None,
         }
     }
 }
 
 /// Labels fleetop sets itself: `[notify] labels` may not replace them.
-pub const ALERT_LABELS: [&str; 8] = ["alertname", "node", "gpu", "ib_port", "kind", "severity", "job", "user"];
+pub const ALERT_LABELS: [&str; 9] = [
+    "alertname",
+    "node",
+    "gpu",
+    "ib_port",
+    "kind",
+    "severity",
+    "action",
+    "job",
+    "user",
+];
 
 impl NotifyConfig {
     /// The first value out of its range, as (key, why).

@@ -10,9 +10,9 @@ use fleetop_proto::{ib, throttle};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::flag::{Flag, FlagKind, Severity, Subject};
+use crate::model::flag::{Action, Flag, FlagKind, Severity, Subject};
 use crate::model::rates::Delta;
-use crate::model::sample::{GpuDesc, IbPortDesc};
+use crate::model::sample::{Fabric, GpuDesc, IbPortDesc};
 use crate::model::sched::Job;
 use crate::model::time::rfc3339;
 use crate::store::{Link, NodeState, NodeStatus, Store};
@@ -155,8 +155,28 @@ pub struct Gpu {
     pub remap_pending: Option<bool>,
     /// A row remap failed: the GPU needs replacing.
     pub remap_failed: Option<bool>,
-    /// XIDs reported with the latest sample.
+    /// The XIDs behind the GPU's active `xid` flag (and any reported with
+    /// the latest sample), in the order seen.
     pub xids: Vec<u32>,
+    /// The PCIe link as trained now, and what it can train to (`null`
+    /// where unknown). An idle link may run a lower generation.
+    #[serde(default)]
+    pub pcie_link_gen: Option<u32>,
+    #[serde(default)]
+    pub pcie_link_width: Option<u32>,
+    #[serde(default)]
+    pub pcie_link_max_gen: Option<u32>,
+    #[serde(default)]
+    pub pcie_link_max_width: Option<u32>,
+    /// Persistence mode.
+    #[serde(default)]
+    pub persistence_mode: Option<bool>,
+    /// NVSwitch systems: "not_supported", "not_started", "in_progress",
+    /// "registered" or "failed" (fabric registration).
+    #[serde(default)]
+    pub fabric_state: Option<String>,
+    #[serde(default)]
+    pub vbios_version: Option<String>,
     /// NVML GPM (Hopper and later), percent of the interval: SMs with a warp
     /// assigned, warp occupancy, tensor pipes busy, DRAM bandwidth. `null`
     /// where the GPU has no GPM (not 0).
@@ -248,6 +268,16 @@ pub struct FlagOut {
     pub since: String,
     pub detail: String,
     pub evidence: BTreeMap<String, f64>,
+    /// What to do, from the fault catalog (docs/faults.md): `none`,
+    /// `restart_app`, `reset_gpu`, `reboot_node`, `replace`, ...
+    pub action: Action,
+    /// The action as a sentence, with what it is about and what next.
+    pub action_detail: String,
+    /// Why the action is more than the catalog's first step, if it is.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub escalation: Option<String>,
+    /// The flag kind's runbook section.
+    pub runbook: String,
 }
 
 /// What `export` writes: a full `Snapshot` (`--view full`, the default) or a
@@ -492,7 +522,23 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
         remapped_rows_uncorrectable: r(|s| s.remapped_rows_uncorrectable),
         remap_pending: s.and_then(|s| s.remap_pending),
         remap_failed: s.and_then(|s| s.remap_failed),
-        xids: s.map(|s| s.xids.iter().map(|x| x.xid).collect()).unwrap_or_default(),
+        xids: n.xid_codes(g.index),
+        pcie_link_gen: s.and_then(|s| s.pcie_link).map(|l| l.gen_),
+        pcie_link_width: s.and_then(|s| s.pcie_link).map(|l| l.width),
+        pcie_link_max_gen: g.pcie_max.map(|l| l.gen_),
+        pcie_link_max_width: g.pcie_max.map(|l| l.width),
+        persistence_mode: s.and_then(|s| s.persistence),
+        fabric_state: s.and_then(|s| s.fabric).map(|f| {
+            match f {
+                Fabric::NotSupported => "not_supported",
+                Fabric::NotStarted => "not_started",
+                Fabric::InProgress => "in_progress",
+                Fabric::Completed { status: 0 } => "registered",
+                Fabric::Completed { .. } => "failed",
+            }
+            .to_string()
+        }),
+        vbios_version: g.vbios_version.clone(),
         sm_active_pct: s.and_then(|s| s.gpm).map(|m| m.sm_active_pct),
         sm_occupancy_pct: s.and_then(|s| s.gpm).map(|m| m.sm_occupancy_pct),
         tensor_active_pct: s.and_then(|s| s.gpm).map(|m| m.tensor_active_pct),
@@ -594,5 +640,9 @@ fn flag_out(n: &NodeState, f: &Flag) -> FlagOut {
         since: rfc3339(f.since_ms),
         detail: f.detail.clone(),
         evidence: f.evidence.clone(),
+        action: f.action,
+        action_detail: f.action_detail(),
+        escalation: f.escalation.clone(),
+        runbook: fleetop_catalog::runbook(f.kind.name()),
     }
 }

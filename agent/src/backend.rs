@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use crate::host::HostSampler;
 use crate::ib::IbSampler;
+use crate::journal::{Journal, StateDirError};
+use crate::kmsg::KmsgSampler;
 use crate::nvml::{self, NvmlSampler, NvmlUnavailable};
+use crate::pci::NodeChecks;
 use crate::proto::NodeInfo;
 use crate::sampler::{Collector, Sampler};
 use crate::sim::{SimConfig, SimNode};
@@ -33,6 +36,34 @@ pub struct BackendOptions {
     pub nvlink_counters_every: u32,
     /// The sampling interval: how long NVML waits for a GPU follows from it.
     pub interval: Duration,
+    /// The kernel log to read XIDs and NVSwitch SXids from (/dev/kmsg, or a
+    /// file in its record format); `None`: none.
+    pub kmsg: Option<PathBuf>,
+    /// Where the fault journal is kept; `None`: no journal.
+    pub state_dir: Option<StateDir>,
+    /// Root of sysfs, for the PCI bus and kernel modules (node checks).
+    pub sysfs_root: PathBuf,
+    /// The GPUs the node should have (`NodeInfo.expect_gpus`), 0 when not said.
+    pub expect_gpus: u32,
+}
+
+/// The agent's state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    pub path: PathBuf,
+    /// Named on the command line: a directory that cannot be used fails the
+    /// start. The default one only gives a warning (an agent not run as root
+    /// has no /var/lib to write to, and runs on without a journal).
+    pub given: bool,
+}
+
+/// Why a collector could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Nvml(#[from] NvmlUnavailable),
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
 }
 
 impl BackendOptions {
@@ -46,21 +77,70 @@ impl BackendOptions {
             interval: Duration::from_millis(u64::from(sim.interval_ms)),
             sim,
             nvlink_counters_every: crate::sampler::NVLINK_COUNTERS_EVERY,
+            kmsg: None,
+            state_dir: None,
+            sysfs_root: Default::default(),
+            expect_gpus: 0,
         }
+    }
+}
+
+/// The kernel log sampler, or a warning and none (no permission on
+/// /dev/kmsg: the agent is not root; XIDs then come from NVML alone).
+fn kmsg_sampler(opts: &BackendOptions) -> Option<Box<dyn Sampler>> {
+    let path = opts.kmsg.as_deref()?;
+    match KmsgSampler::open(path, &opts.proc_root) {
+        Ok(k) => Some(Box::new(k)),
+        Err(e) => {
+            let why = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (reading it takes root or CAP_SYSLOG)"
+            } else {
+                ""
+            };
+            tracing::warn!(
+                "kernel log {}: {e}{why}; XIDs come from NVML alone and NVSwitch SXids are not reported",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// The fault journal, if there is to be one. A state directory given on the
+/// command line that cannot be used is an error; the default one a warning.
+fn journal(opts: &BackendOptions) -> Result<Option<Journal>, StateDirError> {
+    let Some(dir) = &opts.state_dir else {
+        return Ok(None);
+    };
+    let boot_id = crate::journal::boot_id(&opts.proc_root);
+    match Journal::open(&dir.path, boot_id, crate::now_ms()) {
+        Ok(j) => Ok(Some(j)),
+        Err(e) if !dir.given => {
+            tracing::warn!("{e}; no fault journal (give --state-dir to keep one elsewhere)");
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
 /// The collector for these options, and a one-line note when `auto` fell
 /// back to no GPUs (for the operator's stderr).
-pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), NvmlUnavailable> {
+pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), BuildError> {
     let base = NodeInfo {
         agent_version: crate::VERSION.into(),
+        expect_gpus: opts.expect_gpus,
         ..Default::default()
     };
+    let journal = journal(opts)?;
     if opts.backend == Backend::Sim {
-        let sim: Box<dyn Sampler> = Box::new(SimNode::new(opts.sim.clone()));
-        let mut collector = Collector::new(vec![sim], base);
+        // No PCI checks: the simulated GPUs are not on this machine's bus.
+        let mut samplers: Vec<Box<dyn Sampler>> = vec![Box::new(SimNode::new(opts.sim.clone()))];
+        samplers.extend(kmsg_sampler(opts));
+        let mut collector = Collector::new(samplers, base);
         collector.set_nvlink_counters_every(opts.nvlink_counters_every);
+        if let Some(j) = journal {
+            collector.set_journal(j);
+        }
         return Ok((collector, None));
     }
     let mut samplers: Vec<Box<dyn Sampler>> = Vec::new();
@@ -69,15 +149,24 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), NvmlU
     {
         Ok(s) => samplers.push(Box::new(s)),
         Err(e) if opts.backend == Backend::Auto => note = Some(e.to_string()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     }
+    // After NVML: it ties XIDs to the GPUs NVML described, and adds its own
+    // to theirs in each sample (the collector sends a fault both saw once).
+    samplers.extend(kmsg_sampler(opts));
     samplers.push(Box::new(IbSampler::new(opts.ib_sysfs.clone())));
     samplers.push(Box::new(HostSampler::new()));
+    // Last: it compares the GPUs and InfiniBand ports described before it
+    // with sysfs.
+    samplers.push(Box::new(NodeChecks::new(opts.sysfs_root.clone(), opts.expect_gpus)));
     let note = note.map(|n| format!("{n}; serving host and InfiniBand data only"));
     let mut collector = Collector::new(samplers, base);
     collector.set_nvlink_counters_every(opts.nvlink_counters_every);
     if let Some(n) = &note {
         collector.set_note(n.clone());
+    }
+    if let Some(j) = journal {
+        collector.set_journal(j);
     }
     Ok((collector, note))
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fleetop_agent::backend::{self, Backend, BackendOptions};
+use fleetop_agent::backend::{self, Backend, BackendOptions, StateDir};
 use fleetop_agent::server::{self, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
@@ -108,6 +108,22 @@ struct NodeArgs {
     /// Root of procfs, where GPU processes' Slurm jobs are looked up.
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
+    /// The kernel log, for XIDs NVML misses and NVSwitch SXids: /dev/kmsg
+    /// (the default with --backend nvml or auto), a file in its record
+    /// format (read whole, then followed), or "none".
+    #[arg(long, value_name = "PATH", value_parser = kmsg_arg)]
+    kmsg: Option<KmsgArg>,
+    /// Where the agent keeps its fault journal (created 0700 if missing;
+    /// default /var/lib/fleetop-agent when serving with NVML; `sample` and
+    /// the simulation keep one only with this flag).
+    #[arg(long, value_name = "DIR", value_parser = state_dir_arg)]
+    state_dir: Option<PathBuf>,
+    /// How many GPUs this node should have (1 to 64), for consoles to check.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    expect_gpus: Option<u32>,
+    /// Root of sysfs, where the PCI bus and kernel modules are looked at.
+    #[arg(long, value_name = "DIR", default_value = fleetop_agent::pci::DEFAULT_SYSFS, hide = true)]
+    sysfs_root: PathBuf,
     /// Simulation: number of GPUs (1 to 64).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     sim_gpus: u32,
@@ -175,9 +191,63 @@ fn scenario_help() -> String {
     s
 }
 
+/// `--kmsg`: a path, or none at all.
+#[derive(Debug, Clone)]
+enum KmsgArg {
+    None,
+    Path(PathBuf),
+}
+
+fn kmsg_arg(s: &str) -> Result<KmsgArg, String> {
+    match s {
+        "" => Err("empty: give the kernel log's path, or \"none\"".into()),
+        "none" => Ok(KmsgArg::None),
+        p => Ok(KmsgArg::Path(p.into())),
+    }
+}
+
+fn state_dir_arg(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err("empty: give a directory".into());
+    }
+    Ok(s.into())
+}
+
+/// What the agent is started to do: some defaults differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Serving consoles: the default state directory keeps the journal.
+    Serve,
+    /// One sample printed: writes no state unless told where.
+    Once,
+}
+
 impl NodeArgs {
-    fn options(&self, start_ms: i64) -> BackendOptions {
+    fn options(&self, start_ms: i64, mode: Mode) -> BackendOptions {
+        let simulated = self.backend == Backend::Sim;
+        let kmsg = match &self.kmsg {
+            Some(KmsgArg::None) => None,
+            Some(KmsgArg::Path(p)) => Some(p.clone()),
+            // A simulated node's kernel log is not this machine's.
+            None if simulated => None,
+            None => Some(PathBuf::from(fleetop_agent::kmsg::DEFAULT_PATH)),
+        };
+        let state_dir = match &self.state_dir {
+            Some(p) => Some(StateDir {
+                path: p.clone(),
+                given: true,
+            }),
+            None if simulated || mode == Mode::Once => None,
+            None => Some(StateDir {
+                path: fleetop_agent::journal::DEFAULT_STATE_DIR.into(),
+                given: false,
+            }),
+        };
         BackendOptions {
+            kmsg,
+            state_dir,
+            sysfs_root: self.sysfs_root.clone(),
+            expect_gpus: self.expect_gpus.unwrap_or(0),
             backend: self.backend,
             ib_sysfs: self.ib_sysfs.clone(),
             proc_root: self.proc_root.clone(),
@@ -252,7 +322,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let now = fleetop_agent::now_ms() + clock_offset_ms;
     let history_ms = cli.sim_history.map(|d| d.as_millis() as i64).unwrap_or(0);
     let start_ms = now - history_ms;
-    let (collector, note) = backend::build(&cli.node.options(start_ms))?;
+    let (collector, note) = backend::build(&cli.node.options(start_ms, Mode::Serve))?;
     if let Some(note) = note {
         eprintln!("fleetop-agent: {note}");
     }
@@ -434,8 +504,11 @@ fn swarm(
         let mut lines = String::new();
         let mut metrics_lines = String::new();
         for i in 0..count {
-            let mut opts = node.options(fleetop_agent::now_ms());
+            let mut opts = node.options(fleetop_agent::now_ms(), Mode::Serve);
             opts.backend = Backend::Sim;
+            // Many simulated nodes in one process: no kernel log, no journal.
+            opts.kmsg = None;
+            opts.state_dir = None;
             opts.sim.hostname = format!("sim{:04}", i + 1);
             opts.sim.seed = node.sim_seed.wrapping_add(u64::from(i));
             let (collector, _) = backend::build(&opts)?;
@@ -496,7 +569,7 @@ fn swarm(
 /// One sample, printed as JSON: the node description and the sample.
 fn sample_once(node: &NodeArgs) -> anyhow::Result<()> {
     let now = fleetop_agent::now_ms();
-    let (mut collector, note) = backend::build(&node.options(now - fleetop_agent::sim::ONSET_MS))?;
+    let (mut collector, note) = backend::build(&node.options(now - fleetop_agent::sim::ONSET_MS, Mode::Once))?;
     if let Some(note) = note {
         eprintln!("fleetop-agent: {note}");
     }

@@ -5,7 +5,7 @@
 //! waited on by a thread of its own, not from polling. The few readings
 //! nvml-wrapper cannot make as we need them (the raw clocks-event bitmask with
 //! unknown bits kept, NVLink field values with the link in `scopeId`, remapped
-//! rows) call the sys layer directly.
+//! rows, the GPU's fabric registration) call the sys layer directly.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -384,6 +384,8 @@ fn spawn_xid_thread(nvml: &'static Nvml, handles: Vec<(u32, Handle)>, queue: Wea
                             XidEvent {
                                 xid,
                                 time_ms: crate::now_ms(),
+                                // 0: NVML's event set.
+                                source: 0,
                             },
                         ));
                     }
@@ -638,6 +640,25 @@ impl GpuReader {
         self.call("nvmlDeviceGetFieldValues", || {
             self.read_fields(g, d, &mut s, &mut ab, pcie)
         });
+        // Link, persistence and fabric: four calls that read driver state
+        // (no GPU work, microseconds each), so taken every sample rather
+        // than cached. Each one that fails leaves its field 0 (unknown);
+        // the sample stands.
+        s.pcie_gen = self
+            .call("nvmlDeviceGetCurrPcieLinkGeneration", || d.current_pcie_link_gen())
+            .unwrap_or(0);
+        s.pcie_width = self
+            .call("nvmlDeviceGetCurrPcieLinkWidth", || d.current_pcie_link_width())
+            .unwrap_or(0);
+        s.persistence = match self.call("nvmlDeviceGetPersistenceMode", || d.is_in_persistent_mode()) {
+            Ok(true) => 2,
+            Ok(false) => 2,
+            Err(_) => 0,
+        };
+        if let Some((state, status)) = self.call("nvmlDeviceGetGpuFabricInfoV", || self.fabric(d)) {
+            s.fabric_state = state;
+            s.fabric_status = status;
+        }
         match self.call("nvmlDeviceGetComputeRunningProcesses", || d.running_compute_processes()) {
             Ok(procs) => {
                 s.processes = procs
@@ -778,6 +799,48 @@ impl GpuReader {
             pending: pending != 0,
             failed: failed != 0,
         })
+    }
+
+    /// The GPU's registration with the NVLink fabric (NVSwitch systems), as
+    /// the wire carries it: (nvmlGpuFabricState_t + 1, and once completed
+    /// its nvmlReturn_t result). `None` (not reported) where the driver has
+    /// no such call or answers NOT_SUPPORTED or any error.
+    ///
+    /// nvmlDeviceGetGpuFabricInfoV with the v2 struct, the first version
+    /// that call took (drivers that know later ones still accept it, and
+    /// v3 adds only a health summary the wire does not carry); where the
+    /// driver predates the V call, the deprecated nvmlDeviceGetGpuFabricInfo.
+    fn fabric(&self, d: &Device) -> Option<(u32, u32)> {
+        use nvml_wrapper_sys::bindings::{
+            NVML_GPU_FABRIC_STATE_COMPLETED, nvmlGpuFabricInfo_t, nvmlGpuFabricInfo_v2_t,
+        };
+        let lib = self.nvml.lib();
+        let (state, status) = if let Ok(sym) = lib.nvmlDeviceGetGpuFabricInfoV.as_ref() {
+            // SAFETY: plain old data; all-zero is a valid value.
+            let mut f: nvmlGpuFabricInfo_v2_t = unsafe { std::mem::zeroed() };
+            // nvmlGpuFabricInfo_v2: the struct's size, version 2 in the top byte.
+            f.version = std::mem::size_of::<nvmlGpuFabricInfo_v2_t>() as u32 | (2 << 24);
+            // nvmlGpuFabricInfoV_t is the bindings' latest (v3), a larger
+            // struct with the same leading fields: NVML reads `version` and
+            // writes no more than the v2 struct it names.
+            let p = (&mut f as *mut nvmlGpuFabricInfo_v2_t).cast();
+            // SAFETY: a valid device handle and a versioned struct NVML fills.
+            if unsafe { sym(d.handle(), p) } != nvmlReturn_enum_NVML_SUCCESS {
+                return None;
+            }
+            (f.state, f.status)
+        } else {
+            let sym = lib.nvmlDeviceGetGpuFabricInfo.as_ref().ok()?;
+            // SAFETY: plain old data; all-zero is a valid value.
+            let mut f: nvmlGpuFabricInfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid device handle and the struct NVML fills.
+            if unsafe { sym(d.handle(), &mut f) } != nvmlReturn_enum_NVML_SUCCESS {
+                return None;
+            }
+            (f.state, f.status)
+        };
+        let completed = u32::from(state) == NVML_GPU_FABRIC_STATE_COMPLETED;
+        Some((u32::from(state) + 1, if completed { status } else { 0 }))
     }
 
     /// HBM temperature and NVLink state and throughput in one field-values call.
@@ -948,6 +1011,10 @@ impl Sampler for NvmlSampler {
                 continue;
             };
             let limits = self.temperature_limits(d);
+            // The link the GPU *and* the slot can train to
+            // (nvmlDeviceGetMaxPcieLinkGeneration/-Width), not the GPU's own
+            // maximum (nvmlDeviceGetGpuMaxPcieLinkGeneration): a Gen5 GPU
+            // in a Gen4 host runs at its best at Gen4, which is no fault.
             info.gpus.push(GpuInfo {
                 index: g.index,
                 uuid: d.uuid().unwrap_or_default(),
@@ -959,6 +1026,9 @@ impl Sampler for NvmlSampler {
                 max_mem_clock_mhz: d.max_clock_info(Clock::Memory).unwrap_or(0),
                 slowdown_temp_c: limits.0,
                 shutdown_temp_c: limits.1,
+                vbios_version: d.vbios_version().unwrap_or_default(),
+                pcie_max_gen: d.max_pcie_link_gen().unwrap_or(0),
+                pcie_max_width: d.max_pcie_link_width().unwrap_or(0),
                 nvlinks: g
                     .links
                     .iter()

@@ -99,6 +99,9 @@ impl Default for AgentOptions {
 
 struct Shared {
     info: NodeInfo,
+    /// The fault journal as it is now (the collector updates it): each new
+    /// subscriber's description carries it, not the one at start.
+    fault_journal: Option<crate::sampler::JournalView>,
     ring: Mutex<Ring>,
     live: broadcast::Sender<Arc<Sample>>,
     /// Protobuf bytes of messages sent to subscribers (for benchmarks).
@@ -301,6 +304,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     let (ready_tx, ready) = watch::channel(opts.backfill_from_ms.is_none());
     let shared = Arc::new(Shared {
         info,
+        fault_journal: collector.journal_view(),
         ring: Mutex::new(Ring::new(capacity, opts.max_ring_bytes)),
         live,
         bytes_sent: AtomicU64::new(0),
@@ -754,6 +758,9 @@ impl Agent for AgentService {
         let batches = req.history_batches;
         let mut info = self.shared.info.clone();
         info.agent_time_ms = self.shared.now_ms();
+        if let Some(j) = &self.shared.fault_journal {
+            info.fault_journal = j.read().unwrap_or_else(|e| e.into_inner()).clone();
+        }
         let shared = self.shared.clone();
         let mut stop = self.stop.clone();
         // Small: a subscriber that stops reading holds at most this many

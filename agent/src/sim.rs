@@ -89,6 +89,10 @@ struct ModelSpec {
     nvlink_gbps: f64,
     ib_rate_gbps: u32,
     ib_rate_text: &'static str,
+    /// The PCIe link the GPU trains to in its slot: generation and lanes.
+    pcie_gen: u32,
+    pcie_width: u32,
+    vbios: &'static str,
 }
 
 impl Model {
@@ -108,6 +112,9 @@ impl Model {
                 nvlink_gbps: 25.0,
                 ib_rate_gbps: 400,
                 ib_rate_text: "4X NDR",
+                pcie_gen: 5,
+                pcie_width: 16,
+                vbios: "96.00.99.00.01",
             },
             Model::H200 => ModelSpec {
                 name: "NVIDIA H200",
@@ -123,6 +130,9 @@ impl Model {
                 nvlink_gbps: 25.0,
                 ib_rate_gbps: 400,
                 ib_rate_text: "4X NDR",
+                pcie_gen: 5,
+                pcie_width: 16,
+                vbios: "96.00.A5.00.01",
             },
             Model::A100 => ModelSpec {
                 name: "NVIDIA A100-SXM4-80GB",
@@ -138,6 +148,9 @@ impl Model {
                 nvlink_gbps: 25.0,
                 ib_rate_gbps: 200,
                 ib_rate_text: "4X HDR",
+                pcie_gen: 4,
+                pcie_width: 16,
+                vbios: "92.00.45.00.06",
             },
         }
     }
@@ -184,6 +197,9 @@ pub fn target_gpu(seed: u64, gpus: u32) -> u32 {
 pub fn target_ib_port(seed: u64, ports: u32) -> u32 {
     (seed.rotate_right(7) % u64::from(ports.max(1))) as u32
 }
+
+/// GpuSample.fabric_state for NVML_GPU_FABRIC_STATE_COMPLETED (NVML's state plus one).
+const FABRIC_COMPLETED: u32 = 4;
 
 /// The NVLink link that goes down in `nvlink-down`.
 pub const DOWN_LINK: u32 = 3;
@@ -329,6 +345,15 @@ impl SimNode {
         s.pcie_tx_kbps = if busy { (2_000_000.0 * n(9)) as u32 } else { 0 };
         s.pcie_rx_kbps = if busy { (3_000_000.0 * n(10)) as u32 } else { 0 };
         s.pcie_replay_count = 0;
+        // An idle link trains down to Gen1 to save power; its width stays.
+        s.pcie_gen = if busy { sp.pcie_gen } else { 1 };
+        s.pcie_width = sp.pcie_width;
+        s.persistence = 2;
+        // Registered with the NVLink fabric (Hopper HGX: completed, success;
+        // NVML gives A100s no fabric state, so not reported).
+        if self.cfg.model != Model::A100 {
+            s.fabric_state = FABRIC_COMPLETED;
+        }
         s.ecc_corrected_volatile = noise(c.seed, gpu, 0, 11).lt(&0.2) as u64;
 
         // NVLink counters, in KiB: a steady share of link bandwidth while busy.
@@ -405,6 +430,8 @@ impl SimNode {
                     s.xids.push(XidEvent {
                         xid: 79,
                         time_ms: now_ms,
+                        // As NVML's event set reports it.
+                        source: 0,
                     });
                 }
             }
@@ -427,6 +454,8 @@ impl SimNode {
                     s.xids.push(XidEvent {
                         xid: 94,
                         time_ms: now_ms,
+                        // As NVML's event set reports it.
+                        source: 0,
                     });
                 }
             }
@@ -500,6 +529,9 @@ impl Sampler for SimNode {
                 max_mem_clock_mhz: sp.max_mem_mhz,
                 slowdown_temp_c: sp.slowdown_c,
                 shutdown_temp_c: sp.shutdown_c,
+                vbios_version: sp.vbios.into(),
+                pcie_max_gen: sp.pcie_gen,
+                pcie_max_width: sp.pcie_width,
                 // Links go to the NVSwitches, as on an HGX board.
                 nvlinks: (0..sp.nvlinks)
                     .map(|l| NvLinkInfo {

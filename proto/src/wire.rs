@@ -47,6 +47,11 @@ fn same_shape(prev: &Sample, cur: &Sample) -> bool {
                 && can_elide(&a.mem_used_bytes, &b.mem_used_bytes)
                 && can_elide(&a.power_limit_mw, &b.power_limit_mw)
                 && can_elide(&a.mem_clock_mhz, &b.mem_clock_mhz)
+                && can_elide(&a.pcie_gen, &b.pcie_gen)
+                && can_elide(&a.pcie_width, &b.pcie_width)
+                && can_elide(&a.fabric_state, &b.fabric_state)
+                && can_elide(&a.fabric_status, &b.fabric_status)
+                && can_elide(&a.persistence, &b.persistence)
         })
         && prev.ib_ports.iter().zip(&cur.ib_ports).all(|(a, b)| {
             a.port == b.port
@@ -93,6 +98,11 @@ pub fn encode(prev: Option<&Sample>, cur: &Sample) -> Sample {
         elide(&mut c.mem_used_bytes, &p.mem_used_bytes);
         elide(&mut c.power_limit_mw, &p.power_limit_mw);
         elide(&mut c.mem_clock_mhz, &p.mem_clock_mhz);
+        elide(&mut c.pcie_gen, &p.pcie_gen);
+        elide(&mut c.pcie_width, &p.pcie_width);
+        elide(&mut c.fabric_state, &p.fabric_state);
+        elide(&mut c.fabric_status, &p.fabric_status);
+        elide(&mut c.persistence, &p.persistence);
         if !c.processes.is_empty() && c.processes == p.processes {
             c.processes.clear();
             c.processes_unchanged = true;
@@ -133,6 +143,11 @@ pub fn decode(prev: Option<&Sample>, mut got: Sample) -> Result<Sample, OutOfSeq
         restore(&mut c.mem_used_bytes, &p.mem_used_bytes);
         restore(&mut c.power_limit_mw, &p.power_limit_mw);
         restore(&mut c.mem_clock_mhz, &p.mem_clock_mhz);
+        restore(&mut c.pcie_gen, &p.pcie_gen);
+        restore(&mut c.pcie_width, &p.pcie_width);
+        restore(&mut c.fabric_state, &p.fabric_state);
+        restore(&mut c.fabric_status, &p.fabric_status);
+        restore(&mut c.persistence, &p.persistence);
         if std::mem::take(&mut c.processes_unchanged) {
             c.processes.clone_from(&p.processes);
         }
@@ -206,6 +221,95 @@ mod tests {
         c.seq = 3;
         c.gpus[0].mig[0].gpm = None;
         assert_eq!(decode(Some(&b), encode(Some(&b), &c)).expect("decodes"), c);
+    }
+
+    /// A GPU on a Gen5 x16 link, registered with the fabric, persistence on.
+    fn linked_gpu() -> crate::pb::GpuSample {
+        crate::pb::GpuSample {
+            energy_mj: 1_000,
+            pcie_gen: 5,
+            pcie_width: 16,
+            fabric_state: 4,
+            persistence: 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn unchanged_link_fabric_and_persistence_cost_nothing() {
+        use prost::Message;
+        let a = Sample {
+            seq: 1,
+            gpus: vec![linked_gpu()],
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.seq = 2;
+        b.gpus[0].energy_mj = 2_000;
+        let wire = encode(Some(&a), &b);
+        assert_eq!(wire.delta_from_seq, 1, "a delta");
+        let g = &wire.gpus[0];
+        assert_eq!(
+            (g.pcie_gen, g.pcie_width, g.fabric_state, g.fabric_status, g.persistence),
+            (0, 0, 0, 0, 0),
+            "unchanged: elided"
+        );
+        // Byte for byte what the same delta costs for a GPU without them.
+        let bare = |s: &Sample| {
+            let mut s = s.clone();
+            for g in &mut s.gpus {
+                (g.pcie_gen, g.pcie_width, g.fabric_state, g.persistence) = (0, 0, 0, 0);
+            }
+            s
+        };
+        assert_eq!(
+            wire.encoded_len(),
+            encode(Some(&bare(&a)), &bare(&b)).encoded_len()
+        );
+        assert_eq!(decode(Some(&a), wire).expect("decodes"), b);
+    }
+
+    #[test]
+    fn a_change_of_link_fabric_or_persistence_is_carried() {
+        type Set = fn(&mut crate::pb::GpuSample);
+        let changes: [(&str, Set); 8] = [
+            ("link trains down to Gen1", |g| g.pcie_gen = 1),
+            ("link drops to x8", |g| g.pcie_width = 8),
+            ("fabric back to in progress", |g| g.fabric_state = 3),
+            ("fabric completed with an error", |g| g.fabric_status = 999),
+            ("persistence off", |g| g.persistence = 1),
+            // To 0 (unknown) where the base had a reading: whole, not elided.
+            ("link generation unknown", |g| g.pcie_gen = 0),
+            ("fabric not reported", |g| g.fabric_state = 0),
+            ("persistence unknown", |g| g.persistence = 0),
+        ];
+        for (what, change) in changes {
+            let a = Sample {
+                seq: 1,
+                gpus: vec![linked_gpu()],
+                ..Default::default()
+            };
+            let mut b = a.clone();
+            b.seq = 2;
+            change(&mut b.gpus[0]);
+            assert_ne!(a, b, "{what}: a change");
+            assert_eq!(decode(Some(&a), encode(Some(&a), &b)).expect("decodes"), b, "{what}");
+            // And back again, against the changed sample as base.
+            let mut c = a.clone();
+            c.seq = 3;
+            assert_eq!(decode(Some(&b), encode(Some(&b), &c)).expect("decodes"), c, "{what}: back");
+        }
+        // A failed registration's status back to success (0): carried too.
+        let mut a = Sample {
+            seq: 1,
+            gpus: vec![linked_gpu()],
+            ..Default::default()
+        };
+        a.gpus[0].fabric_status = 999;
+        let mut b = a.clone();
+        b.seq = 2;
+        b.gpus[0].fabric_status = 0;
+        assert_eq!(decode(Some(&a), encode(Some(&a), &b)).expect("decodes"), b);
     }
 
     #[test]

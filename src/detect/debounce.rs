@@ -37,6 +37,12 @@ impl Debounce {
     pub fn raised(&self) -> bool {
         self.since.is_some()
     }
+
+    /// When the raised condition began; for a sample that cannot judge it
+    /// (the flag's memory holds as it is).
+    pub fn since(&self) -> Option<i64> {
+        self.since
+    }
 }
 
 /// Events that keep a flag up for a while after the last one (XIDs, rising

@@ -5,10 +5,9 @@ use fleetop_proto::throttle;
 
 use crate::detect::debounce::{Debounce, Hold};
 use crate::detect::thresholds::Thresholds;
-use crate::detect::xid::xid_meaning;
 use crate::detect::{flag, ms};
-use crate::model::flag::{Flag, FlagKind, Severity, Subject};
-use crate::model::sample::{GpuDesc, GpuError, GpuReading};
+use crate::model::flag::{Action, Flag, FlagKind, Severity, Subject};
+use crate::model::sample::{Fabric, GpuDesc, GpuError, GpuReading, NodeHealth};
 use crate::model::sched::Job;
 
 /// Per-GPU detector memory.
@@ -30,6 +29,20 @@ pub struct GpuState {
     underused: Debounce,
     xid: Hold,
     xids: Vec<u32>,
+    pcie: Debounce,
+    replay: Hold,
+    replay_last: Option<u64>,
+    replays_seen: u64,
+    fabric: Debounce,
+    fabric_pending_since: Option<i64>,
+    persistence: Debounce,
+}
+
+impl GpuState {
+    /// The XID codes behind the GPU's xid flag while it is up, in the order seen.
+    pub fn held_xids(&self) -> &[u32] {
+        &self.xids
+    }
 }
 
 /// What a GPU's flags are judged against.
@@ -38,6 +51,8 @@ pub struct Context<'a> {
     pub desc: Option<&'a GpuDesc>,
     pub jobs: &'a [Job],
     pub th: &'a Thresholds,
+    /// The node's fault journal, for escalation.
+    pub health: &'a NodeHealth,
 }
 
 /// Every GPU flag for one sample.
@@ -58,6 +73,129 @@ pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     remap(st, g, cx, out);
     idle(st, g, cx, out);
     underused(st, g, cx, out);
+    pcie_degraded(st, g, cx, out);
+    fabric_unhealthy(st, g, cx, out);
+    persistence_off(st, g, cx, out);
+}
+
+/// Utilization at which a GPU's PCIe link should run at its full
+/// generation: an idle link trains down to save power, which is no fault.
+const PCIE_BUSY_UTIL_PCT: u32 = 50;
+
+/// The PCIe link narrower than it can be (always a fault), slower while the
+/// GPU is busy, or replaying (the replay counter rose within the hold).
+fn pcie_degraded(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    if let Some(now) = g.pcie_replay_count {
+        if let Some(prev) = st.replay_last
+            && now > prev
+        {
+            st.replay.event(cx.t);
+            st.replays_seen += now - prev;
+        }
+        st.replay_last = Some(now);
+    }
+    let replaying = st.replay.held(cx.t, ms(cx.th.ib_errors_hold));
+    if replaying.is_none() {
+        st.replays_seen = 0;
+    }
+    let (cur, max) = (g.pcie_link, cx.desc.and_then(|d| d.pcie_max));
+    let narrow = matches!((cur, max), (Some(c), Some(m)) if c.width < m.width);
+    let busy = g.util_pct.is_some_and(|u| u >= PCIE_BUSY_UTIL_PCT);
+    let slow = matches!((cur, max), (Some(c), Some(m)) if c.gen_ < m.gen_);
+    let since = if busy || narrow || replaying.is_some() {
+        let cond = narrow || (busy && slow) || replaying.is_some();
+        let (raise, clear) = (cx.th.throttle_raise_samples, cx.th.clear_samples);
+        st.pcie.update(cond, cx.t, raise, clear)
+    } else {
+        // Idle: the generation cannot be judged; the flag holds as it is.
+        st.pcie.since()
+    };
+    let Some(since) = since else {
+        return;
+    };
+    let mut what = Vec::new();
+    let mut ev = Vec::new();
+    if let (Some(c), Some(m)) = (cur, max) {
+        if c.width < m.width || c.gen_ < m.gen_ {
+            what.push(format!("PCIe gen {} x{} of gen {} x{}", c.gen_, c.width, m.gen_, m.width));
+        }
+        ev.extend([
+            ("pcie_gen", f64::from(c.gen_)),
+            ("pcie_width", f64::from(c.width)),
+            ("pcie_max_gen", f64::from(m.gen_)),
+            ("pcie_max_width", f64::from(m.width)),
+        ]);
+    }
+    if let Some(first) = replaying {
+        what.push(format!(
+            "PCIe replays +{} in the last {} s",
+            st.replays_seen,
+            (cx.t - first).max(0) / 1000
+        ));
+        ev.push(("pcie_replays", st.replays_seen as f64));
+    }
+    if what.is_empty() {
+        what.push("PCIe link back at full speed (clearing)".into());
+    }
+    out.push(flag(
+        FlagKind::PcieDegraded,
+        Severity::Warn,
+        Subject::Gpu(g.index),
+        since,
+        what.join("; "),
+        &ev,
+    ));
+}
+
+/// How long a GPU may take to register with the fabric after the agent
+/// sees it start before that is a fault.
+const FABRIC_PENDING_MS: i64 = 60_000;
+
+/// NVSwitch systems: a GPU whose fabric registration failed, or has not
+/// finished for a minute, cannot run CUDA.
+fn fabric_unhealthy(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let pending = matches!(g.fabric, Some(Fabric::NotStarted | Fabric::InProgress));
+    if pending {
+        st.fabric_pending_since.get_or_insert(cx.t);
+    } else {
+        st.fabric_pending_since = None;
+    }
+    let (bad, detail) = match g.fabric {
+        Some(Fabric::Completed { status }) if status != 0 => (
+            true,
+            format!("fabric registration failed (NVML error {status}): CUDA will not start"),
+        ),
+        _ if st.fabric_pending_since.is_some_and(|s| cx.t - s >= FABRIC_PENDING_MS) => (
+            true,
+            "fabric registration not finished after 60 s: CUDA will not start".to_string(),
+        ),
+        _ => (false, "fabric registered (clearing)".to_string()),
+    };
+    let Some(since) = st.fabric.update(bad, cx.t, 1, cx.th.clear_samples) else {
+        return;
+    };
+    out.push(flag(
+        FlagKind::FabricUnhealthy,
+        Severity::Crit,
+        Subject::Gpu(g.index),
+        since,
+        detail,
+        &[],
+    ));
+}
+
+fn persistence_off(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let Some(since) = st.persistence.update(g.persistence == Some(false), cx.t, 1, 1) else {
+        return;
+    };
+    out.push(flag(
+        FlagKind::PersistenceOff,
+        Severity::Warn,
+        Subject::Gpu(g.index),
+        since,
+        "persistence mode off".into(),
+        &[],
+    ));
 }
 
 /// Busy by NVML's utilization (some kernel ran the whole time) while GPM
@@ -130,22 +268,41 @@ fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
         st.xids.clear();
         return;
     };
-    let hw = st.xids.iter().any(|&x| xid_meaning(x).1);
+    // The catalog grades each code; the most urgent decides, after the
+    // GPU's history has had its say.
+    let uuid = cx.desc.map(|d| d.uuid.as_str()).unwrap_or_default();
+    let mut action: Option<(Action, Option<String>)> = None;
+    for &code in &st.xids {
+        let mut a = (fleetop_catalog::xid_action(code), None);
+        if !uuid.is_empty() {
+            let since = cx.t - fleetop_catalog::REPEAT_WINDOW_MS;
+            let boots = cx.health.xid_boots(uuid, code, since, true);
+            if let Some((up, why)) = fleetop_catalog::escalate(code, a.0, boots) {
+                a = (up, Some(why));
+            }
+        }
+        if action.as_ref().is_none_or(|(b, _)| a.0.urgency() > b.urgency()) {
+            action = Some(a);
+        }
+    }
+    let (action, escalation) = action.unwrap_or((Action::None, None));
     let text: Vec<String> = st
         .xids
         .iter()
-        .map(|&x| format!("XID {x} ({})", xid_meaning(x).0))
+        .map(|&x| format!("XID {x} ({})", fleetop_catalog::xid_meaning(x)))
         .collect();
     let ev: Vec<(&str, f64)> = st.xids.iter().map(|&x| ("xid", f64::from(x))).collect();
-    let sev = if hw { Severity::Crit } else { Severity::Warn };
-    out.push(flag(
+    let mut f = flag(
         FlagKind::Xid,
-        sev,
+        action.severity(),
         Subject::Gpu(g.index),
         first,
         text.join("; "),
         &ev,
-    ));
+    );
+    f.action = action;
+    f.escalation = escalation;
+    out.push(f);
 }
 
 fn gpu_lost(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
@@ -217,14 +374,20 @@ fn throttled(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     let mut ev = vec![("throttle_mask", mask as f64)];
     ev.extend(g.sm_clock_mhz.map(|c| ("sm_clock_mhz", f64::from(c))));
     ev.extend(g.temp_c.map(|c| ("temp_c", f64::from(c))));
-    out.push(flag(
+    let mut f = flag(
         FlagKind::Throttled,
         sev,
         Subject::Gpu(g.index),
         since,
         format!("{names}; SM {} MHz, {} °C", shown(g.sm_clock_mhz), shown(g.temp_c)),
         &ev,
-    ));
+    );
+    // By reason: heat is cooling's, a brake or a hardware slowdown power's.
+    let thermal = throttle::SW_THERMAL_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN;
+    if trouble != 0 && trouble & thermal == 0 {
+        f.action = Action::CheckPower;
+    }
+    out.push(f);
 }
 
 fn power_capped(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {

@@ -41,12 +41,19 @@ fn ib_down(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>) {
     let word = |s: &Option<String>| s.clone().unwrap_or_else(|| "?".into());
     let mut ev = Vec::new();
     ev.extend(p.rate_gbps.map(|r| ("rate_gbps", f64::from(r))));
+    // The physical state says where to look ("Polling: no link partner").
+    let says = p
+        .phys_state
+        .as_deref()
+        .and_then(fleetop_catalog::ib_phys_state_says)
+        .map(|s| format!(": {s}"))
+        .unwrap_or_default();
     out.push(flag(
         FlagKind::IbDown,
         Severity::Crit,
         Subject::IbPort(p.port),
         since,
-        format!("{} {} ({})", cx.name, word(&p.state), word(&p.phys_state)),
+        format!("{} {} ({}{says})", cx.name, word(&p.state), word(&p.phys_state)),
         &ev,
     ));
 }
@@ -76,7 +83,13 @@ fn ib_errors(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>)
         Severity::Warn,
         Subject::IbPort(p.port),
         first,
-        format!("{}: {}", cx.name, list.join(", ")),
+        // The window the deltas cover: from the episode's first rise to now.
+        format!(
+            "{}: {} in the last {} s",
+            cx.name,
+            list.join(", "),
+            (cx.t - first).max(0) / 1000
+        ),
         &ev,
     ));
 }

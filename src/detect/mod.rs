@@ -6,8 +6,8 @@
 pub mod debounce;
 pub mod gpu;
 pub mod ib;
+pub mod node;
 pub mod thresholds;
-pub mod xid;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -18,7 +18,6 @@ use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::sched::Job;
 
 pub use thresholds::{Thresholds, de_duration};
-pub use xid::xid_meaning;
 
 pub(crate) fn ms(d: Duration) -> i64 {
     d.as_millis() as i64
@@ -39,6 +38,8 @@ pub(crate) fn flag(
         since_ms,
         detail,
         evidence: ev.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
+        action: kind.action(),
+        escalation: None,
     }
 }
 
@@ -49,12 +50,18 @@ pub struct NodeDetector {
     ib: Vec<ib::IbState>,
     active: BTreeMap<(FlagKind, Subject), Flag>,
     cleared: VecDeque<ClearedFlag>,
+    node: node::NodeState,
 }
 
 impl NodeDetector {
     /// Flags active now, in a stable order (kind, then subject).
     pub fn active(&self) -> impl Iterator<Item = &Flag> {
         self.active.values()
+    }
+
+    /// The XID codes behind GPU `index`'s xid flag while it is up.
+    pub fn held_xids(&self, index: u32) -> &[u32] {
+        self.gpus.get(index as usize).map_or(&[], |g| g.held_xids())
     }
 
     /// Flags cleared recently, newest last.
@@ -78,6 +85,7 @@ impl NodeDetector {
                 desc: info.gpu(g.index),
                 jobs,
                 th,
+                health: &info.health,
             };
             gpu::flags(st, g, &cx, &mut want);
         }
@@ -101,15 +109,42 @@ impl NodeDetector {
             };
             ib::flags(st, p, &cx, &mut want);
         }
-        // Node-level flags (stale) are not decided by samples: keep them.
-        let keep_node = |k: &(FlagKind, Subject)| k.1 == Subject::Node;
-        self.reconcile(want, keep_node, t, th);
+        node::flags(&mut self.node, info, s, t, th, &mut want);
+        // Node-level flags decided by the store's clock or the fleet, not by
+        // this sample: keep them.
+        let keep = |k: &(FlagKind, Subject)| {
+            k.1 == Subject::Node
+                && matches!(
+                    k.0,
+                    FlagKind::Stale | FlagKind::Unreachable | FlagKind::BurninFailed | FlagKind::VersionSkew
+                )
+        };
+        self.reconcile(want, keep, t, th);
     }
 
     /// Raises or clears the node's `stale` flag (decided by the store's clock).
     /// `stale` is (since, age in ms, detail) while the node is stale.
     pub fn set_stale(&mut self, stale: Option<(i64, i64, String)>, now_ms: i64, th: &Thresholds) {
         self.set_node_flag(FlagKind::Stale, Severity::Warn, stale, now_ms, th);
+    }
+
+    /// Raises (since, detail) or clears the node's `version_skew` flag, which
+    /// the store decides against the rest of the fleet.
+    pub fn set_version_skew(&mut self, skew: Option<(i64, String)>, now_ms: i64, th: &Thresholds) {
+        let key = (FlagKind::VersionSkew, Subject::Node);
+        match skew {
+            Some((since_ms, detail)) => {
+                let f = self.active.entry(key).or_insert_with(|| {
+                    flag(FlagKind::VersionSkew, Severity::Info, Subject::Node, since_ms, String::new(), &[])
+                });
+                f.detail = detail;
+            }
+            None => {
+                if let Some(f) = self.active.remove(&key) {
+                    self.push_cleared(f, now_ms, th);
+                }
+            }
+        }
     }
 
     /// Raises or clears the node's `unreachable` flag (decided by the store's
@@ -155,6 +190,8 @@ impl NodeDetector {
                     since_ms,
                     detail: String::new(),
                     evidence: BTreeMap::new(),
+                    action: kind.action(),
+                    escalation: None,
                 });
                 f.detail = detail;
                 f.evidence.insert("age_s".into(), (age_ms / 1000) as f64);

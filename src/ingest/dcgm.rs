@@ -663,6 +663,7 @@ impl NodeAcc {
             ib_ports: Vec::with_capacity(self.ports.len()),
             gpu_note: None,
             instance: 1,
+            ..Default::default()
         };
         if self.gpus.is_empty() {
             desc.gpu_note = Some(format!("no GPU series in the {backend} answer"));
@@ -814,6 +815,7 @@ fn gpu(index: u32, g: GpuAcc, now_ms: i64) -> (GpuDesc, GpuReading) {
         // One series per link is too many to ask each refresh: the links
         // are named by their NVML id where one is down (below).
         nvlinks: Vec::new(),
+        ..Default::default()
     };
     // DCGM's XID field holds the last XID seen (0: none); `Xids` keeps
     // it from being reported again on every read.
@@ -873,6 +875,9 @@ fn gpu(index: u32, g: GpuAcc, now_ms: i64) -> (GpuDesc, GpuReading) {
         processes: Vec::new(),
         gpm: a.gpm(),
         mig,
+        // dcgm-exporter's default counters carry no PCIe link, fabric or
+        // persistence state.
+        ..Default::default()
     };
     (desc, reading)
 }

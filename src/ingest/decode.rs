@@ -7,8 +7,8 @@ use fleetop_proto::pb;
 use fleetop_proto::wire::{self, OutOfSequence};
 
 use crate::model::sample::{
-    Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading, MigReading, NodeDesc,
-    NodeSample, NvLinkDesc, Xid,
+    Fabric, FaultRecord, Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading,
+    MigReading, NodeDesc, NodeHealth, NodeSample, NvLinkDesc, PcieLink, Sxid, Xid,
 };
 
 fn text(s: String) -> Option<String> {
@@ -40,7 +40,33 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
             .collect(),
         gpu_note: text(info.gpu_backend_note),
         instance: info.agent_instance,
+        health: NodeHealth {
+            gpus_missing_pci: info.gpus_missing_pci,
+            expect_gpus: nz(info.expect_gpus),
+            peermem: match info.peermem {
+                1 => Some(false),
+                2 => Some(true),
+                _ => None,
+            },
+            fault_journal: info
+                .fault_journal
+                .into_iter()
+                .map(|r| FaultRecord {
+                    gpu_uuid: r.gpu_uuid,
+                    kind: r.kind,
+                    code: r.code,
+                    time_ms: r.time_ms,
+                    boot_id: text(r.boot_id),
+                })
+                .collect(),
+            boot_id: text(info.boot_id),
+        },
     }
+}
+
+/// A PCIe link from a generation and a width, both known or neither.
+fn pcie_link(gen_: u32, width: u32) -> Option<PcieLink> {
+    (gen_ != 0 && width != 0).then_some(PcieLink { gen_, width })
 }
 
 fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
@@ -64,6 +90,8 @@ fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
                 inactive_at_start: l.inactive_at_start,
             })
             .collect(),
+        vbios_version: text(g.vbios_version),
+        pcie_max: pcie_link(g.pcie_max_gen, g.pcie_max_width),
     }
 }
 
@@ -82,6 +110,17 @@ pub fn sample(s: &pb::Sample, skew_ms: i64) -> NodeSample {
         }),
         gpus: s.gpus.iter().map(|g| gpu_reading(g, skew_ms)).collect(),
         ib_ports: s.ib_ports.iter().map(ib_reading).collect(),
+        sxids: s
+            .sxids
+            .iter()
+            .map(|x| Sxid {
+                sxid: x.sxid,
+                time_ms: x.time_ms - skew_ms,
+                switch_pci: x.switch_pci.clone(),
+                fatal: x.fatal,
+                text: x.text.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -186,6 +225,21 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
             })
             .collect(),
         gpm: g.gpm.as_ref().map(gpm),
+        pcie_link: pcie_link(g.pcie_gen, g.pcie_width),
+        fabric: match g.fabric_state {
+            1 => Some(Fabric::NotSupported),
+            2 => Some(Fabric::NotStarted),
+            3 => Some(Fabric::InProgress),
+            4 => Some(Fabric::Completed {
+                status: g.fabric_status,
+            }),
+            _ => None,
+        },
+        persistence: match g.persistence {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        },
     }
 }
 
@@ -313,7 +367,11 @@ mod tests {
         let lost = gpu_reading(
             &pb::GpuSample {
                 error: "gpu_lost".into(),
-                xids: vec![pb::XidEvent { xid: 79, time_ms: 5000 }],
+                xids: vec![pb::XidEvent {
+                    xid: 79,
+                    time_ms: 5000,
+                    source: 0,
+                }],
                 ..Default::default()
             },
             1000,

@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+// Severity and the actions are the fault catalog's (shared with the agent).
+pub use fleetop_catalog::{Action, Severity};
+
 /// The kinds of trouble (and waste) the console flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -44,10 +47,27 @@ pub enum FlagKind {
     /// The node's last burn-in failed a check (crit) or did not run to the
     /// end (warn); cleared by a later passing run or by the person (`c`).
     BurninFailed,
+    /// An NVSwitch error from the kernel log (fatal: crit; non-fatal: info).
+    Sxid,
+    /// The GPU's PCIe link is narrower or slower than its maximum, or its
+    /// replay counter rises.
+    PcieDegraded,
+    /// A GPU on the PCI bus that NVML does not list, or fewer GPUs than
+    /// the node should have (node-level).
+    GpuMissing,
+    /// The GPU has not registered with the NVLink fabric (NVSwitch systems).
+    FabricUnhealthy,
+    /// Persistence mode is off.
+    PersistenceOff,
+    /// nvidia_peermem is not loaded on a node with InfiniBand (node-level).
+    PeermemMissing,
+    /// The node's driver or VBIOS differs from most of the fleet's nodes of
+    /// the same GPU model (info).
+    VersionSkew,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 17] = [
+    pub const ALL: [FlagKind; 24] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -65,6 +85,13 @@ impl FlagKind {
         FlagKind::GpuStuck,
         FlagKind::Unreachable,
         FlagKind::BurninFailed,
+        FlagKind::Sxid,
+        FlagKind::PcieDegraded,
+        FlagKind::GpuMissing,
+        FlagKind::FabricUnhealthy,
+        FlagKind::PersistenceOff,
+        FlagKind::PeermemMissing,
+        FlagKind::VersionSkew,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +113,13 @@ impl FlagKind {
             FlagKind::GpuStuck => "gpu_stuck",
             FlagKind::Unreachable => "unreachable",
             FlagKind::BurninFailed => "burnin_failed",
+            FlagKind::Sxid => "sxid",
+            FlagKind::PcieDegraded => "pcie_degraded",
+            FlagKind::GpuMissing => "gpu_missing",
+            FlagKind::FabricUnhealthy => "fabric_unhealthy",
+            FlagKind::PersistenceOff => "persistence_off",
+            FlagKind::PeermemMissing => "peermem_missing",
+            FlagKind::VersionSkew => "version_skew",
         }
     }
 
@@ -105,32 +139,41 @@ impl FlagKind {
             FlagKind::GpuStuck => "stuck",
             FlagKind::Unreachable => "unreach",
             FlagKind::BurninFailed => "burnin",
-            FlagKind::Idle | FlagKind::Xid | FlagKind::Stale | FlagKind::Hot => self.name(),
+            FlagKind::PcieDegraded => "pcie",
+            FlagKind::GpuMissing => "missing",
+            FlagKind::FabricUnhealthy => "fabric",
+            FlagKind::PersistenceOff => "persist",
+            FlagKind::PeermemMissing => "peermem",
+            FlagKind::VersionSkew => "skew",
+            FlagKind::Idle | FlagKind::Xid | FlagKind::Stale | FlagKind::Hot | FlagKind::Sxid => self.name(),
         }
     }
 
     pub fn from_name(s: &str) -> Option<FlagKind> {
         Self::ALL.into_iter().find(|k| k.name() == s)
     }
-}
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Info,
-    Warn,
-    Crit,
-}
+    /// The fault catalog's entry for this kind (every kind has one: a test
+    /// holds the two lists together).
+    pub fn entry(self) -> &'static fleetop_catalog::Entry {
+        fleetop_catalog::flag(self.name()).unwrap_or(&FALLBACK)
+    }
 
-impl Severity {
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warn => "warn",
-            Severity::Crit => "crit",
-        }
+    /// What to do about this kind, before any detail (an XID's code) says more.
+    pub fn action(self) -> Action {
+        self.entry().immediate
     }
 }
+
+/// Never used while every kind has its entry (see the test below); keeps
+/// the lookup total without a panic.
+const FALLBACK: fleetop_catalog::Entry = fleetop_catalog::Entry {
+    kind: "unknown",
+    meaning: "not in the fault catalog",
+    immediate: Action::None,
+    investigate: None,
+    runbook: &[],
+};
 
 /// What a flag is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -152,6 +195,34 @@ pub struct Flag {
     pub detail: String,
     /// The numbers behind it.
     pub evidence: BTreeMap<String, f64>,
+    /// What to do, from the fault catalog (for an XID, its most urgent
+    /// code's; escalated by the GPU's fault history).
+    pub action: Action,
+    /// Why the action is more than the catalog's first step, if it is
+    /// ("3rd XID 79 on this GPU in 7 days ...").
+    pub escalation: Option<String>,
+}
+
+impl Flag {
+    /// The catalog's entry for this flag's kind.
+    pub fn entry(&self) -> &'static fleetop_catalog::Entry {
+        self.kind.entry()
+    }
+
+    /// The sentence for the action: what to do, about what, and what next.
+    pub fn action_detail(&self) -> String {
+        let next = match &self.escalation {
+            Some(_) => None,
+            None => self.entry().investigate,
+        };
+        let mut s = fleetop_catalog::action_detail(self.action, &self.detail, next);
+        if let Some(why) = &self.escalation {
+            s.push_str(" (");
+            s.push_str(why);
+            s.push(')');
+        }
+        s
+    }
 }
 
 /// A flag that was active and is no longer, kept a while so people see it went.
@@ -207,6 +278,21 @@ impl Silence {
         match self.until_ms {
             Some(until) => now_ms < until,
             None => now_ms - self.at_ms < 24 * 3_600_000,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_kind_has_a_catalog_entry_and_every_entry_a_kind() {
+        for k in FlagKind::ALL {
+            assert!(fleetop_catalog::flag(k.name()).is_some(), "{} has no catalog entry", k.name());
+        }
+        for e in fleetop_catalog::FLAGS {
+            assert!(FlagKind::from_name(e.kind).is_some(), "catalog entry {} is no flag kind", e.kind);
         }
     }
 }

@@ -26,6 +26,61 @@ pub struct NodeDesc {
     pub gpu_note: Option<String>,
     /// Names the agent process: with a sample's `seq`, names the sample.
     pub instance: u64,
+    /// The node's health checks, as the agent took them at its start, and
+    /// its fault journal. Not in recordings (schema 2 predates them): a
+    /// replay shows none of these.
+    #[serde(skip)]
+    pub health: NodeHealth,
+}
+
+/// What the agent checked of the node as a whole, and the faults its
+/// journal keeps across restarts and reboots.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeHealth {
+    /// NVIDIA GPUs on the PCI bus that NVML does not list (bus ids).
+    pub gpus_missing_pci: Vec<String>,
+    /// How many GPUs the node should have, where said.
+    pub expect_gpus: Option<u32>,
+    /// nvidia_peermem loaded, on a node with InfiniBand ports; `None`
+    /// without InfiniBand or when unknown.
+    pub peermem: Option<bool>,
+    /// The agent's fault journal, oldest first.
+    pub fault_journal: Vec<FaultRecord>,
+    /// The node's current boot.
+    pub boot_id: Option<String>,
+}
+
+/// One fault on one GPU, from the agent's journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultRecord {
+    pub gpu_uuid: String,
+    /// "xid"
+    pub kind: String,
+    pub code: u32,
+    /// When, on the agent's clock (a 7-day window does not mind skew).
+    pub time_ms: i64,
+    pub boot_id: Option<String>,
+}
+
+impl NodeHealth {
+    /// The boots in which GPU `uuid` reported XID `code` since `since_ms`,
+    /// counted from the journal and, when `now` is set, the current boot
+    /// (a live XID the journal may not hold yet). A record of an unknown
+    /// boot counts as a boot of its own.
+    pub fn xid_boots(&self, uuid: &str, code: u32, since_ms: i64, now: bool) -> usize {
+        let mut boots: Vec<String> = self
+            .fault_journal
+            .iter()
+            .filter(|r| r.kind == "xid" && r.code == code && r.gpu_uuid == uuid && r.time_ms >= since_ms)
+            .map(|r| r.boot_id.clone().unwrap_or_else(|| format!("@{}", r.time_ms)))
+            .collect();
+        if now {
+            boots.push(self.boot_id.clone().unwrap_or_else(|| "@now".into()));
+        }
+        boots.sort_unstable();
+        boots.dedup();
+        boots.len()
+    }
 }
 
 impl NodeDesc {
@@ -57,6 +112,29 @@ pub struct GpuDesc {
     pub slowdown_temp_c: Option<u32>,
     pub shutdown_temp_c: Option<u32>,
     pub nvlinks: Vec<NvLinkDesc>,
+    /// Not in recordings (schema 2 predates them).
+    #[serde(skip)]
+    pub vbios_version: Option<String>,
+    /// The PCIe link the GPU can train to.
+    #[serde(skip)]
+    pub pcie_max: Option<PcieLink>,
+}
+
+/// A PCIe link: generation and lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcieLink {
+    pub gen_: u32,
+    pub width: u32,
+}
+
+/// Where a GPU stands with the NVLink fabric (NVSwitch systems).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fabric {
+    NotSupported,
+    NotStarted,
+    InProgress,
+    /// Registration finished: 0 is success, anything else NVML's error code.
+    Completed { status: u32 },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -86,6 +164,21 @@ pub struct NodeSample {
     pub host: Option<HostReading>,
     pub gpus: Vec<GpuReading>,
     pub ib_ports: Vec<IbReading>,
+    /// NVSwitch errors since the previous sample (kernel log). Not in
+    /// recordings (schema 2 predates them).
+    #[serde(skip)]
+    pub sxids: Vec<Sxid>,
+}
+
+/// An NVSwitch error (SXid) from the kernel log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sxid {
+    pub sxid: u32,
+    /// Console time.
+    pub time_ms: i64,
+    pub switch_pci: String,
+    pub fatal: bool,
+    pub text: String,
 }
 
 impl NodeSample {
@@ -179,6 +272,14 @@ pub struct GpuReading {
     pub gpm: Option<Gpm>,
     /// A GPU in MIG mode: its instances.
     pub mig: Vec<MigReading>,
+    /// The PCIe link as trained now. This and the two below are not in
+    /// recordings (schema 2 predates them).
+    #[serde(skip)]
+    pub pcie_link: Option<PcieLink>,
+    #[serde(skip)]
+    pub fabric: Option<Fabric>,
+    #[serde(skip)]
+    pub persistence: Option<bool>,
 }
 
 /// One MIG instance of a GPU.

@@ -205,6 +205,7 @@ mod tests {
                 ..GpuReading::default()
             }],
             ib_ports: vec![],
+            sxids: vec![],
         }
     }
 

@@ -238,6 +238,7 @@ mod tests {
                 ..GpuReading::default()
             }],
             ib_ports: vec![],
+            sxids: vec![],
         })
     }
 

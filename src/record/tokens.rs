@@ -659,6 +659,7 @@ mod tests {
                 },
             ],
             ib_ports: vec![],
+            sxids: vec![],
         }
     }
 

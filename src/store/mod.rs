@@ -6,6 +6,7 @@
 pub mod history;
 pub mod node;
 pub mod rates;
+pub mod skew;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,6 +35,9 @@ pub struct Store {
     pub last_action: Option<Arc<ActionReport>>,
     /// Burn-in by node index, from the last suite started on each.
     pub bench: BTreeMap<usize, BenchState>,
+    /// A node description arrived: the fleet's version skew is judged
+    /// again at the next tick (once, whatever the number of arrivals).
+    skew_dirty: bool,
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -49,6 +53,7 @@ impl Store {
             scheduler: SchedHealth::default(),
             last_action: None,
             bench: Default::default(),
+            skew_dirty: false,
         }
     }
 
@@ -92,6 +97,7 @@ impl Store {
         };
         match event {
             Event::Info(info) => {
+                self.skew_dirty = true;
                 n.info = Some(*info);
                 n.link = Link::Connected { since_ms: now_ms };
                 n.caught_up = false;
@@ -216,6 +222,13 @@ impl Store {
                 _ => None,
             };
             n.detector.set_unreachable(unreachable, now_ms, th);
+        }
+        if std::mem::take(&mut self.skew_dirty) {
+            let descs: Vec<_> = self.nodes.iter().map(|n| n.info.as_ref()).collect();
+            let skew = skew::judge(&descs);
+            for (n, what) in self.nodes.iter_mut().zip(skew) {
+                n.detector.set_version_skew(what.map(|w| (now_ms, w)), now_ms, th);
+            }
         }
     }
 }

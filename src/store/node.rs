@@ -150,6 +150,18 @@ impl NodeState {
         self.last.as_ref()?.gpu(index)
     }
 
+    /// The XID codes of GPU `index`: those behind its xid flag (held a
+    /// while after the event), then any in the latest sample not held yet.
+    pub fn xid_codes(&self, index: u32) -> Vec<u32> {
+        let mut out = self.detector.held_xids(index).to_vec();
+        for x in self.gpu(index).map(|s| s.xids.as_slice()).unwrap_or_default() {
+            if !out.contains(&x.xid) {
+                out.push(x.xid);
+            }
+        }
+        out
+    }
+
     /// The Slurm jobs on GPU `index`: its processes' now, or, while it does
     /// not answer (lost, stuck), those of when it last did.
     pub fn gpu_jobs(&self, index: u32) -> Vec<u64> {

@@ -7,7 +7,7 @@ use crate::model::sample::{GpuDesc, GpuReading, MigReading};
 
 use crate::detect::Thresholds;
 use crate::ingest::hostlist;
-use crate::model::flag::{FlagKind, Severity};
+use crate::model::flag::{Flag, FlagKind, Severity, Subject};
 use crate::store::{NodeState, NodeStatus, Store};
 
 /// The metric that colours the heatmap.
@@ -196,6 +196,24 @@ pub fn scheduler_problem(store: &Store, now_ms: i64) -> Option<String> {
 
 pub fn worst_severity(n: &NodeState) -> Option<Severity> {
     n.detector.active().map(|f| f.severity).max()
+}
+
+/// The node's most urgent flag (by its action, then its severity) and what
+/// to do about it in one sentence: "drain, then reboot the node: XID 79
+/// (...) on GPU 1; if it recurs: drain, then replace the hardware (RMA)".
+pub fn diagnosis(n: &NodeState) -> Option<(&Flag, String)> {
+    let f = n
+        .detector
+        .active()
+        .max_by_key(|f| (f.action.urgency(), f.severity))?;
+    let on = match f.subject {
+        Subject::Node => String::new(),
+        Subject::Gpu(g) => format!(" on GPU {g}"),
+        Subject::IbPort(p) => format!(" on {}", n.ib_port_name(p)),
+    };
+    let mut said = f.clone();
+    said.detail.push_str(&on);
+    Some((f, said.action_detail()))
 }
 
 /// How the node list is ordered (`s` cycles, `S` reverses).

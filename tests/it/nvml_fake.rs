@@ -566,3 +566,150 @@ fn signal_process_reaches_only_a_gpu_process_and_only_with_the_token() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGTERM));
 }
+
+/// What `fleetop-agent sample --once --format json` prints for `profile_name`
+/// at the fake's frozen moment: the agent's description and its first sample.
+fn agent_sample(profile_name: &str) -> serde_json::Value {
+    let out = std::process::Command::new(agent_bin())
+        .args(["sample", "--once", "--format", "json", "--backend", "nvml"])
+        .args(["--ib-sysfs", "/nonexistent", "--nvml-lib"])
+        .arg(fake_lib())
+        .env("FAKE_NVML_PROFILE", profile(profile_name))
+        .env("FAKE_NVML_TIME_S", "15")
+        .env("FLEETOP_LOG", "error")
+        .output()
+        .expect("the agent runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+/// Per GPU, in index order, these fields of the description (`info`) or
+/// the sample, as integers.
+fn per_gpu(doc: &serde_json::Value, part: &str, fields: &[&str]) -> Vec<Vec<u64>> {
+    let gpus = doc[part]["gpus"].as_array().expect("gpus");
+    gpus.iter()
+        .map(|g| {
+            fields
+                .iter()
+                .map(|f| g[*f].as_u64().unwrap_or_else(|| panic!("{part}.{f}: {g}")))
+                .collect()
+        })
+        .collect()
+}
+
+/// (max gen, max width, gen, width) of every GPU.
+fn links(doc: &serde_json::Value) -> Vec<[u64; 4]> {
+    let max = per_gpu(doc, "info", &["pcie_max_gen", "pcie_max_width"]);
+    let now = per_gpu(doc, "sample", &["pcie_gen", "pcie_width"]);
+    max.iter().zip(&now).map(|(m, n)| [m[0], m[1], n[0], n[1]]).collect()
+}
+
+#[test]
+fn a_degraded_pcie_link_reads_below_its_maximum_and_only_on_that_gpu() {
+    let doc = agent_sample("faults/pcie-degraded.toml");
+    let l = links(&doc);
+    assert_eq!(l.len(), 8);
+    // GPU 2, busy: Gen3 x8 where it and its slot can do Gen5 x16.
+    assert_eq!(l[2], [5, 16, 3, 8]);
+    assert_eq!(doc["sample"]["gpus"][2]["error"], "");
+    assert!(doc["sample"]["gpus"][2]["util_pct"].as_u64() > Some(50), "busy");
+    // GPU 4 in a Gen4 slot runs at its maximum; GPU 7 idles at Gen1, full width.
+    assert_eq!(l[4], [4, 16, 4, 16]);
+    assert_eq!(l[7], [5, 16, 1, 16]);
+    for i in [0, 1, 3, 5, 6] {
+        assert_eq!(l[i], [5, 16, 5, 16], "GPU {i}");
+    }
+    let vbios = doc["info"]["gpus"][0]["vbios_version"].as_str();
+    assert_eq!(vbios, Some("96.00.74.00.1C"));
+}
+
+#[test]
+fn fabric_registration_failures_show_on_their_gpus_and_are_absent_without_a_fabric() {
+    let doc = agent_sample("faults/fabric.toml");
+    let f = per_gpu(&doc, "sample", &["fabric_state", "fabric_status"]);
+    // NVML's state + 1: 2 not started, 3 in progress, 4 completed; the
+    // status once completed (999: NVML_ERROR_UNKNOWN, the GPU is not on the fabric).
+    assert_eq!(f[1], [4, 999], "completed with a failure");
+    assert_eq!(f[3], [2, 0], "never started");
+    assert_eq!(f[5], [3, 0], "still in progress");
+    for i in [0, 2, 4, 6, 7] {
+        assert_eq!(f[i], [4, 0], "GPU {i}: registered");
+    }
+    // An A100 (no fabric call: NOT_SUPPORTED) reports nothing, which is
+    // not "not supported" (1) and not a failure; its other readings stand.
+    let a100 = agent_sample("a100-sxm4-80gb-mig.toml");
+    let f = per_gpu(&a100, "sample", &["fabric_state", "fabric_status"]);
+    assert!(f.iter().all(|x| *x == [0, 0]), "{f:?}");
+    assert_eq!(links(&a100)[0], [4, 16, 4, 16]);
+}
+
+#[test]
+fn persistence_off_shows_on_every_gpu_and_on_shows_as_on() {
+    let off = per_gpu(&agent_sample("faults/persistence-off.toml"), "sample", &["persistence"]);
+    assert_eq!(off, vec![vec![1]; 8], "1: off");
+    let on = per_gpu(&agent_sample("h100-sxm5.toml"), "sample", &["persistence"]);
+    assert_eq!(on, vec![vec![2]; 8], "2: on");
+}
+
+/// On the agent's stream, delta-encoded after the first sample, the link,
+/// fabric and persistence readings arrive in every decoded sample: an
+/// unchanged reading is elided on the wire and restored by the decoder.
+#[test]
+fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
+    use fleetop_agent::proto::SubscribeRequest;
+    use fleetop_agent::proto::agent_client::AgentClient;
+    use fleetop_agent::proto::agent_message::Kind;
+    let port = free_port();
+    let _a = nvml_agent(port, "faults/fabric.toml", None);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (info, wire, decoded) = rt.block_on(async {
+        let mut c = AgentClient::connect(format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("connects");
+        let req = SubscribeRequest {
+            no_backfill: true,
+            ..Default::default()
+        };
+        let mut stream = c.subscribe(req).await.expect("subscribes").into_inner();
+        let (mut info, mut wire, mut decoded) = (None, Vec::new(), Vec::new());
+        let mut prev = None;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while decoded.len() < 4 {
+            assert!(Instant::now() < deadline, "too few samples");
+            match stream.message().await.expect("ok").and_then(|m| m.kind) {
+                Some(Kind::Info(i)) => info = Some(i),
+                Some(Kind::Sample(s)) => {
+                    wire.push(s.clone());
+                    let whole = fleetop_agent::wire::decode(prev.as_ref(), s).expect("in sequence");
+                    prev = Some(whole.clone());
+                    decoded.push(whole);
+                }
+                Some(_) => {}
+                None => panic!("the stream ended"),
+            }
+        }
+        (info.expect("described first"), wire, decoded)
+    });
+    assert_eq!(info.gpus[1].pcie_max_gen, 5);
+    assert_eq!(info.gpus[1].pcie_max_width, 16);
+    assert_eq!(info.gpus[1].vbios_version, "96.00.74.00.1C");
+    assert!(wire[1..].iter().any(|s| s.delta_from_seq != 0), "the stream sends deltas");
+    for s in &decoded {
+        let g = |i: usize| {
+            let g = &s.gpus[i];
+            (g.pcie_gen, g.pcie_width, g.fabric_state, g.fabric_status, g.persistence)
+        };
+        assert_eq!(g(0), (5, 16, 4, 0, 2), "seq {}", s.seq);
+        assert_eq!(g(1), (5, 16, 4, 999, 2), "seq {}", s.seq);
+        assert_eq!(g(3), (5, 16, 2, 0, 2), "seq {}", s.seq);
+        assert_eq!(g(7), (1, 16, 4, 0, 2), "seq {}", s.seq);
+    }
+    // Unchanged since the previous sample: nothing on the wire.
+    for s in wire.iter().filter(|s| s.delta_from_seq != 0) {
+        let any = s
+            .gpus
+            .iter()
+            .any(|g| g.pcie_gen + g.pcie_width + g.fabric_state + g.fabric_status + g.persistence != 0);
+        assert!(!any, "seq {}: elided", s.seq);
+    }
+}

@@ -4,6 +4,7 @@
 //! answer) is no sample at all, never a 0: a dashboard then shows a gap,
 //! and an alert on `DCGM_FI_DEV_MEMORY_TEMP > 90` never sees a fake 0.
 
+use fleetop_catalog::Action;
 use fleetop_proto::{absent as a, throttle};
 
 use super::Snapshot;
@@ -94,7 +95,8 @@ pub fn render(info: &NodeInfo, snap: &Snapshot, now_ms: i64, out: &mut String) {
         let mut l = String::new();
         push_label(&mut l, "Hostname", &info.hostname);
         w.family("fleetop_flag", Kind::Gauge, FLAG_HELP);
-        w.sample(&l, &[("kind", "stale"), ("severity", "warn")], 1);
+        let action = fleetop_catalog::flag("stale").map_or(Action::None, |e| e.immediate);
+        w.sample(&l, &[("kind", "stale"), ("severity", "warn"), ("action", action.name())], 1);
         return;
     }
     let gpus: Vec<Gpu> = s
@@ -626,7 +628,7 @@ fn infiniband(w: &mut Writer, info: &NodeInfo, ports: &[IbSample]) {
     }
 }
 
-const FLAG_HELP: &str = "1 for each condition the agent sees in its latest sample, by kind and severity (no debounce or time window: the console's detectors add those).";
+const FLAG_HELP: &str = "1 for each condition the agent sees in its latest sample, by kind, severity and action (the fault catalog's, docs/faults.md; no debounce or time window: the console's detectors add those).";
 
 /// What the agent can tell from its latest sample alone. Flags that need a
 /// window or thresholds held by the console (idle, underused, hot,
@@ -634,15 +636,33 @@ const FLAG_HELP: &str = "1 for each condition the agent sees in its latest sampl
 fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) {
     w.family("fleetop_flag", Kind::Gauge, FLAG_HELP);
     for g in gpus {
-        let mut raise = |kind: &str, sev: &str| w.sample(&g.labels, &[("kind", kind), ("severity", sev)], 1);
+        // The action label is the fault catalog's, as on the console.
+        let mut raise_as = |kind: &str, sev: &str, action: Action| {
+            w.sample(
+                &g.labels,
+                &[("kind", kind), ("severity", sev), ("action", action.name())],
+                1,
+            )
+        };
+        let catalog = |kind: &str| fleetop_catalog::flag(kind).map_or(Action::None, |e| e.immediate);
         if g.s.error == "gpu_lost" {
-            raise("gpu_lost", "crit");
+            raise_as("gpu_lost", "crit", catalog("gpu_lost"));
         } else if !g.answered() {
-            raise("gpu_error", "crit");
+            // An NVML error on the GPU, in the agent's words: a reset is
+            // the first thing to try (the console's detectors grade it).
+            raise_as("gpu_error", "crit", Action::ResetGpu);
         }
-        if !g.s.xids.is_empty() {
-            raise("xid", "crit");
+        // XIDs graded by the catalog: the most urgent code decides.
+        if let Some(a) = g
+            .s
+            .xids
+            .iter()
+            .map(|x| fleetop_catalog::xid_action(x.xid))
+            .max_by_key(|a| a.urgency())
+        {
+            raise_as("xid", a.severity().name(), a);
         }
+        let mut raise = |kind: &str, sev: &str| raise_as(kind, sev, catalog(kind));
         if let Some(mask) = g.opt(a::THROTTLE, g.s.throttle_reasons) {
             let trouble = mask & throttle::TROUBLE;
             let hw = throttle::HW_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN | throttle::HW_POWER_BRAKE_SLOWDOWN;
@@ -689,7 +709,8 @@ fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) {
         push_label(&mut l, "port", &pi.port.to_string());
         l.push(',');
         push_label(&mut l, "Hostname", &info.hostname);
-        w.sample(&l, &[("kind", "ib_down"), ("severity", "crit")], 1);
+        let action = fleetop_catalog::flag("ib_down").map_or(Action::None, |e| e.immediate);
+        w.sample(&l, &[("kind", "ib_down"), ("severity", "crit"), ("action", action.name())], 1);
     }
 }
 
@@ -777,6 +798,7 @@ mod tests {
         lost.xids = vec![XidEvent {
             xid: 79,
             time_ms: 9_000,
+            source: 0,
         }];
         let s = Sample {
             time_ms: 10_000,

@@ -50,6 +50,7 @@ pub struct Rules {
     min_severity: Severity,
     severity: BTreeMap<FlagKind, Severity>,
     labels: BTreeMap<String, String>,
+    runbook_base: Option<String>,
 }
 
 impl Rules {
@@ -64,6 +65,15 @@ impl Rules {
                 .filter_map(|(k, s)| FlagKind::from_name(k).map(|k| (k, *s)))
                 .collect(),
             labels: cfg.labels.clone(),
+            runbook_base: cfg.runbook_base.clone(),
+        }
+    }
+
+    /// The runbook link for a flag kind.
+    fn runbook(&self, kind: FlagKind) -> String {
+        match &self.runbook_base {
+            Some(base) => format!("{base}#{}", kind.name()),
+            None => fleetop_catalog::runbook(kind.name()),
         }
     }
 
@@ -140,6 +150,7 @@ pub fn alert(node: &NodeState, flag: &Flag, severity: Severity, rules: &Rules) -
     labels.insert("node".into(), node.target.name.clone());
     labels.insert("kind".into(), flag.kind.name().into());
     labels.insert("severity".into(), severity_name(severity).into());
+    labels.insert("action".into(), flag.action.name().into());
     let what = match flag.subject {
         Subject::Node => String::new(),
         Subject::Gpu(i) => {
@@ -168,6 +179,8 @@ pub fn alert(node: &NodeState, flag: &Flag, severity: Severity, rules: &Rules) -
     );
     annotations.insert("description".into(), detail);
     annotations.insert("evidence".into(), evidence_line(flag));
+    annotations.insert("action".into(), flag.action_detail().replace(['\n', '\r'], " "));
+    annotations.insert("runbook_url".into(), rules.runbook(flag.kind));
     Alert {
         labels,
         annotations,

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, Widget, Wrap};
 
 use super::{block, line_at, severity_style};
-use crate::model::flag::{Severity, Subject};
+use crate::model::flag::{Flag, Severity, Subject};
 use crate::tui::app::App;
 use crate::tui::view::human_age;
 
@@ -35,8 +35,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     // The selected alert in full, wrapped, under the list: a long reason
     // (a TLS error, an XID's meaning) and its evidence are readable at 80
-    // columns, where the list's detail column is cut.
-    let pane_h = if inner.height >= 10 { 4 } else { 0 };
+    // columns, where the list's detail column is cut; then its catalog
+    // entry: what it means, what to do, why, and the runbook.
+    let pane_h = match inner.height {
+        h if h >= 16 => 7,
+        h if h >= 10 => 4,
+        _ => 0,
+    };
     let (inner, pane) = (
         Rect {
             height: inner.height - pane_h,
@@ -49,26 +54,19 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         },
     );
     if let Some(r) = rows.get(app.alert_cursor).filter(|_| pane_h > 0) {
-        let f = r.flag;
-        let ev: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let mut text = vec![Span::styled(
-            format!("{} {}: ", app.store.nodes[r.node].target.name, f.kind.name()),
-            severity_style(t, f.severity),
-        )];
-        text.push(Span::raw(f.detail.clone()));
-        if !ev.is_empty() {
-            text.push(Span::styled(format!("  [{}]", ev.join(" ")), t.muted));
-        }
         let rule = Line::from(Span::styled("─".repeat(pane.width as usize), t.border));
         line_at(rule, pane, 0, buf);
-        Paragraph::new(Line::from(text)).wrap(Wrap { trim: false }).render(
-            Rect {
-                y: pane.y + 1,
-                height: pane.height - 1,
-                ..pane
-            },
-            buf,
-        );
+        let name = &app.store.nodes[r.node].target.name;
+        Paragraph::new(entry_lines(app, name, r.flag))
+            .wrap(Wrap { trim: false })
+            .render(
+                Rect {
+                    y: pane.y + 1,
+                    height: pane.height - 1,
+                    ..pane
+                },
+                buf,
+            );
     }
     let height = inner.height.saturating_sub(1) as usize;
     let first = app.alert_cursor.saturating_sub(height.saturating_sub(1));
@@ -119,6 +117,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Cell::from(subject),
             Cell::from(f.kind.name()),
             Cell::from(age),
+            Cell::from(f.action.name()),
             Cell::from(detail),
         ]);
         match (pos == app.alert_cursor, r.cleared_ms.is_some() || r.quiet.is_some()) {
@@ -136,17 +135,58 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .max()
         .unwrap_or(4);
     let kind_w = rows.iter().map(|r| r.flag.kind.name().len()).max().unwrap_or(4);
+    let action_w = rows.iter().map(|r| r.flag.action.name().len()).max().unwrap_or(6).max(6);
     let widths = [
         Constraint::Length(5),
         Constraint::Length(node_w.clamp(4, 16) as u16),
         Constraint::Length(if rows.iter().any(|r| r.gpus > 9) { 9 } else { 8 }),
         Constraint::Length(kind_w as u16),
         Constraint::Length(4),
+        Constraint::Length(action_w as u16),
         Constraint::Min(10),
     ];
-    let header = Row::new(["sev", "node", "what", "kind", "age", "detail"]).style(t.title);
+    let header = Row::new(["sev", "node", "what", "kind", "age", "action", "detail"]).style(t.title);
     Table::new(table_rows, widths)
         .header(header)
         .column_spacing(1)
         .render(inner, buf);
+}
+
+/// A flag and its catalog entry, for the pane under the list: the flag,
+/// what it means, what to do now (escalated, and why), what next, where
+/// the runbook is.
+fn entry_lines<'a>(app: &App, node: &str, f: &'a Flag) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let e = f.entry();
+    let ev: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut head = vec![
+        Span::styled(format!("{node} {}: ", f.kind.name()), severity_style(t, f.severity)),
+        Span::raw(f.detail.as_str()),
+    ];
+    if !ev.is_empty() {
+        head.push(Span::styled(format!("  [{}]", ev.join(" ")), t.muted));
+    }
+    let label = |s: &'static str| Span::styled(s, t.muted);
+    let mut lines = vec![
+        Line::from(head),
+        Line::from(vec![label("means   "), Span::raw(e.meaning)]),
+        Line::from(vec![
+            label("do now  "),
+            Span::styled(f.action.name(), severity_style(t, f.action.severity())),
+            Span::raw(format!(": {}", f.action.says())),
+        ]),
+    ];
+    match (&f.escalation, e.investigate) {
+        (Some(why), _) => lines.push(Line::from(vec![label("because "), Span::raw(why.as_str())])),
+        (None, Some(next)) if next != f.action => lines.push(Line::from(vec![
+            label("if again"),
+            Span::raw(format!(" {}: {}", next.name(), next.says())),
+        ])),
+        _ => {}
+    }
+    lines.push(Line::from(vec![
+        label("runbook "),
+        Span::raw(fleetop_catalog::runbook(f.kind.name())),
+    ]));
+    lines
 }

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Sparkline, Table, Widget};
 
 use super::{block, line_at, severity_style, status_span};
-use crate::model::flag::Subject;
+use crate::model::flag::{Flag, FlagKind, Subject};
 use crate::store::NodeState;
 use crate::store::history::Point;
 use crate::tui::app::{App, Pane};
@@ -55,13 +55,22 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
     let sched_h = u16::from(n.scheduler.is_some());
-    let [host, sched, table, lower] = Layout::vertical([
+    // The diagnosis: the node's most urgent action, then every flag (kind,
+    // subject, action, detail) as far as room allows, so a node crit for a
+    // node-level reason never looks healthy and no flag name is cut.
+    let flags: Vec<&Flag> = n.detector.active().collect();
+    let room = inner.height.saturating_sub(1 + sched_h + table_h + 4);
+    let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(1));
+    let diag_h = u16::from(!flags.is_empty()) + flags_h;
+    let [host, sched, diag, table, lower] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(sched_h),
+        Constraint::Length(diag_h),
         Constraint::Length(table_h),
         Constraint::Min(0),
     ])
     .areas(inner);
+    render_diagnosis(app, n, &flags, diag, buf);
     line_at(Line::from(Span::styled(host_line, t.muted)), host, 0, buf);
     if let Some(v) = &n.scheduler {
         let mut line = sched_line(t, v);
@@ -82,6 +91,42 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         render_pane(app, n, Pane::ALL[(i + 1) % Pane::ALL.len()], right, buf);
     } else {
         render_pane(app, n, app.pane, lower, buf);
+    }
+}
+
+/// "do now: drain, then reboot the node: XID 79 (...) on GPU 1; ..." and
+/// under it the flags, most urgent first, one a line, as many as fit
+/// ("+N more: the alerts screen has them all").
+fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Some((top, said)) = crate::tui::view::diagnosis(n) else {
+        return;
+    };
+    let line = Line::from(vec![
+        Span::styled("do now ", t.muted),
+        Span::styled(said, severity_style(t, top.action.severity())),
+    ]);
+    line_at(line, area, 0, buf);
+    let mut sorted = flags.to_vec();
+    sorted.sort_by_key(|f| std::cmp::Reverse((f.action.urgency(), f.severity)));
+    let rows = area.height.saturating_sub(1) as usize;
+    for (i, f) in sorted.iter().take(rows).enumerate() {
+        let on = match f.subject {
+            Subject::Node => "node".to_string(),
+            Subject::Gpu(g) => format!("gpu{g}"),
+            Subject::IbPort(p) => n.ib_port_name(p),
+        };
+        let more = sorted.len() - rows;
+        let mut spans = vec![
+            Span::styled(format!("  {} ", f.kind.name()), severity_style(t, f.severity)),
+            Span::raw(format!("{on} ")),
+            Span::styled(format!("{} ", f.action.name()), t.muted),
+            Span::raw(f.detail.clone()),
+        ];
+        if i + 1 == rows && more > 0 {
+            spans.insert(0, Span::styled(format!("+{more} more (alerts: a) "), t.muted));
+        }
+        line_at(Line::from(spans), area, i as u16 + 1, buf);
     }
 }
 
@@ -213,7 +258,8 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             .detector
             .active()
             .filter(|f| f.subject == Subject::Gpu(g.index))
-            .map(|f| Span::styled(format!("{} ", f.kind.name()), severity_style(t, f.severity)))
+            // Short names (the legend is under `?`): the full list is above the table.
+            .map(|f| Span::styled(format!("{} ", f.kind.short()), severity_style(t, f.severity)))
             .collect();
         let cells: Vec<Cell<'static>> = if let Some(e) = &g.error {
             errors.push((rows.len(), pos, e.name().to_string()));
@@ -224,7 +270,12 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         } else {
             let th = &app.store.thresholds;
             let total = gi.and_then(|i| i.mem_total_bytes).map(|b| b as f64 / GIB);
-            let xids: Vec<String> = g.xids.iter().map(|x| x.xid.to_string()).collect();
+            let xids: Vec<String> = n.xid_codes(g.index).iter().map(u32::to_string).collect();
+            let xid_style = n
+                .detector
+                .active()
+                .find(|f| f.kind == FlagKind::Xid && f.subject == Subject::Gpu(g.index))
+                .map_or(Style::new(), |f| severity_style(t, f.severity));
             // The same line the `hot` flag draws: the slowdown temperature less the margin.
             let hot_at = th.slowdown_c(gi).saturating_sub(th.hot_margin_c);
             let hot = g.temp_c.is_some_and(|c| c >= hot_at);
@@ -270,7 +321,7 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 )),
                 Cell::from(Span::styled(
                     if xids.is_empty() { "-".into() } else { xids.join(",") },
-                    t.crit,
+                    xid_style,
                 )),
                 Cell::from(match g.gpm {
                     Some(m) => format!("{:>3.0}%", m.sm_active_pct),

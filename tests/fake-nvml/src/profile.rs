@@ -1,5 +1,7 @@
 //! The machine a fake NVML pretends to be: a TOML profile, optionally a fault
-//! script layered on a profile (`base = "h100-sxm5.toml"`).
+//! script layered on a profile (`base = "h100-sxm5.toml"`). A script's
+//! `[gpu]` keys change the base's template (every GPU), its `[[override]]`s
+//! and `[[fault]]`s add to the base's.
 
 use std::path::Path;
 
@@ -34,6 +36,18 @@ fn yes() -> bool {
 
 fn default_period() -> f64 {
     60.0
+}
+
+fn gen5() -> u32 {
+    5
+}
+
+fn x16() -> u32 {
+    16
+}
+
+fn default_vbios() -> String {
+    "96.00.99.00.01".into()
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -89,6 +103,52 @@ pub struct GpuSpec {
     /// MIG instances; a non-empty list puts the GPU in MIG mode.
     #[serde(default)]
     pub mig: Vec<MigSpec>,
+    /// nvmlDeviceGetVbiosVersion.
+    #[serde(default = "default_vbios")]
+    pub vbios_version: String,
+    /// The PCIe link the GPU and its slot can train to
+    /// (nvmlDeviceGetMaxPcieLinkGeneration / -Width).
+    #[serde(default = "gen5")]
+    pub pcie_max_gen: u32,
+    #[serde(default = "x16")]
+    pub pcie_max_width: u32,
+    /// The link as trained now (nvmlDeviceGetCurrPcieLinkGeneration / -Width).
+    #[serde(default = "gen5")]
+    pub pcie_gen: u32,
+    #[serde(default = "x16")]
+    pub pcie_width: u32,
+    /// nvmlDeviceGetPersistenceMode.
+    #[serde(default = "yes")]
+    pub persistence: bool,
+    /// The GPU's fabric registration (nvmlDeviceGetGpuFabricInfo[V]);
+    /// absent: the call answers NOT_SUPPORTED (no NVSwitch fabric).
+    #[serde(default)]
+    pub fabric_state: Option<FabricState>,
+    /// Its nvmlReturn_t result once completed (0 success).
+    #[serde(default)]
+    pub fabric_status: u32,
+}
+
+/// nvmlGpuFabricState_t, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricState {
+    NotSupported,
+    NotStarted,
+    InProgress,
+    Completed,
+}
+
+impl FabricState {
+    /// The NVML_GPU_FABRIC_STATE_* value.
+    pub fn nvml(self) -> u8 {
+        match self {
+            FabricState::NotSupported => 0,
+            FabricState::NotStarted => 1,
+            FabricState::InProgress => 2,
+            FabricState::Completed => 3,
+        }
+    }
 }
 
 /// Percent of the interval, as nvmlGpmMetricsGet reports them.
@@ -214,6 +274,8 @@ fn load_value(path: &Path, depth: u32) -> Result<toml::Table, String> {
         match (k.as_str(), b.get_mut(&k), v) {
             // Faults and per-GPU overrides add to the profile's.
             ("fault" | "override", Some(toml::Value::Array(old)), toml::Value::Array(new)) => old.extend(new),
+            // The GPU template: the script's keys replace the base's, the others stay.
+            ("gpu", Some(toml::Value::Table(old)), toml::Value::Table(new)) => old.extend(new),
             (_, _, v) => {
                 b.insert(k, v);
             }
