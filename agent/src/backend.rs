@@ -143,6 +143,9 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
         }
         return Ok((collector, None));
     }
+    let mut base = base;
+    // This machine's boot, journal or not (a simulated node has none).
+    base.boot_id = crate::journal::boot_id(&opts.proc_root);
     let mut samplers: Vec<Box<dyn Sampler>> = Vec::new();
     let mut note = None;
     match nvml::open(opts.nvml_lib.as_deref()).and_then(|n| NvmlSampler::new(n, opts.proc_root.clone(), opts.interval))

@@ -260,10 +260,17 @@ fn read_file(path: &Path) -> std::io::Result<Option<Vec<FaultRecord>>> {
     let mut buf = Vec::new();
     f.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > MAX_FILE_BYTES {
-        return Err(std::io::Error::other(format!("larger than {} MiB", MAX_FILE_BYTES >> 20)));
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_FILE_BYTES >> 20
+        )));
     }
-    let form: FileForm = serde_json::from_slice(&buf)
-        .map_err(|e| std::io::Error::other(format!("not a fault journal ({})", fleetop_proto::input::printable(&e.to_string(), 200))))?;
+    let form: FileForm = serde_json::from_slice(&buf).map_err(|e| {
+        std::io::Error::other(format!(
+            "not a fault journal ({})",
+            fleetop_proto::input::printable(&e.to_string(), 200)
+        ))
+    })?;
     if form.version != 1 {
         return Err(std::io::Error::other(format!("version {}, not 1", form.version)));
     }
@@ -285,7 +292,8 @@ fn read_file(path: &Path) -> std::io::Result<Option<Vec<FaultRecord>>> {
 
 /// This boot's id (`<proc_root>/sys/kernel/random/boot_id`), empty if unknown.
 pub fn boot_id(proc_root: &Path) -> String {
-    let text = fleetop_proto::input::read_capped(&proc_root.join("sys/kernel/random/boot_id"), 4096).unwrap_or_default();
+    let text =
+        fleetop_proto::input::read_capped(&proc_root.join("sys/kernel/random/boot_id"), 4096).unwrap_or_default();
     let id = text.trim();
     if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         return String::new();
@@ -311,13 +319,19 @@ mod tests {
         );
         assert!(j.add_xid("GPU-1", 79, NOW - 5000, NOW));
         assert!(!j.add_xid("GPU-1", 79, NOW - 5000, NOW), "the same record");
-        assert!(!j.add_xid("GPU-1", 79, NOW - 3000, NOW), "the same fault, another source");
+        assert!(
+            !j.add_xid("GPU-1", 79, NOW - 3000, NOW),
+            "the same fault, another source"
+        );
         assert!(j.add_xid("GPU-1", 48, NOW - 5000, NOW), "another code");
         assert!(j.add_xid("GPU-2", 79, NOW - 5000, NOW), "another GPU");
         assert!(!j.add_xid("", 79, NOW, NOW), "no GPU");
         j.save();
         let file = state.join(FILE_NAME);
-        assert_eq!(std::fs::metadata(&file).expect("file").permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&file).expect("file").permissions().mode() & 0o777,
+            0o600
+        );
         let leftovers: Vec<_> = std::fs::read_dir(&state).expect("dir").flatten().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left");
 
@@ -330,7 +344,10 @@ mod tests {
         assert!(j.add_xid("GPU-1", 79, NOW + 50_000, NOW + 60_000));
         let r = j.records().last().expect("record");
         assert_eq!((r.code, r.boot_id.as_str(), r.kind.as_str()), (79, "boot-b", "xid"));
-        assert!(j.records().windows(2).all(|w| w[0].time_ms <= w[1].time_ms), "oldest first");
+        assert!(
+            j.records().windows(2).all(|w| w[0].time_ms <= w[1].time_ms),
+            "oldest first"
+        );
     }
 
     #[test]
@@ -342,7 +359,10 @@ mod tests {
             assert!(j.add_xid("GPU-1", 13, NOW - 1_000_000 + i * 20_000, NOW));
         }
         j.add_xid("GPU-2", 13, NOW - 1_000_000, NOW);
-        assert_eq!(j.records().iter().filter(|r| r.gpu_uuid == "GPU-1").count(), MAX_PER_GPU);
+        assert_eq!(
+            j.records().iter().filter(|r| r.gpu_uuid == "GPU-1").count(),
+            MAX_PER_GPU
+        );
         assert_eq!(j.records().len(), MAX_PER_GPU + 1);
         // The oldest of GPU-1 went.
         let first = j.records().iter().find(|r| r.gpu_uuid == "GPU-1").expect("one");
@@ -355,7 +375,12 @@ mod tests {
     #[test]
     fn a_corrupt_journal_is_a_warning_and_an_empty_one() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for junk in [&b"{ not json"[..], b"", b"\xff\xfe\x00", br#"{"version":7,"records":[]}"#] {
+        for junk in [
+            &b"{ not json"[..],
+            b"",
+            b"\xff\xfe\x00",
+            br#"{"version":7,"records":[]}"#,
+        ] {
             std::fs::write(dir.path().join(FILE_NAME), junk).expect("w");
             let mut j = Journal::open(dir.path(), "b".into(), NOW).expect("opens");
             assert!(j.records().is_empty());
@@ -373,7 +398,10 @@ mod tests {
         std::fs::create_dir(&real).expect("mkdir");
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
-        let err = Journal::open(&link, String::new(), NOW).err().expect("refused").to_string();
+        let err = Journal::open(&link, String::new(), NOW)
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(err.contains("symbolic link") && !err.contains('\n'), "{err}");
         let file = dir.path().join("file");
         std::fs::write(&file, "x").expect("w");
@@ -396,7 +424,12 @@ mod tests {
             std::fs::read_to_string(&elsewhere).expect("r"),
             r#"{"version":1,"records":[]}"#
         );
-        assert!(!std::fs::symlink_metadata(state.join(FILE_NAME)).expect("m").file_type().is_symlink());
+        assert!(
+            !std::fs::symlink_metadata(state.join(FILE_NAME))
+                .expect("m")
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[test]

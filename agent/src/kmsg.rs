@@ -398,7 +398,8 @@ impl KmsgSampler {
     }
 
     fn wall_ms(&self, time_us: u64) -> i64 {
-        self.boot_ms.saturating_add(i64::try_from(time_us / 1000).unwrap_or(i64::MAX))
+        self.boot_ms
+            .saturating_add(i64::try_from(time_us / 1000).unwrap_or(i64::MAX))
     }
 
     /// The GPU index of an XID's bus id: by the node's GPUs' bus ids, else
@@ -603,7 +604,16 @@ mod tests {
         assert_eq!(PciAddr::parse("3b:00.0"), Some(nvml));
         assert_ne!(PciAddr::parse("0000:3c:00"), Some(nvml));
         assert_ne!(PciAddr::parse("0001:3b:00"), Some(nvml));
-        for bad in ["", "3b", "zz:00.0", "0000:3b:00.", "0000:3b:00.0.0", "0000:100:00", ":::", "0000:3b:00)"] {
+        for bad in [
+            "",
+            "3b",
+            "zz:00.0",
+            "0000:3b:00.",
+            "0000:3b:00.0.0",
+            "0000:100:00",
+            ":::",
+            "0000:3b:00)",
+        ] {
             assert_eq!(PciAddr::parse(bad), None, "{bad:?}");
         }
     }
@@ -696,8 +706,27 @@ mod tests {
             x
         };
         let pieces = [
-            "NVRM: Xid (", "SXid (", "PCI:", "0000:3b:00", ".0", "): ", "79", ", ", "Fatal", "Non-fatal", ";", ",",
-            "\n", " ", "NVRM: GPU at PCI:", ": GPU-", "é", "\u{0}", "ÿ", ")", "(",
+            "NVRM: Xid (",
+            "SXid (",
+            "PCI:",
+            "0000:3b:00",
+            ".0",
+            "): ",
+            "79",
+            ", ",
+            "Fatal",
+            "Non-fatal",
+            ";",
+            ",",
+            "\n",
+            " ",
+            "NVRM: GPU at PCI:",
+            ": GPU-",
+            "é",
+            "\u{0}",
+            "ÿ",
+            ")",
+            "(",
         ];
         let mut pending = Pending::default();
         for _ in 0..20_000 {
@@ -745,7 +774,11 @@ mod tests {
         use std::io::Write;
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("kmsg");
-        std::fs::write(&log, "3,1,1000000,-;NVRM: Xid (PCI:0000:3b:00): 79, x\n SUBSYSTEM=pci\n3,2,2000").expect("w");
+        std::fs::write(
+            &log,
+            "3,1,1000000,-;NVRM: Xid (PCI:0000:3b:00): 79, x\n SUBSYSTEM=pci\n3,2,2000",
+        )
+        .expect("w");
         let mut s = KmsgSampler::open(&log, dir.path()).expect("opens");
         assert_eq!(lock(&s.pending).events.len(), 1, "the half-written line waits");
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).expect("append");

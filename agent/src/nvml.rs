@@ -652,7 +652,7 @@ impl GpuReader {
             .unwrap_or(0);
         s.persistence = match self.call("nvmlDeviceGetPersistenceMode", || d.is_in_persistent_mode()) {
             Ok(true) => 2,
-            Ok(false) => 2,
+            Ok(false) => 1,
             Err(_) => 0,
         };
         if let Some((state, status)) = self.call("nvmlDeviceGetGpuFabricInfoV", || self.fabric(d)) {

@@ -81,11 +81,7 @@ pub fn peermem_loaded(sysfs: &Path) -> bool {
 
 impl Sampler for NodeChecks {
     fn describe(&mut self, info: &mut NodeInfo) {
-        let listed: Vec<PciAddr> = info
-            .gpus
-            .iter()
-            .filter_map(|g| PciAddr::parse(&g.pci_bus_id))
-            .collect();
+        let listed: Vec<PciAddr> = info.gpus.iter().filter_map(|g| PciAddr::parse(&g.pci_bus_id)).collect();
         info.gpus_missing_pci = nvidia_gpus(&self.sysfs)
             .into_iter()
             .filter(|bus| PciAddr::parse(bus).is_none_or(|a| !listed.contains(&a)))

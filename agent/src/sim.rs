@@ -7,7 +7,7 @@
 //! where the old one was.
 
 use crate::proto::{
-    GpuInfo, GpuProcess, GpuSample, HostSample, IbPortInfo, IbSample, NodeInfo, NvLinkInfo, Sample, XidEvent,
+    GpuInfo, GpuProcess, GpuSample, HostSample, IbPortInfo, IbSample, NodeInfo, NvLinkInfo, Sample, SxidEvent, XidEvent,
 };
 use crate::sampler::Sampler;
 use crate::{ib, throttle};
@@ -48,6 +48,22 @@ pub enum Scenario {
     /// One GPU's NVML calls stop returning: it is reported stuck while the
     /// other GPUs keep reporting.
     NvmlStuck,
+    /// One busy GPU's PCIe link trains to half its width (x8 of x16).
+    PcieDegraded,
+    /// One GPU's NVLink fabric registration fails (completed, with an
+    /// error): on an NVSwitch system CUDA will not start on it.
+    FabricFailed,
+    /// Persistence mode is off on every GPU of the node.
+    PersistenceOff,
+    /// One GPU is on the PCI bus but not in NVML (as after a bad reboot):
+    /// the node lists one GPU fewer than it should have.
+    GpuMissing,
+    /// An NVSwitch reports a fatal SXid (kernel log).
+    SxidFatal,
+    /// nvidia_peermem is not loaded on this node with InfiniBand.
+    NoPeermem,
+    /// The node runs an older driver and VBIOS than the rest of the fleet.
+    OldDriver,
 }
 
 impl Scenario {
@@ -201,6 +217,10 @@ pub fn target_ib_port(seed: u64, ports: u32) -> u32 {
 /// GpuSample.fabric_state for NVML_GPU_FABRIC_STATE_COMPLETED (NVML's state plus one).
 const FABRIC_COMPLETED: u32 = 4;
 
+/// GpuSample.fabric_status of the failed registration in `fabric-failed`
+/// (NVML_ERROR_UNKNOWN).
+const FABRIC_FAILED_STATUS: u32 = 999;
+
 /// The NVLink link that goes down in `nvlink-down`.
 pub const DOWN_LINK: u32 = 3;
 
@@ -248,6 +268,14 @@ impl SimNode {
 
     fn job_id(&self) -> u64 {
         4000 + self.cfg.seed % 997
+    }
+
+    /// The GPUs NVML lists: all but the last where one is missing.
+    fn listed_gpus(&self) -> u32 {
+        match self.cfg.scenario {
+            Scenario::GpuMissing => self.cfg.gpus.saturating_sub(1),
+            _ => self.cfg.gpus,
+        }
     }
 
     /// True for the first sample at or after the problem's onset.
@@ -354,6 +382,10 @@ impl SimNode {
         if self.cfg.model != Model::A100 {
             s.fabric_state = FABRIC_COMPLETED;
         }
+        // The node's persistence daemon is not running: every GPU, not one.
+        if c.scenario == Scenario::PersistenceOff && self.problem_active(now_ms) {
+            s.persistence = 1;
+        }
         s.ecc_corrected_volatile = noise(c.seed, gpu, 0, 11).lt(&0.2) as u64;
 
         // NVLink counters, in KiB: a steady share of link bandwidth while busy.
@@ -444,6 +476,17 @@ impl SimNode {
                     ..Default::default()
                 };
             }
+            Scenario::PcieDegraded => {
+                // Trained at full speed but on half its lanes (a riser, a lane
+                // gone bad): the scenario's GPUs are busy, so it shows.
+                s.pcie_width = sp.pcie_width / 2;
+            }
+            Scenario::FabricFailed => {
+                // Shown on any model, A100 included, so that the demo shows
+                // it wherever the scenario lands.
+                s.fabric_state = FABRIC_COMPLETED;
+                s.fabric_status = FABRIC_FAILED_STATUS;
+            }
             Scenario::EccUncorrectable => {
                 s.ecc_uncorrected_volatile = 2;
                 s.remapped_rows_pending = 1;
@@ -509,9 +552,19 @@ impl Sampler for SimNode {
         let sp = &self.spec;
         info.hostname = c.hostname.clone();
         info.backend = format!("sim:{}", c.scenario.name());
-        info.driver_version = "570.172.08".into();
+        let old = c.scenario == Scenario::OldDriver;
+        info.driver_version = if old { "535.161.08" } else { "570.172.08" }.into();
         info.cuda_version = "12.8".into();
-        for g in 0..c.gpus {
+        let bus = |i: u32| format!("00000000:{:02X}:00.0", 0x18 + i * 0x10);
+        if c.scenario == Scenario::GpuMissing {
+            // The last GPU: the kernel sees it, NVML does not.
+            info.expect_gpus = c.gpus;
+            info.gpus_missing_pci.push(bus(c.gpus.saturating_sub(1)));
+        }
+        if c.ib_ports > 0 {
+            info.peermem = if c.scenario == Scenario::NoPeermem { 1 } else { 2 };
+        }
+        for g in 0..self.listed_gpus() {
             let bus = |i: u32| format!("00000000:{:02X}:00.0", 0x18 + i * 0x10);
             info.gpus.push(GpuInfo {
                 index: g,
@@ -529,7 +582,7 @@ impl Sampler for SimNode {
                 max_mem_clock_mhz: sp.max_mem_mhz,
                 slowdown_temp_c: sp.slowdown_c,
                 shutdown_temp_c: sp.shutdown_c,
-                vbios_version: sp.vbios.into(),
+                vbios_version: if old { "96.00.61.00.01" } else { sp.vbios }.into(),
                 pcie_max_gen: sp.pcie_gen,
                 pcie_max_width: sp.pcie_width,
                 // Links go to the NVSwitches, as on an HGX board.
@@ -571,8 +624,17 @@ impl Sampler for SimNode {
             uptime_s: 3_000_000 + ((now_ms - c.start_ms).max(0) / 1000) as u64,
         });
         out.gpus.reserve_exact(c.gpus as usize);
-        for g in 0..c.gpus {
+        for g in 0..self.listed_gpus() {
             out.gpus.push(self.gpu_sample(g, now_ms));
+        }
+        if c.scenario == Scenario::SxidFatal && self.first_after_onset(now_ms) {
+            out.sxids.push(SxidEvent {
+                sxid: 20034,
+                time_ms: now_ms,
+                switch_pci: "0000:c8:00.0".into(),
+                fatal: true,
+                text: "Link 30 LTSSM Fault Up".into(),
+            });
         }
         out.ib_ports.reserve_exact(c.ib_ports as usize);
         for p in 0..c.ib_ports {
@@ -706,6 +768,57 @@ mod tests {
         let names: Vec<String> = Scenario::all().iter().map(|s| s.name()).collect();
         assert!(names.contains(&"thermal-throttle".to_string()));
         assert!(names.contains(&"xid79".to_string()));
-        assert_eq!(names.len(), 15);
+        assert_eq!(names.len(), 22);
+    }
+
+    #[test]
+    fn links_train_down_when_idle_and_the_fabric_and_persistence_are_healthy() {
+        let busy = at(&mut node(Scenario::Training, 4), 60_000);
+        for g in &busy.gpus {
+            let got = (g.pcie_gen, g.pcie_width, g.fabric_state, g.fabric_status, g.persistence);
+            assert_eq!(got, (5, 16, FABRIC_COMPLETED, 0, 2), "GPU {}", g.index);
+        }
+        let quiet = at(&mut node(Scenario::Quiet, 4), 60_000);
+        assert!(quiet.gpus.iter().all(|g| (g.pcie_gen, g.pcie_width) == (1, 16)));
+        let mut n = node(Scenario::Training, 4);
+        let mut info = NodeInfo::default();
+        n.describe(&mut info);
+        let g = &info.gpus[0];
+        assert_eq!((g.pcie_max_gen, g.pcie_max_width), (5, 16));
+        assert!(!g.vbios_version.is_empty());
+    }
+
+    #[test]
+    fn pcie_fabric_and_persistence_faults_hit_after_onset() {
+        let seed = 6;
+        let t = target_gpu(seed, 8) as usize;
+        let mut n = node(Scenario::PcieDegraded, seed);
+        assert_eq!(at(&mut n, ONSET_MS - 1000).gpus[t].pcie_width, 16);
+        let s = at(&mut n, ONSET_MS + 5000);
+        assert_eq!((s.gpus[t].pcie_gen, s.gpus[t].pcie_width), (5, 8));
+        assert!(s.gpus[t].util_pct >= 90, "busy while degraded");
+        assert!(
+            s.gpus
+                .iter()
+                .filter(|g| g.index as usize != t)
+                .all(|g| g.pcie_width == 16)
+        );
+
+        let mut n = node(Scenario::FabricFailed, seed);
+        let s = at(&mut n, ONSET_MS + 5000);
+        assert_eq!(
+            (s.gpus[t].fabric_state, s.gpus[t].fabric_status),
+            (FABRIC_COMPLETED, 999)
+        );
+        assert!(
+            s.gpus
+                .iter()
+                .filter(|g| g.index as usize != t)
+                .all(|g| g.fabric_status == 0)
+        );
+
+        let mut n = node(Scenario::PersistenceOff, seed);
+        assert!(at(&mut n, ONSET_MS - 1000).gpus.iter().all(|g| g.persistence == 2));
+        assert!(at(&mut n, ONSET_MS + 5000).gpus.iter().all(|g| g.persistence == 1));
     }
 }

@@ -179,7 +179,11 @@ fn kernel_xids_land_on_their_gpu_and_in_a_journal_that_outlives_restarts_and_reb
     // Record times are the boot time plus their microseconds since boot.
     let t79 = btime_s * 1000 + 5_678_901;
     let t48 = btime_s * 1000 + 5_679_000;
-    assert_eq!(xids(&doc), [(0, 48, t48, 1), (2, 79, t79, 1)], "bus 3a is GPU 2, bus 18 GPU 0");
+    assert_eq!(
+        xids(&doc),
+        [(0, 48, t48, 1), (2, 79, t79, 1)],
+        "bus 3a is GPU 2, bus 18 GPU 0"
+    );
     let sx = doc["sample"]["sxids"].as_array().expect("sxids");
     assert_eq!(sx.len(), 2, "detail lines of an SXid are not SXids: {sx:?}");
     assert_eq!(sx[0]["sxid"], 12028);
@@ -229,7 +233,10 @@ fn kernel_xids_land_on_their_gpu_and_in_a_journal_that_outlives_restarts_and_reb
     assert_eq!(xids(&doc), [(2, 79, t_again, 1)]);
     let j = journal(&doc);
     assert_eq!(j.len(), 3, "{j:?}");
-    assert_eq!(j[2], (gpu_uuid(2), 79, t_again, "6c1f0e52-0d3c-4a5e-9a55-8d6b1c0a0002".into()));
+    assert_eq!(
+        j[2],
+        (gpu_uuid(2), 79, t_again, "6c1f0e52-0d3c-4a5e-9a55-8d6b1c0a0002".into())
+    );
     let gpu2_79s = j.iter().filter(|r| r.0 == gpu_uuid(2) && r.1 == 79).count();
     assert_eq!(gpu2_79s, 2, "two falls off the bus, two boots");
 }
@@ -257,7 +264,16 @@ fn peermem_loaded_and_kmsg_none() {
 fn an_unreadable_kernel_log_is_one_warning() {
     let node = Node::new();
     let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
-        .args(["sample", "--once", "--backend", "sim", "--kmsg", "/nonexistent/kmsg", "--sim-gpus", "2"])
+        .args([
+            "sample",
+            "--once",
+            "--backend",
+            "sim",
+            "--kmsg",
+            "/nonexistent/kmsg",
+            "--sim-gpus",
+            "2",
+        ])
         .env("FLEETOP_LOG", "warn")
         .arg("--proc-root")
         .arg(node.proc())
@@ -295,4 +311,79 @@ fn bad_flags_are_one_clear_error() {
         assert!(first.contains(says), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+/// A console that subscribes after a new XID gets the journal with it: the
+/// node description is taken per subscription, not once at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_subscriber_gets_the_journal_as_it_is_then() {
+    use fleetop_agent::backend::{self, BackendOptions, StateDir};
+    use fleetop_agent::proto::agent_message::Kind;
+    use fleetop_agent::proto::{SubscribeRequest, agent_client::AgentClient};
+    use std::io::Write;
+
+    let node = Node::new();
+    let log = node.dir.path().join("kmsg");
+    std::fs::write(&log, "6,1,1000,-;Linux version (fixture)\n").expect("w");
+    let mut opts = BackendOptions::sim(fleetop_agent::sim::SimConfig {
+        hostname: "j".into(),
+        gpus: 2,
+        ib_ports: 0,
+        model: fleetop_agent::sim::Model::H100,
+        scenario: fleetop_agent::sim::Scenario::Training,
+        seed: 1,
+        start_ms: fleetop_agent::now_ms(),
+        problem_ms: None,
+        interval_ms: 100,
+    });
+    opts.kmsg = Some(log.clone());
+    opts.proc_root = node.proc();
+    opts.state_dir = Some(StateDir {
+        path: node.state(),
+        given: true,
+    });
+    let (collector, _) = backend::build(&opts).expect("builds");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let agent_opts = fleetop_agent::server::AgentOptions {
+        interval: std::time::Duration::from_millis(100),
+        ..Default::default()
+    };
+    let handle = fleetop_agent::server::serve(collector, agent_opts, listener)
+        .await
+        .expect("serves");
+    let addr = handle.addr;
+    let journal_now = || async move {
+        let mut c = AgentClient::connect(format!("http://{addr}")).await.expect("connects");
+        let req = SubscribeRequest {
+            no_backfill: true,
+            ..Default::default()
+        };
+        let mut stream = c.subscribe(req).await.expect("subscribes").into_inner();
+        match stream.message().await.expect("a message").and_then(|m| m.kind) {
+            Some(Kind::Info(info)) => info.fault_journal,
+            other => panic!("the first message is not the description: {other:?}"),
+        }
+    };
+    assert!(journal_now().await.is_empty());
+
+    // GPU 1 of the simulation (bus 0x28) falls off the bus now.
+    let since_boot_us = (fleetop_agent::now_ms() / 1000 - node.btime_s) * 1_000_000;
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).expect("append");
+    writeln!(
+        f,
+        "3,2,{since_boot_us},-;NVRM: Xid (PCI:0000:28:00): 79, GPU has fallen off the bus."
+    )
+    .expect("w");
+    let start = std::time::Instant::now();
+    let journal = loop {
+        let j = journal_now().await;
+        if !j.is_empty() || start.elapsed() > std::time::Duration::from_secs(10) {
+            break j;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(journal.len(), 1, "{journal:?}");
+    assert_eq!(journal[0].code, 79);
+    assert!(!journal[0].gpu_uuid.is_empty());
+    handle.stop().await;
 }

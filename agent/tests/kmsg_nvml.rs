@@ -84,7 +84,11 @@ fn nvml_and_kernel_log_report_one_xid_once() {
         if i == 5 {
             // The kernel log grows while the agent runs: followed.
             let mut f = std::fs::OpenOptions::new().append(true).open(&log).expect("append");
-            writeln!(f, "3,9,1000000200,-;NVRM: Xid (PCI:0000:5d:00.0): 94, pid=1, name=x, Contained ECC").expect("w");
+            writeln!(
+                f,
+                "3,9,1000000200,-;NVRM: Xid (PCI:0000:5d:00.0): 94, pid=1, name=x, Contained ECC"
+            )
+            .expect("w");
         }
         std::thread::sleep(std::time::Duration::from_millis(150));
         let s = c.sample(fleetop_agent::now_ms()).expect("a sample");
@@ -94,7 +98,6 @@ fn nvml_and_kernel_log_report_one_xid_once() {
             }
         }
     }
-    eprintln!("seen: {seen:?}");
     let count = |gpu, code| seen.iter().filter(|(g, x, _)| *g == gpu && *x == code).count();
     assert_eq!(count(0, 79), 1, "one fall off the bus, two reports: {seen:?}");
     assert_eq!(count(1, 48), 1, "NVML's own: {seen:?}");
@@ -106,7 +109,9 @@ fn nvml_and_kernel_log_report_one_xid_once() {
     let gpu0_79 = journal.iter().filter(|r| r.code == 79).count();
     assert_eq!(gpu0_79, 1, "{journal:?}");
     assert!(
-        journal.iter().all(|r| r.boot_id == "0b0c0d0e-0000-4000-8000-000000000001"),
+        journal
+            .iter()
+            .all(|r| r.boot_id == "0b0c0d0e-0000-4000-8000-000000000001"),
         "{journal:?}"
     );
 }

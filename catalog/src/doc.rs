@@ -28,10 +28,11 @@ pub fn render() -> String {
     for a in Action::ALL.iter().rev() {
         let _ = writeln!(s, "| `{}` | {} | {} |", a.name(), a.severity().name(), a.says());
     }
+    s.push('\n');
     for e in FLAGS {
         let _ = write!(
             s,
-            "\n## {}\n\n{}.\n\n- now: `{}`: {}\n",
+            "## {}\n\n{}.\n\n- now: `{}`: {}\n",
             e.kind,
             capital(e.meaning),
             e.immediate.name(),
@@ -97,7 +98,7 @@ mod tests {
     fn every_flag_has_a_runbook_section() {
         let doc = super::render();
         for e in crate::FLAGS {
-            assert!(doc.contains(&format!("\n## {}\n", e.kind)), "{}", e.kind);
+            assert!(doc.contains(&format!("\n## {}\n\n", e.kind)), "{}", e.kind);
         }
     }
 }

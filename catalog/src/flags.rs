@@ -12,7 +12,7 @@ pub const FLAGS: &[Entry] = &[
         investigate: Some(Action::Replace),
         runbook: &[
             "The action is the code's, from NVIDIA's XID catalog (the table below); with several codes, the most urgent one's.",
-            "Application codes (13, 31, 43, 94, ...): tell the job's owner; the GPU is fine.",
+            "Application codes (13, 31, 94, ...): tell the job's owner; the GPU is fine.",
             "Node codes (48, 79, 95, 119, ...): drain the node, reset the GPU or reboot as the action says, burn it in, return it.",
             "The same code asking for a reset or reboot in its third boot within 7 days escalates to replace: the reboots did not cure it.",
         ],

@@ -262,10 +262,7 @@ mod tests {
             }
             s
         };
-        assert_eq!(
-            wire.encoded_len(),
-            encode(Some(&bare(&a)), &bare(&b)).encoded_len()
-        );
+        assert_eq!(wire.encoded_len(), encode(Some(&bare(&a)), &bare(&b)).encoded_len());
         assert_eq!(decode(Some(&a), wire).expect("decodes"), b);
     }
 
@@ -297,7 +294,11 @@ mod tests {
             // And back again, against the changed sample as base.
             let mut c = a.clone();
             c.seq = 3;
-            assert_eq!(decode(Some(&b), encode(Some(&b), &c)).expect("decodes"), c, "{what}: back");
+            assert_eq!(
+                decode(Some(&b), encode(Some(&b), &c)).expect("decodes"),
+                c,
+                "{what}: back"
+            );
         }
         // A failed registration's status back to success (0): carried too.
         let mut a = Sample {

@@ -478,4 +478,188 @@ mod tests {
         assert_eq!(d.cleared().count(), 1, "the cleared flag is kept for display");
         assert!(d.cleared().all(|c| c.flag.detail.contains("symbol_error +5")));
     }
+
+    /// Feeds one sample with `gpus` at `t` and returns the active flags.
+    fn feed(d: &mut NodeDetector, info: &NodeDesc, t: i64, gpus: Vec<GpuReading>) -> Vec<Flag> {
+        let s = NodeSample {
+            time_ms: t,
+            gpus,
+            ..Default::default()
+        };
+        d.on_sample(info, &s, &Derived::default(), &[], &Thresholds::default());
+        d.active().cloned().collect()
+    }
+
+    fn xid_at(code: u32, t: i64) -> GpuReading {
+        gpu(|g| g.xids.push(crate::model::sample::Xid { xid: code, time_ms: t }))
+    }
+
+    #[test]
+    fn xids_are_graded_by_the_catalog_not_all_crit() {
+        use crate::model::flag::Action;
+        for (code, sev) in [
+            (63, Severity::Info),
+            (92, Severity::Info),
+            (43, Severity::Info),
+            (94, Severity::Warn),
+            (13, Severity::Warn),
+            (79, Severity::Crit),
+            (48, Severity::Crit),
+            (95, Severity::Crit),
+        ] {
+            let mut d = NodeDetector::default();
+            let f = feed(&mut d, &info(), 1000, vec![xid_at(code, 1000)]);
+            let f = f.iter().find(|f| f.kind == FlagKind::Xid).expect("xid flag");
+            assert_eq!(f.severity, sev, "XID {code}");
+            assert_eq!(f.action.severity(), sev, "XID {code}: severity follows the action");
+        }
+        // Two codes on one GPU: the most urgent decides.
+        let mut d = NodeDetector::default();
+        let f = feed(&mut d, &info(), 1000, vec![gpu(|g| {
+            g.xids.push(crate::model::sample::Xid { xid: 13, time_ms: 1000 });
+            g.xids.push(crate::model::sample::Xid { xid: 79, time_ms: 1000 });
+        })]);
+        assert_eq!(f[0].action, Action::RebootNode);
+        assert_eq!(d.held_xids(0), [13, 79], "the codes are held for the view and export");
+    }
+
+    #[test]
+    fn the_same_xid_in_a_third_boot_asks_for_replace_and_says_why() {
+        use crate::model::flag::Action;
+        use crate::model::sample::FaultRecord;
+        let rec = |boot: &str, t: i64| FaultRecord {
+            gpu_uuid: "GPU-1".into(),
+            kind: "xid".into(),
+            code: 79,
+            time_ms: t,
+            boot_id: Some(boot.into()),
+        };
+        let mut info = info();
+        info.gpus[0].uuid = "GPU-1".into();
+        info.health.boot_id = Some("c".into());
+        let now = 10 * 86_400_000;
+        // One earlier boot: the catalog's reboot stands.
+        info.health.fault_journal = vec![rec("a", now - 3_600_000)];
+        let mut d = NodeDetector::default();
+        let f = feed(&mut d, &info, now, vec![xid_at(79, now)]);
+        assert_eq!((f[0].action, f[0].escalation.as_deref()), (Action::RebootNode, None));
+        // Two earlier boots (and this one's record, counted once): replace.
+        info.health.fault_journal = vec![rec("a", now - 86_400_000), rec("b", now - 3_600_000), rec("c", now)];
+        let mut d = NodeDetector::default();
+        let f = feed(&mut d, &info, now, vec![xid_at(79, now)]);
+        assert_eq!(f[0].action, Action::Replace);
+        assert_eq!(f[0].severity, Severity::Crit);
+        let why = f[0].escalation.as_deref().expect("says why");
+        assert!(why.starts_with("3rd XID 79 on this GPU in 7 days"), "{why}");
+        assert!(f[0].action_detail().contains("3rd XID 79"), "{}", f[0].action_detail());
+        // Boots older than the window do not count.
+        info.health.fault_journal = vec![rec("a", now - 8 * 86_400_000), rec("b", now - 3_600_000)];
+        let mut d = NodeDetector::default();
+        assert_eq!(feed(&mut d, &info, now, vec![xid_at(79, now)])[0].action, Action::RebootNode);
+    }
+
+    #[test]
+    fn a_narrow_pcie_link_is_flagged_and_a_slow_one_only_while_busy() {
+        use crate::model::sample::PcieLink;
+        let mut info = info();
+        info.gpus[0].pcie_max = Some(PcieLink { gen_: 5, width: 16 });
+        let at = |gen_, width, util| {
+            gpu(|g| {
+                g.pcie_link = Some(PcieLink { gen_, width });
+                g.util_pct = Some(util);
+            })
+        };
+        let pcie = |fl: &[Flag]| fl.iter().find(|f| f.kind == FlagKind::PcieDegraded).cloned();
+        // Idle at gen 1: power saving, no fault, however long.
+        let mut d = NodeDetector::default();
+        assert!((0..10).all(|t| pcie(&feed(&mut d, &info, t * 1000, vec![at(1, 16, 0)])).is_none()));
+        // Busy at gen 3: raised after the usual three samples.
+        let raised: Vec<bool> = (0..4)
+            .map(|t| pcie(&feed(&mut d, &info, 20_000 + t * 1000, vec![at(3, 16, 95)])).is_some())
+            .collect();
+        assert_eq!(raised, [false, false, true, true]);
+        // x8 of x16 is a fault busy or idle.
+        let mut d = NodeDetector::default();
+        let f = (0..3).map(|t| feed(&mut d, &info, t * 1000, vec![at(5, 8, 0)])).last();
+        let f = pcie(&f.unwrap_or_default()).expect("narrow link flagged");
+        assert_eq!(f.detail, "PCIe gen 5 x8 of gen 5 x16");
+        assert_eq!((f.severity, f.action.name()), (Severity::Warn, "check_link"));
+    }
+
+    #[test]
+    fn a_failed_fabric_registration_is_crit_and_a_slow_one_only_after_a_minute() {
+        use crate::model::sample::Fabric;
+        let with = |fab| gpu(|g| g.fabric = Some(fab));
+        let fabric = |fl: &[Flag]| fl.iter().find(|f| f.kind == FlagKind::FabricUnhealthy).cloned();
+        let mut d = NodeDetector::default();
+        let f = fabric(&feed(&mut d, &info(), 0, vec![with(Fabric::Completed { status: 999 })])).expect("flag");
+        assert_eq!((f.severity, f.action.name()), (Severity::Crit, "reboot_node"));
+        let mut d = NodeDetector::default();
+        assert!(fabric(&feed(&mut d, &info(), 0, vec![with(Fabric::InProgress)])).is_none());
+        assert!(fabric(&feed(&mut d, &info(), 59_000, vec![with(Fabric::InProgress)])).is_none());
+        assert!(fabric(&feed(&mut d, &info(), 60_000, vec![with(Fabric::InProgress)])).is_some());
+        let mut d = NodeDetector::default();
+        assert!(fabric(&feed(&mut d, &info(), 0, vec![with(Fabric::Completed { status: 0 })])).is_none());
+    }
+
+    #[test]
+    fn node_checks_missing_gpus_peermem_and_sxids() {
+        use crate::model::sample::Sxid;
+        let mut info = info();
+        info.health.expect_gpus = Some(8);
+        info.health.gpus_missing_pci = vec!["0000:3b:00.0".into()];
+        info.health.peermem = Some(false);
+        let mut d = NodeDetector::default();
+        let s = NodeSample {
+            time_ms: 1000,
+            gpus: vec![gpu(|_| {})],
+            sxids: vec![Sxid {
+                sxid: 20034,
+                time_ms: 1000,
+                switch_pci: "0000:c8:00.0".into(),
+                fatal: true,
+                text: "Link 30 LTSSM Fault Up".into(),
+            }],
+            ..Default::default()
+        };
+        d.on_sample(&info, &s, &Derived::default(), &[], &Thresholds::default());
+        let get = |k| d.active().find(|f| f.kind == k).cloned().expect("raised");
+        let missing = get(FlagKind::GpuMissing);
+        assert_eq!(missing.detail, "1 of 8 GPUs answer; on the PCI bus, not in NVML: 0000:3b:00.0");
+        assert_eq!((missing.severity, missing.subject), (Severity::Crit, Subject::Node));
+        assert_eq!(get(FlagKind::PeermemMissing).severity, Severity::Warn);
+        let sx = get(FlagKind::Sxid);
+        assert_eq!((sx.severity, sx.action.name()), (Severity::Crit, "reboot_node"));
+        assert!(sx.detail.contains("SXid 20034 (fatal) on switch 0000:c8:00.0"), "{}", sx.detail);
+        // Node-level flags a sample decides clear when it says otherwise.
+        info.health = Default::default();
+        let s = NodeSample {
+            time_ms: 2000,
+            gpus: vec![gpu(|_| {})],
+            ..Default::default()
+        };
+        d.on_sample(&info, &s, &Derived::default(), &[], &Thresholds::default());
+        assert!(d.active().all(|f| f.kind == FlagKind::Sxid), "held like an XID; the rest cleared");
+    }
+
+    #[test]
+    fn an_ib_port_down_says_where_to_look() {
+        let mut d = NodeDetector::default();
+        let port = IbReading {
+            state: Some("DOWN".into()),
+            phys_state: Some("Polling".into()),
+            ..Default::default()
+        };
+        for t in 0..4 {
+            let s = NodeSample {
+                time_ms: t * 1000,
+                ib_ports: vec![port.clone()],
+                ..Default::default()
+            };
+            d.on_sample(&info(), &s, &Derived::default(), &[], &Thresholds::default());
+        }
+        let f = d.active().find(|f| f.kind == FlagKind::IbDown).expect("raised");
+        assert_eq!(f.detail, "mlx5_0/1 DOWN (Polling: no link partner: cable or switch port)");
+        assert_eq!(f.action.name(), "check_link");
+    }
 }

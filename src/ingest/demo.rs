@@ -12,7 +12,7 @@ use crate::model::target::Target;
 use crate::model::update::{Event, Update};
 
 /// The scenarios that each show a problem, placed once each in a demo.
-pub const PROBLEMS: [Scenario; 13] = [
+pub const PROBLEMS: [Scenario; 20] = [
     Scenario::Idle,
     Scenario::ThermalThrottle,
     Scenario::Hot,
@@ -27,6 +27,13 @@ pub const PROBLEMS: [Scenario; 13] = [
     // Last, so that adding them moved no other problem in existing demos.
     Scenario::Underused,
     Scenario::NvmlStuck,
+    Scenario::PcieDegraded,
+    Scenario::FabricFailed,
+    Scenario::PersistenceOff,
+    Scenario::GpuMissing,
+    Scenario::SxidFatal,
+    Scenario::NoPeermem,
+    Scenario::OldDriver,
 ];
 
 /// One simulated node of the demo.
@@ -138,7 +145,9 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
                 0..=4 => Model::H100,
                 5 | 6 => Model::H200,
                 // GPM, which the underused scenario is about, needs Hopper.
-                _ if scenario[i as usize] == Scenario::Underused => Model::H100,
+                // Version skew is judged against the node's model: the
+                // odd one out needs the fleet's main model around it.
+                _ if matches!(scenario[i as usize], Scenario::Underused | Scenario::OldDriver) => Model::H100,
                 _ => Model::A100,
             };
             SimConfig {

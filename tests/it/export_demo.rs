@@ -27,12 +27,20 @@ fn expected(s: Scenario) -> &'static [FlagKind] {
         Scenario::IbErrors => &[IbErrors],
         Scenario::Hang => &[Stale],
         Scenario::NvmlStuck => &[GpuStuck],
+        Scenario::PcieDegraded => &[PcieDegraded],
+        Scenario::FabricFailed => &[FabricUnhealthy],
+        Scenario::PersistenceOff => &[PersistenceOff],
+        Scenario::GpuMissing => &[GpuMissing],
+        Scenario::SxidFatal => &[Sxid],
+        Scenario::NoPeermem => &[PeermemMissing],
+        Scenario::OldDriver => &[VersionSkew],
     }
 }
 
 #[test]
 fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
-    let (nodes, gpus, seed) = (16, 4, 7);
+    // More nodes than problem scenarios, so that healthy ones are judged too.
+    let (nodes, gpus, seed) = (24, 4, 7);
     let out = fleetop()
         .args(["export", "--demo", "--once", "--format", "json"])
         .args([
@@ -67,9 +75,14 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
         let target = sim::target_gpu(cfg.seed, gpus);
         for f in &node.flags {
             match f.kind {
-                // A job holds every GPU of an idle node.
-                FlagKind::Idle => assert!(f.gpu.is_some()),
-                FlagKind::Stale => assert_eq!((f.gpu, &f.ib_port), (None, &None)),
+                // A job holds every GPU of an idle node; persistence is
+                // off on every GPU of its node.
+                FlagKind::Idle | FlagKind::PersistenceOff => assert!(f.gpu.is_some()),
+                FlagKind::Stale
+                | FlagKind::GpuMissing
+                | FlagKind::Sxid
+                | FlagKind::PeermemMissing
+                | FlagKind::VersionSkew => assert_eq!((f.gpu, &f.ib_port), (None, &None)),
                 FlagKind::IbDown | FlagKind::IbErrors => {
                     let port = sim::target_ib_port(cfg.seed, cfg.ib_ports);
                     assert_eq!(f.ib_port.as_deref(), Some(format!("mlx5_{port}/1").as_str()), "{f:?}");
@@ -77,6 +90,21 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
                 _ => assert_eq!(f.gpu, Some(target), "{} {f:?}", node.name),
             }
             assert!(!f.detail.is_empty());
+            // Every flag says what to do, in the catalog's words, and where
+            // its runbook is.
+            let entry = fleetop_catalog::flag(f.kind.name()).expect("in the catalog");
+            assert!(f.action_detail.starts_with(f.action.says()), "{f:?}");
+            assert!(f.action_detail.contains(&f.detail), "{f:?}");
+            assert_eq!(f.runbook, format!("docs/faults.md#{}", entry.kind));
+            assert!(f.severity <= f.action.severity(), "graded lower, never higher: {f:?}");
+        }
+        // A GPU flagged xid lists its codes.
+        for f in node.flags.iter().filter(|f| f.kind == FlagKind::Xid) {
+            let g = node.gpus.iter().find(|g| Some(g.index) == f.gpu).expect("the GPU");
+            assert!(!g.xids.is_empty(), "{} GPU {} flagged xid, no codes", node.name, g.index);
+            for x in &g.xids {
+                assert!(f.detail.contains(&format!("XID {x}")), "{f:?}");
+            }
         }
         match cfg.scenario {
             Scenario::Hang => assert_eq!(node.status, Status::Stale),

@@ -693,7 +693,10 @@ fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
     assert_eq!(info.gpus[1].pcie_max_gen, 5);
     assert_eq!(info.gpus[1].pcie_max_width, 16);
     assert_eq!(info.gpus[1].vbios_version, "96.00.74.00.1C");
-    assert!(wire[1..].iter().any(|s| s.delta_from_seq != 0), "the stream sends deltas");
+    assert!(
+        wire[1..].iter().any(|s| s.delta_from_seq != 0),
+        "the stream sends deltas"
+    );
     for s in &decoded {
         let g = |i: usize| {
             let g = &s.gpus[i];

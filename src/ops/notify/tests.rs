@@ -163,6 +163,10 @@ fn a_throttled_gpu_becomes_one_alert_with_the_labels_a_router_needs() {
     assert_eq!(label("job"), Some("4411"));
     assert_eq!(label("user"), Some("alice"));
     assert_eq!(label("cluster"), Some("east"));
+    // What to do (thermal: cooling), and the runbook.
+    assert_eq!(label("action"), Some("check_cooling"));
+    assert!(a.annotations["action"].starts_with("check cooling: fans"), "{:?}", a.annotations);
+    assert_eq!(a.annotations["runbook_url"], "docs/faults.md#throttled");
     assert_eq!(a.starts_ms, 0, "starts when the condition began");
     let summary = &a.annotations["summary"];
     assert!(summary.starts_with("gpu07 GPU 2: throttled ("), "{summary}");
@@ -173,6 +177,22 @@ fn a_throttled_gpu_becomes_one_alert_with_the_labels_a_router_needs() {
     assert_eq!(v[0]["labels"]["alertname"], "FleetopThrottled");
     assert_eq!(v[0]["startsAt"], "1970-01-01T00:00:00.000Z");
     assert!(v[0].get("endsAt").is_none(), "{v}");
+}
+
+#[test]
+fn a_runbook_base_makes_the_runbook_a_link() {
+    let mut st = store();
+    let cfg = NotifyConfig {
+        runbook_base: Some("https://wiki.example/faults.md".into()),
+        ..Default::default()
+    };
+    let mut tr = Tracker::new(Rules::new(&cfg));
+    for t in 0..3 {
+        sample(&mut st, t, true, 70);
+    }
+    let changes = tr.observe(&st, 3000);
+    let up = raised(&changes);
+    assert_eq!(up[0].annotations["runbook_url"], "https://wiki.example/faults.md#throttled");
 }
 
 #[test]

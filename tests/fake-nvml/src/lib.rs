@@ -663,7 +663,9 @@ gpu_u32!(nvmlDeviceGetCurrentClocksThrottleReasons, c_ulonglong, |f, g| f
     .spec(g)
     .clocks_event_reasons);
 gpu_u32!(nvmlDeviceGetPcieReplayCounter, c_uint, |f, g| f.spec(g).pcie_replay);
-gpu_u32!(nvmlDeviceGetMaxPcieLinkGeneration, c_uint, |f, g| f.spec(g).pcie_max_gen);
+gpu_u32!(nvmlDeviceGetMaxPcieLinkGeneration, c_uint, |f, g| f
+    .spec(g)
+    .pcie_max_gen);
 gpu_u32!(nvmlDeviceGetMaxPcieLinkWidth, c_uint, |f, g| f.spec(g).pcie_max_width);
 gpu_u32!(nvmlDeviceGetCurrPcieLinkGeneration, c_uint, |f, g| f.spec(g).pcie_gen);
 gpu_u32!(nvmlDeviceGetCurrPcieLinkWidth, c_uint, |f, g| f.spec(g).pcie_width);
