@@ -259,7 +259,7 @@ def main():
             env = dict(os.environ, FAKE_NVML_PROFILE=os.path.join(profile_dir, prof), FAKE_NVML_TIME_S=MOMENT_S,
                        FLEETOP_LOG="error", LD_LIBRARY_PATH=tmp)
             agent = subprocess.run(
-                [agent_bin, "sample", "--once", "--format", "json", "--backend", "nvml", "--nvml-lib", fake_lib,
+                [agent_bin, "sample", "--once", "--format", "json", "--backend", "nvml", "--kmsg", "none", "--nvml-lib", fake_lib,
                  "--ib-sysfs", "/nonexistent"], env=env, check=True, capture_output=True, text=True)
             py = subprocess.run([sys.executable, __file__, "--child"], env=env, check=True, capture_output=True,
                                 text=True)

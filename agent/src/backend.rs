@@ -131,8 +131,8 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
         expect_gpus: opts.expect_gpus,
         ..Default::default()
     };
-    let journal = journal(opts)?;
     if opts.backend == Backend::Sim {
+        let journal = journal(opts)?;
         // No PCI checks: the simulated GPUs are not on this machine's bus.
         let mut samplers: Vec<Box<dyn Sampler>> = vec![Box::new(SimNode::new(opts.sim.clone()))];
         samplers.extend(kmsg_sampler(opts));
@@ -154,6 +154,8 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
         Err(e) if opts.backend == Backend::Auto => note = Some(e.to_string()),
         Err(e) => return Err(e.into()),
     }
+    // After NVML: an agent that cannot start creates no state directory.
+    let journal = journal(opts)?;
     // After NVML: it ties XIDs to the GPUs NVML described, and adds its own
     // to theirs in each sample (the collector sends a fault both saw once).
     samplers.extend(kmsg_sampler(opts));

@@ -111,13 +111,13 @@ struct NodeArgs {
     /// The kernel log, for XIDs NVML misses and NVSwitch SXids: /dev/kmsg
     /// (the default with --backend nvml or auto), a file in its record
     /// format (read whole, then followed), or "none".
-    #[arg(long, value_name = "PATH", value_parser = kmsg_arg)]
-    kmsg: Option<KmsgArg>,
+    #[arg(long, value_name = "PATH", value_parser = path_or_none)]
+    kmsg: Option<PathOrNone>,
     /// Where the agent keeps its fault journal (created 0700 if missing;
     /// default /var/lib/fleetop-agent when serving with NVML; `sample` and
-    /// the simulation keep one only with this flag).
-    #[arg(long, value_name = "DIR", value_parser = state_dir_arg)]
-    state_dir: Option<PathBuf>,
+    /// the simulation keep one only with this flag), or "none" for no journal.
+    #[arg(long, value_name = "DIR", value_parser = path_or_none)]
+    state_dir: Option<PathOrNone>,
     /// How many GPUs this node should have (1 to 64), for consoles to check.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     expect_gpus: Option<u32>,
@@ -191,26 +191,19 @@ fn scenario_help() -> String {
     s
 }
 
-/// `--kmsg`: a path, or none at all.
+/// `--kmsg`, `--state-dir`: a path, or none at all.
 #[derive(Debug, Clone)]
-enum KmsgArg {
+enum PathOrNone {
     None,
     Path(PathBuf),
 }
 
-fn kmsg_arg(s: &str) -> Result<KmsgArg, String> {
+fn path_or_none(s: &str) -> Result<PathOrNone, String> {
     match s {
-        "" => Err("empty: give the kernel log's path, or \"none\"".into()),
-        "none" => Ok(KmsgArg::None),
-        p => Ok(KmsgArg::Path(p.into())),
+        "" => Err("empty: give a path, or \"none\"".into()),
+        "none" => Ok(PathOrNone::None),
+        p => Ok(PathOrNone::Path(p.into())),
     }
-}
-
-fn state_dir_arg(s: &str) -> Result<PathBuf, String> {
-    if s.is_empty() {
-        return Err("empty: give a directory".into());
-    }
-    Ok(s.into())
 }
 
 /// What the agent is started to do: some defaults differ.
@@ -226,14 +219,15 @@ impl NodeArgs {
     fn options(&self, start_ms: i64, mode: Mode) -> BackendOptions {
         let simulated = self.backend == Backend::Sim;
         let kmsg = match &self.kmsg {
-            Some(KmsgArg::None) => None,
-            Some(KmsgArg::Path(p)) => Some(p.clone()),
+            Some(PathOrNone::None) => None,
+            Some(PathOrNone::Path(p)) => Some(p.clone()),
             // A simulated node's kernel log is not this machine's.
             None if simulated => None,
             None => Some(PathBuf::from(fleetop_agent::kmsg::DEFAULT_PATH)),
         };
         let state_dir = match &self.state_dir {
-            Some(p) => Some(StateDir {
+            Some(PathOrNone::None) => None,
+            Some(PathOrNone::Path(p)) => Some(StateDir {
                 path: p.clone(),
                 given: true,
             }),

@@ -282,13 +282,23 @@ mod tests {
         let failed = crate::flag("remap_failed").expect("entry");
         let pending = crate::flag("remap_pending").expect("entry");
         assert_eq!(failed.immediate, Action::Replace);
-        assert_eq!(pending.investigate, Some(Action::Replace), "pending: reset, replace if it then fails");
-        assert!(failed.immediate.urgency() > pending.immediate.urgency(), "failed comes first");
+        assert_eq!(
+            pending.investigate,
+            Some(Action::Replace),
+            "pending: reset, replace if it then fails"
+        );
+        assert!(
+            failed.immediate.urgency() > pending.immediate.urgency(),
+            "failed comes first"
+        );
     }
 
     #[test]
     fn polling_means_no_partner() {
-        assert_eq!(ib_phys_state_says("Polling"), Some("no link partner: cable or switch port"));
+        assert_eq!(
+            ib_phys_state_says("Polling"),
+            Some("no link partner: cable or switch port")
+        );
         assert_eq!(ib_phys_state_says("whatever"), None);
     }
 }

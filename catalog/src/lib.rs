@@ -199,7 +199,10 @@ pub fn escalate(code: u32, action: Action, boots: usize) -> Option<(Action, Stri
     }
     Some((
         Action::Replace,
-        format!("{} XID {code} on this GPU in 7 days (each after a reboot): replace", ordinal(boots)),
+        format!(
+            "{} XID {code} on this GPU in 7 days (each after a reboot): replace",
+            ordinal(boots)
+        ),
     ))
 }
 
@@ -267,13 +270,22 @@ mod tests {
         let (a, why) = escalate(79, Action::RebootNode, 3).expect("escalates");
         assert_eq!(a, Action::Replace);
         assert!(why.starts_with("3rd XID 79 on this GPU in 7 days"), "{why}");
-        assert_eq!(escalate(13, Action::RestartApp, 9), None, "the application's fault is not the GPU's");
+        assert_eq!(
+            escalate(13, Action::RestartApp, 9),
+            None,
+            "the application's fault is not the GPU's"
+        );
     }
 
     #[test]
     fn ordinals() {
         let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101].map(ordinal).into();
-        assert_eq!(got, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]);
+        assert_eq!(
+            got,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"
+            ]
+        );
     }
 
     #[test]
@@ -283,6 +295,9 @@ mod tests {
             s,
             "drain, then reboot the node: XID 79 on GPU 1; if it recurs: drain, then replace the hardware (RMA)"
         );
-        assert_eq!(action_detail(Action::None, "x", Some(Action::None)), "nothing to do now: x");
+        assert_eq!(
+            action_detail(Action::None, "x", Some(Action::None)),
+            "nothing to do now: x"
+        );
     }
 }

@@ -250,7 +250,12 @@ mod tests {
     #[test]
     fn sorted_and_unique() {
         for pair in XIDS.windows(2) {
-            assert!(pair[0].code < pair[1].code, "XID {} is not before XID {}", pair[0].code, pair[1].code);
+            assert!(
+                pair[0].code < pair[1].code,
+                "XID {} is not before XID {}",
+                pair[0].code,
+                pair[1].code
+            );
         }
     }
 
@@ -266,7 +271,11 @@ mod tests {
             let m = e.meaning;
             assert!(!m.trim().is_empty(), "XID {} has no meaning", e.code);
             assert!(m.chars().count() <= 80, "XID {} meaning is too long", e.code);
-            assert!(!m.contains('\n') && !m.contains('\r'), "XID {} meaning spans lines", e.code);
+            assert!(
+                !m.contains('\n') && !m.contains('\r'),
+                "XID {} meaning spans lines",
+                e.code
+            );
             assert_eq!(m, m.trim(), "XID {} meaning has stray whitespace", e.code);
         }
     }

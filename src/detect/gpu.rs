@@ -117,7 +117,10 @@ fn pcie_degraded(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<
     let mut ev = Vec::new();
     if let (Some(c), Some(m)) = (cur, max) {
         if c.width < m.width || c.gen_ < m.gen_ {
-            what.push(format!("PCIe gen {} x{} of gen {} x{}", c.gen_, c.width, m.gen_, m.width));
+            what.push(format!(
+                "PCIe gen {} x{} of gen {} x{}",
+                c.gen_, c.width, m.gen_, m.width
+            ));
         }
         ev.extend([
             ("pcie_gen", f64::from(c.gen_)),
@@ -521,15 +524,33 @@ fn remap(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
         ),
     ];
     let rows = shown(g.remapped_rows_uncorrectable);
+    let failed = g.remap_failed == Some(true);
     if let Some(since) = st.remap_pending.update(g.remap_pending == Some(true), cx.t, 1, 1) {
-        out.push(flag(
+        // One plan: with a failed remap on the same GPU, the reset a pending
+        // remap asks for is moot; the GPU is to be replaced.
+        let (detail, action) = if failed {
+            (
+                format!(
+                    "row remap pending, but a remap already failed: replace, a reset will not help ({rows} rows remapped for uncorrectable errors)"
+                ),
+                Action::Replace,
+            )
+        } else {
+            (
+                format!("row remap pending: reset the GPU ({rows} rows remapped for uncorrectable errors)"),
+                Action::ResetGpu,
+            )
+        };
+        let mut f = flag(
             FlagKind::RemapPending,
             Severity::Warn,
             Subject::Gpu(g.index),
             since,
-            format!("row remap pending: reset the GPU ({rows} rows remapped for uncorrectable errors)"),
+            detail,
             &ev,
-        ));
+        );
+        f.action = action;
+        out.push(f);
     }
     if let Some(since) = st.remap_failed.update(g.remap_failed == Some(true), cx.t, 1, 1) {
         out.push(flag(

@@ -135,7 +135,14 @@ impl NodeDetector {
         match skew {
             Some((since_ms, detail)) => {
                 let f = self.active.entry(key).or_insert_with(|| {
-                    flag(FlagKind::VersionSkew, Severity::Info, Subject::Node, since_ms, String::new(), &[])
+                    flag(
+                        FlagKind::VersionSkew,
+                        Severity::Info,
+                        Subject::Node,
+                        since_ms,
+                        String::new(),
+                        &[],
+                    )
                 });
                 f.detail = detail;
             }
@@ -515,10 +522,15 @@ mod tests {
         }
         // Two codes on one GPU: the most urgent decides.
         let mut d = NodeDetector::default();
-        let f = feed(&mut d, &info(), 1000, vec![gpu(|g| {
-            g.xids.push(crate::model::sample::Xid { xid: 13, time_ms: 1000 });
-            g.xids.push(crate::model::sample::Xid { xid: 79, time_ms: 1000 });
-        })]);
+        let f = feed(
+            &mut d,
+            &info(),
+            1000,
+            vec![gpu(|g| {
+                g.xids.push(crate::model::sample::Xid { xid: 13, time_ms: 1000 });
+                g.xids.push(crate::model::sample::Xid { xid: 79, time_ms: 1000 });
+            })],
+        );
         assert_eq!(f[0].action, Action::RebootNode);
         assert_eq!(d.held_xids(0), [13, 79], "the codes are held for the view and export");
     }
@@ -555,7 +567,10 @@ mod tests {
         // Boots older than the window do not count.
         info.health.fault_journal = vec![rec("a", now - 8 * 86_400_000), rec("b", now - 3_600_000)];
         let mut d = NodeDetector::default();
-        assert_eq!(feed(&mut d, &info, now, vec![xid_at(79, now)])[0].action, Action::RebootNode);
+        assert_eq!(
+            feed(&mut d, &info, now, vec![xid_at(79, now)])[0].action,
+            Action::RebootNode
+        );
     }
 
     #[test]
@@ -625,12 +640,19 @@ mod tests {
         d.on_sample(&info, &s, &Derived::default(), &[], &Thresholds::default());
         let get = |k| d.active().find(|f| f.kind == k).cloned().expect("raised");
         let missing = get(FlagKind::GpuMissing);
-        assert_eq!(missing.detail, "1 of 8 GPUs answer; on the PCI bus, not in NVML: 0000:3b:00.0");
+        assert_eq!(
+            missing.detail,
+            "1 of 8 GPUs answer; on the PCI bus, not in NVML: 0000:3b:00.0"
+        );
         assert_eq!((missing.severity, missing.subject), (Severity::Crit, Subject::Node));
         assert_eq!(get(FlagKind::PeermemMissing).severity, Severity::Warn);
         let sx = get(FlagKind::Sxid);
         assert_eq!((sx.severity, sx.action.name()), (Severity::Crit, "reboot_node"));
-        assert!(sx.detail.contains("SXid 20034 (fatal) on switch 0000:c8:00.0"), "{}", sx.detail);
+        assert!(
+            sx.detail.contains("SXid 20034 (fatal) on switch 0000:c8:00.0"),
+            "{}",
+            sx.detail
+        );
         // Node-level flags a sample decides clear when it says otherwise.
         info.health = Default::default();
         let s = NodeSample {
@@ -639,7 +661,10 @@ mod tests {
             ..Default::default()
         };
         d.on_sample(&info, &s, &Derived::default(), &[], &Thresholds::default());
-        assert!(d.active().all(|f| f.kind == FlagKind::Sxid), "held like an XID; the rest cleared");
+        assert!(
+            d.active().all(|f| f.kind == FlagKind::Sxid),
+            "held like an XID; the rest cleared"
+        );
     }
 
     #[test]
@@ -659,7 +684,10 @@ mod tests {
             d.on_sample(&info(), &s, &Derived::default(), &[], &Thresholds::default());
         }
         let f = d.active().find(|f| f.kind == FlagKind::IbDown).expect("raised");
-        assert_eq!(f.detail, "mlx5_0/1 DOWN (Polling: no link partner: cable or switch port)");
+        assert_eq!(
+            f.detail,
+            "mlx5_0/1 DOWN (Polling: no link partner: cable or switch port)"
+        );
         assert_eq!(f.action.name(), "check_link");
     }
 }

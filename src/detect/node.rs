@@ -74,7 +74,10 @@ fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, out: &mut Vec<Flag>)
         what.push(format!("{listed} of {n} GPUs answer"));
     }
     if !h.gpus_missing_pci.is_empty() {
-        what.push(format!("on the PCI bus, not in NVML: {}", h.gpus_missing_pci.join(", ")));
+        what.push(format!(
+            "on the PCI bus, not in NVML: {}",
+            h.gpus_missing_pci.join(", ")
+        ));
     }
     let mut ev = vec![("gpus_listed", f64::from(listed))];
     ev.extend(short.map(|n| ("gpus_expected", f64::from(n))));

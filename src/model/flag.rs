@@ -289,10 +289,18 @@ mod tests {
     #[test]
     fn every_flag_kind_has_a_catalog_entry_and_every_entry_a_kind() {
         for k in FlagKind::ALL {
-            assert!(fleetop_catalog::flag(k.name()).is_some(), "{} has no catalog entry", k.name());
+            assert!(
+                fleetop_catalog::flag(k.name()).is_some(),
+                "{} has no catalog entry",
+                k.name()
+            );
         }
         for e in fleetop_catalog::FLAGS {
-            assert!(FlagKind::from_name(e.kind).is_some(), "catalog entry {} is no flag kind", e.kind);
+            assert!(
+                FlagKind::from_name(e.kind).is_some(),
+                "catalog entry {} is no flag kind",
+                e.kind
+            );
         }
     }
 }

@@ -134,7 +134,9 @@ pub enum Fabric {
     NotStarted,
     InProgress,
     /// Registration finished: 0 is success, anything else NVML's error code.
-    Completed { status: u32 },
+    Completed {
+        status: u32,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -94,14 +94,25 @@ mod tests {
             got[2].as_deref(),
             Some("driver 535.161.08; 550.54.15 on 3 of 4 NVIDIA H100 80GB HBM3 nodes")
         );
-        assert!(got[3].as_deref().is_some_and(|s| s.starts_with("VBIOS 96.00.74.00.0A")), "{got:?}");
+        assert!(
+            got[3].as_deref().is_some_and(|s| s.starts_with("VBIOS 96.00.74.00.0A")),
+            "{got:?}"
+        );
     }
 
     #[test]
     fn no_majority_or_too_few_nodes_judges_nobody() {
         let two = [node("1", "a"), node("2", "a")];
-        assert!(judge(&two.iter().map(Some).collect::<Vec<_>>()).iter().all(Option::is_none));
+        assert!(
+            judge(&two.iter().map(Some).collect::<Vec<_>>())
+                .iter()
+                .all(Option::is_none)
+        );
         let split = [node("1", "a"), node("1", "a"), node("2", "a"), node("2", "a")];
-        assert!(judge(&split.iter().map(Some).collect::<Vec<_>>()).iter().all(Option::is_none));
+        assert!(
+            judge(&split.iter().map(Some).collect::<Vec<_>>())
+                .iter()
+                .all(Option::is_none)
+        );
     }
 }

@@ -202,10 +202,7 @@ pub fn worst_severity(n: &NodeState) -> Option<Severity> {
 /// to do about it in one sentence: "drain, then reboot the node: XID 79
 /// (...) on GPU 1; if it recurs: drain, then replace the hardware (RMA)".
 pub fn diagnosis(n: &NodeState) -> Option<(&Flag, String)> {
-    let f = n
-        .detector
-        .active()
-        .max_by_key(|f| (f.action.urgency(), f.severity))?;
+    let f = n.detector.active().max_by_key(|f| (f.action.urgency(), f.severity))?;
     let on = match f.subject {
         Subject::Node => String::new(),
         Subject::Gpu(g) => format!(" on GPU {g}"),

@@ -101,7 +101,12 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
         // A GPU flagged xid lists its codes.
         for f in node.flags.iter().filter(|f| f.kind == FlagKind::Xid) {
             let g = node.gpus.iter().find(|g| Some(g.index) == f.gpu).expect("the GPU");
-            assert!(!g.xids.is_empty(), "{} GPU {} flagged xid, no codes", node.name, g.index);
+            assert!(
+                !g.xids.is_empty(),
+                "{} GPU {} flagged xid, no codes",
+                node.name,
+                g.index
+            );
             for x in &g.xids {
                 assert!(f.detail.contains(&format!("XID {x}")), "{f:?}");
             }

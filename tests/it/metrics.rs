@@ -16,6 +16,7 @@ fn nvml_metrics_agent(profile_name: &str) -> (Killed, u16) {
     let port = free_port();
     let child = std::process::Command::new(agent_bin())
         .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+        .args(crate::HERMETIC_AGENT)
         .arg("--nvml-lib")
         .arg(fake_lib())
         .args([

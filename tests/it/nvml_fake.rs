@@ -40,6 +40,7 @@ pub(crate) fn profile(name: &str) -> PathBuf {
 fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
     let mut cmd = std::process::Command::new(agent_bin());
     cmd.args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+        .args(crate::HERMETIC_AGENT)
         .arg("--nvml-lib")
         .arg(fake_lib())
         .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -256,13 +257,15 @@ fn xids_79_48_94_13_and_999_are_flagged_on_their_gpus() {
     let port = free_port();
     let _a = nvml_agent(port, "faults/xids.toml", Some("15"));
     let n = export_until(port, "five XID flags", |n| flags(n, FlagKind::Xid).len() == 5);
-    for (i, xid, sev) in [
-        (0, 79, Severity::Crit),
-        (1, 48, Severity::Crit),
-        (2, 94, Severity::Crit),
-        (3, 13, Severity::Warn),
-        // Unknown to the agent: taken as hardware until known otherwise.
-        (4, 999, Severity::Crit),
+    // Graded by NVIDIA's XID catalog: the action decides the severity.
+    for (i, xid, sev, action) in [
+        (0, 79, Severity::Crit, "reboot_node"),
+        (1, 48, Severity::Crit, "reset_gpu"),
+        // A contained error: the application's, not the GPU's.
+        (2, 94, Severity::Warn, "restart_app"),
+        (3, 13, Severity::Warn, "restart_app"),
+        // Not in the catalog: looked at with a drain until known otherwise.
+        (4, 999, Severity::Crit, "reset_gpu"),
     ] {
         let f = flags(&n, FlagKind::Xid)
             .into_iter()
@@ -271,6 +274,9 @@ fn xids_79_48_94_13_and_999_are_flagged_on_their_gpus() {
         assert!(f.detail.contains(&format!("XID {xid} ")), "GPU {i}: {}", f.detail);
         assert_eq!(f.evidence.get("xid"), Some(&f64::from(xid)), "GPU {i}");
         assert_eq!(f.severity, sev, "GPU {i}");
+        assert_eq!(f.action.name(), action, "GPU {i}");
+        // The export lists the code on the GPU, not only in the flag.
+        assert!(gpu(&n, i).xids.contains(&xid), "GPU {i}: {:?}", gpu(&n, i).xids);
     }
 }
 
@@ -497,6 +503,7 @@ fn signal_process_reaches_only_a_gpu_process_and_only_with_the_token() {
     let port = free_port();
     let child = std::process::Command::new(agent_bin())
         .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+        .args(crate::HERMETIC_AGENT)
         .arg("--nvml-lib")
         .arg(fake_lib())
         .args([
@@ -572,6 +579,7 @@ fn signal_process_reaches_only_a_gpu_process_and_only_with_the_token() {
 fn agent_sample(profile_name: &str) -> serde_json::Value {
     let out = std::process::Command::new(agent_bin())
         .args(["sample", "--once", "--format", "json", "--backend", "nvml"])
+        .args(crate::HERMETIC_AGENT)
         .args(["--ib-sysfs", "/nonexistent", "--nvml-lib"])
         .arg(fake_lib())
         .env("FAKE_NVML_PROFILE", profile(profile_name))

@@ -20,6 +20,10 @@ pub fn fleetop() -> assert_cmd::Command {
 
 /// The `fleetop-agent` binary, built beside `fleetop` by `cargo test --workspace`
 /// (the agent's own integration tests make cargo build it).
+/// Keeps an agent under test off this machine's own kernel log and out of
+/// /var/lib (no fault journal): tests that want either give their own.
+pub const HERMETIC_AGENT: [&str; 4] = ["--kmsg", "none", "--state-dir", "none"];
+
 pub fn agent_bin() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_BIN_EXE_fleetop")).with_file_name("fleetop-agent");
     assert!(

@@ -96,7 +96,11 @@ pub fn render(info: &NodeInfo, snap: &Snapshot, now_ms: i64, out: &mut String) {
         push_label(&mut l, "Hostname", &info.hostname);
         w.family("fleetop_flag", Kind::Gauge, FLAG_HELP);
         let action = fleetop_catalog::flag("stale").map_or(Action::None, |e| e.immediate);
-        w.sample(&l, &[("kind", "stale"), ("severity", "warn"), ("action", action.name())], 1);
+        w.sample(
+            &l,
+            &[("kind", "stale"), ("severity", "warn"), ("action", action.name())],
+            1,
+        );
         return;
     }
     let gpus: Vec<Gpu> = s
@@ -653,12 +657,11 @@ fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) {
             raise_as("gpu_error", "crit", Action::ResetGpu);
         }
         // XIDs graded by the catalog: the most urgent code decides.
-        if let Some(a) = g
-            .s
-            .xids
-            .iter()
-            .map(|x| fleetop_catalog::xid_action(x.xid))
-            .max_by_key(|a| a.urgency())
+        if let Some(a) =
+            g.s.xids
+                .iter()
+                .map(|x| fleetop_catalog::xid_action(x.xid))
+                .max_by_key(|a| a.urgency())
         {
             raise_as("xid", a.severity().name(), a);
         }
@@ -710,7 +713,11 @@ fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) {
         l.push(',');
         push_label(&mut l, "Hostname", &info.hostname);
         let action = fleetop_catalog::flag("ib_down").map_or(Action::None, |e| e.immediate);
-        w.sample(&l, &[("kind", "ib_down"), ("severity", "crit"), ("action", action.name())], 1);
+        w.sample(
+            &l,
+            &[("kind", "ib_down"), ("severity", "crit"), ("action", action.name())],
+            1,
+        );
     }
 }
 

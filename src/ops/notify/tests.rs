@@ -165,7 +165,11 @@ fn a_throttled_gpu_becomes_one_alert_with_the_labels_a_router_needs() {
     assert_eq!(label("cluster"), Some("east"));
     // What to do (thermal: cooling), and the runbook.
     assert_eq!(label("action"), Some("check_cooling"));
-    assert!(a.annotations["action"].starts_with("check cooling: fans"), "{:?}", a.annotations);
+    assert!(
+        a.annotations["action"].starts_with("check cooling: fans"),
+        "{:?}",
+        a.annotations
+    );
     assert_eq!(a.annotations["runbook_url"], "docs/faults.md#throttled");
     assert_eq!(a.starts_ms, 0, "starts when the condition began");
     let summary = &a.annotations["summary"];
@@ -192,7 +196,10 @@ fn a_runbook_base_makes_the_runbook_a_link() {
     }
     let changes = tr.observe(&st, 3000);
     let up = raised(&changes);
-    assert_eq!(up[0].annotations["runbook_url"], "https://wiki.example/faults.md#throttled");
+    assert_eq!(
+        up[0].annotations["runbook_url"],
+        "https://wiki.example/faults.md#throttled"
+    );
 }
 
 #[test]

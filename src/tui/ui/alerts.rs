@@ -135,7 +135,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .max()
         .unwrap_or(4);
     let kind_w = rows.iter().map(|r| r.flag.kind.name().len()).max().unwrap_or(4);
-    let action_w = rows.iter().map(|r| r.flag.action.name().len()).max().unwrap_or(6).max(6);
+    let action_w = rows
+        .iter()
+        .map(|r| r.flag.action.name().len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     let widths = [
         Constraint::Length(5),
         Constraint::Length(node_w.clamp(4, 16) as u16),

@@ -262,7 +262,13 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             .map(|f| Span::styled(format!("{} ", f.kind.short()), severity_style(t, f.severity)))
             .collect();
         let cells: Vec<Cell<'static>> = if let Some(e) = &g.error {
-            errors.push((rows.len(), pos, e.name().to_string()));
+            // The XIDs it reported on the way out stay visible with the reason.
+            let mut why = e.name().to_string();
+            let codes: Vec<String> = n.xid_codes(g.index).iter().map(u32::to_string).collect();
+            if !codes.is_empty() {
+                why.push_str(&format!(" · XID {}", codes.join(",")));
+            }
+            errors.push((rows.len(), pos, why));
             let mut cells = vec![Cell::from(g.index.to_string())];
             cells.resize(all.len() - 1, Cell::from(""));
             cells.push(Cell::from(Line::from(flags.clone())));
