@@ -724,3 +724,86 @@ fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
         assert!(!any, "seq {}: elided", s.seq);
     }
 }
+
+/// A node's procfs as the agent reads it for the boot: its id and its time.
+fn boot(proc_root: &Path, id: &str, btime_s: i64) {
+    let random = proc_root.join("sys/kernel/random");
+    std::fs::create_dir_all(&random).expect("mkdir");
+    std::fs::write(random.join("boot_id"), format!("{id}\n")).expect("boot_id");
+    std::fs::write(proc_root.join("stat"), format!("cpu 1 2 3 4\nbtime {btime_s}\n")).expect("stat");
+}
+
+#[test]
+fn the_same_xid_in_a_third_boot_escalates_to_replace_across_agent_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (proc_root, state) = (dir.path().join("proc"), dir.path().join("state"));
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    // The kernel's record of GPU 2 (bus 3a) falling off the bus, 95 s after boot.
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(
+        &kmsg,
+        "4,900,95000000,-;NVRM: Xid (PCI:0000:3a:00): 79, pid=4242, name=python, GPU has fallen off the bus.\n \
+         SUBSYSTEM=pci\n DEVICE=+pci:0000:3a:00.0\n",
+    )
+    .expect("kmsg");
+    // `first`: the subcommand, if any, goes before the node's flags.
+    let agent = |first: &[&str], extra: &[&str]| {
+        let mut cmd = std::process::Command::new(agent_bin());
+        cmd.args(first)
+            .args(["--backend", "nvml", "--ib-sysfs", "/nonexistent", "--nvml-lib"])
+            .arg(fake_lib())
+            .arg("--kmsg")
+            .arg(&kmsg)
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--proc-root")
+            .arg(&proc_root)
+            .args(extra)
+            .env("FAKE_NVML_PROFILE", profile("h100-sxm5.toml"))
+            .env("FAKE_NVML_TIME_S", "15")
+            .env("FLEETOP_LOG", "warn");
+        cmd
+    };
+    // Two earlier boots, each with the fault: the agent journals it (one
+    // sample each, as a node that rebooted soon after).
+    let ids = [
+        "0000000a-0000-4000-8000-00000000000a",
+        "0000000b-0000-4000-8000-00000000000b",
+    ];
+    for (id, ago_s) in ids.into_iter().zip([3 * 3600, 2 * 3600]) {
+        boot(&proc_root, id, now_s - ago_s);
+        let out = agent(&["sample", "--once", "--format", "json"], &[])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // The third boot: the console sees the journal and the fault again.
+    boot(&proc_root, "0000000c-0000-4000-8000-00000000000c", now_s - 100);
+    let port = free_port();
+    let child = agent(&[], &["--interval", "200ms", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let _a = Killed(child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "agent did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let n = export_until(port, "the XID 79 flag", |n| {
+        flags(n, FlagKind::Xid).iter().any(|f| f.gpu == Some(2))
+    });
+    let f = flags(&n, FlagKind::Xid)
+        .into_iter()
+        .find(|f| f.gpu == Some(2))
+        .expect("flag");
+    assert_eq!(f.action.name(), "replace", "{f:?}");
+    let why = f.escalation.as_deref().unwrap_or_default();
+    assert!(why.starts_with("3rd XID 79 on this GPU in 7 days"), "{f:?}");
+    assert!(f.action_detail.contains("3rd XID 79"), "{f:?}");
+    assert_eq!(gpu(&n, 2).xids, [79]);
+}
