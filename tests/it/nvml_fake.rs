@@ -52,8 +52,13 @@ fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
         Some(t) => cmd.env("FAKE_NVML_TIME_S", t),
         None => cmd.env_remove("FAKE_NVML_TIME_S"),
     };
-    let child = cmd.spawn().expect("agent starts");
-    let killed = Killed(child);
+    let killed = Killed(cmd.spawn().expect("agent starts"));
+    wait_listening(port);
+    killed
+}
+
+/// Until something listens on `port` (20 s at most).
+fn wait_listening(port: u16) {
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -62,7 +67,6 @@ fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    killed
 }
 
 fn export_once(port: u16) -> Node {
@@ -789,11 +793,7 @@ fn the_same_xid_in_a_third_boot_escalates_to_replace_across_agent_restarts() {
         .spawn()
         .expect("agent starts");
     let _a = Killed(child);
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "agent did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_listening(port);
     let n = export_until(port, "the XID 79 flag", |n| {
         flags(n, FlagKind::Xid).iter().any(|f| f.gpu == Some(2))
     });
