@@ -653,6 +653,20 @@ mod tests {
             "{}",
             sx.detail
         );
+        // The config's count stands where the agent says none.
+        let th = Thresholds {
+            expect_gpus: Some(4),
+            ..Default::default()
+        };
+        let mut fleet = info.clone();
+        fleet.health.expect_gpus = None;
+        let mut d2 = NodeDetector::default();
+        d2.on_sample(&fleet, &s, &Derived::default(), &[], &th);
+        let f = d2
+            .active()
+            .find(|f| f.kind == FlagKind::GpuMissing)
+            .expect("raised by the config");
+        assert!(f.detail.starts_with("1 of 4 GPUs answer"), "{}", f.detail);
         // Node-level flags a sample decides clear when it says otherwise.
         info.health = Default::default();
         let s = NodeSample {

@@ -19,7 +19,7 @@ pub struct NodeState {
 /// Every node-level flag for one sample.
 pub fn flags(st: &mut NodeState, info: &NodeDesc, s: &NodeSample, t: i64, th: &Thresholds, out: &mut Vec<Flag>) {
     sxid(st, s, t, th, out);
-    gpu_missing(st, info, t, out);
+    gpu_missing(st, info, t, th, out);
     peermem_missing(st, info, t, out);
 }
 
@@ -61,10 +61,13 @@ fn sxid(st: &mut NodeState, s: &NodeSample, t: i64, th: &Thresholds, out: &mut V
 
 /// A GPU on the PCI bus that NVML does not list, or fewer GPUs than the
 /// node should have: the most common way a GPU fails after a reboot.
-fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, out: &mut Vec<Flag>) {
+fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, th: &Thresholds, out: &mut Vec<Flag>) {
     let h = &info.health;
     let listed = info.gpus.len() as u32;
-    let short = h.expect_gpus.filter(|&n| n > listed);
+    // A node without NVML at all (no GPU backend) is not judged by the
+    // fleet-wide count: it may be a login node.
+    let fleet = th.expect_gpus.filter(|_| info.backend != "none");
+    let short = h.expect_gpus.or(fleet).filter(|&n| n > listed);
     let missing = !h.gpus_missing_pci.is_empty() || short.is_some();
     let Some(since) = st.missing.update(missing, t, 1, 1) else {
         return;

@@ -50,6 +50,9 @@ pub struct Thresholds {
     /// How long cleared flags stay visible.
     #[serde(deserialize_with = "de_duration")]
     pub cleared_keep: Duration,
+    /// GPUs every node should have, where its agent does not say
+    /// (`fleetop-agent --expect-gpus` wins): fewer is `gpu_missing`.
+    pub expect_gpus: Option<u32>,
 }
 
 impl Default for Thresholds {
@@ -68,6 +71,7 @@ impl Default for Thresholds {
             stale_intervals: 3,
             unreachable_after: Duration::from_secs(30),
             cleared_keep: Duration::from_secs(900),
+            expect_gpus: None,
             underused_util_pct: 80,
             underused_sm_active_pct: 30.0,
             underused_window: Duration::from_secs(300),
