@@ -3,30 +3,13 @@
 //! /dev/kmsg's record format (agent/tests/fixtures), a test-written sysfs and
 //! procfs, and keeps its fault journal in a temporary state directory.
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-use serde_json::Value;
-
-/// The fake libnvidia-ml.so, built once for this run (cargo does not build a
-/// workspace member the agent does not depend on).
-fn fake_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "fleetop-fake-nvml"])
-            .current_dir(&root)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the fake NVML failed");
-        // Beside the agent binary: the same target directory and profile.
-        let lib = PathBuf::from(env!("CARGO_BIN_EXE_fleetop-agent")).with_file_name("libnvidia_ml.so");
-        assert!(lib.exists(), "{} is missing", lib.display());
-        lib
-    })
-}
+#[path = "common/fake_nvml.rs"]
+mod fake_nvml;
+use fake_nvml::fake_lib;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)

@@ -5,22 +5,18 @@
 //! profile from the environment, set here before anything else runs.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use fleetop_agent::backend::{self, Backend, BackendOptions, StateDir};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
+#[path = "common/fake_nvml.rs"]
+mod fake_nvml;
+
 #[test]
 fn nvml_and_kernel_log_report_one_xid_once() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "fleetop-fake-nvml"])
-        .current_dir(&root)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the fake NVML failed");
-    let lib = PathBuf::from(env!("CARGO_BIN_EXE_fleetop-agent")).with_file_name("libnvidia_ml.so");
+    let lib = fake_nvml::fake_lib();
     // SAFETY: the only test of this binary, before it starts any thread.
     unsafe {
         std::env::set_var(
@@ -67,7 +63,7 @@ fn nvml_and_kernel_log_report_one_xid_once() {
         interval_ms: 200,
     });
     opts.backend = Backend::Nvml;
-    opts.nvml_lib = Some(lib);
+    opts.nvml_lib = Some(lib.to_path_buf());
     opts.ib_sysfs = "/nonexistent".into();
     opts.sysfs_root = "/nonexistent".into();
     opts.proc_root = proc_root;
