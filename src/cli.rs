@@ -155,7 +155,8 @@ pub enum Command {
     },
     /// Print snapshots of the fleet as JSON on stdout (logs go to stderr).
     Export(ExportArgs),
-    /// Drain, resume or undrain nodes in Slurm (asks first on a terminal).
+    /// Drain, resume, undrain or return nodes in Slurm (asks first on a
+    /// terminal), or show a node's history.
     Node(NodeCmd),
     /// Cancel a Slurm job (`fleetop job cancel JOBID`; asks first on a terminal).
     Job(JobCmd),
@@ -164,6 +165,8 @@ pub enum Command {
     /// Headless notifier: post SOURCE's flags to Alertmanager and/or a
     /// webhook until SIGTERM or Ctrl-C (logs on stderr; no terminal needed).
     Watch(WatchArgs),
+    /// The remediation policy's state: `status`, or `reset` its tripped breaker.
+    Remediate(RemediateCmd),
     /// Record the update stream of SOURCE to a file, for `fleetop replay` (until Ctrl-C or --duration).
     Record(RecordArgs),
     /// The console on a recording, with a time cursor (read-only).
@@ -179,6 +182,24 @@ pub struct WatchArgs {
     /// How often the fleet's flags are judged.
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
+    /// The remediation policy (`[remediate]` in the config; this wins):
+    /// dry-run says what it would drain, drain drains (needs --slurm).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub remediate: Option<crate::config::RemediateMode>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RemediateCmd {
+    #[arg(value_enum)]
+    pub action: RemediateVerb,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RemediateVerb {
+    /// What the policy holds drained, its recent drains, and whether its breaker tripped.
+    Status,
+    /// Re-arm a tripped breaker (a person has looked at why it tripped).
+    Reset,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -228,17 +249,64 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, Args)]
 pub struct NodeCmd {
     #[arg(value_enum)]
-    pub action: NodeAction,
+    pub action: NodeVerb,
     /// Nodes, as a Slurm hostlist ("gpu[01-04],gpu09").
     pub nodes: String,
-    /// Why (required to drain; shown to everyone in sinfo).
+    /// Why (required to drain; shown to everyone in sinfo, after "fleetop: ").
     #[arg(long)]
     pub reason: Option<String>,
+    /// Resume or return a node that someone else drained (a reason without
+    /// the "fleetop:" prefix): fleetop leaves those alone otherwise.
+    #[arg(long)]
+    pub force: bool,
     /// Do not ask for confirmation.
     #[arg(long)]
     pub yes: bool,
     #[arg(long, value_enum, default_value_t = ActionFormat::Text)]
     pub format: ActionFormat,
+    /// return: the burn-in suite a node must pass (quick or full).
+    #[arg(long, default_value = "quick", value_parser = parse_suite)]
+    pub suite: Suite,
+    /// return: the agents' bench token (else `bench_token_file` in the config).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// return: the longest the burn-in may run on any node.
+    #[arg(long, default_value = "30m", value_parser = parse_interval)]
+    pub timeout: Duration,
+    /// history: how far back (7d, 12h, 30m).
+    #[arg(long, default_value = "7d", value_parser = parse_interval)]
+    pub since: Duration,
+}
+
+/// What `fleetop node` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NodeVerb {
+    /// Stop scheduling new jobs on the nodes (running jobs finish).
+    Drain,
+    /// Return the nodes to service (clears DRAIN and DOWN); only nodes
+    /// fleetop drained, unless --force.
+    Resume,
+    /// Clear DRAIN only; a node that is DOWN stays DOWN.
+    Undrain,
+    /// Return to service: resume each drained node that passed a burn-in
+    /// since its drain began (running one where none has); the rest stay
+    /// drained with the failing check in their reason.
+    Return,
+    /// The node's timeline: flags, drains, resumes, burn-ins, who and when.
+    History,
+}
+
+impl NodeVerb {
+    /// The Slurm action of a verb that is one.
+    pub fn action(self) -> Option<NodeAction> {
+        match self {
+            NodeVerb::Drain => Some(NodeAction::Drain),
+            NodeVerb::Resume => Some(NodeAction::Resume),
+            NodeVerb::Undrain => Some(NodeAction::Undrain),
+            NodeVerb::Return => Some(NodeAction::Return),
+            NodeVerb::History => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -48,6 +48,9 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// `[racks]`: which rack each node is in, for the group view and the export.
     pub racks: RacksConfig,
+    /// `[remediate]`: the opt-in remediation policy of `fleetop watch`;
+    /// absent, the policy is off.
+    pub remediate: Option<RemediateConfig>,
     /// The file this was read from (`None` for the defaults), for errors
     /// found after parsing (a rack's hostlist is read by `ingest::racks`).
     #[serde(skip)]
@@ -114,6 +117,50 @@ fn de_refresh<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time
 impl Config {
     pub fn refresh(&self) -> std::time::Duration {
         self.refresh.unwrap_or(crate::model::time::DEFAULT_REFRESH)
+    }
+}
+
+pub use crate::model::remediation::Mode as RemediateMode;
+
+/// `[remediate]`: for flags whose action takes the node (reset_gpu,
+/// reboot_node, replace), crit and up for `grace`, drain the node with the
+/// catalog's reason; at most `max_nodes` (or `max_percent` of the fleet,
+/// whichever is fewer) per `window`, or the breaker trips and the policy
+/// stops until `fleetop remediate reset`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RemediateConfig {
+    /// dry-run (the default) or drain.
+    pub mode: RemediateMode,
+    /// How long a flag must stay up before the policy acts.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub grace: Duration,
+    /// The most nodes the policy drains per window (absent: only the percentage bounds it).
+    pub max_nodes: Option<u32>,
+    /// The most nodes, as a percentage of the fleet watched, per window (at least one node).
+    pub max_percent: f64,
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub window: Duration,
+}
+
+impl Default for RemediateConfig {
+    fn default() -> Self {
+        RemediateConfig {
+            mode: RemediateMode::DryRun,
+            grace: Duration::from_secs(300),
+            max_nodes: None,
+            max_percent: 10.0,
+            window: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl RemediateConfig {
+    /// The breaker's limit for a fleet of `fleet` nodes.
+    pub fn limit(&self, fleet: usize) -> usize {
+        let pct = ((fleet as f64) * self.max_percent / 100.0).floor() as usize;
+        let n = self.max_nodes.map_or(pct, |m| pct.min(m as usize));
+        n.max(1)
     }
 }
 
@@ -341,6 +388,21 @@ impl Config {
         }
         if let Some((key, why)) = self.racks.invalid() {
             return Some((Some("racks"), key, why));
+        }
+        if let Some(r) = &self.remediate {
+            if !(r.max_percent > 0.0 && r.max_percent <= 100.0) {
+                return Some((
+                    Some("remediate"),
+                    "max_percent",
+                    "must be above 0 and at most 100".into(),
+                ));
+            }
+            if r.max_nodes == Some(0) {
+                return Some((Some("remediate"), "max_nodes", "must be at least 1".into()));
+            }
+            if let Some(why) = zero(r.window) {
+                return Some((Some("remediate"), "window", why));
+            }
         }
         zero(self.slurm.timeout).map(|why| (Some("slurm"), "timeout", why))
     }

@@ -87,12 +87,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Node(args)) => {
             logging::to_stderr();
             let read_only = cli.read_only || cfg.read_only;
-            cmd::node::run(args, &cfg, read_only)
+            cmd::node::run(args, &cli.source, &cfg, read_only, &rt)
         }
         Some(Command::Job(args)) => {
             logging::to_stderr();
             let read_only = cli.read_only || cfg.read_only;
             cmd::node::run_job(args, &cfg, read_only)
+        }
+        Some(Command::Remediate(args)) => {
+            logging::to_stderr();
+            cmd::watch::remediate(args)
         }
         Some(Command::Watch(args)) => {
             logging::to_stderr_at("info");

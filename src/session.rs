@@ -20,7 +20,7 @@ use crate::model::bench::BenchUpdate;
 use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
-use crate::ops::{audit, bench, slurm};
+use crate::ops::{audit, bench, slurm, timeline};
 use crate::record::writer::Stats;
 use crate::record::{RecordError, Recorder, RecorderOptions};
 use crate::store::{Link, NodeState, Store};
@@ -56,6 +56,27 @@ async fn poll_scheduler(slurm: Slurm, every: Duration, poke: Arc<Notify>, tx: mp
             _ = tokio::time::sleep(every) => {}
             _ = poke.notified() => {}
         }
+    }
+}
+
+/// Reads the remediation policy's state file every few seconds and sends
+/// it when it changed: the header says when the breaker tripped, whichever
+/// process runs the policy.
+async fn poll_remediation(tx: mpsc::Sender<Update>) {
+    let path = crate::ops::remediate::path();
+    let mut last: Option<crate::model::remediation::State> = None;
+    loop {
+        let p = path.clone();
+        let read = tokio::task::spawn_blocking(move || p.exists().then(|| crate::ops::remediate::load(&p))).await;
+        if let Ok(Some(Ok(state))) = read
+            && last.as_ref() != Some(&state)
+        {
+            last = Some(state.clone());
+            if tx.send(Update::Remediation(Box::new(state))).await.is_err() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
 
@@ -183,6 +204,22 @@ impl Session {
             Feed::Prometheus(p) => {
                 prometheus::spawn(p.clone(), targets.clone(), args.scrape_interval, tx.clone());
             }
+        }
+        // The nodes' timelines as kept on disk, read off the update path.
+        let names: std::collections::BTreeSet<String> = targets.iter().map(|t| t.name.clone()).collect();
+        let ttx = tx.clone();
+        if !args.demo {
+            tokio::spawn(async move {
+                let week = now_ms() - 7 * 24 * 3_600_000;
+                if let Ok(events) = tokio::task::spawn_blocking(move || timeline::load(Some(&names), week)).await
+                    && !events.is_empty()
+                {
+                    let _ = ttx.send(Update::Timeline(events)).await;
+                }
+            });
+        }
+        if !args.demo {
+            tokio::spawn(poll_remediation(tx.clone()));
         }
         let poke = Arc::new(Notify::new());
         if args.slurm {

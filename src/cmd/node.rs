@@ -1,21 +1,147 @@
-//! `fleetop node drain|resume|undrain NODES` and `fleetop job cancel JOBID`:
-//! the headless actions. The plan
+//! `fleetop node drain|resume|undrain|return NODES`, `fleetop node history
+//! NODES` and `fleetop job cancel JOBID`: the headless actions. The plan
 //! (exact commands) goes to stderr, confirmation is asked on a terminal
 //! unless `--yes`, results go to stdout (text or JSON), and the exit status
-//! is non-zero if any node failed.
+//! is non-zero if any node failed (for a return: if any node stays drained).
 
+use std::collections::BTreeSet;
 use std::io::Write;
 
-use crate::cli::{ActionFormat, JobAction, JobCmd, NodeCmd};
+use crate::cli::{ActionFormat, JobAction, JobCmd, NodeCmd, SourceArgs};
 use crate::config::Config;
 use crate::ingest::{hostlist, targets};
-use crate::model::action::{self, ActionReport};
-use crate::ops::{audit, slurm};
+use crate::model::action::{self, ActionReport, NodeAction};
+use crate::model::time::{now_ms, rfc3339};
+use crate::ops::{audit, return_to_service, slurm, timeline};
 
-pub fn run(args: NodeCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
+pub fn run(
+    args: NodeCmd,
+    source: &SourceArgs,
+    cfg: &Config,
+    read_only: bool,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<()> {
     let nodes = hostlist::expand(&args.nodes)?;
-    let plan = action::plan(args.action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
+    let action = match args.action.action() {
+        None => return history(&nodes, &args),
+        Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, source, cfg, read_only)),
+        Some(a) => a,
+    };
+    let mut plan = action::plan(action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
+    plan.force = args.force;
     run_plan(plan, &args.nodes, args.yes, args.format, cfg, read_only)
+}
+
+/// `fleetop node history NODES`: the nodes' timelines from the state
+/// directory and the audit log, oldest first.
+fn history(nodes: &[String], args: &NodeCmd) -> anyhow::Result<()> {
+    let since = now_ms() - args.since.as_millis() as i64;
+    let names: BTreeSet<String> = nodes.iter().cloned().collect();
+    let events = timeline::load(Some(&names), since);
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        ActionFormat::Json => {
+            #[derive(serde::Serialize)]
+            struct Line<'a> {
+                time: String,
+                #[serde(flatten)]
+                event: &'a crate::model::timeline::Event,
+                text: String,
+            }
+            let lines: Vec<Line> = events
+                .iter()
+                .map(|e| Line {
+                    time: rfc3339(e.time_ms),
+                    event: e,
+                    text: e.line(),
+                })
+                .collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&lines)?)?;
+        }
+        ActionFormat::Text => {
+            if events.is_empty() {
+                writeln!(out, "nothing recorded for {} since {}", args.nodes, rfc3339(since))?;
+            }
+            for e in &events {
+                writeln!(out, "{}  {}  {}", rfc3339(e.time_ms), e.node, e.line())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `fleetop node return NODES`: see `ops::return_to_service`.
+async fn run_return(
+    nodes: Vec<String>,
+    args: &NodeCmd,
+    source: &SourceArgs,
+    cfg: &Config,
+    read_only: bool,
+) -> anyhow::Result<()> {
+    let slurm = targets::slurm(cfg);
+    let s = slurm.clone();
+    let snap = tokio::task::spawn_blocking(move || s.query())
+        .await?
+        .map_err(|e| anyhow::anyhow!("return: cannot read Slurm: {e}"))?;
+    // The agents: those the source names (--hosts), else Slurm's nodes at
+    // the addresses the config maps them to.
+    let mut src = source.clone();
+    src.slurm = src.hosts.is_none() && src.hostfile.is_none();
+    let resolved = targets::resolve(&src, cfg).await?;
+    let token = match &args.token_file {
+        Some(p) => Some(fleetop_proto::util::read_token_file(p)?),
+        None => resolved.bench_token.clone(),
+    };
+    let names: BTreeSet<String> = nodes.iter().cloned().collect();
+    let events = timeline::load(Some(&names), 0);
+    let prepared = return_to_service::prepare(&nodes, &snap, &resolved.targets, &events, args.suite, args.force);
+    let plan = prepared.plan();
+    if read_only {
+        audit::log(&audit::refused(&plan, "read-only mode"))?;
+        anyhow::bail!("read-only mode: return refused (nothing was run)");
+    }
+    {
+        let mut err = std::io::stderr().lock();
+        writeln!(err, "return {} node(s): {}", nodes.len(), args.nodes)?;
+        for line in prepared.describe() {
+            writeln!(err, "  {line}")?;
+        }
+        for c in &plan.commands {
+            writeln!(err, "  {}", action::shell_words(c))?;
+        }
+    }
+    if !args.yes {
+        super::confirm(&plan, "Run the burn-in where needed and resume the nodes that pass?")?;
+    }
+    audit::started(&plan)?;
+    let progress = |_: usize, u: &crate::model::bench::BenchUpdate| {
+        if let crate::model::bench::BenchUpdate::Progress { step, done, total } = u {
+            eprintln!("burn-in [{done}/{total}] {step}");
+        }
+    };
+    let report = return_to_service::run(
+        &prepared,
+        &slurm,
+        token.as_deref(),
+        &resolved.access,
+        args.timeout,
+        &progress,
+    )
+    .await;
+    let logged = audit::append(&report);
+    print_report(&report, args.format)?;
+    logged.map_err(|e| anyhow::anyhow!("return ran, but the audit log could not be written: {e}"))?;
+    let left = return_to_service::still_drained(&report);
+    if !left.is_empty() {
+        let left: Vec<String> = left.into_iter().collect();
+        anyhow::bail!(
+            "{} of {} node(s) not returned to service: {}",
+            left.len(),
+            report.results.len(),
+            hostlist::compress(&left)
+        );
+    }
+    Ok(())
 }
 
 /// `fleetop job cancel JOBID`: `scancel JOBID`, confirmed, logged, read back.
@@ -82,7 +208,11 @@ fn run_plan(
 fn print_report(report: &ActionReport, format: ActionFormat) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
-        ActionFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(report)?)?,
+        ActionFormat::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&action::AuditLine::new(report))?
+        )?,
         ActionFormat::Text => {
             let w = report.results.iter().map(|r| r.node.len()).max().unwrap_or(4);
             for r in &report.results {

@@ -1,13 +1,21 @@
 //! `fleetop watch`: the headless notifier. Follows SOURCE like the TUI does
 //! and hands its flags to Alertmanager and/or a webhook until SIGTERM,
-//! SIGINT or SIGHUP; logs go to stderr (the journal, under systemd).
+//! SIGINT or SIGHUP; logs go to stderr (the journal, under systemd). With
+//! `--remediate` (or `[remediate]`) it also runs the remediation policy;
+//! `fleetop remediate status|reset` look at and re-arm it.
 
 use std::time::Duration;
 
-use crate::cli::WatchArgs;
-use crate::config::Config;
-use crate::model::time::now_ms;
+use std::collections::BTreeSet;
+
+use crate::cli::{RemediateCmd, RemediateVerb, WatchArgs};
+use crate::config::{Config, RemediateMode};
+use crate::ingest::targets;
+use crate::model::action::{self, NodeAction};
+use crate::model::time::{now_ms, rfc3339};
 use crate::ops::notify::Notifier;
+use crate::ops::remediate::{self, Decision, Policy, State};
+use crate::ops::{audit, slurm};
 use crate::session::Session;
 
 pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
@@ -18,12 +26,50 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
             "watch: nowhere to send alerts: give --alertmanager URL or --webhook URL (or [notify] in the config)"
         );
     }
+    let policy_cfg = match (args.remediate, cfg.remediate.clone()) {
+        (None, None) => None,
+        (mode, c) => {
+            let mut c = c.unwrap_or_default();
+            if let Some(m) = mode {
+                c.mode = m;
+            }
+            Some(c)
+        }
+    };
+    if let Some(c) = &policy_cfg {
+        if !args.source.slurm {
+            anyhow::bail!("watch --remediate: the policy drains nodes in Slurm: add --slurm");
+        }
+        if c.mode == RemediateMode::Drain && (cfg.read_only) {
+            anyhow::bail!("watch --remediate drain: refused in read-only mode");
+        }
+    }
+    let state_path = remediate::path();
+    // A policy that cannot read what it did must not act: refused at start.
+    let mut policy = match policy_cfg {
+        Some(c) => Some((Policy::new(c), remediate::load(&state_path)?)),
+        None => None,
+    };
     // Bad URLs are refused before anything starts.
     let mut notifier = Notifier::start(&cfg.notify)?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut session = Session::start(&args.source, &cfg).await?;
+    if !args.source.demo {
+        session.store.keep_timeline();
+    }
+    if let Some((p, _)) = &policy {
+        tracing::info!(
+            "remediate: {} (grace {}, at most {} node(s) per {})",
+            p.cfg.mode.name(),
+            humantime::format_duration(p.cfg.grace),
+            p.cfg.limit(session.store.nodes.len()),
+            humantime::format_duration(p.cfg.window),
+        );
+    }
+    let slurm_reader = targets::slurm(&cfg);
+    let mut own_alerts: BTreeSet<String> = BTreeSet::new();
     tracing::info!(
         "watching {} nodes; alertmanager: {}; webhook: {}",
         session.store.nodes.len(),
@@ -40,6 +86,10 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
                 let now = now_ms();
                 session.store.tick(now);
                 notifier.observe(&session.store, now);
+                if let Some((p, state)) = policy.as_mut() {
+                    remediate_step(p, state, &session.store, &slurm_reader, &mut notifier, &mut own_alerts, now).await;
+                }
+                crate::ops::timeline::save_in_background(session.store.take_unsaved());
             }
             u = session.updates.recv(), if updates_open => match u {
                 Some(u) => session.store.apply(u, now_ms()),
@@ -54,5 +104,110 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
     // Alerts are not resolved on the way out: the conditions may well go on.
     let _ = tokio::time::timeout(Duration::from_secs(5), notifier.flush()).await;
     session.stop().await;
+    Ok(())
+}
+
+/// One look of the policy: re-read its state (a person may have reset it),
+/// decide, drain (each logged before it runs and after, as the policy
+/// acting for this user), trip the breaker if it must, save, notify.
+#[allow(clippy::too_many_arguments)]
+async fn remediate_step(
+    p: &mut Policy,
+    state: &mut State,
+    store: &crate::store::Store,
+    slurm_reader: &crate::ingest::slurm::Slurm,
+    notifier: &mut Notifier,
+    own_alerts: &mut BTreeSet<String>,
+    now: i64,
+) {
+    let path = remediate::path();
+    match remediate::load(&path) {
+        Ok(s) => *state = s,
+        Err(e) => {
+            tracing::error!("remediate: {e}; the policy does not act until it can read its state");
+            return;
+        }
+    }
+    let before = state.clone();
+    state.mode = Some(p.cfg.mode);
+    state.limit = Some(p.cfg.limit(store.nodes.len()));
+    for d in p.decide(store, state, now) {
+        match d {
+            Decision::Drain { node, kind, reason } => {
+                let Ok(mut plan) = action::plan(NodeAction::Drain, vec![node.clone()], Some(reason.clone())) else {
+                    continue;
+                };
+                plan.policy = Some("remediate".into());
+                if let Err(e) = audit::started(&plan) {
+                    tracing::error!("remediate: {node} not drained: {e}");
+                    continue;
+                }
+                let s = slurm_reader.clone();
+                let report = match tokio::task::spawn_blocking(move || slurm::execute(&s, &plan)).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::error!("remediate: {node}: {e}");
+                        continue;
+                    }
+                };
+                if let Err(e) = audit::log(&report) {
+                    tracing::error!("{e}");
+                }
+                match report.results.first() {
+                    Some(r) if r.ok => {
+                        tracing::warn!("remediate: drained {node}: {reason} ({})", r.message);
+                        state.drained(&node, kind, &reason, now);
+                    }
+                    Some(r) => tracing::error!("remediate: {node} not drained: {}", r.message),
+                    None => tracing::error!("remediate: {node} not drained"),
+                }
+            }
+            Decision::Trip { node, why } => {
+                tracing::error!(
+                    "remediate: BREAKER TRIPPED at {}: {why}; {node} and every later node left as they are until `fleetop remediate reset`",
+                    rfc3339(now)
+                );
+                state.tripped = Some(remediate::Tripped { at_ms: now, why });
+            }
+        }
+    }
+    if *state != before
+        && let Err(e) = remediate::save(&path, state)
+    {
+        tracing::error!("remediate: {e}");
+    }
+    remediate::sync_alerts(notifier, state, own_alerts, now);
+}
+
+/// `fleetop remediate status|reset`.
+pub fn remediate(args: RemediateCmd) -> anyhow::Result<()> {
+    let path = remediate::path();
+    let mut state = remediate::load(&path)?;
+    match args.action {
+        RemediateVerb::Status => {
+            let mode = state.mode.map_or("not running here yet", |m| m.name());
+            println!("policy: {mode}; state in {}", path.display());
+            match &state.tripped {
+                Some(t) => println!("breaker: TRIPPED at {}: {}", rfc3339(t.at_ms), t.why),
+                None => println!("breaker: armed"),
+            }
+            let limit = state.limit.map_or("?".to_string(), |l| l.to_string());
+            println!("drains in the window: {} of {limit}", state.recent.len());
+            for d in state.holding.values() {
+                println!("  {}  drained at {}: {}", d.node, rfc3339(d.at_ms), d.reason);
+            }
+        }
+        RemediateVerb::Reset => {
+            let Some(t) = state.tripped.take() else {
+                println!("the breaker is not tripped: nothing to reset");
+                return Ok(());
+            };
+            // A fresh window: the drains that tripped it no longer count;
+            // the nodes it holds are still not drained twice.
+            state.recent.clear();
+            remediate::save(&path, &state)?;
+            println!("breaker re-armed (it tripped at {}: {})", rfc3339(t.at_ms), t.why);
+        }
+    }
     Ok(())
 }

@@ -16,6 +16,7 @@ use crate::model::flag::{ClearedFlag, Flag, FlagKind, Severity, Subject};
 use crate::model::rates::Derived;
 use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::sched::Job;
+use crate::model::timeline::What;
 
 pub use thresholds::{Thresholds, de_duration};
 
@@ -51,6 +52,25 @@ pub struct NodeDetector {
     active: BTreeMap<(FlagKind, Subject), Flag>,
     cleared: VecDeque<ClearedFlag>,
     node: node::NodeState,
+    /// Flags raised and cleared since the store last took them, for the
+    /// node's timeline (at most `PENDING_MAX`: a store that never takes
+    /// them, as in a benchmark, does not grow it).
+    changes: Vec<(i64, What)>,
+}
+
+const PENDING_MAX: usize = 256;
+
+fn raised(f: &Flag) -> (i64, What) {
+    (
+        f.since_ms,
+        What::FlagRaised {
+            kind: f.kind,
+            subject: f.subject.key(),
+            severity: f.severity,
+            action: f.action,
+            detail: f.detail.clone(),
+        },
+    )
 }
 
 impl NodeDetector {
@@ -62,6 +82,18 @@ impl NodeDetector {
     /// The XID codes behind GPU `index`'s xid flag while it is up.
     pub fn held_xids(&self, index: u32) -> &[u32] {
         self.gpus.get(index as usize).map_or(&[], |g| g.held_xids())
+    }
+
+    /// The flags raised and cleared since the last call, in order, with
+    /// when: a raise at its condition's start, a clear when it cleared.
+    pub fn take_changes(&mut self) -> Vec<(i64, What)> {
+        std::mem::take(&mut self.changes)
+    }
+
+    fn changed(&mut self, c: (i64, What)) {
+        if self.changes.len() < PENDING_MAX {
+            self.changes.push(c);
+        }
     }
 
     /// Flags cleared recently, newest last.
@@ -134,6 +166,17 @@ impl NodeDetector {
         let key = (FlagKind::VersionSkew, Subject::Node);
         match skew {
             Some((since_ms, detail)) => {
+                if !self.active.contains_key(&key) {
+                    let f = flag(
+                        FlagKind::VersionSkew,
+                        Severity::Info,
+                        Subject::Node,
+                        since_ms,
+                        detail.clone(),
+                        &[],
+                    );
+                    self.changed(raised(&f));
+                }
                 let f = self.active.entry(key).or_insert_with(|| {
                     flag(
                         FlagKind::VersionSkew,
@@ -168,6 +211,9 @@ impl NodeDetector {
         match failed {
             Some((severity, since_ms, detail)) => {
                 let f = flag(FlagKind::BurninFailed, severity, Subject::Node, since_ms, detail, &[]);
+                if old.is_none() {
+                    self.changed(raised(&f));
+                }
                 self.active.insert(key, f);
             }
             None => {
@@ -190,6 +236,7 @@ impl NodeDetector {
         let key = (kind, Subject::Node);
         match state {
             Some((since_ms, age_ms, detail)) => {
+                let new = !self.active.contains_key(&key);
                 let f = self.active.entry(key).or_insert_with(|| Flag {
                     kind,
                     severity,
@@ -202,6 +249,10 @@ impl NodeDetector {
                 });
                 f.detail = detail;
                 f.evidence.insert("age_s".into(), (age_ms / 1000) as f64);
+                if new {
+                    let c = raised(f);
+                    self.changed(c);
+                }
             }
             None => {
                 if let Some(f) = self.active.remove(&key) {
@@ -219,6 +270,14 @@ impl NodeDetector {
             next.insert((f.kind, f.subject), f);
         }
         let old = std::mem::take(&mut self.active);
+        let up: Vec<(i64, What)> = next
+            .iter()
+            .filter(|(k, _)| !old.contains_key(*k))
+            .map(|(_, f)| raised(f))
+            .collect();
+        for c in up {
+            self.changed(c);
+        }
         for (k, f) in old {
             if next.contains_key(&k) || keep(&k) {
                 next.entry(k).or_insert(f);
@@ -230,6 +289,13 @@ impl NodeDetector {
     }
 
     fn push_cleared(&mut self, flag: Flag, t: i64, th: &Thresholds) {
+        self.changed((
+            t,
+            What::FlagCleared {
+                kind: flag.kind,
+                subject: flag.subject.key(),
+            },
+        ));
         self.cleared.push_back(ClearedFlag { flag, cleared_ms: t });
         while let Some(front) = self.cleared.front() {
             if t - front.cleared_ms > ms(th.cleared_keep) || self.cleared.len() > 64 {

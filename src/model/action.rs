@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::bench::Suite;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeAction {
     /// Stop scheduling new jobs on the nodes (running jobs finish).
@@ -17,19 +17,19 @@ pub enum NodeAction {
     /// Clear DRAIN only; a node that is DOWN stays DOWN.
     Undrain,
     /// A burn-in suite (`fleetop bench`): logged like the others.
-    #[value(skip)]
     Bench,
     /// An alert acknowledged or silenced in the console: changes nothing on
     /// the cluster, but who hid what from the screen is evidence too.
-    #[value(skip)]
     Silence,
     /// Cancel a Slurm job (`scancel JOBID`): from a GPU's processes in the
     /// console, or `fleetop job cancel`.
-    #[value(skip)]
     Scancel,
     /// SIGTERM or SIGKILL to a GPU's processes, through the node's agent.
-    #[value(skip)]
     Signal,
+    /// Return to service (`fleetop node return`): resume the drained nodes
+    /// that passed a burn-in since their drain began; the rest stay drained
+    /// with the failing check in their reason.
+    Return,
 }
 
 impl NodeAction {
@@ -42,8 +42,31 @@ impl NodeAction {
             NodeAction::Silence => "silence",
             NodeAction::Scancel => "scancel",
             NodeAction::Signal => "signal",
+            NodeAction::Return => "return",
         }
     }
+}
+
+/// What starts every drain reason fleetop sets, as LBNL NHC's start with
+/// `NHC:`: a reason without it is someone else's (a person, a maintenance
+/// tool, Slurm itself), and fleetop never resumes such a node unless told
+/// to (`--force`).
+pub const REASON_PREFIX: &str = "fleetop:";
+
+/// The reason fleetop gives Slurm: the prefix, then the person's words
+/// verbatim (words that already carry the prefix are kept as they are).
+pub fn owned_reason(words: &str) -> String {
+    if words.starts_with(REASON_PREFIX) {
+        words.to_string()
+    } else {
+        format!("{REASON_PREFIX} {words}")
+    }
+}
+
+/// The person's words of a reason fleetop set (the reason without its
+/// prefix); `None` for someone else's reason.
+pub fn own_words(reason: &str) -> Option<&str> {
+    reason.strip_prefix(REASON_PREFIX).map(str::trim_start)
 }
 
 /// What will run, before it runs.
@@ -54,6 +77,27 @@ pub struct Plan {
     pub reason: Option<String>,
     /// One argument vector per node, exactly as it will be executed.
     pub commands: Vec<Vec<String>>,
+    /// Resume (or return) a node even though someone else drained it
+    /// (`--force`; in the console, the node's name typed to confirm).
+    pub force: bool,
+    /// Set when a remediation policy acts rather than a person at a
+    /// keyboard ("remediate"): the audit log says so beside the user who
+    /// started it.
+    pub policy: Option<String>,
+}
+
+impl Plan {
+    /// A plan a person asked for, not forced.
+    pub fn new(action: NodeAction, nodes: Vec<String>, reason: Option<String>, commands: Vec<Vec<String>>) -> Plan {
+        Plan {
+            action,
+            nodes,
+            reason,
+            commands,
+            force: false,
+            policy: None,
+        }
+    }
 }
 
 /// The command for one node.
@@ -64,43 +108,41 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
             argv.push("State=DRAIN".into());
             argv.push(format!("Reason={}", reason.unwrap_or_default()));
         }
-        NodeAction::Resume => argv.push("State=RESUME".into()),
+        NodeAction::Resume | NodeAction::Return => argv.push("State=RESUME".into()),
         NodeAction::Undrain => argv.push("State=UNDRAIN".into()),
         NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel | NodeAction::Signal => {}
     }
     argv
 }
 
-/// Plans an action; a drain needs a reason (the next person needs to know why).
+/// Plans an action; a drain needs a reason (the next person needs to know
+/// why), which Slurm is given with fleetop's prefix.
 pub fn plan(action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Result<Plan, String> {
     if nodes.is_empty() {
         return Err("no nodes given".into());
     }
     let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
-    if action == NodeAction::Drain && reason.is_none() {
-        return Err("a drain needs a reason (--reason TEXT)".into());
+    if action == NodeAction::Drain && reason.as_deref().and_then(own_words).is_some_and(str::is_empty) {
+        return Err(format!("a drain needs a reason after '{REASON_PREFIX}'"));
     }
+    let reason = match (action, reason) {
+        (NodeAction::Drain, None) => return Err("a drain needs a reason (--reason TEXT)".into()),
+        (NodeAction::Drain, Some(r)) => Some(owned_reason(&r)),
+        (_, r) => r,
+    };
     let commands = nodes.iter().map(|n| command(action, n, reason.as_deref())).collect();
-    Ok(Plan {
-        action,
-        nodes,
-        reason,
-        commands,
-    })
+    Ok(Plan::new(action, nodes, reason, commands))
 }
 
 /// The plan to cancel job `job` (of `user`, seen on `nodes`): one command,
 /// an argument vector, never a shell string.
 pub fn scancel_plan(job: u64, user: Option<&str>, nodes: Vec<String>) -> Plan {
-    Plan {
-        action: NodeAction::Scancel,
-        nodes,
-        reason: Some(match user {
-            Some(u) => format!("job {job} of {u}"),
-            None => format!("job {job}"),
-        }),
-        commands: vec![vec!["scancel".into(), job.to_string()]],
-    }
+    let reason = match user {
+        Some(u) => format!("job {job} of {u}"),
+        None => format!("job {job}"),
+    };
+    let commands = vec![vec!["scancel".into(), job.to_string()]];
+    Plan::new(NodeAction::Scancel, nodes, Some(reason), commands)
 }
 
 /// A command as a person would type it (for display and the audit log; it
@@ -169,6 +211,46 @@ pub struct ActionReport {
     /// (a burn-in cancelled from the console), if so.
     pub refused: Option<String>,
     pub results: Vec<NodeResult>,
+    /// Resumed though someone else drained it (`--force`). Not part of
+    /// the positional (recorded) form, which predates it: the audit log
+    /// carries it (see `AuditLine`).
+    #[serde(skip)]
+    pub forced: bool,
+    /// The policy that acted for `actor` ("remediate"), when no person
+    /// confirmed this one; in the audit log, like `forced`.
+    #[serde(skip)]
+    pub policy: Option<String>,
+}
+
+/// One line of the audit log: the report, and what recordings of schema 2
+/// cannot hold (`forced`, `policy`), beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AuditLine {
+    #[serde(flatten)]
+    pub report: ActionReport,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forced: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+impl AuditLine {
+    pub fn new(report: &ActionReport) -> AuditLine {
+        AuditLine {
+            report: report.clone(),
+            forced: report.forced,
+            policy: report.policy.clone(),
+        }
+    }
+
+    /// The report, with `forced` and `policy` back in it.
+    pub fn into_report(self) -> ActionReport {
+        ActionReport {
+            forced: self.forced,
+            policy: self.policy,
+            ..self.report
+        }
+    }
 }
 
 impl ActionReport {
@@ -227,12 +309,18 @@ mod tests {
                 "update",
                 "NodeName=gpu01",
                 "State=DRAIN",
-                "Reason=it's \"bad\"; rm -rf / ünï"
+                "Reason=fleetop: it's \"bad\"; rm -rf / ünï"
             ]
         );
         assert_eq!(
             shell_words(&p.commands[0]),
-            r#"scontrol update NodeName=gpu01 State=DRAIN 'Reason=it'\''s "bad"; rm -rf / ünï'"#
+            r#"scontrol update NodeName=gpu01 State=DRAIN 'Reason=fleetop: it'\''s "bad"; rm -rf / ünï'"#
         );
+        // The prefix is not doubled, and is not a reason on its own.
+        let again = plan(NodeAction::Drain, vec!["gpu01".into()], Some("fleetop: fan".into())).expect("plan");
+        assert_eq!(again.reason.as_deref(), Some("fleetop: fan"));
+        assert!(plan(NodeAction::Drain, vec!["gpu01".into()], Some("fleetop:  ".into())).is_err());
+        assert_eq!(own_words("fleetop: xid 79"), Some("xid 79"));
+        assert_eq!(own_words("maintenance"), None);
     }
 }

@@ -209,6 +209,28 @@ impl Flag {
         self.kind.entry()
     }
 
+    /// The catalog's line for a drain of this flag's node, the person's (or
+    /// the policy's) words after `fleetop:`: "xid on gpu3: reset_gpu (XID 79:
+    /// fell off the bus)", on one line and short enough for sinfo.
+    pub fn drain_reason(&self) -> String {
+        let detail = self.detail.replace(['\n', '\r'], " ");
+        let mut r = format!(
+            "{} on {}: {} ({detail})",
+            self.kind.name(),
+            self.subject.key(),
+            self.action.name()
+        );
+        if r.len() > 200 {
+            let mut cut = 197;
+            while !r.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            r.truncate(cut);
+            r.push_str("...");
+        }
+        r
+    }
+
     /// The sentence for the action: what to do, about what, and what next.
     pub fn action_detail(&self) -> String {
         let next = match &self.escalation {

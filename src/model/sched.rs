@@ -34,10 +34,56 @@ impl SchedNode {
         self.state.starts_with("down")
     }
 
+    /// Out of service: drained, draining or down.
+    pub fn out_of_service(&self) -> bool {
+        self.is_drained() || self.is_down() || self.state.contains("drain")
+    }
+
+    /// Who holds the node out of service, by its reason: fleetop (the
+    /// reason starts with `fleetop:`) or someone else.
+    pub fn hold(&self) -> Hold<'_> {
+        if !self.out_of_service() {
+            return Hold::InService;
+        }
+        match self.reason.as_deref() {
+            Some(r) if crate::model::action::own_words(r).is_some() => Hold::Fleetop { reason: r },
+            _ => Hold::Other,
+        }
+    }
+
+    /// "drained by alice at 2026-11-25T03:12:00Z: maintenance": who holds
+    /// the node and why, in Slurm's words.
+    pub fn held_by(&self) -> String {
+        let mut s = self.label();
+        if let Some(u) = &self.reason_user {
+            s.push_str(&format!(" by {u}"));
+        }
+        if let Some(t) = &self.reason_time {
+            s.push_str(&format!(" at {t}"));
+        }
+        match &self.reason {
+            Some(r) => s.push_str(&format!(": {r}")),
+            None => s.push_str(" with no reason given"),
+        }
+        s
+    }
+
     /// "drained*": the state as Slurm prints it.
     pub fn label(&self) -> String {
         format!("{}{}", self.state, if self.not_responding { "*" } else { "" })
     }
+}
+
+/// Who keeps a node out of service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold<'a> {
+    /// In service: nothing holds it.
+    InService,
+    /// Drained (or down) by fleetop, with this reason.
+    Fleetop { reason: &'a str },
+    /// Drained or down for a reason fleetop did not set (a person, another
+    /// tool, Slurm itself), or none: fleetop leaves it alone.
+    Other,
 }
 
 /// A running job.

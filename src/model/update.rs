@@ -22,6 +22,12 @@ pub enum Update {
     ActionDone(Arc<ActionReport>),
     /// Burn-in progress on one node.
     Bench { node: usize, event: BenchUpdate },
+    /// Nodes' timelines as kept on disk (the console's state directory, the
+    /// audit log), read at start: added to what the console sees itself.
+    Timeline(Vec<crate::model::timeline::Event>),
+    /// The remediation policy's state as `fleetop watch` keeps it (read
+    /// from the state directory when it changes), for the header.
+    Remediation(Box<crate::model::remediation::State>),
 }
 
 /// What a node's connection brought.

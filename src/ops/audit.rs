@@ -1,10 +1,9 @@
 //! The audit log: one JSON line per attempt to change the cluster, refused
 //! ones included, so the next shift can see who did what and why.
 
-use std::io::Write;
 use std::path::PathBuf;
 
-use crate::model::action::{ActionReport, Actor, NodeResult, Plan, Stage};
+use crate::model::action::{ActionReport, Actor, AuditLine, NodeResult, Plan, Stage};
 use crate::model::time::{now_ms, rfc3339};
 
 /// Who is acting: the OS account (uid and its name from the password
@@ -34,6 +33,8 @@ pub fn report(plan: &Plan, stage: Stage, refused: Option<String>, results: Vec<N
         commands: plan.commands.clone(),
         refused,
         results,
+        forced: plan.force,
+        policy: plan.policy.clone(),
     }
 }
 
@@ -62,30 +63,10 @@ pub fn audit_path() -> PathBuf {
 /// that cannot be written is an error: an action that cannot be audited
 /// should be noticed.
 pub fn append(report: &ActionReport) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     let path = audit_path();
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    let mut line = serde_json::to_string(report).map_err(std::io::Error::other)?;
+    let mut line = serde_json::to_string(&AuditLine::new(report)).map_err(std::io::Error::other)?;
     line.push('\n');
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(code) if code == nix::errno::Errno::ELOOP as i32 => {
-                std::io::Error::other(format!("{} is a symbolic link: refused", path.display()))
-            }
-            _ => e,
-        })?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    // One write per line, so concurrent consoles do not interleave lines.
-    f.write_all(line.as_bytes())?;
-    f.sync_data()?;
+    super::state_file::append(&path, line.as_bytes())?;
     Ok(path)
 }
 

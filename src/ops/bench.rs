@@ -11,7 +11,7 @@ use fleetop_proto::pb::{BenchRequest, NetSinkRequest};
 use tokio::sync::mpsc;
 
 use crate::ingest::agent;
-use crate::model::action::{NodeAction, NodeResult, Plan, Stage};
+use crate::model::action::{ActionReport, NodeAction, NodeResult, Plan, Stage};
 use crate::model::bench::{BENCH_SCHEMA_VERSION, BenchNode, BenchReport, BenchResult, BenchUpdate, Suite, Verdict};
 use crate::model::target::Target;
 use crate::model::time::{now_ms, rfc3339};
@@ -21,12 +21,12 @@ use crate::ops::audit;
 /// The plan of a run: what each agent will be asked, for the confirmation
 /// and the audit log.
 pub fn plan(suite: &str, targets: &[Target]) -> Plan {
-    Plan {
-        action: NodeAction::Bench,
-        nodes: targets.iter().map(|t| t.name.clone()).collect(),
-        reason: Some(format!("suite {suite}")),
-        commands: describe(suite, targets),
-    }
+    Plan::new(
+        NodeAction::Bench,
+        targets.iter().map(|t| t.name.clone()).collect(),
+        Some(format!("suite {suite}")),
+        describe(suite, targets),
+    )
 }
 
 fn describe(suite: &str, targets: &[Target]) -> Vec<Vec<String>> {
@@ -106,8 +106,8 @@ fn shared_host(mut r: BenchResult, agents: usize, host: &str) -> BenchResult {
     r
 }
 
-/// Appends a finished run to the audit log.
-pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<()> {
+/// Appends a finished run to the audit log; returns what was logged.
+pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<ActionReport> {
     let results = report
         .nodes
         .iter()
@@ -119,13 +119,9 @@ pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<
             state_after: None,
         })
         .collect();
-    audit::log(&audit::report(
-        &plan(&report.suite, targets),
-        Stage::Done,
-        None,
-        results,
-    ))
-    .map(|_| ())
+    let logged = audit::report(&plan(&report.suite, targets), Stage::Done, None, results);
+    audit::log(&logged)?;
+    Ok(logged)
 }
 
 /// Opens every node's sink, then runs every node's suite, concurrently.
@@ -334,8 +330,13 @@ pub async fn run_reporting(
             })
             .await;
     }
-    if let Err(e) = audit_report(&report, &list) {
-        tracing::error!("{e}");
+    match audit_report(&report, &list) {
+        // The nodes' timelines show the result with who ran it.
+        Ok(logged) => {
+            let events = crate::model::timeline::from_report(&logged, now_ms());
+            let _ = tx.send(Update::Timeline(events)).await;
+        }
+        Err(e) => tracing::error!("{e}"),
     }
 }
 

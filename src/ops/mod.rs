@@ -5,6 +5,10 @@
 pub mod audit;
 pub mod bench;
 pub mod notify;
+pub mod remediate;
+pub mod return_to_service;
 pub mod signal;
 pub mod silences;
 pub mod slurm;
+pub mod state_file;
+pub mod timeline;

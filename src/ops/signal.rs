@@ -13,12 +13,11 @@ use crate::ops::audit;
 /// What will be asked of the agent, for the confirmation and the log.
 pub fn plan(target: &Target, gpu: u32, pids: &[u32], kill: bool) -> Plan {
     let sig = if kill { "KILL" } else { "TERM" };
-    Plan {
-        action: NodeAction::Signal,
-        nodes: vec![target.name.clone()],
-        reason: Some(format!("SIG{sig} to the processes on GPU {gpu}")),
-        commands: pids
-            .iter()
+    Plan::new(
+        NodeAction::Signal,
+        vec![target.name.clone()],
+        Some(format!("SIG{sig} to the processes on GPU {gpu}")),
+        pids.iter()
             .map(|p| {
                 vec![
                     "SignalProcess".into(),
@@ -28,7 +27,7 @@ pub fn plan(target: &Target, gpu: u32, pids: &[u32], kill: bool) -> Plan {
                 ]
             })
             .collect(),
-    }
+    )
 }
 
 /// Asks the agent to signal each pid of `plan`; one result per pid.

@@ -51,12 +51,12 @@ pub fn save(all: &[Silence], made: &Silence) -> anyhow::Result<()> {
         ),
         (None, None) => format!("silence of {} lifted", made.kind.name()),
     };
-    let plan = Plan {
-        action: NodeAction::Silence,
-        nodes: vec![made.node.clone()],
-        reason: Some(what.clone()),
-        commands: Vec::new(),
-    };
+    let plan = Plan::new(
+        NodeAction::Silence,
+        vec![made.node.clone()],
+        Some(what.clone()),
+        Vec::new(),
+    );
     let result = NodeResult {
         node: made.node.clone(),
         ok: true,

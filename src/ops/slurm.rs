@@ -5,14 +5,14 @@
 
 use crate::ingest::slurm::{SchedError, Slurm};
 use crate::model::action::{ActionReport, NodeAction, NodeResult, Plan, Stage};
-use crate::model::sched::SchedNode;
+use crate::model::sched::{Hold, SchedNode};
 use crate::ops::audit;
 
 /// Whether the node is now where the action should have put it.
 fn reached(action: NodeAction, after: &SchedNode) -> bool {
     match action {
         NodeAction::Drain => after.is_drained() || after.state.contains("drain"),
-        NodeAction::Resume => !after.is_drained() && !after.is_down() && !after.state.contains("drain"),
+        NodeAction::Resume | NodeAction::Return => !after.out_of_service(),
         NodeAction::Undrain => !after.state.contains("drain"),
         NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel | NodeAction::Signal => true,
     }
@@ -33,6 +33,45 @@ fn describe(n: &SchedNode) -> String {
     s
 }
 
+/// The result for a node the plan must not touch, if it is one: a drain
+/// never overwrites a reason (ours or anyone's), resuming a node in service
+/// has nothing to do, and a node someone else holds out of service is not
+/// fleetop's to resume unless the plan is forced.
+fn leave_alone(plan: &Plan, node: &str, b: &SchedNode) -> Option<NodeResult> {
+    let resumes = matches!(
+        plan.action,
+        NodeAction::Resume | NodeAction::Return | NodeAction::Undrain
+    );
+    let (ok, message) = match b.hold() {
+        Hold::InService if plan.action == NodeAction::Drain => return None,
+        // Slurm refuses to resume a node that is in service ("Invalid node
+        // state specified"): say plainly that there is nothing to do.
+        Hold::InService if resumes && plan.action != NodeAction::Undrain => {
+            (true, format!("already in service ({}); nothing to resume", b.label()))
+        }
+        _ if plan.action == NodeAction::Drain && b.reason.is_none() && !b.is_drained() => return None,
+        Hold::Fleetop { .. } | Hold::Other if plan.action == NodeAction::Drain => {
+            (true, format!("already {}; left as it is", describe(b)))
+        }
+        Hold::Other if resumes && !plan.force => (
+            false,
+            format!(
+                "{}: not drained by fleetop, so left as it is (--force to {} it anyway)",
+                b.held_by(),
+                plan.action.verb()
+            ),
+        ),
+        _ => return None,
+    };
+    Some(NodeResult {
+        node: node.to_string(),
+        ok,
+        message,
+        state_before: Some(b.label()),
+        state_after: Some(b.label()),
+    })
+}
+
 /// Runs a confirmed plan node by node, then reads the nodes back from Slurm.
 pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
     if plan.action == NodeAction::Scancel {
@@ -50,31 +89,8 @@ pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
     let mut ran: Vec<usize> = Vec::new();
     for (i, (node, argv)) in plan.nodes.iter().zip(&plan.commands).enumerate() {
         let was = before.get(node);
-        // An already drained node keeps the reason it was drained for.
-        if plan.action == NodeAction::Drain
-            && let Some(b) = was.filter(|b| b.is_drained())
-        {
-            results.push(NodeResult {
-                node: node.clone(),
-                ok: true,
-                message: format!("already {}; left as it is", describe(b)),
-                state_before: Some(b.label()),
-                state_after: Some(b.label()),
-            });
-            continue;
-        }
-        // Slurm refuses to resume a node that is in service ("Invalid node
-        // state specified"): say plainly that there is nothing to do.
-        if plan.action == NodeAction::Resume
-            && let Some(b) = was.filter(|b| !b.is_drained() && !b.is_down() && !b.state.contains("drain"))
-        {
-            results.push(NodeResult {
-                node: node.clone(),
-                ok: true,
-                message: format!("already in service ({}); nothing to resume", b.label()),
-                state_before: Some(b.label()),
-                state_after: Some(b.label()),
-            });
+        if let Some(left) = was.and_then(|b| leave_alone(plan, node, b)) {
+            results.push(left);
             continue;
         }
         if let Some(why) = &hung {
@@ -175,6 +191,48 @@ fn execute_scancel(slurm: &Slurm, plan: &Plan) -> ActionReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::action;
+
+    fn node(state: &str, reason: Option<&str>) -> SchedNode {
+        SchedNode {
+            state: state.into(),
+            reason: reason.map(str::to_string),
+            reason_user: Some("alice".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_a_drain_fleetop_made_is_resumed_unless_forced() {
+        let resume = action::plan(NodeAction::Resume, vec!["n".into()], None).expect("plan");
+        let theirs = node("drained", Some("maintenance"));
+        let left = leave_alone(&resume, "n", &theirs).expect("refused");
+        assert!(!left.ok, "{left:?}");
+        assert!(
+            left.message.contains("drained by alice: maintenance") && left.message.contains("--force"),
+            "{}",
+            left.message
+        );
+        // Slurm's own (a node that stopped answering) is someone else's too.
+        assert!(leave_alone(&resume, "n", &node("down", Some("Not responding"))).is_some());
+        assert!(leave_alone(&resume, "n", &node("drained", Some("fleetop: xid 79"))).is_none());
+        let forced = Plan {
+            force: true,
+            ..resume.clone()
+        };
+        assert!(leave_alone(&forced, "n", &theirs).is_none());
+        // A drain never overwrites a reason, fleetop's or anyone's.
+        let drain = action::plan(NodeAction::Drain, vec!["n".into()], Some("fan".into())).expect("plan");
+        for held in [
+            theirs,
+            node("down", Some("power")),
+            node("draining", Some("fleetop: x")),
+        ] {
+            let r = leave_alone(&drain, "n", &held).expect("left as it is");
+            assert!(r.ok && r.message.contains("left as it is"), "{r:?}");
+        }
+        assert!(leave_alone(&drain, "n", &node("idle", None)).is_none());
+    }
 
     #[test]
     fn outcomes_are_judged_by_the_state_slurm_reports() {

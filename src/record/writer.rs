@@ -94,6 +94,7 @@ impl Recorder {
             seg,
             nodes: vec![NodeCarry::default(); targets.len()],
             scheduler: None,
+            timeline: Vec::new(),
             stats: Stats {
                 segments: 1,
                 bytes: header_bytes,
@@ -216,6 +217,9 @@ struct Writer {
     seg: Segment,
     nodes: Vec<NodeCarry>,
     scheduler: Option<Arc<sched::Snapshot>>,
+    /// Timeline events read from disk and reported so far (the newest
+    /// `CARRIED_EVENTS`), carried into each new segment.
+    timeline: Vec<crate::model::timeline::Event>,
     stats: Stats,
     failed: Arc<Mutex<Option<String>>>,
     /// The time of the last update taken (carried-over frames bear it).
@@ -290,6 +294,11 @@ impl Writer {
                 }
             }
             Update::Scheduler(s) => self.scheduler = Some(s.clone()),
+            Update::Timeline(events) => {
+                self.timeline.extend(events.iter().cloned());
+                let over = self.timeline.len().saturating_sub(CARRIED_EVENTS);
+                self.timeline.drain(..over);
+            }
             _ => {}
         }
     }
@@ -411,9 +420,15 @@ impl Writer {
         if let Some(s) = &self.scheduler {
             carried.push((now, Update::Scheduler(s.clone())));
         }
+        if !self.timeline.is_empty() {
+            carried.push((now, Update::Timeline(self.timeline.clone())));
+        }
         self.write_frame(FrameKind::CarriedOver, carried)
     }
 }
+
+/// Timeline events carried into a new segment at most.
+const CARRIED_EVENTS: usize = 10_000;
 
 fn compress(raw: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut enc = zstd::stream::Encoder::new(Vec::with_capacity(raw.len() / 4), ZSTD_LEVEL)?;

@@ -17,6 +17,7 @@ use crate::model::bench::{BenchState, BenchUpdate, Outcome};
 use crate::model::flag::Severity;
 use crate::model::sched::{self, SchedHealth};
 use crate::model::target::Target;
+use crate::model::timeline;
 use crate::model::update::{Event, Update};
 
 pub use node::{Link, NodeState, NodeStatus};
@@ -38,6 +39,12 @@ pub struct Store {
     /// A node description arrived: the fleet's version skew is judged
     /// again at the next tick (once, whatever the number of arrivals).
     skew_dirty: bool,
+    /// Flag events not yet saved to the state directory: `Some` only in a
+    /// live console that keeps its timelines (`keep_timeline`), never in a
+    /// replay or a benchmark.
+    unsaved: Option<Vec<timeline::Event>>,
+    /// The remediation policy's state, where one runs on this fleet.
+    pub remediation: Option<crate::model::remediation::State>,
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -54,7 +61,20 @@ impl Store {
             last_action: None,
             bench: Default::default(),
             skew_dirty: false,
+            unsaved: None,
+            remediation: None,
         }
+    }
+
+    /// From now on, flag events are kept for `take_unsaved` (a live
+    /// console saves them to its state directory).
+    pub fn keep_timeline(&mut self) {
+        self.unsaved.get_or_insert_with(Vec::new);
+    }
+
+    /// The flag events raised and cleared since the last call, to be saved.
+    pub fn take_unsaved(&mut self) -> Vec<timeline::Event> {
+        self.unsaved.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     pub fn with_history(mut self, samples: usize) -> Self {
@@ -83,7 +103,16 @@ impl Store {
                 return;
             }
             Update::ActionDone(report) => {
+                self.add_events(timeline::from_report(&report, now_ms));
                 self.last_action = Some(report);
+                return;
+            }
+            Update::Timeline(events) => {
+                self.add_events(events);
+                return;
+            }
+            Update::Remediation(state) => {
+                self.remediation = Some(*state);
                 return;
             }
             Update::Bench { node, event } => {
@@ -98,6 +127,9 @@ impl Store {
         match event {
             Event::Info(info) => {
                 self.skew_dirty = true;
+                for e in timeline::from_journal(&n.target.name, &info.health.fault_journal) {
+                    n.timeline.add(e);
+                }
                 n.info = Some(*info);
                 n.link = Link::Connected { since_ms: now_ms };
                 n.caught_up = false;
@@ -107,7 +139,8 @@ impl Store {
                 if n.caught_up {
                     n.received_ms = Some(now_ms);
                 }
-                n.ingest(*s, self.history_len, th)
+                n.ingest(*s, self.history_len, th);
+                n.take_flag_changes(self.unsaved.as_mut());
             }
             Event::CaughtUp => n.caught_up = true,
             Event::Down(error) => {
@@ -147,6 +180,28 @@ impl Store {
         };
         let verdict = verdict.map(|(sev, detail)| (sev, now_ms, detail));
         n.detector.set_burnin(verdict, now_ms, &self.thresholds);
+        n.take_flag_changes(self.unsaved.as_mut());
+    }
+
+    /// Puts events (from the state directory, the audit log, an action just
+    /// done) on the timelines of the nodes they name; events of nodes this
+    /// console does not watch are dropped.
+    fn add_events(&mut self, events: Vec<timeline::Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let index: std::collections::HashMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.target.name.as_str(), i))
+            .collect();
+        let at: Vec<Option<usize>> = events.iter().map(|e| index.get(e.node.as_str()).copied()).collect();
+        for (e, i) in events.into_iter().zip(at) {
+            if let Some(n) = i.and_then(|i| self.nodes.get_mut(i)) {
+                n.timeline.add(e);
+            }
+        }
     }
 
     /// Gives each node its scheduler state and jobs (by name); nodes the
@@ -222,12 +277,14 @@ impl Store {
                 _ => None,
             };
             n.detector.set_unreachable(unreachable, now_ms, th);
+            n.take_flag_changes(self.unsaved.as_mut());
         }
         if std::mem::take(&mut self.skew_dirty) {
             let descs: Vec<_> = self.nodes.iter().map(|n| n.info.as_ref()).collect();
             let skew = skew::judge(&descs);
             for (n, what) in self.nodes.iter_mut().zip(skew) {
                 n.detector.set_version_skew(what.map(|w| (now_ms, w)), now_ms, th);
+                n.take_flag_changes(self.unsaved.as_mut());
             }
         }
     }

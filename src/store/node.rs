@@ -8,6 +8,7 @@ use crate::model::rates::{Derived, GpuRates};
 use crate::model::sample::{GpuReading, NodeDesc, NodeSample};
 use crate::model::sched;
 use crate::model::target::Target;
+use crate::model::timeline::{Event, Timeline};
 use crate::store::history::History;
 use crate::store::rates::{derive_ib, kib_rates};
 
@@ -64,6 +65,9 @@ pub struct NodeState {
     /// The node's rack, from the config's `[racks]` (by hostlist or by the
     /// host-name pattern); `None` where it names none.
     pub rack: Option<String>,
+    /// What happened to the node and who did it (flags, actions, burn-in,
+    /// its agent's fault journal).
+    pub timeline: Timeline,
     /// The newest sample taken in: (agent instance, seq). History is sent
     /// again on every reconnect; this, not a clock, says what is new.
     seen: Option<(u64, u64)>,
@@ -87,11 +91,36 @@ impl NodeState {
             caught_up: false,
             received_ms: None,
             detector: NodeDetector::default(),
+            timeline: Timeline::default(),
             scheduler: None,
             rack: None,
             seen: None,
             nvlink_base: Vec::new(),
             last_jobs: BTreeMap::new(),
+        }
+    }
+
+    /// Moves the flags the detectors raised and cleared onto the timeline,
+    /// and into `unsaved` when the console keeps them on disk.
+    pub fn take_flag_changes(&mut self, unsaved: Option<&mut Vec<Event>>) {
+        let changes = self.detector.take_changes();
+        if changes.is_empty() {
+            return;
+        }
+        let events = changes.into_iter().map(|(time_ms, what)| Event {
+            time_ms,
+            node: self.target.name.clone(),
+            what,
+            by: "fleetop".into(),
+        });
+        match unsaved {
+            Some(out) => {
+                for e in events {
+                    out.push(e.clone());
+                    self.timeline.add(e);
+                }
+            }
+            None => events.for_each(|e| self.timeline.add(e)),
         }
     }
 

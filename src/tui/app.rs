@@ -988,12 +988,7 @@ fn start_action(app: &mut App, key: char) {
     }
     if app.read_only {
         let commands = nodes.iter().map(|n| action::command(action, n, None)).collect();
-        let plan = Plan {
-            action,
-            nodes,
-            reason: None,
-            commands,
-        };
+        let plan = Plan::new(action, nodes, None, commands);
         refuse_read_only(app, plan, action.verb());
         return;
     }
@@ -1133,12 +1128,7 @@ fn start_bench(app: &mut App) {
         return;
     }
     if app.read_only {
-        let plan = Plan {
-            action: NodeAction::Bench,
-            nodes: names,
-            reason: Some("suite quick".into()),
-            commands: vec![],
-        };
+        let plan = Plan::new(NodeAction::Bench, names, Some("suite quick".into()), vec![]);
         refuse_read_only(app, plan, "burn-in");
         return;
     }

@@ -93,7 +93,12 @@ pub fn run(
     enable_mouse(cfg.mouse.unwrap_or(true));
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();
+    // The demo's invented faults stay out of the state directory.
+    if !source.demo {
+        app.store.keep_timeline();
+    }
     let on_tick = |app: &mut App| {
+        crate::ops::timeline::save_in_background(app.store.take_unsaved());
         ring_on_new_crit(app);
         if let Some(n) = notifier.as_mut() {
             n.observe(&app.store, now_ms());

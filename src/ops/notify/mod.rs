@@ -197,6 +197,9 @@ type Key = (String, FlagKind, Subject);
 pub struct Tracker {
     rules: Rules,
     firing: BTreeMap<Key, Alert>,
+    /// Alerts about fleetop itself (the remediation policy's drains and its
+    /// breaker), by a key of their own: raised and resolved by who owns them.
+    own: BTreeMap<String, Alert>,
 }
 
 /// A node whose history is still arriving: its flags are the past's, not
@@ -210,12 +213,42 @@ impl Tracker {
         Tracker {
             rules,
             firing: BTreeMap::new(),
+            own: BTreeMap::new(),
         }
     }
 
     /// Alerts firing now.
     pub fn firing(&self) -> impl Iterator<Item = &Alert> {
-        self.firing.values()
+        self.firing.values().chain(self.own.values())
+    }
+
+    /// Fires `alert` under `key`, or resolves what fires there (`None`);
+    /// the same alert again changes nothing.
+    pub fn set_own(&mut self, key: &str, alert: Option<Alert>, now_ms: i64) -> Vec<Change> {
+        match (alert, self.own.get(key)) {
+            (Some(a), Some(old)) if old.labels == a.labels => {
+                self.own.insert(key.to_string(), a);
+                Vec::new()
+            }
+            (Some(mut a), old) => {
+                let mut changes = Vec::new();
+                if let Some(mut gone) = old.cloned() {
+                    gone.ends_ms = Some(now_ms);
+                    changes.push(Change::Resolved(gone));
+                }
+                a.labels
+                    .extend(self.rules.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+                self.own.insert(key.to_string(), a.clone());
+                changes.push(Change::Raised(a));
+                changes
+            }
+            (None, Some(_)) => {
+                let mut gone = self.own.remove(key).expect("present");
+                gone.ends_ms = Some(now_ms);
+                vec![Change::Resolved(gone)]
+            }
+            (None, None) => Vec::new(),
+        }
     }
 
     /// Compares the store's active flags with the alerts firing: new flags
@@ -298,7 +331,12 @@ impl Notifier {
     /// waits on the network.
     pub fn observe(&mut self, store: &Store, now_ms: i64) -> Vec<Change> {
         let changes = self.tracker.observe(store, now_ms);
-        for c in &changes {
+        self.hand_over(&changes);
+        changes
+    }
+
+    fn hand_over(&self, changes: &[Change]) {
+        for c in changes {
             let (what, a) = match c {
                 Change::Raised(a) => ("raised", a),
                 Change::Resolved(a) => ("resolved", a),
@@ -307,12 +345,18 @@ impl Notifier {
             tracing::info!("alert {what}: {summary}");
         }
         if let Some(am) = &self.alertmanager {
-            am.update(&self.tracker, &changes);
+            am.update(&self.tracker, changes);
         }
         if let Some(w) = &self.webhook {
-            w.send(&changes);
+            w.send(changes);
         }
-        changes
+    }
+
+    /// Fires or resolves one of fleetop's own alerts (see `Tracker::set_own`)
+    /// and hands the change to the destinations.
+    pub fn set_own(&mut self, key: &str, alert: Option<Alert>, now_ms: i64) {
+        let changes = self.tracker.set_own(key, alert, now_ms);
+        self.hand_over(&changes);
     }
 
     /// Webhook events dropped so far (the queue was full).

@@ -1,0 +1,417 @@
+//! The remediation policy (`fleetop watch --remediate`, `[remediate]`):
+//! opt-in, dry-run first, bounded by a breaker. For a crit flag whose action
+//! takes the node (reset_gpu, reboot_node, replace) and that stays up for the
+//! grace period, the policy drains the node with the catalog's reason and
+//! notifies. It never touches a node someone else holds out of service, acts
+//! once per incident (a node a person resumed while the fault is still up is
+//! not drained again), and stops for good when it would drain more than the
+//! breaker allows in its window: a fleet-wide event (a switch, a bad driver
+//! rollout) must never drain the cluster. A person resets it
+//! (`fleetop remediate reset`).
+//!
+//! What it did is kept in `remediate.json` beside the audit log, so a
+//! restarted watch neither drains twice nor notifies twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::config::{RemediateConfig, RemediateMode};
+use crate::model::flag::{Flag, FlagKind, Severity};
+pub use crate::model::remediation::{Drained, State, Tripped};
+use crate::model::sched::Hold;
+use crate::model::time::rfc3339;
+use crate::ops::notify::Alert;
+use crate::ops::{audit, state_file};
+use crate::store::{Link, NodeState, Store};
+
+/// `remediate.json` beside the audit log.
+pub fn path() -> PathBuf {
+    audit::audit_path().with_file_name("remediate.json")
+}
+
+/// Reads the state; a missing file is a fresh policy. A damaged one is an
+/// error: a policy that does not know what it did must not act.
+pub fn load(p: &Path) -> anyhow::Result<State> {
+    match fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+    }
+}
+
+pub fn save(p: &Path, s: &State) -> anyhow::Result<()> {
+    let bytes = serde_json::to_vec_pretty(s)?;
+    state_file::replace(p, &bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+}
+
+/// What the policy decided at one look at the fleet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Drain this node with this reason (the catalog's line for `kind`).
+    Drain {
+        node: String,
+        kind: FlagKind,
+        reason: String,
+    },
+    /// Stop: draining `node` would pass the breaker's limit.
+    Trip { node: String, why: String },
+}
+
+/// A flag the policy acts on: crit, an action that takes the node, and up
+/// for at least `grace` (any age when `grace` is `None`).
+fn qualifies(f: &Flag, now_ms: i64, grace_ms: Option<i64>) -> bool {
+    f.severity == Severity::Crit && f.action.takes_node() && grace_ms.is_none_or(|g| now_ms - f.since_ms >= g)
+}
+
+/// The most urgent qualifying flag of a node.
+fn worst(n: &NodeState, now_ms: i64, grace_ms: Option<i64>) -> Option<&Flag> {
+    n.detector
+        .active()
+        .filter(|f| qualifies(f, now_ms, grace_ms))
+        .max_by_key(|f| f.action.urgency())
+}
+
+/// The policy's logic, without I/O: what to do now, given what it did.
+pub struct Policy {
+    pub cfg: RemediateConfig,
+    /// Notes already logged (a node left alone, a dry-run's would-drain),
+    /// so each is said once.
+    said: BTreeSet<String>,
+    /// Dry-run only: the drains it would have made in the window.
+    would: Vec<Drained>,
+}
+
+impl Policy {
+    pub fn new(cfg: RemediateConfig) -> Policy {
+        Policy {
+            cfg,
+            said: BTreeSet::new(),
+            would: Vec::new(),
+        }
+    }
+
+    /// Says `what` once (by `key`).
+    fn once(&mut self, key: String, what: impl FnOnce() -> String) {
+        if self.said.insert(key) {
+            tracing::info!("remediate: {}", what());
+        }
+    }
+
+    /// Looks at the fleet: forgets incidents that are over, then decides.
+    /// `state` is what was done (on disk); in drain mode the caller records
+    /// each drain it makes with `State::drained`.
+    pub fn decide(&mut self, store: &Store, state: &mut State, now_ms: i64) -> Vec<Decision> {
+        let window = self.cfg.window.as_millis() as i64;
+        let grace = self.cfg.grace.as_millis() as i64;
+        state.recent.retain(|d| now_ms - d.at_ms < window);
+        self.would.retain(|d| now_ms - d.at_ms < window);
+        // An incident is over once its node has no qualifying flag and is
+        // back in service: the next fault is a new incident.
+        state.holding.retain(|node, _| {
+            store.nodes.iter().find(|n| &n.target.name == node).is_none_or(|n| {
+                let in_service = n.scheduler.as_ref().is_some_and(|s| s.node.hold() == Hold::InService);
+                worst(n, now_ms, None).is_some() || !in_service
+            })
+        });
+        if let Some(t) = &state.tripped {
+            let why = t.why.clone();
+            self.once(format!("tripped {}", t.at_ms), || {
+                format!("the breaker is tripped ({why}); nothing is drained until `fleetop remediate reset`")
+            });
+            return Vec::new();
+        }
+        let dry = self.cfg.mode == RemediateMode::DryRun;
+        let limit = self.cfg.limit(store.nodes.len());
+        let mut out = Vec::new();
+        let mut made = if dry { self.would.len() } else { state.recent.len() };
+        for n in &store.nodes {
+            let name = &n.target.name;
+            // A node whose history is still arriving shows the past.
+            if matches!(n.link, Link::Connected { .. }) && !n.caught_up {
+                continue;
+            }
+            let Some(f) = worst(n, now_ms, Some(grace)) else {
+                continue;
+            };
+            if state.holding.contains_key(name) || (dry && self.would.iter().any(|d| &d.node == name)) {
+                continue;
+            }
+            let Some(s) = n.scheduler.as_ref().map(|v| &v.node) else {
+                self.once(format!("nosched {name}"), || {
+                    format!("{name}: {} but Slurm does not list the node; left alone", f.kind.name())
+                });
+                continue;
+            };
+            match s.hold() {
+                Hold::InService => {}
+                Hold::Fleetop { .. } => continue,
+                Hold::Other => {
+                    let held = s.held_by();
+                    self.once(format!("other {name} {}", f.kind.name()), || {
+                        format!(
+                            "{name}: {} but the node is {held}; someone else's drain is left alone",
+                            f.kind.name()
+                        )
+                    });
+                    continue;
+                }
+            }
+            if made >= limit {
+                let why = format!(
+                    "{made} node(s) drained by the policy in the last {}, its limit for {} nodes ({}% or at most {}): {name} would be the next",
+                    humantime::format_duration(self.cfg.window),
+                    store.nodes.len(),
+                    self.cfg.max_percent,
+                    self.cfg.max_nodes.map_or("-".to_string(), |m| m.to_string()),
+                );
+                if dry {
+                    self.once(
+                        format!("would trip {}", self.would.first().map_or(0, |d| d.at_ms)),
+                        || format!("dry-run: the breaker would trip here: {why}"),
+                    );
+                    break;
+                }
+                out.push(Decision::Trip {
+                    node: name.clone(),
+                    why,
+                });
+                break;
+            }
+            let reason = crate::model::action::owned_reason(&f.drain_reason());
+            made += 1;
+            if dry {
+                let kind = f.kind;
+                self.once(format!("would {name} {}", f.since_ms), || {
+                    format!("dry-run: would drain {name}: {reason}")
+                });
+                self.would.push(Drained {
+                    node: name.clone(),
+                    at_ms: now_ms,
+                    kind,
+                    reason,
+                });
+                continue;
+            }
+            out.push(Decision::Drain {
+                node: name.clone(),
+                kind: f.kind,
+                reason,
+            });
+        }
+        out
+    }
+}
+
+/// The alert for a node the policy drained, firing while its incident lasts.
+pub fn drain_alert(d: &Drained) -> Alert {
+    let mut labels = BTreeMap::new();
+    labels.insert("alertname".into(), "FleetopRemediationDrain".into());
+    labels.insert("node".into(), d.node.clone());
+    labels.insert("kind".into(), d.kind.name().into());
+    labels.insert("severity".into(), "warn".into());
+    labels.insert("action".into(), "drain".into());
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "summary".into(),
+        format!("{} drained by fleetop's remediation policy: {}", d.node, d.reason),
+    );
+    annotations.insert("description".into(), format!("drained at {}", rfc3339(d.at_ms)));
+    Alert {
+        labels,
+        annotations,
+        starts_ms: d.at_ms,
+        ends_ms: None,
+    }
+}
+
+/// The alert while the breaker is tripped.
+pub fn breaker_alert(t: &Tripped) -> Alert {
+    let mut labels = BTreeMap::new();
+    labels.insert("alertname".into(), "FleetopRemediationBreaker".into());
+    labels.insert("severity".into(), "crit".into());
+    labels.insert("action".into(), "check_node".into());
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "summary".into(),
+        format!("fleetop's remediation policy stopped: {}", t.why),
+    );
+    annotations.insert(
+        "description".into(),
+        "a fleet-wide event? Nothing more is drained until a person runs `fleetop remediate reset`".into(),
+    );
+    Alert {
+        labels,
+        annotations,
+        starts_ms: t.at_ms,
+        ends_ms: None,
+    }
+}
+
+/// Fires the alerts the state says should fire, and resolves the others:
+/// the same state gives the same alerts, so a restart notifies nothing new.
+pub fn sync_alerts(n: &mut crate::ops::notify::Notifier, state: &State, known: &mut BTreeSet<String>, now_ms: i64) {
+    let mut want: BTreeMap<String, Alert> = state
+        .holding
+        .values()
+        .map(|d| (format!("drain {}", d.node), drain_alert(d)))
+        .collect();
+    if let Some(t) = &state.tripped {
+        want.insert("breaker".into(), breaker_alert(t));
+    }
+    for gone in known.iter().filter(|k| !want.contains_key(*k)) {
+        n.set_own(gone, None, now_ms);
+    }
+    *known = want.keys().cloned().collect();
+    for (k, a) in want {
+        n.set_own(&k, Some(a), now_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::Thresholds;
+    use crate::model::sched::{NodeView, SchedNode};
+    use crate::model::target::Target;
+
+    fn store(n: usize) -> Store {
+        let targets = (0..n)
+            .map(|i| Target {
+                name: format!("n{i:02}"),
+                host: "127.0.0.1".into(),
+                port: 1,
+            })
+            .collect();
+        let mut st = Store::new(targets, Thresholds::default());
+        for node in &mut st.nodes {
+            node.scheduler = Some(NodeView {
+                node: SchedNode {
+                    state: "idle".into(),
+                    ..Default::default()
+                },
+                jobs: Vec::new(),
+            });
+        }
+        st
+    }
+
+    fn cfg(mode: RemediateMode) -> RemediateConfig {
+        RemediateConfig {
+            mode,
+            grace: std::time::Duration::from_secs(60),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_limit_is_a_share_of_the_fleet_at_least_one_node() {
+        let c = RemediateConfig::default();
+        assert_eq!((c.limit(40), c.limit(5), c.limit(1000)), (4, 1, 100));
+        let c = RemediateConfig {
+            max_nodes: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(c.limit(1000), 3);
+    }
+
+    /// Node `i` reports XID `code` on GPU 0 at `t` (console time).
+    fn xid(st: &mut Store, i: usize, code: u32, t: i64) {
+        use crate::model::sample::{GpuReading, NodeDesc, NodeSample, Xid};
+        use crate::model::update::{Event, Update};
+        let on = |st: &mut Store, event| st.apply(Update::Node { node: i, event }, t);
+        on(st, Event::Info(Box::new(NodeDesc::default())));
+        on(st, Event::CaughtUp);
+        let s = NodeSample {
+            seq: 1,
+            time_ms: t,
+            gpus: vec![GpuReading {
+                xids: vec![Xid { xid: code, time_ms: t }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        on(st, Event::Sample(Box::new(s)));
+    }
+
+    #[test]
+    fn crit_node_level_flags_drain_after_grace_up_to_the_breaker_then_it_trips() {
+        let mut st = store(20);
+        let t0 = 1_000_000;
+        for i in 0..6 {
+            xid(&mut st, i, 79, t0);
+        }
+        xid(&mut st, 6, 94, t0); // warn: contained ECC error, not the node's
+        xid(&mut st, 7, 79, t0);
+        st.nodes[7].scheduler.as_mut().expect("sched").node = SchedNode {
+            state: "drained".into(),
+            reason: Some("maintenance".into()),
+            ..Default::default()
+        };
+        let mut p = Policy::new(RemediateConfig {
+            max_percent: 15.0, // 3 of 20
+            ..cfg(RemediateMode::Drain)
+        });
+        let mut state = State::default();
+        assert!(
+            p.decide(&st, &mut state, t0 + 59_000).is_empty(),
+            "within the grace period"
+        );
+        let d = p.decide(&st, &mut state, t0 + 60_000);
+        let drained: Vec<&str> = d
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Drain { node, .. } => Some(node.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(drained, ["n00", "n01", "n02"], "{d:?}");
+        let Some(Decision::Trip { node, why }) = d.last() else {
+            panic!("the 4th trips the breaker: {d:?}")
+        };
+        assert_eq!(node, "n03");
+        assert!(why.contains("3 node(s) drained by the policy in the last 1h"), "{why}");
+        let Decision::Drain { reason, .. } = &d[0] else {
+            unreachable!()
+        };
+        assert!(reason.starts_with("fleetop: xid on gpu0: reboot_node"), "{reason}");
+        for d in &d[..3] {
+            if let Decision::Drain { node, kind, reason } = d {
+                state.drained(node, *kind, reason, t0 + 60_000);
+            }
+        }
+        state.tripped = Some(Tripped {
+            at_ms: t0 + 60_000,
+            why: why.clone(),
+        });
+        // Tripped: nothing more, however long it lasts, until reset.
+        assert!(p.decide(&st, &mut state, t0 + 10 * 3_600_000).is_empty());
+        // A restart with the same state, reset by a person: the drained
+        // nodes are not drained again; the window has passed, so the next
+        // ones are.
+        state.tripped = None;
+        let mut again = Policy::new(p.cfg.clone());
+        let d = again.decide(&st, &mut state, t0 + 2 * 3_600_000);
+        let nodes: Vec<String> = d
+            .iter()
+            .map(|d| match d {
+                Decision::Drain { node, .. } | Decision::Trip { node, .. } => node.clone(),
+            })
+            .collect();
+        assert_eq!(
+            nodes,
+            ["n03", "n04", "n05"],
+            "never n00-n02 again, never n06 (warn) or n07 (someone else's)"
+        );
+    }
+
+    #[test]
+    fn dry_run_decides_nothing_to_run() {
+        let mut st = store(4);
+        xid(&mut st, 0, 79, 0);
+        let mut p = Policy::new(cfg(RemediateMode::DryRun));
+        let mut state = State::default();
+        assert!(p.decide(&st, &mut state, 600_000).is_empty());
+        assert_eq!(p.would.len(), 1, "it would have drained n00");
+        assert_eq!(state, State::default(), "and changed nothing");
+    }
+}
