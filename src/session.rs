@@ -20,7 +20,7 @@ use crate::model::bench::BenchUpdate;
 use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
-use crate::ops::{audit, bench, slurm, timeline};
+use crate::ops::{audit, bench, return_to_service, slurm, timeline};
 use crate::record::writer::Stats;
 use crate::record::{RecordError, Recorder, RecorderOptions};
 use crate::store::{Link, NodeState, Store};
@@ -131,6 +131,31 @@ async fn run_actions(
                 if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
                     return;
                 }
+                continue;
+            }
+            Request::Return(prepared) => {
+                // A burn-in takes minutes: it runs beside the drain/resume queue.
+                let (slurm, access, token) = (slurm.clone(), access.clone(), bench_token.clone());
+                let (poke, tx) = (poke.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let plan = prepared.plan.clone();
+                    let report = match audit::started(&plan) {
+                        Err(e) => audit::refused(&plan, &e.to_string()),
+                        Ok(()) => {
+                            let quiet = |_: usize, _: &BenchUpdate| {};
+                            let timeout = Duration::from_secs(1800);
+                            let r =
+                                return_to_service::run(&prepared, &slurm, token.as_deref(), &access, timeout, &quiet)
+                                    .await;
+                            if let Err(e) = audit::log(&r) {
+                                tracing::error!("{e}");
+                            }
+                            r
+                        }
+                    };
+                    poke.notify_one();
+                    let _ = tx.send(Update::ActionDone(Arc::new(report))).await;
+                });
                 continue;
             }
             Request::Silences { all, made } => {

@@ -94,8 +94,15 @@ async fn run_return(
     };
     let names: BTreeSet<String> = nodes.iter().cloned().collect();
     let events = timeline::load(Some(&names), 0);
-    let prepared = return_to_service::prepare(&nodes, &snap, &resolved.targets, &events, args.suite, args.force);
-    let plan = prepared.plan();
+    let prepared = return_to_service::prepare(
+        &nodes,
+        |n| snap.nodes.get(n),
+        &resolved.targets,
+        &events,
+        args.suite,
+        args.force,
+    );
+    let plan = prepared.plan.clone();
     if read_only {
         audit::log(&audit::refused(&plan, "read-only mode"))?;
         anyhow::bail!("read-only mode: return refused (nothing was run)");

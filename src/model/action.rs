@@ -285,6 +285,9 @@ pub enum Request {
         node: usize,
         plan: Plan,
     },
+    /// Return these nodes to service (`ops::return_to_service`), as
+    /// decided and confirmed.
+    Return(Box<crate::model::returning::Prepared>),
 }
 
 #[cfg(test)]

@@ -13,93 +13,41 @@ use crate::ingest::agent::Access;
 use crate::ingest::slurm::Slurm;
 use crate::model::action::{self, ActionReport, NodeAction, NodeResult, Plan, Stage};
 use crate::model::bench::{BenchNode, BenchUpdate, Suite, Verdict};
-use crate::model::sched::{Hold, Snapshot};
+use crate::model::sched::{Hold, SchedNode};
 use crate::model::target::Target;
 use crate::model::time::rfc3339;
 use crate::model::timeline::{Event, What};
 use crate::ops::{audit, bench, slurm, timeline};
 
-/// What the return will do with one node, decided before anything runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// Nothing to do, or nothing fleetop may do: the result is known now.
-    Done { ok: bool, message: String },
-    /// Passed a burn-in after its drain began: resume it.
-    Resume { passed: String },
-    /// Needs a burn-in first, on this agent.
-    Bench { target: Target, since: String },
-}
+pub use crate::model::returning::{NodePlan, Prepared, Step};
 
-/// One node of a prepared return.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodePlan {
-    pub node: String,
-    /// The reason it is drained for (ours, or someone else's with --force).
-    pub reason: Option<String>,
-    pub step: Step,
-}
-
-/// A return, decided and shown before it runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prepared {
-    pub suite: Suite,
-    pub force: bool,
-    pub nodes: Vec<NodePlan>,
-}
-
-impl Prepared {
-    /// The plan for the confirmation and the audit log: a burn-in on the
-    /// nodes that need one, then `scontrol update ... State=RESUME` for the
-    /// nodes that pass.
-    pub fn plan(&self) -> Plan {
-        let mut commands = Vec::new();
-        let benched: Vec<Target> = self.bench_targets();
-        if !benched.is_empty() {
-            commands.extend(bench::plan(self.suite.name(), &benched).commands);
+/// The plan of a return: a burn-in on the nodes that need one, then a
+/// resume of every node that may pass.
+fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool) -> Plan {
+    let benched: Vec<Target> = nodes
+        .iter()
+        .filter_map(|n| match &n.step {
+            Step::Bench { target, .. } => Some(target.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut commands = Vec::new();
+    if !benched.is_empty() {
+        commands.extend(bench::plan(suite.name(), &benched).commands);
+    }
+    for n in nodes {
+        if !matches!(n.step, Step::Done { .. }) {
+            commands.push(action::command(NodeAction::Resume, &n.node, None));
         }
-        for n in &self.nodes {
-            if !matches!(n.step, Step::Done { .. }) {
-                commands.push(action::command(NodeAction::Resume, &n.node, None));
-            }
-        }
-        let mut p = Plan::new(
-            NodeAction::Return,
-            self.nodes.iter().map(|n| n.node.clone()).collect(),
-            Some(format!("burn-in {} passed since the drain", self.suite.name())),
-            commands,
-        );
-        p.force = self.force;
-        p
     }
-
-    fn bench_targets(&self) -> Vec<Target> {
-        self.nodes
-            .iter()
-            .filter_map(|n| match &n.step {
-                Step::Bench { target, .. } => Some(target.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// What will happen to each node, in words, for the person to confirm.
-    pub fn describe(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .map(|n| {
-                let what = match &n.step {
-                    Step::Done { ok: true, message } => format!("nothing to do: {message}"),
-                    Step::Done { ok: false, message } => format!("left as it is: {message}"),
-                    Step::Resume { passed } => format!("resume: {passed}"),
-                    Step::Bench { since, .. } => format!(
-                        "burn-in ({}) first: {since}; resumed only if it passes",
-                        self.suite.name()
-                    ),
-                };
-                format!("{}: {what}", n.node)
-            })
-            .collect()
-    }
+    let mut p = Plan::new(
+        NodeAction::Return,
+        nodes.iter().map(|n| n.node.clone()).collect(),
+        Some(format!("burn-in {} passed since the drain", suite.name())),
+        commands,
+    );
+    p.force = force;
+    p
 }
 
 /// The last passing burn-in of each node since its drain began, from the
@@ -131,11 +79,12 @@ fn passed_since(events: &[Event], node: &str, since_ms: i64, suite: Suite) -> Op
         .max()
 }
 
-/// Decides, per node, from Slurm's state and the timeline: `targets` are the
-/// agents of the nodes (by name), `events` the timeline read from disk.
-pub fn prepare(
+/// Decides, per node, from Slurm's state (`sched`: a node by name) and the
+/// timeline: `targets` are the agents of the nodes (by name), `events` the
+/// nodes' timelines (from disk, or the console's).
+pub fn prepare<'a>(
     names: &[String],
-    snap: &Snapshot,
+    sched: impl Fn(&str) -> Option<&'a SchedNode>,
     targets: &[Target],
     events: &[Event],
     suite: Suite,
@@ -145,7 +94,7 @@ pub fn prepare(
         .iter()
         .map(|name| {
             let done = |ok: bool, message: String| Step::Done { ok, message };
-            let Some(s) = snap.nodes.get(name) else {
+            let Some(s) = sched(name) else {
                 return NodePlan {
                     node: name.clone(),
                     reason: None,
@@ -188,8 +137,14 @@ pub fn prepare(
                 step,
             }
         })
-        .collect();
-    Prepared { suite, force, nodes }
+        .collect::<Vec<_>>();
+    let plan = plan_of(&nodes, suite, force);
+    Prepared {
+        suite,
+        force,
+        nodes,
+        plan,
+    }
 }
 
 /// The failing checks of a node's burn-in, for its drain reason.
@@ -245,7 +200,7 @@ pub async fn run(
     timeout: Duration,
     seen: &(dyn Fn(usize, &BenchUpdate) + Sync),
 ) -> ActionReport {
-    let plan = prepared.plan();
+    let plan = prepared.plan.clone();
     let mut results: Vec<NodeResult> = Vec::new();
     let mut resume: Vec<String> = Vec::new();
     let mut keep_drained: Vec<(String, String)> = Vec::new();
@@ -376,7 +331,7 @@ pub fn still_drained(report: &ActionReport) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sched::SchedNode;
+    use crate::model::sched::Snapshot;
 
     fn bench_event(node: &str, t: i64, ok: bool, suite: &str) -> Event {
         Event {
@@ -431,7 +386,8 @@ mod tests {
             port: 1,
         };
         let names: Vec<String> = ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect();
-        let p = prepare(&names, &snap, &[t("a"), t("b"), t("c")], &events, Suite::Quick, false);
+        let sched = |n: &str| snap.nodes.get(n);
+        let p = prepare(&names, sched, &[t("a"), t("b"), t("c")], &events, Suite::Quick, false);
         let steps: Vec<&Step> = p.nodes.iter().map(|n| &n.step).collect();
         assert!(matches!(steps[0], Step::Resume { .. }), "{steps:?}");
         assert!(matches!(steps[1], Step::Bench { .. }), "{steps:?}");
@@ -442,7 +398,7 @@ mod tests {
         assert!(matches!(steps[3], Step::Done { ok: true, .. }), "{steps:?}");
         assert!(matches!(steps[4], Step::Done { ok: false, message } if message.contains("does not list")));
         // The plan names the burn-in and the resumes, exactly.
-        let plan = p.plan();
+        let plan = &p.plan;
         assert_eq!(plan.commands[0][0], "RunBench");
         assert!(
             plan.commands
@@ -450,10 +406,10 @@ mod tests {
                 .any(|c| c.join(" ") == "scontrol update NodeName=a State=RESUME")
         );
         // A full suite is asked for: the quick one that passed does not do.
-        let full = prepare(&names[..1], &snap, &[t("a")], &events, Suite::Full, false);
+        let full = prepare(&names[..1], sched, &[t("a")], &events, Suite::Full, false);
         assert!(matches!(full.nodes[0].step, Step::Bench { .. }));
         // Forced: someone else's drain is returned like ours.
-        let forced = prepare(&names[2..3], &snap, &[t("c")], &events, Suite::Quick, true);
+        let forced = prepare(&names[2..3], sched, &[t("c")], &events, Suite::Quick, true);
         assert!(matches!(forced.nodes[0].step, Step::Bench { .. }));
     }
 

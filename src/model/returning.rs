@@ -1,0 +1,71 @@
+//! Return to service, as decided before it runs (`ops::return_to_service`
+//! decides and runs it): per node, what will happen, and the plan shown
+//! for confirmation and logged.
+
+use crate::model::action::Plan;
+use crate::model::bench::Suite;
+use crate::model::target::Target;
+
+/// What the return will do with one node, decided before anything runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Nothing to do, or nothing fleetop may do: the result is known now.
+    Done { ok: bool, message: String },
+    /// Passed a burn-in after its drain began: resume it.
+    Resume { passed: String },
+    /// Needs a burn-in first, on this agent.
+    Bench { target: Target, since: String },
+}
+
+/// One node of a prepared return.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePlan {
+    pub node: String,
+    /// The reason it is drained for (ours, or someone else's with --force).
+    pub reason: Option<String>,
+    pub step: Step,
+}
+
+/// A return, decided and shown before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    pub suite: Suite,
+    pub force: bool,
+    pub nodes: Vec<NodePlan>,
+    /// The plan for the confirmation and the audit log: a burn-in on the
+    /// nodes that need one, then `scontrol update ... State=RESUME` for the
+    /// nodes that pass.
+    pub plan: Plan,
+}
+
+impl Prepared {
+    /// The agents of the nodes that need a burn-in.
+    pub fn bench_targets(&self) -> Vec<Target> {
+        self.nodes
+            .iter()
+            .filter_map(|n| match &n.step {
+                Step::Bench { target, .. } => Some(target.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What will happen to each node, in words, for the person to confirm.
+    pub fn describe(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let what = match &n.step {
+                    Step::Done { ok: true, message } => format!("nothing to do: {message}"),
+                    Step::Done { ok: false, message } => format!("left as it is: {message}"),
+                    Step::Resume { passed } => format!("resume: {passed}"),
+                    Step::Bench { since, .. } => format!(
+                        "burn-in ({}) first: {since}; resumed only if it passes",
+                        self.suite.name()
+                    ),
+                };
+                format!("{}: {what}", n.node)
+            })
+            .collect()
+    }
+}
