@@ -69,7 +69,11 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
         );
     }
     let slurm_reader = targets::slurm(&cfg);
-    let mut own_alerts: BTreeSet<String> = BTreeSet::new();
+    let mut own_alerts: Option<BTreeSet<String>> = None;
+    // What an earlier run did fires again, quietly: it was announced then.
+    if let Some((_, state)) = &policy {
+        remediate::sync_alerts(&mut notifier, state, &mut own_alerts, now_ms());
+    }
     tracing::info!(
         "watching {} nodes; alertmanager: {}; webhook: {}",
         session.store.nodes.len(),
@@ -117,7 +121,7 @@ async fn remediate_step(
     store: &crate::store::Store,
     slurm_reader: &crate::ingest::slurm::Slurm,
     notifier: &mut Notifier,
-    own_alerts: &mut BTreeSet<String>,
+    own_alerts: &mut Option<BTreeSet<String>>,
     now: i64,
 ) {
     let path = remediate::path();

@@ -248,8 +248,17 @@ pub fn breaker_alert(t: &Tripped) -> Alert {
 }
 
 /// Fires the alerts the state says should fire, and resolves the others:
-/// the same state gives the same alerts, so a restart notifies nothing new.
-pub fn sync_alerts(n: &mut crate::ops::notify::Notifier, state: &State, known: &mut BTreeSet<String>, now_ms: i64) {
+/// the same state gives the same alerts. `known` is `None` at the first
+/// call of a run: what the state holds then was announced by an earlier run,
+/// so a restart notifies nothing new.
+pub fn sync_alerts(
+    n: &mut crate::ops::notify::Notifier,
+    state: &State,
+    known: &mut Option<BTreeSet<String>>,
+    now_ms: i64,
+) {
+    let announce = known.is_some();
+    let known = known.get_or_insert_with(BTreeSet::new);
     let mut want: BTreeMap<String, Alert> = state
         .holding
         .values()
@@ -259,11 +268,11 @@ pub fn sync_alerts(n: &mut crate::ops::notify::Notifier, state: &State, known: &
         want.insert("breaker".into(), breaker_alert(t));
     }
     for gone in known.iter().filter(|k| !want.contains_key(*k)) {
-        n.set_own(gone, None, now_ms);
+        n.set_own(gone, None, now_ms, announce);
     }
     *known = want.keys().cloned().collect();
     for (k, a) in want {
-        n.set_own(&k, Some(a), now_ms);
+        n.set_own(&k, Some(a), now_ms, announce);
     }
 }
 

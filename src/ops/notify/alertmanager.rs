@@ -128,6 +128,14 @@ impl Alertmanager {
         }
     }
 
+    /// Takes the firing alerts again without news to send (posted with the
+    /// next round).
+    pub fn refresh(&self, tracker: &Tracker) {
+        if let Ok(mut out) = self.shared.outbox.lock() {
+            out.firing = tracker.firing().cloned().collect();
+        }
+    }
+
     /// One last post (at exit), so resolutions seen just before are not lost.
     pub async fn flush(&self) {
         if let Err(e) = post_once(&self.shared, &self.client, &self.url).await {

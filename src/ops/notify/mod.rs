@@ -353,10 +353,16 @@ impl Notifier {
     }
 
     /// Fires or resolves one of fleetop's own alerts (see `Tracker::set_own`)
-    /// and hands the change to the destinations.
-    pub fn set_own(&mut self, key: &str, alert: Option<Alert>, now_ms: i64) {
+    /// and hands the change to the destinations. `announce` false: an alert
+    /// an earlier run announced (a restart) fires again in Alertmanager
+    /// (which keeps it as the same alert) but is not sent as news.
+    pub fn set_own(&mut self, key: &str, alert: Option<Alert>, now_ms: i64, announce: bool) {
         let changes = self.tracker.set_own(key, alert, now_ms);
-        self.hand_over(&changes);
+        if announce {
+            self.hand_over(&changes);
+        } else if let Some(am) = &self.alertmanager {
+            am.refresh(&self.tracker);
+        }
     }
 
     /// Webhook events dropped so far (the queue was full).
