@@ -22,6 +22,13 @@ pub trait Sampler: Send {
     fn is_hung(&self, _now_ms: i64) -> bool {
         false
     }
+
+    /// The simulated node this source is, if it is one: a burn-in on such a
+    /// node answers its GPU checks from the simulation (`bench::sim`), since
+    /// there is no GPU to measure.
+    fn simulation(&self) -> Option<&crate::sim::SimConfig> {
+        None
+    }
 }
 
 /// Runs a set of samplers as one node.
@@ -136,6 +143,11 @@ impl Collector {
     /// server gives each new subscriber the journal as it is then.
     pub fn journal_view(&self) -> Option<JournalView> {
         self.journal_view.clone()
+    }
+
+    /// The simulated node among the samplers, if any (see `Sampler::simulation`).
+    pub fn simulation(&self) -> Option<crate::sim::SimConfig> {
+        self.samplers.iter().find_map(|s| s.simulation()).cloned()
     }
 
     /// Sends per-link NVLink counters in every `n`-th sample only.

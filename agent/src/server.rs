@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::bench::sim::SimBench;
 use crate::bench::{BenchContext, Suite};
 use crate::net::{FailedTokens, same_token};
 pub use crate::net::{Limits, TlsSettings};
@@ -111,6 +112,10 @@ struct Shared {
     bench: Option<BenchSettings>,
     /// A suite is running (one at a time).
     bench_busy: std::sync::atomic::AtomicBool,
+    /// The simulated node this agent serves, if it does: its burn-ins answer
+    /// the GPU checks from the simulation (the collector itself moves to the
+    /// sampling task, so this is taken from it at start).
+    simulated: Option<crate::sim::SimConfig>,
     clock_offset_ms: i64,
     telemetry_token: Option<String>,
     max_subscribers: usize,
@@ -311,6 +316,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         samples_taken: AtomicU64::new(0),
         bench: opts.bench.clone(),
         bench_busy: std::sync::atomic::AtomicBool::new(false),
+        simulated: collector.simulation(),
         clock_offset_ms: opts.clock_offset_ms,
         telemetry_token: opts.telemetry_token.clone(),
         max_subscribers: opts.limits.max_subscribers,
@@ -638,6 +644,12 @@ impl Agent for AgentService {
                 .iter()
                 .map(|g| (g.index, g.pci_bus_id.clone()))
                 .collect(),
+            // The simulation is sampled on the agent's clock: its faults
+            // are judged on the same one.
+            simulated: shared.simulated.clone().map(|cfg| SimBench {
+                cfg,
+                clock_offset_ms: shared.clock_offset_ms,
+            }),
             latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.latest().cloned())),
         };
         let limit = match req.timeout_s {

@@ -190,6 +190,16 @@ pub struct SimConfig {
     pub problem_ms: Option<i64>,
 }
 
+impl SimConfig {
+    /// Whether the scenario's problem is on at `now_ms` (from its onset, for
+    /// `problem_ms` if that is set). The samples and the simulated burn-in
+    /// (`bench::sim`) both ask this, so they tell the same story.
+    pub fn problem_active(&self, now_ms: i64) -> bool {
+        let onset = self.start_ms + ONSET_MS;
+        now_ms >= onset && self.problem_ms.is_none_or(|d| now_ms < onset + d)
+    }
+}
+
 /// GPM metrics from percentages, as the wire carries them (hundredths).
 fn gpm(sm: f64, occupancy: f64, tensor: f64, dram: f64) -> crate::proto::Gpm {
     let c = |p: f64| (p.clamp(0.0, 100.0) * 100.0).round() as u32;
@@ -226,7 +236,8 @@ pub const DOWN_LINK: u32 = 3;
 
 /// SplitMix64: a tiny, well-known mixer. Owning it (rather than a general RNG
 /// crate) guarantees the same seed gives the same cluster across upgrades.
-fn mix(mut z: u64) -> u64 {
+/// (The simulated burn-in draws its figures from it too.)
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -258,8 +269,7 @@ impl SimNode {
     }
 
     fn problem_active(&self, now_ms: i64) -> bool {
-        let onset = self.cfg.start_ms + ONSET_MS;
-        now_ms >= onset && self.cfg.problem_ms.is_none_or(|d| now_ms < onset + d)
+        self.cfg.problem_active(now_ms)
     }
 
     fn step(&self, now_ms: i64) -> i64 {
@@ -645,6 +655,10 @@ impl Sampler for SimNode {
 
     fn is_hung(&self, now_ms: i64) -> bool {
         self.cfg.scenario == Scenario::Hang && self.problem_active(now_ms)
+    }
+
+    fn simulation(&self) -> Option<&SimConfig> {
+        Some(&self.cfg)
     }
 }
 

@@ -190,7 +190,8 @@ pub fn sigterm_and_sighup_restore_the_terminal_too() {
 }
 
 /// Burn-in from the console, for real: the demo's agents run host and TCP
-/// benchmarks (GPU ones say "no CUDA driver") and the bench screen shows them.
+/// benchmarks (their GPU checks are the simulation's, said so in each
+/// result) and the bench screen shows them.
 pub fn burn_in_from_the_console_runs_on_the_demo_agents() {
     let bin = bin();
     let t = Tmux::start(&bin, "demo --nodes 2 --gpus 1", (120, 30));
@@ -217,7 +218,7 @@ pub fn burn_in_from_the_console_runs_on_the_demo_agents() {
     };
     // Host and network checks were measured (judged pass, warn or fail by
     // their floors: how fast this machine is decides which, not whether the
-    // test passes), and the GPU checks skipped without a driver.
+    // test passes), and the simulated GPU's copies and burn judged too.
     let count = |row: &str, word: &str| -> u32 {
         let words: Vec<&str> = row.split_whitespace().collect();
         words
@@ -229,7 +230,7 @@ pub fn burn_in_from_the_console_runs_on_the_demo_agents() {
     for node in ["gpu01", "gpu02"] {
         let row = s.lines().find(|l| l.starts_with(node)).unwrap_or_default();
         let measured = count(row, "pass") + count(row, "warn") + count(row, "fail");
-        assert!(measured >= 2 && count(row, "skipped") > 0, "{row}");
+        assert!(measured >= 5, "host, network, HBM, PCIe both ways, burn: {row}");
     }
     t.keys(&["q"]);
     t.wait_clean_exit(Duration::from_secs(10));

@@ -80,18 +80,18 @@ impl Agents {
 }
 
 #[test]
-fn host_and_network_run_for_real_and_gpu_checks_say_why_not() {
+fn host_and_network_run_for_real_and_simulated_gpu_checks_say_so() {
     let a = agents();
     let out = a.bench(&["--suite", "quick"]);
-    // No GPU was measured here: the run did not pass, and says why.
+    // The simulated GPUs pass; the host and network checks of agents that
+    // share this machine are judged as shares of it (warn, never fail).
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("incomplete: no GPU check ran"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
     let report: BenchReport = serde_json::from_slice(&out.stdout).expect("stdout is the JSON report");
     assert_eq!(report.suite, "quick");
     assert_eq!(report.nodes.len(), 2);
     for n in &report.nodes {
-        assert!(n.error.is_none() && !n.ok, "{n:?}");
+        assert!(n.error.is_none() && n.ok, "{n:?}");
         let get = |name: &str| {
             n.results
                 .iter()
@@ -113,13 +113,12 @@ fn host_and_network_run_for_real_and_gpu_checks_say_why_not() {
         assert!(v > 0.0 && tcp.unit.as_deref() == Some("Gb/s"), "{tcp:?}");
         assert_eq!(tcp.verdict == Verdict::Fail, v < min, "{tcp:?}");
         assert!(tcp.expected_source.is_some());
+        // The sim backend's GPUs: judged by the same floors, and saying
+        // they were not measured (the no-CUDA path is the agent's own test).
         let hbm = get("hbm_d2d");
-        assert_eq!(
-            (hbm.verdict, hbm.value, hbm.unit.as_deref()),
-            (Verdict::Skipped, None, None)
-        );
+        assert_eq!((hbm.verdict, hbm.unit.as_deref()), (Verdict::Pass, Some("GB/s")), "{hbm:?}");
         assert!(
-            hbm.reason.as_deref().is_some_and(|r| r.contains("no CUDA driver")),
+            hbm.reason.as_deref().is_some_and(|r| r.contains("simulated")),
             "{hbm:?}"
         );
         assert!(n.net_peer.is_some());

@@ -1,12 +1,14 @@
 //! Burn-in suites run by the agent on request: GPU (HBM, PCIe, NVLink peer
 //! copies, NCCL all-reduce, a sustained GEMM burn watched for throttling,
 //! XIDs and ECC errors), host memory, and the network to a peer agent. Each
-//! result carries its value, unit, expected minimum and verdict.
+//! result carries its value, unit, expected minimum and verdict. On a
+//! simulated node the GPU checks are answered by the simulation (`sim`).
 
 pub mod expect;
 pub mod gpu;
 pub mod host;
 pub mod net;
+pub mod sim;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,6 +85,9 @@ pub struct BenchContext {
     pub gpu_pci_bus_ids: Vec<(u32, String)>,
     /// The latest sample, to watch the GPUs during the burn.
     pub latest: Arc<dyn Fn() -> Option<Arc<Sample>> + Send + Sync>,
+    /// The agent serves a simulated node: its GPU checks (the GPUs of
+    /// `gpu_models`) come from the simulation, not CUDA. `None`: real GPUs.
+    pub simulated: Option<sim::SimBench>,
 }
 
 impl BenchContext {
@@ -107,7 +112,7 @@ struct Run<'a> {
     steps: u32,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     fn send(&mut self, kind: Kind) {
         if !(self.emit)(BenchEvent { kind: Some(kind) }) {
             self.stop.store(true, Ordering::Relaxed);
@@ -128,14 +133,17 @@ impl Run<'_> {
         self.stop.load(Ordering::Relaxed)
     }
 
+    /// The expected minimum of a check on `gpu` (or the node's first GPU).
+    fn expectation(&self, name: &str, gpu: Option<u32>) -> Option<&'a expect::Expectation> {
+        let ctx = self.ctx;
+        let model = gpu.and_then(|g| ctx.gpu_models.get(g as usize)).map(String::as_str);
+        let model = model.or(ctx.gpu_models.first().map(String::as_str));
+        ctx.expectations.find(name, model, ctx.ib_link())
+    }
+
     /// Judges and sends one figure.
     fn result(&mut self, name: &str, gpu: Option<u32>, peer: Option<u32>, value: f64, unit: &str) {
-        let model = gpu
-            .and_then(|g| self.ctx.gpu_models.get(g as usize))
-            .map(String::as_str);
-        let model = model.or(self.ctx.gpu_models.first().map(String::as_str));
-        let link = self.ctx.ib_link();
-        let exp = self.ctx.expectations.find(name, model, link);
+        let exp = self.expectation(name, gpu);
         let (verdict, reason) = judge(value, unit, exp);
         self.send_result(name, gpu, peer, value, unit, verdict, reason, exp);
     }
@@ -181,7 +189,11 @@ impl Run<'_> {
 /// Runs `suite`; `net_target` is a peer's sink for the network test.
 pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &AtomicBool, emit: Emit<'_>) {
     let z = sizes(suite);
-    let gpus = gpu::device_count();
+    // A simulated node's GPUs are the ones it describes (no CUDA is asked).
+    let gpus = match &ctx.simulated {
+        Some(_) => Ok(ctx.gpu_models.len() as u32),
+        None => gpu::device_count(),
+    };
     let n = *gpus.as_ref().unwrap_or(&0);
     let pairs: Vec<(u32, u32)> = if z.all_pairs {
         (0..n)
@@ -207,14 +219,15 @@ pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &At
         None => r.skipped("host_memcpy", None, "cancelled".into()),
     }
 
-    match &gpus {
-        Err(e) => {
+    match (&gpus, &ctx.simulated) {
+        (Err(e), _) => {
             // One clear line per GPU check, so nobody mistakes "not run" for "passed".
             for &name in fleetop_proto::bench::GPU_CHECKS {
                 r.skipped(name, None, e.to_string());
             }
         }
-        Ok(_) => {
+        (Ok(_), Some(s)) => sim::gpu_checks(&mut r, s, n, &pairs),
+        (Ok(_), None) => {
             for g in 0..n {
                 if r.stopped() {
                     break;
@@ -417,6 +430,7 @@ mod tests {
             gpu_models: vec![],
             gpu_pci_bus_ids: vec![],
             latest: Arc::new(|| None),
+            simulated: None,
         };
         let mut events = Vec::new();
         run(Suite::Quick, None, &ctx, &AtomicBool::new(false), &mut |e| {
