@@ -43,7 +43,7 @@ fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool) -> Plan {
     let mut p = Plan::new(
         NodeAction::Return,
         nodes.iter().map(|n| n.node.clone()).collect(),
-        Some(format!("burn-in {} passed since the drain", suite.name())),
+        Some(format!("return to service after a passing burn-in ({})", suite.name())),
         commands,
     );
     p.force = force;

@@ -13,6 +13,7 @@ mod prometheus_dashboard;
 mod prometheus_harness;
 mod slurm;
 mod slurm_harness;
+mod slurm_loop;
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -100,6 +101,14 @@ fn main() {
         t!(slurm::job_cancel_scancels_a_real_job_and_read_only_refuses_it, slurm),
         t!(
             slurm::a_hung_then_dead_controller_is_shown_and_never_hangs_an_action,
+            slurm
+        ),
+        t!(
+            slurm_loop::return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain,
+            slurm
+        ),
+        t!(
+            slurm_loop::the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wide_event,
             slurm
         ),
         t!(prometheus::prometheus_export_matches_the_exporters, prometheus),

@@ -88,9 +88,15 @@ impl Env {
         serde_json::from_slice(&out.stdout).expect("a snapshot")
     }
 
+    /// `fleetop node ACTION NODES --yes`; NODES may carry extra flags after
+    /// a comma (`"gpu04,--force"`).
     fn node(&self, action: &str, nodes: &str, reason: Option<&str>) -> (bool, String, String) {
         let mut c = self.fleetop();
-        c.args(["node", action, nodes, "--yes"]);
+        let mut parts = nodes.split(",--");
+        c.args(["node", action, parts.next().unwrap_or_default(), "--yes"]);
+        for flag in parts {
+            c.arg(format!("--{flag}"));
+        }
         if let Some(r) = reason {
             c.args(["--reason", r]);
         }
@@ -155,7 +161,9 @@ pub fn discover_drain_resume_undrain_with_state_and_reason_shown() {
         String::from_utf8_lossy(&out.stderr).contains("scontrol update NodeName=gpu02 State=DRAIN"),
         "the exact command is shown"
     );
-    assert_eq!(env.sinfo_reason("gpu02"), REASON);
+    // fleetop's prefix, then the words verbatim.
+    let owned = format!("fleetop: {REASON}");
+    assert_eq!(env.sinfo_reason("gpu02"), owned);
     let g2 = env
         .export()
         .nodes
@@ -165,13 +173,13 @@ pub fn discover_drain_resume_undrain_with_state_and_reason_shown() {
     let s = g2.scheduler.expect("scheduler");
     assert_eq!(
         (s.state.as_str(), s.reason.as_deref(), s.reason_user.as_deref()),
-        ("drained", Some(REASON), Some("root"))
+        ("drained", Some(owned.as_str()), Some("root"))
     );
 
     // Draining it again keeps the first reason and says so.
     let (ok, stdout, _) = env.node("drain", "gpu02", Some("another reason"));
     assert!(ok && stdout.contains("already drained"), "{stdout}");
-    assert_eq!(env.sinfo_reason("gpu02"), REASON);
+    assert_eq!(env.sinfo_reason("gpu02"), owned);
 
     let (ok, stdout, err) = env.node("resume", "gpu02", None);
     assert!(ok, "{stdout}{err}");
@@ -185,7 +193,8 @@ pub fn discover_drain_resume_undrain_with_state_and_reason_shown() {
     assert!(ok, "{stdout}");
     env.wait("gpu03", "idle");
 
-    // A down node: resume brings it back once it answers.
+    // A node someone else took down: resume leaves it, saying by whom and
+    // why; --force brings it back once it answers.
     let down = env
         .cluster
         .command("scontrol")
@@ -195,6 +204,13 @@ pub fn discover_drain_resume_undrain_with_state_and_reason_shown() {
     assert!(down.success());
     env.wait("gpu04", "down");
     let (ok, stdout, _) = env.node("resume", "gpu04", None);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains("by root") && stdout.contains(": test") && stdout.contains("--force"),
+        "{stdout}"
+    );
+    assert_eq!(env.cluster.node_state("gpu04"), "down");
+    let (ok, stdout, _) = env.node("resume", "gpu04,--force", None);
     assert!(ok, "{stdout}");
     env.wait("gpu04", "idle");
 
@@ -213,13 +229,16 @@ pub fn discover_drain_resume_undrain_with_state_and_reason_shown() {
     let actions: Vec<&str> = log.iter().map(|r| r.action.verb()).collect();
     assert_eq!(
         actions,
-        ["drain", "drain", "resume", "resume", "drain", "undrain", "resume"]
+        [
+            "drain", "drain", "resume", "resume", "drain", "undrain", "resume", "resume"
+        ]
     );
-    assert_eq!(log[0].reason.as_deref(), Some(REASON));
+    assert_eq!(log[0].reason.as_deref(), Some(owned.as_str()));
     assert_eq!(
         log[0].commands[0].last().map(String::as_str),
-        Some(format!("Reason={REASON}").as_str())
+        Some(format!("Reason={owned}").as_str())
     );
+    assert!(!log[6].ok() && log[7].ok(), "refused, then forced");
     assert!(log[0].actor.name.is_some() && log[0].results[0].ok);
 }
 
@@ -247,7 +266,7 @@ pub fn text_format_reads_the_same_as_json() {
     );
     assert_eq!(
         text.nodes[0].scheduler.as_ref().and_then(|s| s.reason.as_deref()),
-        Some(REASON)
+        Some(format!("fleetop: {REASON}").as_str())
     );
     // Partitions, from both formats alike (compared above): gpu01 is in two.
     let parts = |i: usize| json.nodes[i].scheduler.as_ref().map(|s| s.partitions.clone());

@@ -1,0 +1,423 @@
+//! The loop fault -> drain -> burn-in -> return to service, against a real
+//! Slurm: `fleetop node return` resuming only the nodes that pass a burn-in
+//! on their agents (one agent's simulated GPU has a degraded PCIe link and
+//! fails), leaving someone else's drain alone unless forced; `fleetop node
+//! history`; and the remediation policy of `fleetop watch`, its grace
+//! period, its breaker at 20 faulty nodes of 40, and a restart that drains
+//! nothing twice and announces nothing twice.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleetop::model::action::{AuditLine, NodeAction, Stage};
+
+use crate::slurm_harness::SlurmCluster;
+use crate::support::receiver::Receiver;
+
+/// Agents for the Slurm nodes: one swarm per scenario, `(scenario, count)`,
+/// mapped to gpu01, gpu02, ... in that order; burn-in on, token "s3cret",
+/// plaintext (the console passes --insecure).
+struct Loop {
+    cluster: SlurmCluster,
+    swarms: Vec<Child>,
+    /// Just before the agents were started (ms since the epoch).
+    swarms_at_ms: i64,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        for s in &mut self.swarms {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+    }
+}
+
+fn start_swarm(dir: &Path, scenario: &str, count: usize, i: usize) -> (Child, PathBuf) {
+    let hosts = dir.join(format!("agents-{i}"));
+    let child = Command::new(crate::agent_bin())
+        .args(["swarm", "--count", &count.to_string(), "--sim-gpus", "2"])
+        .args(["--sim-scenario", scenario, "--sim-seed", &(i + 1).to_string()])
+        .arg("--hostfile")
+        .arg(&hosts)
+        .arg("--bench-token-file")
+        .arg(dir.join("token"))
+        .arg("--insecure")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agents start");
+    (child, hosts)
+}
+
+fn setup(swarms: &[(&str, usize)], slurm_extra: &str) -> Loop {
+    let n: usize = swarms.iter().map(|s| s.1).sum();
+    let cluster = match SlurmCluster::start(&format!("gpu[01-{n:02}]")) {
+        Ok(Some(c)) => c,
+        Ok(None) => panic!("Slurm is not installed (the harness reports this test ignored then)"),
+        Err(e) => panic!("Slurm is installed but did not start: {e}"),
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::write_secret(&dir.path().join("token"), "s3cret\n");
+    let swarms_at_ms = fleetop::model::time::now_ms();
+    let mut children = Vec::new();
+    let mut files = Vec::new();
+    for (i, (scenario, count)) in swarms.iter().enumerate() {
+        let (c, f) = start_swarm(dir.path(), scenario, *count, i);
+        children.push(c);
+        files.push(f);
+    }
+    let start = Instant::now();
+    let mut addrs = Vec::new();
+    for f in &files {
+        while !f.exists() {
+            assert!(start.elapsed() < Duration::from_secs(60), "agents did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        addrs.extend(std::fs::read_to_string(f).expect("addresses").lines().map(String::from));
+    }
+    let mut cfg = format!(
+        "bench_token_file = \"{}\"\n[slurm]\nrefresh = \"1s\"\n{slurm_extra}[slurm.agents]\n",
+        dir.path().join("token").display()
+    );
+    for (i, a) in addrs.iter().enumerate() {
+        cfg.push_str(&format!("gpu{:02} = \"{a}\"\n", i + 1));
+    }
+    std::fs::write(dir.path().join("config.toml"), cfg).expect("config");
+    Loop {
+        cluster,
+        swarms: children,
+        swarms_at_ms,
+        dir,
+    }
+}
+
+impl Loop {
+    fn path(&self, f: &str) -> PathBuf {
+        self.dir.path().join(f)
+    }
+
+    fn fleetop(&self) -> assert_cmd::Command {
+        let mut c = crate::fleetop();
+        c.envs(self.cluster.env())
+            .env("FLEETOP_AUDIT_LOG", self.path("state/audit.jsonl"))
+            .arg("--config")
+            .arg(self.path("config.toml"));
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.fleetop().args(args).output().expect("runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    fn reason(&self, node: &str) -> String {
+        let out = self
+            .cluster
+            .command("sinfo")
+            .args(["-h", "-N", "-n", node, "-o", "%E"])
+            .output()
+            .expect("sinfo");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn state(&self, node: &str) -> String {
+        self.cluster.node_state(node)
+    }
+
+    fn wait(&self, node: &str, state: &str) {
+        self.cluster
+            .wait_state(node, state, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn audit(&self) -> Vec<fleetop::model::action::ActionReport> {
+        std::fs::read_to_string(self.path("state/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<AuditLine>(l)
+                    .expect("each audit line is a report")
+                    .into_report()
+            })
+            .collect()
+    }
+
+    fn scontrol_drain(&self, node: &str, reason: &str) {
+        let ok = self
+            .cluster
+            .command("scontrol")
+            .args([
+                "update",
+                &format!("NodeName={node}"),
+                "State=DRAIN",
+                &format!("Reason={reason}"),
+            ])
+            .status()
+            .expect("scontrol");
+        assert!(ok.success());
+    }
+}
+
+/// The result line of `node` in a text report.
+fn line<'a>(stdout: &'a str, node: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(node))
+        .unwrap_or_else(|| panic!("{node} in {stdout}"))
+}
+
+pub fn return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain() {
+    // gpu01-gpu03 healthy; gpu04's GPU has a PCIe link trained to half width.
+    let env = setup(&[("training", 3), ("pcie-degraded", 1)], "");
+    for n in ["gpu01", "gpu02", "gpu04"] {
+        let (ok, out, err) = env.run(&["node", "drain", n, "--yes", "--reason", "xid 79 on gpu 1"]);
+        assert!(ok, "{out}{err}");
+        env.wait(n, "drained");
+    }
+    assert_eq!(env.reason("gpu01"), "fleetop: xid 79 on gpu 1");
+    // A colleague's drain, made with scontrol: not fleetop's to undo.
+    env.scontrol_drain("gpu03", "maintenance: PSU swap");
+    env.wait("gpu03", "drained");
+    let (ok, out, _) = env.run(&["node", "resume", "gpu03", "--yes"]);
+    assert!(!ok, "{out}");
+    assert!(
+        line(&out, "gpu03").contains("FAIL") && out.contains("maintenance: PSU swap") && out.contains("--force"),
+        "{out}"
+    );
+    assert_eq!(env.state("gpu03"), "drained");
+
+    // Read-only refuses, nothing runs.
+    let (ok, _, err) = env.run(&["--read-only", "node", "return", "gpu[01-04]", "--yes"]);
+    assert!(!ok && err.contains("read-only mode: return refused"), "{err}");
+    assert_eq!(env.state("gpu01"), "drained");
+
+    // No burn-in has passed since the drains: one runs, then only the
+    // nodes that passed are resumed.
+    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu[01-04]", "--yes"]);
+    assert!(!ok, "gpu04 failed and gpu03 is someone else's: non-zero\n{out}{err}");
+    assert!(
+        err.contains("no passing burn-in since the drain"),
+        "the plan said why: {err}"
+    );
+    assert!(err.contains("RunBench suite=quick"), "the exact calls first: {err}");
+    assert!(
+        err.contains("2 of 4 node(s) not returned to service: gpu[03-04]"),
+        "{err}"
+    );
+    for n in ["gpu01", "gpu02"] {
+        assert!(line(&out, n).contains("ok"), "{out}");
+        env.wait(n, "idle");
+    }
+    assert!(line(&out, "gpu03").contains("not drained by fleetop"), "{out}");
+    assert_eq!(
+        (env.state("gpu03"), env.reason("gpu03")),
+        ("drained".into(), "maintenance: PSU swap".into())
+    );
+    let r4 = env.reason("gpu04");
+    assert_eq!(env.state("gpu04"), "drained");
+    assert!(
+        r4.starts_with("fleetop: burn-in quick failed: pcie_h2d gpu") && r4.ends_with("drained for: xid 79 on gpu 1"),
+        "the failing check in the reason, the old words kept: {r4}"
+    );
+
+    // Every step in the audit log: the return before it ran, the burn-in,
+    // the resume, the return's results.
+    let log = env.audit();
+    let steps: Vec<(NodeAction, Stage)> = log.iter().map(|r| (r.action, r.stage)).collect();
+    let at = steps
+        .iter()
+        .position(|s| *s == (NodeAction::Return, Stage::Started))
+        .expect("return logged before it ran");
+    assert_eq!(
+        steps[at + 1..at + 3],
+        [(NodeAction::Bench, Stage::Started), (NodeAction::Bench, Stage::Done)],
+        "{steps:?}"
+    );
+    let bench = &log[at + 2];
+    assert_eq!(bench.nodes, ["gpu01", "gpu02", "gpu04"], "gpu03 was not touched");
+    let done = log.last().expect("the return's results");
+    assert_eq!((done.action, done.stage), (NodeAction::Return, Stage::Done));
+    assert_eq!(done.results.iter().filter(|r| r.ok).count(), 2, "{done:?}");
+
+    // gpu04 again: its burn-in after the drain failed, so another runs (and
+    // fails again); nothing passes without a passing burn-in.
+    let (ok, out, _) = env.run(&["--insecure", "node", "return", "gpu04", "--yes"]);
+    assert!(!ok && line(&out, "gpu04").contains("FAIL"), "{out}");
+    assert_eq!(env.state("gpu04"), "drained");
+
+    // --force returns the colleague's node too, after its own burn-in.
+    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu03", "--yes", "--force"]);
+    assert!(ok, "{out}{err}");
+    env.wait("gpu03", "idle");
+
+    // The node's history: the drain, the burn-in and the return, with who.
+    let (ok, out, err) = env.run(&["node", "history", "gpu04", "--format", "json"]);
+    assert!(ok, "{err}");
+    let events: Vec<serde_json::Value> = serde_json::from_str(&out).expect("json");
+    let texts: Vec<&str> = events.iter().filter_map(|e| e["text"].as_str()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("drain ok (fleetop: xid 79 on gpu 1)")),
+        "{texts:#?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.starts_with("bench FAILED (suite quick)")),
+        "{texts:#?}"
+    );
+    assert!(texts.iter().any(|t| t.starts_with("return FAILED")), "{texts:#?}");
+    assert!(
+        events.iter().all(|e| e["node"] == "gpu04" && e["by"] == "root"),
+        "{events:#?}"
+    );
+}
+
+/// The policy's log, from the watch's stderr file.
+fn log_of(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn watch(env: &Loop, webhook: u16, log: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .envs(env.cluster.env())
+        .env("FLEETOP_AUDIT_LOG", env.path("state/audit.jsonl"))
+        .arg("--config")
+        .arg(env.path("config.toml"))
+        .args(["watch", "--slurm", "--remediate", "drain", "--webhook"])
+        .arg(format!("http://127.0.0.1:{webhook}/hook"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("watch starts")
+}
+
+fn stop(mut c: Child) {
+    let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+    let _ = c.wait();
+}
+
+pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wide_event() {
+    // 40 nodes: gpu01 hot (a warn flag: never the policy's), gpu02-gpu21
+    // lose a GPU (XID 79, crit, reboot_node), gpu22-gpu40 healthy. The
+    // breaker allows 10% of 40: 4 drains an hour.
+    let env = setup(&[("hot", 1), ("xid79", 20), ("training", 19)], "");
+    // The config says dry-run; --remediate drain on the command line wins.
+    let cfg = std::fs::read_to_string(env.path("config.toml")).expect("config");
+    std::fs::write(
+        env.path("config.toml"),
+        format!("{cfg}[remediate]\nmode = \"dry-run\"\ngrace = \"20s\"\n"),
+    )
+    .expect("config");
+    // A colleague already drained one of the faulty nodes.
+    env.scontrol_drain("gpu02", "waiting for RMA");
+    let hook = Receiver::start();
+    let log1 = env.path("watch-1.log");
+    let w = watch(&env, hook.port, &log1);
+    let audit_drains = |env: &Loop| -> Vec<fleetop::model::action::ActionReport> {
+        env.audit()
+            .into_iter()
+            .filter(|r| r.action == NodeAction::Drain && r.stage == Stage::Done)
+            .collect()
+    };
+    // Until the breaker trips: 4 nodes drained, then it stops.
+    let start = Instant::now();
+    while !log_of(&log1).contains("BREAKER TRIPPED") {
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "the breaker never tripped:\n{}",
+            log_of(&log1)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let drains = audit_drains(&env);
+    let nodes: Vec<String> = drains.iter().map(|r| r.nodes[0].clone()).collect();
+    let faulty = |n: &str| n[3..].parse::<u32>().is_ok_and(|i| (3..=21).contains(&i));
+    assert_eq!(nodes.len(), 4, "the breaker's limit: {nodes:?}");
+    assert!(
+        nodes.iter().all(|n| faulty(n)),
+        "only faulty nodes, never gpu01 (warn) or gpu02 (someone else's): {nodes:?}"
+    );
+    for r in &drains {
+        assert_eq!(
+            r.policy.as_deref(),
+            Some("remediate"),
+            "the policy acted, for this user: {r:?}"
+        );
+        assert!(r.actor.name.is_some());
+        assert!(
+            r.reason
+                .as_deref()
+                .is_some_and(|x| x.starts_with("fleetop: ") && x.contains(" on gpu")),
+            "the catalog's reason: {r:?}"
+        );
+        // After the grace period: the fault begins 20 s after its agent
+        // starts, and 20 s of grace follow (a lower bound, whatever this
+        // machine's speed).
+        let at = fleetop::ops::timeline::parse_time(&r.time).expect("time");
+        let up = env.swarms_at_ms;
+        assert!(at - up >= 40_000, "drained {} ms after the agents started", at - up);
+    }
+    for n in &nodes {
+        assert!(env.reason(n).starts_with("fleetop: "), "{n}: {}", env.reason(n));
+    }
+    assert_eq!(env.reason("gpu02"), "waiting for RMA", "someone else's drain untouched");
+    let still: Vec<String> = (3..=21)
+        .map(|i| format!("gpu{i:02}"))
+        .filter(|n| !nodes.contains(n))
+        .collect();
+    assert!(still.iter().all(|n| env.state(n) == "idle"), "the breaker held");
+    assert_eq!(env.state("gpu01"), "idle", "a warn is not the policy's");
+    // Notified: each drain and the breaker, once.
+    let raised = |name: &str| {
+        hook.all()
+            .iter()
+            .filter(|v| v["event"] == "raised" && v["alert"]["labels"]["alertname"] == name)
+            .count()
+    };
+    hook.wait("the breaker alert", Duration::from_secs(30), |v| {
+        v["alert"]["labels"]["alertname"] == "FleetopRemediationBreaker"
+    });
+    assert_eq!(raised("FleetopRemediationDrain"), 4);
+    let status = env.run(&["remediate", "status"]);
+    assert!(
+        status.1.contains("breaker: TRIPPED") && status.1.contains(&nodes[0]),
+        "{}",
+        status.1
+    );
+
+    // A restart: still tripped, nothing drained twice, nothing announced twice.
+    stop(w);
+    let log2 = env.path("watch-2.log");
+    let w = watch(&env, hook.port, &log2);
+    let start = Instant::now();
+    while !log_of(&log2).contains("the breaker is tripped") {
+        assert!(start.elapsed() < Duration::from_secs(60), "{}", log_of(&log2));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(audit_drains(&env).len(), 4, "no second drain");
+    assert_eq!(
+        (raised("FleetopRemediationDrain"), raised("FleetopRemediationBreaker")),
+        (4, 1)
+    );
+
+    // A person re-arms it: the window starts again and the next nodes are
+    // drained (again at most 4), never the ones already held.
+    let (ok, out, _) = env.run(&["remediate", "reset"]);
+    assert!(ok && out.contains("re-armed"), "{out}");
+    let start = Instant::now();
+    while audit_drains(&env).len() < 8 {
+        assert!(start.elapsed() < Duration::from_secs(60), "{}", log_of(&log2));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let again: Vec<String> = audit_drains(&env).iter().map(|r| r.nodes[0].clone()).collect();
+    assert!(again[4..].iter().all(|n| faulty(n) && !nodes.contains(n)), "{again:?}");
+    stop(w);
+}
