@@ -38,13 +38,13 @@ impl Drop for Loop {
 fn start_swarm(dir: &Path, scenario: &str, count: usize, i: usize) -> (Child, PathBuf) {
     let hosts = dir.join(format!("agents-{i}"));
     let child = Command::new(crate::agent_bin())
+        .arg("--insecure")
         .args(["swarm", "--count", &count.to_string(), "--sim-gpus", "2"])
         .args(["--sim-scenario", scenario, "--sim-seed", &(i + 1).to_string()])
         .arg("--hostfile")
         .arg(&hosts)
         .arg("--bench-token-file")
         .arg(dir.join("token"))
-        .arg("--insecure")
         .stderr(Stdio::null())
         .spawn()
         .expect("agents start");
@@ -123,7 +123,9 @@ impl Loop {
             .args(["-h", "-N", "-n", node, "-o", "%E"])
             .output()
             .expect("sinfo");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        // A node in two partitions is listed twice.
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().next().unwrap_or_default().trim().to_string()
     }
 
     fn state(&self, node: &str) -> String {
@@ -197,6 +199,11 @@ pub fn return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain() {
     assert!(!ok && err.contains("read-only mode: return refused"), "{err}");
     assert_eq!(env.state("gpu01"), "drained");
 
+    // The simulated fault begins 20 s after its agent starts.
+    let onset = env.swarms_at_ms + 22_000;
+    while fleetop::model::time::now_ms() < onset {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // No burn-in has passed since the drains: one runs, then only the
     // nodes that passed are resumed.
     let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu[01-04]", "--yes"]);
