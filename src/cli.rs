@@ -185,7 +185,7 @@ pub struct WatchArgs {
     /// The remediation policy (`[remediate]` in the config; this wins):
     /// dry-run says what it would drain, drain drains (needs --slurm).
     #[arg(long, value_enum, value_name = "MODE")]
-    pub remediate: Option<crate::config::RemediateMode>,
+    pub remediate: Option<crate::model::remediation::Mode>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -325,10 +325,10 @@ mod tests {
 
     /// Node `i` reports XID `code` on GPU 0 at `t` (console time).
     fn xid(st: &mut Store, i: usize, code: u32, t: i64) {
-        use crate::model::sample::{GpuReading, NodeDesc, NodeSample, Xid};
+        use crate::model::sample::{GpuReading, NodeSample, Xid};
         use crate::model::update::{Event, Update};
         let on = |st: &mut Store, event| st.apply(Update::Node { node: i, event }, t);
-        on(st, Event::Info(Box::new(NodeDesc::default())));
+        on(st, Event::Info(Box::default()));
         on(st, Event::CaughtUp);
         let s = NodeSample {
             seq: 1,

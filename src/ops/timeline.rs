@@ -190,7 +190,7 @@ mod tests {
         let kept = load_from(&tl, &log, None, 0);
         assert!(kept.iter().all(|e| e.node == "gpu09" || e.node == "gpu01"));
         assert_eq!(
-            kept.iter().filter(|e| e.node == "gpu09").last().map(|e| e.time_ms),
+            kept.iter().rfind(|e| e.node == "gpu09").map(|e| e.time_ms),
             Some(10_000 + 399 * 10_000)
         );
         assert!(

@@ -6,13 +6,18 @@ use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::model::action::{self, NodeAction, Plan, Request};
-use crate::model::bench::{Outcome, Suite};
+use crate::model::action::Request;
 use crate::model::flag::{Flag, Silence, Subject};
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
+use crate::tui::actions::{
+    action_targets, dialog_key, drain_alert, drain_failed_bench_node, start_action, start_bench, start_return,
+    start_scancel, start_signal,
+};
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
+
+pub use crate::tui::actions::{Dialog, Guard};
 
 /// Where copied text goes (the terminal's clipboard, by OSC 52).
 pub type ClipboardSink = Box<dyn FnMut(&str) + Send>;
@@ -85,10 +90,18 @@ pub enum Pane {
     Nvlink,
     Infiniband,
     Processes,
+    /// What happened to the node and who did it, newest first.
+    Timeline,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 4] = [Pane::History, Pane::Nvlink, Pane::Infiniband, Pane::Processes];
+    pub const ALL: [Pane; 5] = [
+        Pane::History,
+        Pane::Nvlink,
+        Pane::Infiniband,
+        Pane::Processes,
+        Pane::Timeline,
+    ];
 
     pub fn title(self) -> &'static str {
         match self {
@@ -96,6 +109,7 @@ impl Pane {
             Pane::Nvlink => "2 NVLink",
             Pane::Infiniband => "3 InfiniBand",
             Pane::Processes => "4 processes",
+            Pane::Timeline => "5 timeline",
         }
     }
 }
@@ -127,29 +141,6 @@ impl AlertSort {
             AlertSort::Kind => "kind",
         }
     }
-}
-
-/// A modal step of a cluster action.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Dialog {
-    /// Typing the reason for a drain.
-    Reason {
-        action: NodeAction,
-        nodes: Vec<String>,
-        text: String,
-    },
-    /// The exact commands, waiting for `y` (anything else cancels).
-    Confirm(Plan),
-    /// Sent; waiting for the result.
-    Running(Plan),
-    /// A burn-in suite on these nodes, waiting for `y`.
-    ConfirmBench { nodes: Vec<usize>, suite: Suite },
-    /// Stopping the running burn-in, waiting for `y`.
-    ConfirmCancelBench { nodes: Vec<String> },
-    /// Signalling a GPU's processes through node `node`'s agent, waiting for `y`.
-    ConfirmSignal { node: usize, plan: Plan },
-    /// The result of the last action, node by node.
-    Result,
 }
 
 /// Whether the fleet is drawn as one row per node or as a dense wall.
@@ -199,6 +190,8 @@ pub struct App {
     pub detail_node: usize,
     pub detail_gpu: usize,
     pub pane: Pane,
+    /// How many of the node's newest events the timeline pane scrolled past.
+    pub timeline_scroll: usize,
     pub history_zoom: Zoom,
     pub alert_cursor: usize,
     pub alert_sort: AlertSort,
@@ -278,6 +271,7 @@ impl App {
             detail_node: 0,
             detail_gpu: 0,
             pane: Pane::History,
+            timeline_scroll: 0,
             history_zoom: Zoom::TenMinutes,
             alert_cursor: 0,
             alert_sort: AlertSort::Severity,
@@ -426,6 +420,7 @@ impl App {
 
     fn open_detail(&mut self, node: usize, gpu: Option<u32>) {
         self.detail_node = node;
+        self.timeline_scroll = 0;
         self.detail_gpu = gpu
             .and_then(|g| {
                 self.store
@@ -513,10 +508,20 @@ pub fn update(app: &mut App, action: Action) {
         // The hot path (a fleet's history arrives as hundreds of thousands of
         // these): no per-update work beyond the store's.
         Action::Store(u, now) => {
-            let done = matches!(u, Update::ActionDone(_));
+            let done = match &u {
+                Update::ActionDone(r) => Some((r.action.verb(), r.ok())),
+                _ => None,
+            };
             app.store.apply(u, now);
-            if done {
-                app.dialog = Some(Dialog::Result);
+            match (done, &app.dialog) {
+                (None, _) => {}
+                // A dialog being filled in is not taken away by a result
+                // (a return hidden with Esc ends minutes later).
+                (Some((verb, ok)), Some(d)) if !matches!(d, Dialog::Running(_) | Dialog::Result) => {
+                    let how = if ok { "done" } else { "failed on some nodes" };
+                    app.message = Some(format!("{verb} {how}: see the node's timeline (5) and the audit log"));
+                }
+                (Some(_), _) => app.dialog = Some(Dialog::Result),
             }
             app.changed = true;
         }
@@ -597,7 +602,9 @@ fn on_key(app: &mut App, k: KeyEvent) {
             }
         }
         KeyCode::Char('c') if app.screen == Screen::Bench => clear_bench(app),
+        KeyCode::Char('D') if app.screen == Screen::Alerts => drain_alert(app),
         KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
+        KeyCode::Char('T') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_return(app),
         KeyCode::Char('B') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_bench(app),
         KeyCode::Char('J') => {
             app.screen = Screen::Groups;
@@ -859,14 +866,22 @@ fn copy_hostlist(app: &mut App) {
 
 fn detail_key(app: &mut App, k: KeyEvent) {
     let len = app.gpu_count();
-    if let Some(d) = vertical(&k, 8) {
+    // The timeline is a list of its own: the list keys scroll it (the
+    // other panes are about the selected GPU, so there they pick one).
+    if app.pane == Pane::Timeline {
+        let events = app.detail().map_or(0, |n| n.timeline.events().len());
+        if let Some(d) = vertical(&k, 10) {
+            app.timeline_scroll = moved(app.timeline_scroll, d, events);
+            return;
+        }
+    } else if let Some(d) = vertical(&k, 8) {
         app.detail_gpu = moved(app.detail_gpu, d, len);
         return;
     }
     let pane_at = |i: usize| Pane::ALL[i % Pane::ALL.len()];
     let cur = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
     match k.code {
-        KeyCode::Char(c @ '1'..='4') => app.pane = pane_at(c as usize - '1' as usize),
+        KeyCode::Char(c @ '1'..='5') => app.pane = pane_at(c as usize - '1' as usize),
         KeyCode::Char('z') => app.history_zoom = app.history_zoom.next(),
         KeyCode::Char('K') => start_scancel(app),
         KeyCode::Char(c @ ('x' | 'X')) => start_signal(app, c == 'X'),
@@ -878,6 +893,7 @@ fn detail_key(app: &mut App, k: KeyEvent) {
             if let Some(pos) = vis.iter().position(|&i| i == app.detail_node) {
                 let next = moved(pos, if k.code == KeyCode::Char('n') { 1 } else { -1 }, vis.len());
                 app.detail_node = vis[next];
+                app.timeline_scroll = 0;
                 app.select_node(vis[next]);
             }
         }
@@ -963,141 +979,6 @@ fn quiet_alert(app: &mut App, for_ms: Option<i64>) {
     });
 }
 
-/// The nodes an action applies to: the marked ones, else the one in view.
-fn action_targets(app: &App) -> Vec<String> {
-    let idx: Vec<usize> = if !app.marked.is_empty() {
-        app.marked.iter().copied().collect()
-    } else if app.screen == Screen::Detail {
-        vec![app.detail_node]
-    } else {
-        app.current_node().into_iter().collect()
-    };
-    idx.into_iter()
-        .filter_map(|i| app.store.nodes.get(i))
-        .map(|n| n.target.name.clone())
-        .collect()
-}
-
-fn start_action(app: &mut App, key: char) {
-    let Some(action) = action_for_key(key) else {
-        return;
-    };
-    let nodes = action_targets(app);
-    if nodes.is_empty() {
-        return;
-    }
-    if app.read_only {
-        let commands = nodes.iter().map(|n| action::command(action, n, None)).collect();
-        let plan = Plan::new(action, nodes, None, commands);
-        refuse_read_only(app, plan, action.verb());
-        return;
-    }
-    if !app.actions_enabled {
-        app.message = Some(format!("no scheduler: start with --slurm to {}", action.verb()));
-        return;
-    }
-    app.dialog = Some(match action {
-        NodeAction::Drain => Dialog::Reason {
-            action,
-            nodes,
-            text: String::new(),
-        },
-        _ => match action::plan(action, nodes, None) {
-            Ok(p) => Dialog::Confirm(p),
-            Err(e) => {
-                app.message = Some(e);
-                return;
-            }
-        },
-    });
-}
-
-fn dialog_key(app: &mut App, k: KeyEvent) {
-    let Some(d) = app.dialog.take() else { return };
-    app.dialog = match d {
-        Dialog::Reason {
-            action,
-            nodes,
-            mut text,
-        } => match k.code {
-            KeyCode::Esc => None,
-            KeyCode::Enter => match action::plan(action, nodes.clone(), Some(text.clone())) {
-                Ok(p) => Some(Dialog::Confirm(p)),
-                Err(e) => {
-                    app.message = Some(e);
-                    Some(Dialog::Reason { action, nodes, text })
-                }
-            },
-            KeyCode::Backspace => {
-                text.pop();
-                Some(Dialog::Reason { action, nodes, text })
-            }
-            KeyCode::Char(c) => {
-                text.push(c);
-                Some(Dialog::Reason { action, nodes, text })
-            }
-            _ => Some(Dialog::Reason { action, nodes, text }),
-        },
-        // Only an explicit yes runs anything: Enter, Esc, n or any other key cancel.
-        Dialog::Confirm(plan) => match k.code {
-            KeyCode::Char('y') | KeyCode::Char('Y') => {
-                app.outgoing = Some(Request::Run(plan.clone()));
-                Some(Dialog::Running(plan))
-            }
-            _ => {
-                app.message = Some(format!("{} cancelled: nothing was run", plan.action.verb()));
-                None
-            }
-        },
-        // While running, keys wait; the result replaces it.
-        Dialog::Running(plan) => Some(Dialog::Running(plan)),
-        Dialog::ConfirmBench { nodes, suite } => match k.code {
-            KeyCode::Char('s') => Some(Dialog::ConfirmBench {
-                nodes,
-                suite: match suite {
-                    Suite::Quick => Suite::Full,
-                    Suite::Full => Suite::Quick,
-                },
-            }),
-            KeyCode::Char('y') | KeyCode::Char('Y') => {
-                app.outgoing = Some(Request::Bench { nodes, suite });
-                app.screen = Screen::Bench;
-                app.bench_cursor = 0;
-                None
-            }
-            _ => {
-                app.message = Some("burn-in cancelled: nothing was run".into());
-                None
-            }
-        },
-        Dialog::ConfirmSignal { node, plan } => match k.code {
-            KeyCode::Char('y') | KeyCode::Char('Y') => {
-                app.outgoing = Some(Request::Signal {
-                    node,
-                    plan: plan.clone(),
-                });
-                Some(Dialog::Running(plan))
-            }
-            _ => {
-                app.message = Some("signal cancelled: nothing was sent".into());
-                None
-            }
-        },
-        Dialog::ConfirmCancelBench { nodes } => match k.code {
-            KeyCode::Char('y') | KeyCode::Char('Y') => {
-                app.outgoing = Some(Request::CancelBench);
-                app.message = Some(format!("cancelling the burn-in on {} node(s)", nodes.len()));
-                None
-            }
-            _ => {
-                app.message = Some("the burn-in goes on".into());
-                None
-            }
-        },
-        Dialog::Result => None,
-    };
-}
-
 /// On the bench screen, `c` clears the selected node's finished run, and
 /// with it its `burnin_failed` flag (the person has seen it).
 fn clear_bench(app: &mut App) {
@@ -1112,34 +993,6 @@ fn clear_bench(app: &mut App) {
     app.store.apply(Update::Bench { node, event }, app.now_ms);
     app.bench_cursor = app.bench_cursor.min(app.store.bench.len().saturating_sub(1));
     app.changed = true;
-}
-
-fn start_bench(app: &mut App) {
-    let names = action_targets(app);
-    let nodes: Vec<usize> = app
-        .store
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| names.contains(&n.target.name))
-        .map(|(i, _)| i)
-        .collect();
-    if nodes.is_empty() {
-        return;
-    }
-    if app.read_only {
-        let plan = Plan::new(NodeAction::Bench, names, Some("suite quick".into()), vec![]);
-        refuse_read_only(app, plan, "burn-in");
-        return;
-    }
-    if !app.bench_enabled {
-        app.message = Some("burn-in needs the agents' token: bench_token_file in the config".into());
-        return;
-    }
-    app.dialog = Some(Dialog::ConfirmBench {
-        nodes,
-        suite: Suite::Quick,
-    });
 }
 
 /// The group view: move, `b` groups by the next of job, partition and
@@ -1168,105 +1021,5 @@ fn groups_key(app: &mut App, k: KeyEvent) {
         app.filter = view::Filter::Names(names.into_iter().map(|n| n.to_lowercase()).collect());
         app.screen = Screen::Heatmap;
         app.select_row(0);
-    }
-}
-
-/// `K` in node detail: cancel the Slurm job on the selected GPU (its
-/// processes' job), after the same confirmation as a drain, showing the
-/// exact `scancel` it runs.
-fn start_scancel(app: &mut App) {
-    let Some(n) = app.detail() else { return };
-    let gpu = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu));
-    let Some(job) = gpu.and_then(|g| g.processes.iter().find_map(|p| p.job_id)) else {
-        app.message = Some("no Slurm job on this GPU".into());
-        return;
-    };
-    let user = n.job_user(job).map(str::to_string);
-    let nodes: Vec<String> = match n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == job)) {
-        Some(j) => j.nodes.clone(),
-        None => vec![n.target.name.clone()],
-    };
-    let plan = action::scancel_plan(job, user.as_deref(), nodes);
-    if app.read_only {
-        refuse_read_only(app, plan, "scancel");
-        return;
-    }
-    if !app.actions_enabled {
-        app.message = Some("no scheduler: start with --slurm to cancel jobs".into());
-        return;
-    }
-    app.dialog = Some(Dialog::Confirm(plan));
-}
-
-/// Read-only mode: `plan` is not run, but the attempt goes to the audit log,
-/// and the footer says what is off.
-fn refuse_read_only(app: &mut App, plan: Plan, what: &str) {
-    app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
-    app.message = Some(format!("read-only mode: {what} is off"));
-}
-
-/// `x` (SIGTERM) or `X` (SIGKILL) in node detail: the selected GPU's
-/// processes, signalled by the node's agent after a confirmation that lists
-/// every pid.
-fn start_signal(app: &mut App, kill: bool) {
-    let node = app.detail_node;
-    let Some(n) = app.store.nodes.get(node) else { return };
-    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu)) else {
-        return;
-    };
-    let pids: Vec<u32> = g.processes.iter().map(|p| p.pid).collect();
-    if pids.is_empty() {
-        app.message = Some("no process on this GPU".into());
-        return;
-    }
-    let plan = crate::ops::signal::plan(&n.target, g.index, &pids, kill);
-    if app.read_only {
-        refuse_read_only(app, plan, "signalling processes");
-        return;
-    }
-    if !app.bench_enabled {
-        app.message = Some("signalling needs the agents' control token: bench_token_file in the config".into());
-        return;
-    }
-    app.dialog = Some(Dialog::ConfirmSignal { node, plan });
-}
-
-/// On the bench screen, `D` offers to drain the selected node that failed,
-/// with the failure as the reason.
-fn drain_failed_bench_node(app: &mut App) {
-    let Some((&node, b)) = app.store.bench.iter().nth(app.bench_cursor) else {
-        return;
-    };
-    match b.outcome() {
-        Outcome::Failed | Outcome::Error => {}
-        other => {
-            app.message = Some(format!("this node's burn-in is {}: nothing to drain for", other.word()));
-            return;
-        }
-    }
-    let text = b.failure();
-    let name = app.store.nodes[node].target.name.clone();
-    if app.read_only || !app.actions_enabled {
-        app.message = Some(if app.read_only {
-            "read-only mode: drain is off".into()
-        } else {
-            "no scheduler: start with --slurm to drain".into()
-        });
-        return;
-    }
-    app.dialog = Some(Dialog::Reason {
-        action: NodeAction::Drain,
-        nodes: vec![name],
-        text,
-    });
-}
-
-/// What `NodeAction` a key asks for.
-fn action_for_key(c: char) -> Option<NodeAction> {
-    match c {
-        'D' => Some(NodeAction::Drain),
-        'R' => Some(NodeAction::Resume),
-        'U' => Some(NodeAction::Undrain),
-        _ => None,
     }
 }

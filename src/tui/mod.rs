@@ -2,6 +2,7 @@
 //! `ui` renders `&App` as a widget; this module owns the terminal and the one
 //! event channel that merges keys, ticks, signals and store updates.
 
+pub mod actions;
 pub mod app;
 pub mod replay;
 pub mod theme;
@@ -149,7 +150,7 @@ async fn send_outgoing(app: &mut App, cluster: Option<&mpsc::Sender<Request>>) {
         Some(tx) => tx.send(out.clone()).await.is_ok(),
         None => false,
     };
-    if !sent && matches!(out, Request::Run(_)) {
+    if !sent && matches!(out, Request::Run(_) | Request::Return(_)) {
         app.dialog = None;
         app.message = Some("no scheduler to run the action".into());
     }

@@ -8,6 +8,7 @@ use crate::model::sample::{GpuDesc, GpuReading, MigReading};
 use crate::detect::Thresholds;
 use crate::ingest::hostlist;
 use crate::model::flag::{Flag, FlagKind, Severity, Subject};
+use crate::model::sched::{Hold, SchedNode};
 use crate::store::{NodeState, NodeStatus, Store};
 
 /// The metric that colours the heatmap.
@@ -442,6 +443,64 @@ pub fn freshness(n: &NodeState, now_ms: i64) -> String {
     }
 }
 
+/// "2h13m", "13m", "45s", "3d04h": a duration to the minute, for how long
+/// a job has run or a node has been out of service.
+pub fn human_span(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        s => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// How long Slurm has held a node out of service, from its reason's time;
+/// `None` where the time is missing or not RFC 3339.
+pub fn held_for_ms(s: &SchedNode, now_ms: i64) -> Option<i64> {
+    let at = crate::ops::timeline::parse_time(s.reason_time.as_deref()?)?;
+    Some((now_ms - at).max(0))
+}
+
+/// A heatmap row's Slurm word: the state, and for a node fleetop drained
+/// how long and why ("drained 2h fleetop: xid on gpu3: ..."); someone
+/// else's drain is their business, shown as the state alone.
+pub fn sched_label(s: &SchedNode, now_ms: i64) -> String {
+    match s.hold() {
+        Hold::Fleetop { reason } => match held_for_ms(s, now_ms) {
+            Some(ms) => format!("{} {} {reason}", s.label(), human_age(ms)),
+            None => format!("{} {reason}", s.label()),
+        },
+        _ => s.label(),
+    }
+}
+
+/// Who holds a node out of service, for how long and why: "drained by
+/// fleetop 2h13m: xid on gpu3 ...", "drained by alice 3h00m: maintenance";
+/// `None` for a node in service.
+pub fn held_text(s: &SchedNode, now_ms: i64) -> Option<String> {
+    let (who, words) = match s.hold() {
+        Hold::InService => return None,
+        Hold::Fleetop { reason } => (
+            Some("fleetop"),
+            crate::model::action::own_words(reason).unwrap_or(reason).to_string(),
+        ),
+        Hold::Other => (
+            s.reason_user.as_deref(),
+            s.reason.clone().unwrap_or_else(|| "no reason given".into()),
+        ),
+    };
+    let mut t = s.label();
+    if let Some(w) = who {
+        t.push_str(&format!(" by {w}"));
+    }
+    if let Some(ms) = held_for_ms(s, now_ms) {
+        t.push_str(&format!(" {}", human_span(ms)));
+    }
+    t.push_str(&format!(": {words}"));
+    Some(t)
+}
+
 pub fn human_age(ms: i64) -> String {
     let s = (ms / 1000).max(0);
     match s {
@@ -530,6 +589,11 @@ mod tests {
         assert_eq!(human_rate(Some(12.3e9)), "12.3 GB/s");
         assert_eq!(human_rate(None), "-");
         assert_eq!(human_age(125_000), "2m");
+        assert_eq!(human_span(2 * 3_600_000 + 13 * 60_000 + 5_000), "2h13m");
+        assert_eq!(human_span(3 * 3_600_000), "3h00m");
+        assert_eq!(human_span(45_000), "45s");
+        assert_eq!(human_span(-5), "0s");
+        assert_eq!(human_span(2 * 86_400_000 + 3_600_000), "2d01h");
     }
 }
 

@@ -116,7 +116,11 @@ fn host_and_network_run_for_real_and_simulated_gpu_checks_say_so() {
         // The sim backend's GPUs: judged by the same floors, and saying
         // they were not measured (the no-CUDA path is the agent's own test).
         let hbm = get("hbm_d2d");
-        assert_eq!((hbm.verdict, hbm.unit.as_deref()), (Verdict::Pass, Some("GB/s")), "{hbm:?}");
+        assert_eq!(
+            (hbm.verdict, hbm.unit.as_deref()),
+            (Verdict::Pass, Some("GB/s")),
+            "{hbm:?}"
+        );
         assert!(
             hbm.reason.as_deref().is_some_and(|r| r.contains("simulated")),
             "{hbm:?}"

@@ -461,6 +461,8 @@ fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
                 state_after: None,
             },
         ],
+        forced: false,
+        policy: None,
     };
     steps.push(Step::Arrive(Update::ActionDone(std::sync::Arc::new(report))));
     let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, enabled);
@@ -470,7 +472,13 @@ fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
     assert_eq!(plan.nodes, ["gpu01", "gpu03"]);
     assert_eq!(
         plan.commands[1],
-        ["scontrol", "update", "NodeName=gpu03", "State=DRAIN", "Reason=psu"]
+        [
+            "scontrol",
+            "update",
+            "NodeName=gpu03",
+            "State=DRAIN",
+            "Reason=fleetop: psu"
+        ]
     );
     let screen = text(&buf);
     assert!(screen.contains("drain failed on some nodes"), "{screen}");
@@ -692,7 +700,7 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
     let (buf, _) = drive_steps(theme(), fleet_updates(3, 8, 30), (140, 30), steps2, setup);
     let screen = text(&buf);
     assert!(
-        screen.contains("NodeName=gpu02 State=DRAIN 'Reason=burn-in quick failed: hbm_d2d GPU 2"),
+        screen.contains("NodeName=gpu02 State=DRAIN 'Reason=fleetop: burn-in quick failed: hbm_d2d GPU 2"),
         "{screen}"
     );
 }
@@ -1998,4 +2006,623 @@ fn node_detail_names_the_nodes_partitions_and_rack() {
     let screen = text(&buf);
     assert!(screen.contains("slurm mixed in debug,gpu"), "{screen}");
     assert!(screen.contains("rack r01 · "), "{screen}");
+}
+
+/// A Slurm node as `sinfo` gives it.
+fn sched_node(
+    state: &str,
+    reason: Option<&str>,
+    user: Option<&str>,
+    since_ms: Option<i64>,
+) -> fleetop::model::sched::SchedNode {
+    fleetop::model::sched::SchedNode {
+        state: state.into(),
+        not_responding: false,
+        reason: reason.map(String::from),
+        reason_user: user.map(String::from),
+        reason_time: since_ms.map(fleetop::model::time::rfc3339),
+        partitions: Vec::new(),
+    }
+}
+
+/// The scheduler's view arriving: `nodes` by name, and `jobs`.
+fn sched_arrives(nodes: Vec<(&str, fleetop::model::sched::SchedNode)>, jobs: Vec<fleetop::model::sched::Job>) -> Step {
+    let mut snap = fleetop::model::sched::Snapshot::default();
+    for (name, n) in nodes {
+        snap.nodes.insert(name.into(), n);
+    }
+    snap.jobs = jobs;
+    Step::Arrive(Update::Scheduler(std::sync::Arc::new(snap)))
+}
+
+fn job(id: u64, node: &str, elapsed_s: u64) -> fleetop::model::sched::Job {
+    fleetop::model::sched::Job {
+        id,
+        user: "alice".into(),
+        name: "train".into(),
+        elapsed_s,
+        gpus_per_node: 8,
+        nodes: vec![node.into()],
+    }
+}
+
+fn mono() -> Theme {
+    Theme::load("default", None, ColorDepth::Mono).expect("mono")
+}
+
+/// No cell of `buf` has a colour.
+fn colourless(buf: &Buffer) -> bool {
+    buf.content()
+        .iter()
+        .all(|c| matches!(c.fg, Color::Reset) && matches!(c.bg, Color::Reset))
+}
+
+fn step_keys(s: &str) -> Vec<Step> {
+    keys(s).into_iter().map(Step::Do).collect()
+}
+
+fn enabled(app: &mut App) {
+    app.actions_enabled = true;
+}
+
+#[test]
+fn capital_d_on_an_alert_drains_its_node_with_the_catalog_reason_and_names_its_jobs() {
+    // gpu01's NVLink link is down (the first alert), and job 4411 runs there.
+    let on_alerts = || {
+        vec![
+            sched_arrives(
+                vec![("gpu01", sched_node("mixed", None, None, None))],
+                vec![job(4411, "gpu01", 7980)],
+            ),
+            Step::Do(key(KeyCode::Tab)),
+            Step::Do(key(KeyCode::Char('D'))),
+        ]
+    };
+    let reason = "nvlink_down on gpu3: reset_gpu (NVLink link 3 down)";
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 600), (80, 24), on_alerts(), enabled);
+    let screen = text(&buf);
+    insta::assert_snapshot!("alerts_drain_80x24", screen);
+    assert!(asked.is_empty(), "{asked:?}");
+    assert!(screen.contains(&format!("reason: fleetop: {reason}")), "{screen}");
+    assert!(
+        screen.contains("4411") && screen.contains("alice") && screen.contains("train") && screen.contains("2h13m"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("running jobs finish; nothing new starts here"),
+        "{screen}"
+    );
+    // The same without colour: the same words, no colour anywhere.
+    let (plain, _) = drive_steps(mono(), fleet_updates(16, 8, 600), (80, 24), on_alerts(), enabled);
+    assert_eq!(text(&plain), screen);
+    assert!(colourless(&plain));
+
+    // Enter: the exact command, the reason with fleetop's prefix, the job again.
+    let mut steps = on_alerts();
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 600), (120, 30), steps, enabled);
+    let screen = text(&buf);
+    assert!(asked.is_empty(), "{asked:?}");
+    // The command, wrapped in the dialog: joined back, exactly the plan's.
+    let joined: String = screen
+        .lines()
+        .filter_map(|l| l.split('│').nth(1))
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        joined.contains(&format!("NodeName=gpu01 State=DRAIN 'Reason=fleetop: {reason}'")),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("(the alert's node)") && screen.contains("4411"),
+        "{screen}"
+    );
+    // y: that plan runs.
+    let mut steps = on_alerts();
+    steps.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Char('y')))]);
+    let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 600), (120, 30), steps, enabled);
+    let [Request::Run(plan)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!(plan.nodes, ["gpu01"]);
+    assert_eq!(plan.reason.as_deref(), Some(format!("fleetop: {reason}").as_str()));
+    assert!(plan.reason.as_deref().is_some_and(|r| r.starts_with("fleetop: ")));
+    // The reason is the person's to change: Ctrl-U, then their words.
+    let mut steps = on_alerts();
+    steps.push(Step::Do(Action::Key(KeyEvent::new(
+        KeyCode::Char('u'),
+        KeyModifiers::CONTROL,
+    ))));
+    steps.extend(step_keys("psu"));
+    steps.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Char('y')))]);
+    let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 600), (120, 30), steps, enabled);
+    let [Request::Run(plan)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!(plan.reason.as_deref(), Some("fleetop: psu"));
+    // Read-only: refused and logged, as a drain anywhere; no scheduler: said.
+    let ro = |app: &mut App| {
+        app.actions_enabled = true;
+        app.read_only = true;
+    };
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 600), (80, 24), on_alerts(), ro);
+    let [Request::Refused(plan, why)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!((plan.action, why.as_str()), (NodeAction::Drain, "read-only mode"));
+    assert!(text(&buf).contains("read-only mode: drain is off"));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 600), (80, 24), on_alerts(), |_| {});
+    assert!(asked.is_empty());
+    assert!(
+        text(&buf).contains("no scheduler: start with --slurm to drain"),
+        "{}",
+        text(&buf)
+    );
+}
+
+#[test]
+fn capital_d_in_node_detail_fills_in_the_most_urgent_flags_reason_or_nothing() {
+    // gpu02: an uncorrectable ECC error (reset the GPU) and a failed row
+    // remap (replace it): replace is the more urgent.
+    let mut steps = detail_of("gpu02");
+    steps.push(Step::Do(key(KeyCode::Char('D'))));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 600), (120, 30), steps, enabled);
+    let screen = text(&buf);
+    assert!(
+        screen.contains("reason: fleetop: remap_failed on gpu5: replace ("),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("no Slurm job runs here") || screen.contains("Slurm has not listed"),
+        "{screen}"
+    );
+    // A node without a flag: nothing filled in.
+    let mut steps = detail_of("gpu02");
+    steps.push(Step::Do(key(KeyCode::Char('D'))));
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 0), (120, 30), steps, enabled);
+    assert!(text(&buf).contains("reason: fleetop: █"), "{}", text(&buf));
+}
+
+#[test]
+fn resuming_a_node_someone_else_drained_takes_its_name_typed_not_y_and_is_forced() {
+    let sched = || {
+        sched_arrives(
+            vec![
+                (
+                    "gpu02",
+                    sched_node("drained", Some("maintenance"), Some("alice"), Some(NOW - 3 * 3_600_000)),
+                ),
+                (
+                    "gpu03",
+                    sched_node(
+                        "drained",
+                        Some("fleetop: xid on gpu3"),
+                        Some("root"),
+                        Some(NOW - 600_000),
+                    ),
+                ),
+                ("gpu04", sched_node("down", Some("psu swap"), Some("bob"), None)),
+            ],
+            vec![],
+        )
+    };
+    let with = |then: Vec<Step>| {
+        let mut v = vec![sched()];
+        v.extend(then);
+        v
+    };
+    // y alone: nothing runs, and the dialog says who holds it and why.
+    let (buf, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("jRy")),
+        enabled,
+    );
+    let screen = text(&buf);
+    assert!(asked.is_empty(), "y alone ran it: {asked:?}");
+    assert!(
+        screen.contains("gpu02: drained by alice at 2025-12-31T21:00:00.000Z: maintenance"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("y alone does not run this: type gpu02 and Enter"),
+        "{screen}"
+    );
+    // The name typed and Enter: the plan runs, forced.
+    let mut steps = with(step_keys("jRgpu02"));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 30), (100, 30), steps, enabled);
+    let [Request::Run(plan)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!((plan.action, plan.force), (NodeAction::Resume, true));
+    assert_eq!(
+        plan.commands,
+        [["scontrol", "update", "NodeName=gpu02", "State=RESUME"]]
+    );
+    // Another name: nothing runs, and it says so.
+    let mut steps = with(step_keys("jUgpu03"));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 30), (100, 30), steps, enabled);
+    assert!(asked.is_empty(), "{asked:?}");
+    assert!(text(&buf).contains("not gpu02: nothing was run"), "{}", text(&buf));
+    // Two such nodes marked: their names as a hostlist.
+    let (buf, _) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("j jj R")),
+        enabled,
+    );
+    assert!(text(&buf).contains("type gpu[02,04] and Enter"), "{}", text(&buf));
+    // A node fleetop drained keeps the plain y.
+    let (_, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("jjRy")),
+        enabled,
+    );
+    let [Request::Run(plan)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!(
+        (plan.nodes.as_slice(), plan.force),
+        (["gpu03".to_string()].as_slice(), false)
+    );
+}
+
+#[test]
+fn rows_and_node_detail_say_who_drained_a_node_for_how_long_and_why() {
+    let sched = || {
+        sched_arrives(
+            vec![
+                (
+                    "gpu02",
+                    sched_node(
+                        "drained",
+                        Some("fleetop: xid on gpu3: reboot_node (XID 79)"),
+                        Some("root"),
+                        Some(NOW - (2 * 60 + 13) * 60_000),
+                    ),
+                ),
+                (
+                    "gpu03",
+                    sched_node("drained", Some("maintenance"), Some("alice"), Some(NOW - 3 * 3_600_000)),
+                ),
+                ("gpu01", sched_node("mixed", None, None, None)),
+            ],
+            vec![],
+        )
+    };
+    let row = |screen: &str, n: &str| {
+        screen
+            .lines()
+            .find(|l| l.starts_with(&format!("  {n}")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), vec![sched()], |_| {});
+    let screen = text(&buf);
+    assert!(row(&screen, "gpu02").contains("drained 2h fleetop"), "{screen}");
+    assert!(
+        row(&screen, "gpu03").contains("drained") && !screen.contains("maintenance"),
+        "{screen}"
+    );
+    // Every GPU cell still there at 80 columns.
+    assert_eq!(
+        row(&screen, "gpu01")
+            .split_whitespace()
+            .filter(|w| w.parse::<u32>().is_ok())
+            .count(),
+        8,
+        "{screen}"
+    );
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (160, 30), vec![sched()], |_| {});
+    let screen = text(&buf);
+    assert!(
+        row(&screen, "gpu02").contains("drained 2h fleetop: xid on gpu3: reboot_node (XID 79)"),
+        "{screen}"
+    );
+    // Node detail: who, how long, why.
+    let mut steps = vec![sched()];
+    steps.extend(detail_of("gpu02"));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 30), steps, |_| {});
+    let screen = text(&buf);
+    assert!(
+        screen.contains("slurm drained by fleetop 2h13m: xid on gpu3: reboot_node (XID 79)"),
+        "{screen}"
+    );
+    let mut steps = vec![sched()];
+    steps.extend(detail_of("gpu03"));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 30), steps, |_| {});
+    assert!(
+        text(&buf).contains("slurm drained by alice 3h00m: maintenance"),
+        "{}",
+        text(&buf)
+    );
+}
+
+fn report(action: NodeAction, node: &str, reason: &str, message: &str) -> ActionReport {
+    ActionReport {
+        time: "2026-01-01T00:00:00.000Z".into(),
+        stage: Stage::Done,
+        actor: Actor {
+            uid: 1000,
+            name: Some("alice".into()),
+            sudo_user: None,
+            env_user: None,
+        },
+        action,
+        nodes: vec![node.into()],
+        reason: Some(reason.into()),
+        commands: vec![],
+        refused: None,
+        results: vec![NodeResult {
+            node: node.into(),
+            ok: true,
+            message: message.into(),
+            state_before: None,
+            state_after: None,
+        }],
+        forced: false,
+        policy: None,
+    }
+}
+
+#[test]
+fn the_timeline_pane_shows_raised_flags_and_what_people_did_newest_first() {
+    let steps = |t: &str| {
+        let mut s = detail_of("gpu15");
+        s.push(Step::Do(key(KeyCode::Char('5'))));
+        let r = report(NodeAction::Drain, "gpu15", "fleetop: xid on gpu4", "now drained");
+        s.push(Step::Arrive(Update::ActionDone(std::sync::Arc::new(r))));
+        // Any key closes the result.
+        s.push(Step::Do(key(KeyCode::Esc)));
+        s.extend(step_keys(t));
+        s
+    };
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 600), (80, 24), steps(""), |_| {});
+    let screen = text(&buf);
+    insta::assert_snapshot!("detail_timeline_80x24", screen);
+    let drain = screen
+        .lines()
+        .position(|l| l.contains("alice") && l.contains("drain ok (fleetop: xid on gpu4): now drained"));
+    let raised = screen
+        .lines()
+        .position(|l| l.contains("fleetop") && l.contains("xid on gpu4 raised"));
+    assert!(drain.is_some() && raised.is_some() && drain < raised, "{screen}");
+    assert!(
+        screen.contains("00:00:00") && screen.contains("2025-12-31 23:5"),
+        "{screen}"
+    );
+    let (plain, _) = drive_steps(mono(), fleet_updates(16, 8, 600), (80, 24), steps(""), |_| {});
+    assert_eq!(text(&plain), screen);
+    assert!(colourless(&plain));
+    // j scrolls: the newest goes off the top.
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 600), (80, 24), steps("j"), |_| {});
+    let screen = text(&buf);
+    assert!(
+        screen.contains("newest first · 2-") && !screen.contains("now drained"),
+        "{screen}"
+    );
+    // A node nothing has happened to says what will show there.
+    let mut s = detail_of("gpu02");
+    s.push(Step::Do(key(KeyCode::Char('5'))));
+    s.extend(step_keys("jjG"));
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 0), (80, 24), s, |_| {});
+    assert!(
+        text(&buf).contains("Nothing has happened to this node"),
+        "{}",
+        text(&buf)
+    );
+}
+
+#[test]
+fn capital_t_returns_a_node_to_service_with_a_burn_in_where_none_passed_since_the_drain() {
+    use fleetop::model::returning::Step as Do;
+    use fleetop::model::timeline::{Event as TEvent, What};
+    let drained_at = NOW - 2 * 3_600_000;
+    let sched = || {
+        sched_arrives(
+            vec![
+                (
+                    "gpu02",
+                    sched_node(
+                        "drained",
+                        Some("fleetop: xid on gpu3: reboot_node"),
+                        Some("root"),
+                        Some(drained_at),
+                    ),
+                ),
+                (
+                    "gpu03",
+                    sched_node("drained", Some("maintenance"), Some("alice"), Some(drained_at)),
+                ),
+            ],
+            vec![],
+        )
+    };
+    let with = |then: Vec<Step>| {
+        let mut v = vec![sched()];
+        v.extend(then);
+        v
+    };
+    let returned = |asked: &[Request]| match asked {
+        [Request::Return(p)] => (**p).clone(),
+        other => panic!("{other:?}"),
+    };
+    // The dialog: what happens to the node, and the exact commands.
+    let (buf, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("jT")),
+        enabled,
+    );
+    let screen = text(&buf);
+    assert!(asked.is_empty(), "{asked:?}");
+    assert!(
+        screen.contains("return to service")
+            && screen.contains("gpu02: burn-in (quick) first")
+            && screen.contains("RunBench suite=quick agent=10.0.0.1:50051")
+            && screen.contains("scontrol update NodeName=gpu02 State=RESUME"),
+        "{screen}"
+    );
+    // y: the return goes, and the running dialog waits for its result.
+    let (buf, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("jTy")),
+        enabled,
+    );
+    let p = returned(&asked);
+    assert!(matches!(p.nodes[0].step, Do::Bench { .. }), "{p:?}");
+    assert_eq!((p.plan.commands[0][0].as_str(), p.force), ("RunBench", false));
+    assert!(text(&buf).contains("return 1 node(s)"), "{}", text(&buf));
+    // s: the full suite.
+    let (_, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("jTsy")),
+        enabled,
+    );
+    let p = returned(&asked);
+    assert_eq!(p.suite, fleetop::model::bench::Suite::Full);
+    assert!(p.plan.commands[0].contains(&"suite=full".to_string()), "{p:?}");
+    // A burn-in passed since the drain (on the node's timeline): resumed without another.
+    let passed = Step::Arrive(Update::Timeline(vec![TEvent {
+        time_ms: drained_at + 600_000,
+        node: "gpu02".into(),
+        what: What::Action {
+            action: NodeAction::Bench,
+            ok: true,
+            reason: Some("suite quick".into()),
+            message: String::new(),
+            policy: None,
+        },
+        by: "alice".into(),
+    }]));
+    let mut steps = with(vec![passed]);
+    steps.extend(step_keys("jTy"));
+    let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 30), (100, 30), steps, enabled);
+    let p = returned(&asked);
+    assert!(matches!(p.nodes[0].step, Do::Resume { .. }), "{p:?}");
+    assert_eq!(
+        p.plan.commands,
+        [["scontrol", "update", "NodeName=gpu02", "State=RESUME"]]
+    );
+    // Someone else's drain: y does nothing; the name typed forces it.
+    let (_, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("jjTy")),
+        enabled,
+    );
+    assert!(asked.is_empty(), "{asked:?}");
+    let mut steps = with(step_keys("jjTgpu03"));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 30), (100, 30), steps, enabled);
+    let p = returned(&asked);
+    assert!(
+        p.force && p.plan.force && matches!(p.nodes[0].step, Do::Bench { .. }),
+        "{p:?}"
+    );
+    // Read-only: refused and logged; no scheduler: said.
+    let ro = |app: &mut App| {
+        app.actions_enabled = true;
+        app.read_only = true;
+    };
+    let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 30), (100, 30), with(step_keys("jT")), ro);
+    let [Request::Refused(plan, why)] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!((plan.action, why.as_str()), (NodeAction::Return, "read-only mode"));
+    assert!(text(&buf).contains("read-only mode: return to service is off"));
+    let (buf, asked) = drive_steps(
+        theme(),
+        fleet_updates(4, 8, 30),
+        (100, 30),
+        with(step_keys("jT")),
+        |_| {},
+    );
+    assert!(asked.is_empty());
+    assert!(
+        text(&buf).contains("no scheduler: start with --slurm"),
+        "{}",
+        text(&buf)
+    );
+}
+
+#[test]
+fn a_tripped_remediation_breaker_says_remediation_stopped_in_the_header() {
+    use fleetop::model::remediation::{Mode, State, Tripped};
+    let arrive = |tripped: bool| {
+        Step::Arrive(Update::Remediation(Box::new(State {
+            tripped: tripped.then(|| Tripped {
+                at_ms: NOW - 60_000,
+                why: "3 drains in 10 min".into(),
+            }),
+            mode: Some(Mode::Drain),
+            limit: Some(3),
+            ..State::default()
+        })))
+    };
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), vec![arrive(true)], |_| {});
+    let screen = text(&buf);
+    let header = screen.lines().nth(1).unwrap_or_default();
+    assert!(header.starts_with(" REMEDIATION STOPPED"), "{screen}");
+    let (x, y) = find(&buf, "REMEDIATION STOPPED").expect("shown");
+    let t = theme();
+    assert_eq!(
+        buf[(x, y)].style(),
+        buf[(x, y)].style().patch(t.crit_block()),
+        "in the crit style"
+    );
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 30), vec![arrive(true)], |_| {});
+    assert!(
+        text(&buf).contains("REMEDIATION STOPPED  fleetop remediate reset"),
+        "{}",
+        text(&buf)
+    );
+    // A policy that runs and has not tripped, or none: nothing.
+    for steps in [vec![arrive(false)], vec![]] {
+        let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, |_| {});
+        assert!(!text(&buf).contains("REMEDIATION"), "{}", text(&buf));
+    }
+}
+
+#[test]
+fn the_new_dialogs_and_the_timeline_draw_at_any_size_without_a_panic() {
+    let sched = || {
+        sched_arrives(
+            vec![
+                (
+                    "gpu01",
+                    sched_node("drained", Some("fleetop: xid on gpu3"), None, Some(NOW - 60_000)),
+                ),
+                ("gpu02", sched_node("down", None, None, Some(NOW + 60_000))),
+                ("gpu03", sched_node("drained", Some("x"), Some("bob"), None)),
+            ],
+            vec![job(1, "gpu01", u64::MAX)],
+        )
+    };
+    for size in [(1, 1), (12, 4), (30, 8), (60, 12), (80, 24)] {
+        for k in ["T", "jT", "jjT", "R", "jjR", "D", "\t\tD", "\n5", "\n5G", "\nD"] {
+            let mut v = vec![sched()];
+            v.extend(k.chars().map(|c| {
+                Step::Do(match c {
+                    '\n' => key(KeyCode::Enter),
+                    '\t' => key(KeyCode::Tab),
+                    c => key(KeyCode::Char(c)),
+                })
+            }));
+            drive_steps(theme(), fleet_updates(4, 8, 30), size, v, enabled);
+        }
+    }
 }

@@ -73,7 +73,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     render_diagnosis(app, n, &flags, diag, buf);
     line_at(Line::from(Span::styled(host_line, t.muted)), host, 0, buf);
     if let Some(v) = &n.scheduler {
-        let mut line = sched_line(t, v);
+        let mut line = sched_line(t, v, app.now_ms);
         if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {
             line.spans.insert(0, Span::styled(format!("{p} │ "), t.crit));
         }
@@ -130,8 +130,10 @@ fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: 
     }
 }
 
-/// "slurm drained in gpu,debug (fan broken, by root, 2026-…) · job 4411 alice train 8 GPUs 1h02m"
-fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView) -> Line<'a> {
+/// "slurm mixed in gpu,debug · job 4411 alice train 8 GPUs 1h02m"; out of
+/// service, who holds it, for how long and why first: "slurm drained by
+/// fleetop 2h13m: xid on gpu3 ... · in gpu · no jobs".
+fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView, now_ms: i64) -> Line<'a> {
     let style = if v.node.is_down() {
         t.crit
     } else if v.node.state.contains("drain") {
@@ -139,12 +141,22 @@ fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView) -> Line<'a> {
     } else {
         t.ok
     };
-    let mut spans = vec![Span::styled("slurm ", t.muted), Span::styled(v.node.label(), style)];
-    if !v.node.partitions.is_empty() {
-        spans.push(Span::styled(" in ", t.muted));
-        spans.push(Span::raw(v.node.partitions.join(",")));
+    let mut spans = vec![Span::styled("slurm ", t.muted)];
+    if let Some(held) = crate::tui::view::held_text(&v.node, now_ms) {
+        spans.push(Span::styled(held, style));
+        if !v.node.partitions.is_empty() {
+            spans.push(Span::styled(" · in ", t.muted));
+            spans.push(Span::raw(v.node.partitions.join(",")));
+        }
+    } else {
+        spans.push(Span::styled(v.node.label(), style));
+        if !v.node.partitions.is_empty() {
+            spans.push(Span::styled(" in ", t.muted));
+            spans.push(Span::raw(v.node.partitions.join(",")));
+        }
     }
-    if let Some(r) = &v.node.reason {
+    // A reason on a node in service (Slurm keeps the last one): as before.
+    if let Some(r) = v.node.reason.as_ref().filter(|_| !v.node.out_of_service()) {
         let by = v
             .node
             .reason_user
@@ -408,6 +420,7 @@ fn render_pane(app: &App, n: &NodeState, pane: Pane, area: Rect, buf: &mut Buffe
         Pane::Nvlink => render_nvlink(app, n, inner, buf),
         Pane::Infiniband => render_ib(t, n, inner, buf),
         Pane::Processes => render_processes(t, n, inner, buf),
+        Pane::Timeline => super::timeline::render(app, n, inner, buf),
     }
 }
 

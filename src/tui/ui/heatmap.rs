@@ -97,8 +97,40 @@ struct RowLayout {
     mean: bool,
 }
 
+const FLAGS_MIN: usize = 12;
+
+impl RowLayout {
+    /// Columns a row of `gpus` cells takes, the flags' minimum included.
+    fn used(&self, gpus: usize) -> usize {
+        2 + self.name_w
+            + 1
+            + if self.status { 6 } else { 0 }
+            + gpus * self.cell_w
+            + if self.mean { 5 } else { 0 }
+            + FLAGS_MIN
+    }
+}
+
+/// The scheduler column's width: 10 for Slurm's state words; wider where
+/// fleetop drained a shown node, so its row says so and for how long
+/// (`need`), and as much of the reason (`want`) as the row's spare room
+/// allows. Where `need` only fits with narrower GPU cells, it gets just
+/// that: what room the narrower cells leave goes to the flags.
+fn sched_width(width: usize, gpus: usize, name_w: usize, need: usize, want: usize) -> usize {
+    const STATE_W: usize = 10;
+    if need <= STATE_W {
+        return STATE_W;
+    }
+    let rest = width.saturating_sub(STATE_W);
+    let at_state = STATE_W + rest.saturating_sub(row_layout(rest, gpus, name_w).used(gpus));
+    if at_state >= need {
+        want.clamp(need, at_state)
+    } else {
+        need
+    }
+}
+
 fn row_layout(width: usize, gpus: usize, name_w: usize) -> RowLayout {
-    const FLAGS_MIN: usize = 12;
     for (cell_w, status, mean) in [
         (4, true, true),
         (3, true, true),
@@ -161,9 +193,32 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         .max()
         .unwrap_or(4)
         .clamp(4, 16);
-    // The scheduler's word for the node, where a scheduler is known.
-    let with_sched = vis.iter().any(|&i| nodes[i].scheduler.is_some());
-    let sched_w = if with_sched { 10 } else { 0 };
+    // The scheduler's word for the node, where a scheduler is known; for
+    // a node fleetop drained, how long and why.
+    let labels: Vec<Option<String>> = vis
+        .iter()
+        .map(|&i| {
+            let s = &nodes[i].scheduler.as_ref()?.node;
+            Some(view::sched_label(s, app.now_ms))
+        })
+        .collect();
+    let with_sched = labels.iter().any(Option::is_some);
+    // "drained 2h fleetop…" at least (a gap after): the reason's words as room allows.
+    let need = labels
+        .iter()
+        .flatten()
+        .filter_map(|l| {
+            l.find(crate::model::action::REASON_PREFIX)
+                .map(|at| at + "fleetop".len() + 2)
+        })
+        .max()
+        .unwrap_or(0);
+    let want = labels
+        .iter()
+        .flatten()
+        .map(|l| l.chars().count() + 1)
+        .max()
+        .unwrap_or(0);
     // A GPU in MIG mode gets a cell per instance where those still fit three
     // columns wide; else one cell per GPU, which says how many instances it has.
     let cells = |i: usize| -> usize {
@@ -175,6 +230,11 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             .sum()
     };
     let max_cells = vis.iter().map(|&i| cells(i)).max().unwrap_or(0);
+    let sched_w = if with_sched {
+        sched_width(area.width as usize, max_gpus, name_w, need, want)
+    } else {
+        0
+    };
     let width = (area.width as usize).saturating_sub(sched_w);
     let split_lay = row_layout(width, max_cells, name_w);
     let split = max_cells > max_gpus && split_lay.cell_w >= 3;
@@ -204,7 +264,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             spans.push(Span::raw(" ".repeat(pad)));
         }
         if with_sched {
-            spans.push(sched_span(t, n));
+            spans.push(sched_span(t, n, labels[pos].as_deref(), sched_w));
         }
         let info = n.info.as_ref();
         let stale = status != NodeStatus::Ok;
@@ -258,10 +318,11 @@ fn cell_span(t: &Theme, frac: Option<f64>, stale: bool, mig: bool, text: String)
     }
 }
 
-/// The scheduler state in a fixed 10 columns: drained and down stand out.
-fn sched_span(t: &Theme, n: &NodeState) -> Span<'static> {
-    let Some(v) = &n.scheduler else {
-        return Span::raw(" ".repeat(10));
+/// The scheduler's word for a node (`label`) in `w` columns, a gap
+/// after it: drained and down stand out; a cut reason ends in "…".
+fn sched_span(t: &Theme, n: &NodeState, label: Option<&str>, w: usize) -> Span<'static> {
+    let (Some(v), Some(label)) = (&n.scheduler, label) else {
+        return Span::raw(" ".repeat(w));
     };
     let style = if v.node.is_down() {
         t.crit
@@ -270,8 +331,15 @@ fn sched_span(t: &Theme, n: &NodeState) -> Span<'static> {
     } else {
         t.muted
     };
-    let label: String = v.node.label().chars().take(9).collect();
-    Span::styled(format!("{label:<10}"), style)
+    let room = w.saturating_sub(1);
+    let label: String = if label.chars().count() > room && label.contains(crate::model::action::REASON_PREFIX) {
+        let mut cut: String = label.chars().take(room.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    } else {
+        label.chars().take(room).collect()
+    };
+    Span::styled(format!("{label:<w$}"), style)
 }
 
 /// `s` in exactly `w` columns: right-aligned with a gap before where it fits
@@ -386,6 +454,20 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleetop_drain_gets_its_words_from_spare_room_and_its_minimum_from_the_cells() {
+        // 80 columns, 8 GPUs: "drained 2h fleetop…" does not fit beside
+        // 4-wide cells; it gets exactly its minimum.
+        assert_eq!(sched_width(80, 8, 5, 20, 60), 20);
+        // Wide: the whole reason where it fits, never less than the minimum.
+        assert_eq!(sched_width(200, 8, 5, 20, 60), 60);
+        assert_eq!(sched_width(200, 8, 5, 20, 12), 20);
+        // No fleetop drain shown: Slurm's words in 10.
+        assert_eq!(sched_width(80, 8, 5, 0, 9), 10);
+        // Too narrow for anything: no panic.
+        assert_eq!(sched_width(5, 8, 5, 20, 60), 20);
+    }
 
     #[test]
     fn columns_drop_before_anything_overlaps() {

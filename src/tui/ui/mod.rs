@@ -4,8 +4,10 @@
 mod alerts;
 mod bench;
 mod detail;
+mod dialog;
 mod groups;
 mod heatmap;
+mod timeline;
 
 use std::collections::BTreeMap;
 
@@ -15,10 +17,9 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 
-use crate::model::action;
 use crate::model::flag::{FlagKind, Severity};
 use crate::store::NodeStatus;
-use crate::tui::app::{App, Dialog, Screen};
+use crate::tui::app::{App, Screen};
 use crate::tui::theme::Theme;
 
 pub use heatmap::wall_geometry;
@@ -59,7 +60,7 @@ impl Widget for &App {
             render_help(self, area, buf);
         }
         if let Some(d) = &self.dialog {
-            render_dialog(self, d, area, buf);
+            dialog::render(self, d, area, buf);
         }
     }
 }
@@ -83,155 +84,6 @@ fn popup(t: &Theme, title: &str, lines: Vec<Line<'_>>, w: u16, area: Rect, buf: 
                 .title(Line::from(format!(" {title} ")).style(t.title)),
         )
         .render(r, buf);
-}
-
-/// Which nodes an action is about, as the person chose them: "3 marked
-/// nodes" when marks chose them, so nobody mistakes them for the one in view.
-fn chosen(app: &App, n: usize) -> String {
-    match (app.marked.is_empty(), n) {
-        (false, 1) => "1 marked node".into(),
-        (false, n) => format!("{n} marked nodes"),
-        (true, 1) => "the node in view".into(),
-        (true, n) => format!("{n} nodes"),
-    }
-}
-
-/// A plan's exact commands, one a line, as a person would type them.
-fn command_lines(plan: &action::Plan) -> impl Iterator<Item = Line<'static>> + '_ {
-    plan.commands
-        .iter()
-        .map(|c| Line::from(format!("   {}", action::shell_words(c))))
-}
-
-/// A confirmation's answers: `y` and what it does, any other keys, and what
-/// any other key does, which is the default.
-fn answers(t: &Theme, yes: &str, more: &[(&str, &str)], otherwise: &str) -> Line<'static> {
-    let mut spans = vec![Span::styled(" y ", t.crit), Span::raw(format!("{yes}    "))];
-    for (key, what) in more {
-        spans.push(Span::styled(format!("{key} "), t.title));
-        spans.push(Span::raw(format!("{what}    ")));
-    }
-    spans.push(Span::styled("any other key ", t.title));
-    spans.push(Span::raw(format!("{otherwise} (the default)")));
-    Line::from(spans)
-}
-
-fn render_dialog(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
-    let t = &app.theme;
-    let width = area.width.saturating_sub(4).clamp(40, 110);
-    match d {
-        Dialog::Reason { action, nodes, text } => {
-            let lines = vec![
-                Line::from(format!(
-                    " {} {}: {}",
-                    action.verb(),
-                    chosen(app, nodes.len()),
-                    nodes.join(" ")
-                )),
-                Line::from(""),
-                Line::from(vec![
-                    Span::styled(" reason: ", t.title),
-                    Span::raw(text.clone()),
-                    Span::styled("█", t.muted),
-                ]),
-                Line::from(""),
-                Line::from(Span::styled(" Enter continue (nothing runs yet)   Esc cancel", t.muted)),
-            ];
-            popup(t, "drain", lines, width, area, buf);
-        }
-        Dialog::Confirm(plan) => {
-            let mut lines = vec![
-                Line::from(format!(" Run these commands ({})?", chosen(app, plan.nodes.len()))),
-                Line::from(""),
-            ];
-            lines.extend(command_lines(plan));
-            lines.push(Line::from(""));
-            lines.push(answers(t, "run", &[], "cancel"));
-            popup(t, &format!("confirm {}", plan.action.verb()), lines, width, area, buf);
-        }
-        Dialog::ConfirmBench { nodes, suite } => {
-            let names: Vec<&str> = nodes
-                .iter()
-                .filter_map(|&i| app.store.nodes.get(i))
-                .map(|n| n.target.name.as_str())
-                .collect();
-            let suite = suite.name();
-            let mut lines = vec![
-                Line::from(format!(" Run the {suite} burn-in suite on {} node(s)?", names.len())),
-                Line::from(format!("   {}", names.join(" "))),
-                Line::from(""),
-                Line::from(" GPU copies (HBM, PCIe, NVLink), NCCL all-reduce, a GEMM burn watched for"),
-                Line::from(" throttling, XIDs and ECC errors, host memory, and TCP to the next node."),
-                Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."),
-                Line::from(""),
-            ];
-            lines.push(answers(t, "run", &[("s", "quick/full")], "cancel"));
-            popup(t, "confirm burn-in", lines, width, area, buf);
-        }
-        Dialog::ConfirmSignal { plan, .. } => {
-            let mut lines = vec![
-                Line::from(format!(
-                    " {} on {}?",
-                    plan.reason.as_deref().unwrap_or(""),
-                    plan.nodes.join(" ")
-                )),
-                Line::from(" The node's agent sends it, only to processes it sees on that GPU:"),
-                Line::from(""),
-            ];
-            lines.extend(command_lines(plan));
-            lines.push(Line::from(""));
-            lines.push(answers(t, "send", &[], "cancel"));
-            popup(t, "confirm signal", lines, width, area, buf);
-        }
-        Dialog::ConfirmCancelBench { nodes } => {
-            let lines = vec![
-                Line::from(format!(" Stop the burn-in on {} node(s)?", nodes.len())),
-                Line::from(format!("   {}", nodes.join(" "))),
-                Line::from(" They end as cancelled: no verdict on the hardware."),
-                Line::from(""),
-                answers(t, "stop it", &[], "let it run"),
-            ];
-            popup(t, "cancel burn-in", lines, width, area, buf);
-        }
-        Dialog::Running(plan) => {
-            let then = match plan.action {
-                crate::model::action::NodeAction::Signal => "asking the node's agent",
-                _ => "then reading the result back from Slurm",
-            };
-            let lines = vec![Line::from(format!(
-                " {} {} node(s)… {then}",
-                plan.action.verb(),
-                plan.nodes.len()
-            ))];
-            popup(t, "running", lines, width, area, buf);
-        }
-        Dialog::Result => {
-            let Some(r) = &app.store.last_action else { return };
-            let mut lines = Vec::new();
-            for n in &r.results {
-                lines.push(Line::from(vec![
-                    Span::raw(format!(" {:<12}", n.node)),
-                    if n.ok {
-                        Span::styled("ok    ", t.ok)
-                    } else {
-                        Span::styled("FAIL  ", t.crit)
-                    },
-                    Span::raw(n.message.clone()),
-                ]));
-            }
-            lines.push(Line::from(""));
-            lines.push(Line::from(Span::styled(
-                format!(" logged to {}   any key closes", app.audit_path.display()),
-                t.muted,
-            )));
-            let title = format!(
-                "{} {}",
-                r.action.verb(),
-                if r.ok() { "done" } else { "failed on some nodes" }
-            );
-            popup(t, &title, lines, width, area, buf);
-        }
-    }
 }
 
 pub fn severity_style(t: &Theme, s: Severity) -> Style {
@@ -334,6 +186,15 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     )));
     line_at(Line::from(line1), area, 0, buf);
     let mut line2 = Vec::new();
+    // The remediation policy's breaker tripped: it drains nothing more
+    // until a person looks and resets it. Loud, and first.
+    if app.store.remediation.as_ref().is_some_and(|r| r.tripped.is_some()) {
+        line2.push(Span::styled(" REMEDIATION STOPPED ", t.crit_block()));
+        if area.width >= 100 {
+            line2.push(Span::styled(" fleetop remediate reset ", t.muted));
+        }
+        line2.push(Span::styled("│", t.border));
+    }
     // A scheduler that cannot be read comes first: every Slurm state on
     // screen is then as old as its last good read.
     if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {
@@ -429,12 +290,16 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "y copy",
             "w wall",
         ],
-        Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-4 pane", "n/p node", "Tab screen"],
+        Screen::Detail if app.pane == crate::tui::app::Pane::Timeline => {
+            &["? help", "Esc back", "j/k scroll", "1-5 pane", "n/p node", "Tab screen"]
+        }
+        Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-5 pane", "n/p node", "Tab screen"],
         Screen::Alerts => &[
             "? help",
             "Esc back",
             "j/k move",
             "Enter node",
+            "D drain",
             "a ack",
             "1/4/8 silence h",
             "z fold",
@@ -506,6 +371,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
     match screen {
         Screen::Heatmap | Screen::Detail => v.extend([
             ("D R U", "drain (with a reason), resume, undrain: marked or this"),
+            ("T", "return to service: resume after a passing burn-in"),
             ("B", "burn-in on the marked nodes or this one (s: quick/full)"),
         ]),
         Screen::Alerts | Screen::Groups => {}
@@ -533,7 +399,8 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ]),
         Screen::Detail => v.extend([
             ("j k  ↓ ↑", "select a GPU"),
-            ("1 2 3 4  h l", "pane: history, NVLink, InfiniBand, processes"),
+            ("1-5  h l", "pane: history, NVLink, InfiniBand, processes, timeline"),
+            ("", "  in the timeline (5) j k PgUp PgDn g G scroll it"),
             ("n p", "next / previous node"),
             ("z", "history: the last minute, ten minutes, or all of it"),
             ("K", "cancel the Slurm job on this GPU (scancel, asks first)"),
@@ -543,6 +410,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("j k  ↓ ↑", "move"),
             ("g G  PgUp PgDn", "top, bottom, page"),
             ("Enter", "open the node of the alert"),
+            ("D", "drain the alert's node, the catalog's reason filled in"),
             ("s", "sort by severity, age, node, kind"),
             ("z", "fold / unfold identical flags of one job into one row"),
             ("a", "acknowledge the alert (until it clears); again to undo"),

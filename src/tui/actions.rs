@@ -1,0 +1,619 @@
+//! Starting and confirming what changes the cluster from the console:
+//! drain, resume, undrain, return to service, burn-in, scancel, signals.
+//! Kept apart from `app` (the key table) so every path to a command is in
+//! one place: each one refuses in read-only mode (and logs the attempt),
+//! says what is missing without a scheduler or token, and shows exactly
+//! what will run before a `y` (or, for a node someone else holds out of
+//! service, its name typed) sends it. Pure like `app`: no I/O, no clock.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::ingest::hostlist;
+use crate::model::action::{self, NodeAction, Plan, Request};
+use crate::model::bench::{Outcome, Suite};
+use crate::model::returning::Prepared;
+use crate::model::sched::Hold;
+use crate::model::timeline::Event;
+use crate::tui::app::{App, Screen};
+use crate::tui::view;
+
+/// A modal step of a cluster action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dialog {
+    /// Typing the reason for a drain: `text` is the person's words; the
+    /// fixed `fleetop: ` prefix is added by `action::plan`, shown, never typed.
+    Reason {
+        action: NodeAction,
+        nodes: Vec<String>,
+        text: String,
+        /// How the nodes were chosen ("the alert's node", "2 marked nodes").
+        chosen: String,
+    },
+    /// The exact commands, waiting for `y` (anything else cancels); with a
+    /// guard, for the held nodes' names typed instead.
+    Confirm {
+        plan: Plan,
+        chosen: String,
+        guard: Option<Guard>,
+    },
+    /// Return to service: what happens to each node and the commands,
+    /// waiting for `y` (`s` switches the burn-in suite), or the guard.
+    ConfirmReturn {
+        prepared: Box<Prepared>,
+        chosen: String,
+        guard: Option<Guard>,
+    },
+    /// Sent; waiting for the result.
+    Running(Plan),
+    /// A burn-in suite on these nodes, waiting for `y`.
+    ConfirmBench { nodes: Vec<usize>, suite: Suite },
+    /// Stopping the running burn-in, waiting for `y`.
+    ConfirmCancelBench { nodes: Vec<String> },
+    /// Signalling a GPU's processes through node `node`'s agent, waiting for `y`.
+    ConfirmSignal { node: usize, plan: Plan },
+    /// The result of the last action, node by node.
+    Result,
+}
+
+/// Nodes someone else holds out of service (a person, another tool,
+/// Slurm): putting them back overrides that, so a reflexive `y` must not
+/// do it. Only their names, typed, confirm (and the plan is forced).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    /// "gpu02: drained by alice at 2026-..: maintenance", one per node.
+    pub held: Vec<String>,
+    /// What must be typed: the held nodes as a Slurm hostlist.
+    pub names: String,
+    pub typed: String,
+    /// Enter was pressed on something else: the dialog says so.
+    pub wrong: bool,
+}
+
+/// The nodes an action applies to: the marked ones, else the one in view.
+pub(crate) fn action_targets(app: &App) -> Vec<String> {
+    let idx: Vec<usize> = if !app.marked.is_empty() {
+        app.marked.iter().copied().collect()
+    } else if app.screen == Screen::Detail {
+        vec![app.detail_node]
+    } else {
+        app.current_node().into_iter().collect()
+    };
+    idx.into_iter()
+        .filter_map(|i| app.store.nodes.get(i))
+        .map(|n| n.target.name.clone())
+        .collect()
+}
+
+/// Which nodes an action is about, as the person chose them: "3 marked
+/// nodes" when marks chose them, so nobody mistakes them for the one in view.
+fn chosen(app: &App, n: usize) -> String {
+    match (app.marked.is_empty(), n) {
+        (false, 1) => "1 marked node".into(),
+        (false, n) => format!("{n} marked nodes"),
+        (true, 1) => "the node in view".into(),
+        (true, n) => format!("{n} nodes"),
+    }
+}
+
+/// Read-only mode: `plan` is not run, but the attempt goes to the audit log,
+/// and the footer says what is off.
+pub(crate) fn refuse_read_only(app: &mut App, plan: Plan, what: &str) {
+    app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
+    app.message = Some(format!("read-only mode: {what} is off"));
+}
+
+/// `D` `R` `U` on the heatmap, node detail and groups.
+pub(crate) fn start_action(app: &mut App, key: char) {
+    let action = match key {
+        'D' => NodeAction::Drain,
+        'R' => NodeAction::Resume,
+        'U' => NodeAction::Undrain,
+        _ => return,
+    };
+    let nodes = action_targets(app);
+    if nodes.is_empty() {
+        return;
+    }
+    let label = chosen(app, nodes.len());
+    if action == NodeAction::Drain {
+        // In node detail, the node's most urgent flag says why; with marks
+        // it would speak for nodes it is not on.
+        let text = match app.screen {
+            Screen::Detail if app.marked.is_empty() => app
+                .detail()
+                .and_then(view::diagnosis)
+                .map(|(f, _)| f.drain_reason())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        open_drain(app, nodes, text, label);
+        return;
+    }
+    if app.read_only {
+        let commands = nodes.iter().map(|n| action::command(action, n, None)).collect();
+        let plan = Plan::new(action, nodes, None, commands);
+        refuse_read_only(app, plan, action.verb());
+        return;
+    }
+    if !app.actions_enabled {
+        app.message = Some(format!("no scheduler: start with --slurm to {}", action.verb()));
+        return;
+    }
+    match action::plan(action, nodes, None) {
+        Ok(mut plan) => {
+            let guard = guard_for(app, &plan.nodes);
+            // Only the typed names can send it, and then it is meant.
+            plan.force = guard.is_some();
+            app.dialog = Some(Dialog::Confirm {
+                plan,
+                chosen: label,
+                guard,
+            });
+        }
+        Err(e) => app.message = Some(e),
+    }
+}
+
+/// The drain dialog with `text` filled in (editable), after the same
+/// refusals everywhere a drain starts: read-only (logged), no scheduler.
+fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen: String) {
+    if app.read_only {
+        let reason = (!text.trim().is_empty()).then(|| action::owned_reason(text.trim()));
+        let commands = nodes
+            .iter()
+            .map(|n| action::command(NodeAction::Drain, n, reason.as_deref()))
+            .collect();
+        let plan = Plan::new(NodeAction::Drain, nodes, reason, commands);
+        refuse_read_only(app, plan, "drain");
+        return;
+    }
+    if !app.actions_enabled {
+        app.message = Some("no scheduler: start with --slurm to drain".into());
+        return;
+    }
+    app.dialog = Some(Dialog::Reason {
+        action: NodeAction::Drain,
+        nodes,
+        text,
+        chosen,
+    });
+}
+
+/// `D` on the alerts screen: drain the selected alert's node, the catalog's
+/// reason for its flag filled in. A row folding several nodes is not one
+/// node: it says how to get one.
+pub(crate) fn drain_alert(app: &mut App) {
+    let Some((node, nodes, text)) = app
+        .alerts()
+        .get(app.alert_cursor)
+        .map(|r| (r.node, r.nodes, r.flag.drain_reason()))
+    else {
+        app.message = Some("no alert selected: nothing to drain".into());
+        return;
+    };
+    if nodes > 1 {
+        app.message = Some(format!("this row folds {nodes} nodes: z unfolds it, then D drains one"));
+        return;
+    }
+    let Some(name) = app.store.nodes.get(node).map(|n| n.target.name.clone()) else {
+        return;
+    };
+    open_drain(app, vec![name], text, "the alert's node".into());
+}
+
+/// On the bench screen, `D` offers to drain the selected node that failed,
+/// with the failure as the reason.
+pub(crate) fn drain_failed_bench_node(app: &mut App) {
+    let Some((&node, b)) = app.store.bench.iter().nth(app.bench_cursor) else {
+        return;
+    };
+    match b.outcome() {
+        Outcome::Failed | Outcome::Error => {}
+        other => {
+            app.message = Some(format!("this node's burn-in is {}: nothing to drain for", other.word()));
+            return;
+        }
+    }
+    let text = b.failure();
+    let Some(name) = app.store.nodes.get(node).map(|n| n.target.name.clone()) else {
+        return;
+    };
+    open_drain(app, vec![name], text, "the failed node".into());
+}
+
+/// The guard for `names`, when someone else holds any of them.
+fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
+    let held: Vec<(String, String)> = names
+        .iter()
+        .filter_map(|name| {
+            let n = app.store.nodes.iter().find(|n| &n.target.name == name)?;
+            let s = &n.scheduler.as_ref()?.node;
+            matches!(s.hold(), Hold::Other).then(|| (name.clone(), s.held_by()))
+        })
+        .collect();
+    if held.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = held.iter().map(|(n, _)| n.clone()).collect();
+    Some(Guard {
+        held: held.into_iter().map(|(n, by)| format!("{n}: {by}")).collect(),
+        names: hostlist::compress(&list),
+        typed: String::new(),
+        wrong: false,
+    })
+}
+
+/// A return to service of `names`, decided from what the console holds:
+/// Slurm's view of each node, their agents, and their timelines (a burn-in
+/// passed since the drain began lets a node go back without another).
+fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Prepared {
+    let store = &app.store;
+    let nodes: Vec<&crate::store::NodeState> = names
+        .iter()
+        .filter_map(|name| store.nodes.iter().find(|n| &n.target.name == name))
+        .collect();
+    let targets: Vec<crate::model::target::Target> = nodes.iter().map(|n| n.target.clone()).collect();
+    let events: Vec<Event> = nodes.iter().flat_map(|n| n.timeline.events().cloned()).collect();
+    let sched = |name: &str| {
+        store
+            .nodes
+            .iter()
+            .find(|n| n.target.name == name)
+            .and_then(|n| n.scheduler.as_ref())
+            .map(|v| &v.node)
+    };
+    crate::ops::return_to_service::prepare(names, sched, &targets, &events, suite, force)
+}
+
+/// `T` on the heatmap and node detail: return the marked nodes (or the one
+/// in view) to service.
+pub(crate) fn start_return(app: &mut App) {
+    let names = action_targets(app);
+    if names.is_empty() {
+        return;
+    }
+    if app.read_only {
+        let plan = prepare_return(app, &names, Suite::Quick, false).plan;
+        refuse_read_only(app, plan, "return to service");
+        return;
+    }
+    if !app.actions_enabled {
+        app.message = Some("no scheduler: start with --slurm to return nodes to service".into());
+        return;
+    }
+    let guard = guard_for(app, &names);
+    let prepared = prepare_return(app, &names, Suite::Quick, guard.is_some());
+    app.dialog = Some(Dialog::ConfirmReturn {
+        prepared: Box::new(prepared),
+        chosen: chosen(app, names.len()),
+        guard,
+    });
+}
+
+pub(crate) fn start_bench(app: &mut App) {
+    let names = action_targets(app);
+    let nodes: Vec<usize> = app
+        .store
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| names.contains(&n.target.name))
+        .map(|(i, _)| i)
+        .collect();
+    if nodes.is_empty() {
+        return;
+    }
+    if app.read_only {
+        let plan = Plan::new(NodeAction::Bench, names, Some("suite quick".into()), vec![]);
+        refuse_read_only(app, plan, "burn-in");
+        return;
+    }
+    if !app.bench_enabled {
+        app.message = Some("burn-in needs the agents' token: bench_token_file in the config".into());
+        return;
+    }
+    app.dialog = Some(Dialog::ConfirmBench {
+        nodes,
+        suite: Suite::Quick,
+    });
+}
+
+/// `K` in node detail: cancel the Slurm job on the selected GPU (its
+/// processes' job), after the same confirmation as a drain, showing the
+/// exact `scancel` it runs.
+pub(crate) fn start_scancel(app: &mut App) {
+    let Some(n) = app.detail() else { return };
+    let gpu = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu));
+    let Some(job) = gpu.and_then(|g| g.processes.iter().find_map(|p| p.job_id)) else {
+        app.message = Some("no Slurm job on this GPU".into());
+        return;
+    };
+    let user = n.job_user(job).map(str::to_string);
+    let nodes: Vec<String> = match n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == job)) {
+        Some(j) => j.nodes.clone(),
+        None => vec![n.target.name.clone()],
+    };
+    let plan = action::scancel_plan(job, user.as_deref(), nodes);
+    if app.read_only {
+        refuse_read_only(app, plan, "scancel");
+        return;
+    }
+    if !app.actions_enabled {
+        app.message = Some("no scheduler: start with --slurm to cancel jobs".into());
+        return;
+    }
+    let chosen = format!("job {job}'s {} node(s)", plan.nodes.len());
+    app.dialog = Some(Dialog::Confirm {
+        plan,
+        chosen,
+        guard: None,
+    });
+}
+
+/// `x` (SIGTERM) or `X` (SIGKILL) in node detail: the selected GPU's
+/// processes, signalled by the node's agent after a confirmation that lists
+/// every pid.
+pub(crate) fn start_signal(app: &mut App, kill: bool) {
+    let node = app.detail_node;
+    let Some(n) = app.store.nodes.get(node) else { return };
+    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu)) else {
+        return;
+    };
+    let pids: Vec<u32> = g.processes.iter().map(|p| p.pid).collect();
+    if pids.is_empty() {
+        app.message = Some("no process on this GPU".into());
+        return;
+    }
+    let plan = crate::ops::signal::plan(&n.target, g.index, &pids, kill);
+    if app.read_only {
+        refuse_read_only(app, plan, "signalling processes");
+        return;
+    }
+    if !app.bench_enabled {
+        app.message = Some("signalling needs the agents' control token: bench_token_file in the config".into());
+        return;
+    }
+    app.dialog = Some(Dialog::ConfirmSignal { node, plan });
+}
+
+/// What a key does to a guard.
+enum Typed {
+    Still(Guard),
+    Confirmed,
+    Cancelled,
+}
+
+/// A key while the held nodes' names are typed: Enter confirms only on
+/// exactly those names; Enter on nothing and Esc cancel.
+fn guard_key(mut g: Guard, k: &KeyEvent) -> Typed {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    match k.code {
+        KeyCode::Esc => return Typed::Cancelled,
+        KeyCode::Enter if g.typed.trim() == g.names => return Typed::Confirmed,
+        KeyCode::Enter if g.typed.trim().is_empty() => return Typed::Cancelled,
+        KeyCode::Enter => g.wrong = true,
+        KeyCode::Backspace => {
+            g.typed.pop();
+            g.wrong = false;
+        }
+        KeyCode::Char('u') if ctrl => g.typed.clear(),
+        KeyCode::Char(c) if !ctrl => {
+            g.typed.push(c);
+            g.wrong = false;
+        }
+        _ => {}
+    }
+    Typed::Still(g)
+}
+
+fn other(s: Suite) -> Suite {
+    match s {
+        Suite::Quick => Suite::Full,
+        Suite::Full => Suite::Quick,
+    }
+}
+
+fn cancelled(app: &mut App, verb: &str) {
+    app.message = Some(format!("{verb} cancelled: nothing was run"));
+}
+
+/// A key while a dialog is open.
+pub(crate) fn dialog_key(app: &mut App, k: KeyEvent) {
+    let Some(d) = app.dialog.take() else { return };
+    let yes = matches!(k.code, KeyCode::Char('y') | KeyCode::Char('Y'));
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    app.dialog = match d {
+        Dialog::Reason {
+            action,
+            nodes,
+            mut text,
+            chosen,
+        } => match k.code {
+            KeyCode::Esc => {
+                cancelled(app, action.verb());
+                None
+            }
+            KeyCode::Enter => match action::plan(action, nodes.clone(), Some(text.clone())) {
+                Ok(plan) => Some(Dialog::Confirm {
+                    plan,
+                    chosen,
+                    guard: None,
+                }),
+                Err(e) => {
+                    app.message = Some(e);
+                    Some(Dialog::Reason {
+                        action,
+                        nodes,
+                        text,
+                        chosen,
+                    })
+                }
+            },
+            // The filled-in reason is long: Ctrl-U starts afresh.
+            KeyCode::Char('u') if ctrl => {
+                text.clear();
+                Some(Dialog::Reason {
+                    action,
+                    nodes,
+                    text,
+                    chosen,
+                })
+            }
+            KeyCode::Backspace => {
+                text.pop();
+                Some(Dialog::Reason {
+                    action,
+                    nodes,
+                    text,
+                    chosen,
+                })
+            }
+            KeyCode::Char(c) if !ctrl => {
+                text.push(c);
+                Some(Dialog::Reason {
+                    action,
+                    nodes,
+                    text,
+                    chosen,
+                })
+            }
+            _ => Some(Dialog::Reason {
+                action,
+                nodes,
+                text,
+                chosen,
+            }),
+        },
+        // Only an explicit yes runs anything: Enter, Esc, n or any other key cancel.
+        Dialog::Confirm {
+            plan,
+            chosen: _,
+            guard: None,
+        } => {
+            if yes {
+                app.outgoing = Some(Request::Run(plan.clone()));
+                Some(Dialog::Running(plan))
+            } else {
+                cancelled(app, plan.action.verb());
+                None
+            }
+        }
+        Dialog::Confirm {
+            plan,
+            chosen,
+            guard: Some(g),
+        } => match guard_key(g, &k) {
+            Typed::Still(g) => Some(Dialog::Confirm {
+                plan,
+                chosen,
+                guard: Some(g),
+            }),
+            Typed::Confirmed => {
+                app.outgoing = Some(Request::Run(plan.clone()));
+                Some(Dialog::Running(plan))
+            }
+            Typed::Cancelled => {
+                cancelled(app, plan.action.verb());
+                None
+            }
+        },
+        Dialog::ConfirmReturn {
+            prepared,
+            chosen,
+            guard,
+        } => return_key(app, prepared, chosen, guard, k),
+        // While running, keys wait; the result replaces it. A return's
+        // burn-in takes minutes: Esc hides it, and the result still shows.
+        Dialog::Running(plan) if plan.action == NodeAction::Return && k.code == KeyCode::Esc => {
+            app.message = Some("the return goes on: its result shows when it is done".into());
+            None
+        }
+        Dialog::Running(plan) => Some(Dialog::Running(plan)),
+        Dialog::ConfirmBench { nodes, suite } => match k.code {
+            KeyCode::Char('s') => Some(Dialog::ConfirmBench {
+                nodes,
+                suite: other(suite),
+            }),
+            _ if yes => {
+                app.outgoing = Some(Request::Bench { nodes, suite });
+                app.screen = Screen::Bench;
+                app.bench_cursor = 0;
+                None
+            }
+            _ => {
+                app.message = Some("burn-in cancelled: nothing was run".into());
+                None
+            }
+        },
+        Dialog::ConfirmSignal { node, plan } => {
+            if yes {
+                app.outgoing = Some(Request::Signal {
+                    node,
+                    plan: plan.clone(),
+                });
+                Some(Dialog::Running(plan))
+            } else {
+                app.message = Some("signal cancelled: nothing was sent".into());
+                None
+            }
+        }
+        Dialog::ConfirmCancelBench { nodes } => {
+            if yes {
+                app.outgoing = Some(Request::CancelBench);
+                app.message = Some(format!("cancelling the burn-in on {} node(s)", nodes.len()));
+            } else {
+                app.message = Some("the burn-in goes on".into());
+            }
+            None
+        }
+        Dialog::Result => None,
+    };
+}
+
+/// A key in the return dialog: `s` (Tab while names are typed) switches
+/// the suite, decided again from the store; `y`, or the guard, sends it.
+fn return_key(
+    app: &mut App,
+    prepared: Box<Prepared>,
+    chosen: String,
+    guard: Option<Guard>,
+    k: KeyEvent,
+) -> Option<Dialog> {
+    let switch = match guard {
+        Some(_) => k.code == KeyCode::Tab,
+        None => k.code == KeyCode::Char('s'),
+    };
+    if switch {
+        let names: Vec<String> = prepared.nodes.iter().map(|n| n.node.clone()).collect();
+        let again = prepare_return(app, &names, other(prepared.suite), prepared.force);
+        return Some(Dialog::ConfirmReturn {
+            prepared: Box::new(again),
+            chosen,
+            guard,
+        });
+    }
+    let send = |app: &mut App, prepared: Box<Prepared>| {
+        let plan = prepared.plan.clone();
+        app.outgoing = Some(Request::Return(prepared));
+        Some(Dialog::Running(plan))
+    };
+    match guard {
+        None if matches!(k.code, KeyCode::Char('y') | KeyCode::Char('Y')) => send(app, prepared),
+        None => {
+            cancelled(app, "return");
+            None
+        }
+        Some(g) => match guard_key(g, &k) {
+            Typed::Still(g) => Some(Dialog::ConfirmReturn {
+                prepared,
+                chosen,
+                guard: Some(g),
+            }),
+            Typed::Confirmed => send(app, prepared),
+            Typed::Cancelled => {
+                cancelled(app, "return");
+                None
+            }
+        },
+    }
+}
