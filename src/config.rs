@@ -515,6 +515,13 @@ mod tests {
             ("[notify]\nkinds = [\"xid\", \"xyd\"]\n", 2, "xyd"),
             ("port = 0\n", 1, "port"),
             ("[thresholds]\nxid_hold = \"300000000000y\"\n", 2, "out of range"),
+            (
+                "[remediate]\nmode = \"drain\"\nmax_percent = 0\n",
+                3,
+                "remediate.max_percent",
+            ),
+            ("[remediate]\nmax_nodes = 0\n", 2, "remediate.max_nodes"),
+            ("[remediate]\nmode = \"yolo\"\n", 2, "dry-run"),
         ];
         for (text, line, needle) in bad {
             let e = parse(text, Path::new("/etc/f.toml")).expect_err(text).to_string();

@@ -176,25 +176,7 @@ async fn run_actions(
                 continue;
             }
         };
-        // Logged before it runs; not run if it cannot be logged.
-        if let Err(e) = audit::started(&plan) {
-            let report = audit::refused(&plan, &e.to_string());
-            if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
-                return;
-            }
-            continue;
-        }
-        let s = slurm.clone();
-        let report = match tokio::task::spawn_blocking(move || slurm::execute(&s, &plan)).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("action task failed: {e}");
-                continue;
-            }
-        };
-        if let Err(e) = audit::log(&report) {
-            tracing::error!("{e}");
-        }
+        let report = slurm::run_logged(&slurm, plan).await;
         poke.notify_one();
         if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
             return;

@@ -23,7 +23,7 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let nodes = hostlist::expand(&args.nodes)?;
     let action = match args.action.action() {
-        None => return history(&nodes, &args),
+        None => return history(&nodes, &args, source, cfg, rt),
         Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, source, cfg, read_only)),
         Some(a) => a,
     };
@@ -33,11 +33,21 @@ pub fn run(
 }
 
 /// `fleetop node history NODES`: the nodes' timelines from the state
-/// directory and the audit log, oldest first.
-fn history(nodes: &[String], args: &NodeCmd) -> anyhow::Result<()> {
+/// directory and the audit log, with the fault journals of their agents
+/// where they answer, oldest first.
+fn history(
+    nodes: &[String],
+    args: &NodeCmd,
+    source: &SourceArgs,
+    cfg: &Config,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<()> {
     let since = now_ms() - args.since.as_millis() as i64;
     let names: BTreeSet<String> = nodes.iter().cloned().collect();
-    let events = timeline::load(Some(&names), since);
+    let mut events = timeline::load(Some(&names), since);
+    let journals = rt.block_on(fault_journals(nodes, source, cfg));
+    events.extend(journals.into_iter().filter(|e| e.time_ms >= since));
+    events.sort_by_key(|e| e.time_ms);
     let mut out = std::io::stdout().lock();
     match args.format {
         ActionFormat::Json => {
@@ -68,6 +78,38 @@ fn history(nodes: &[String], args: &NodeCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What each node's agent has journaled (XIDs per GPU, across restarts
+/// and reboots), asked of all at once; an agent that does not answer is
+/// named on stderr and its journal left out.
+async fn fault_journals(nodes: &[String], source: &SourceArgs, cfg: &Config) -> Vec<crate::model::timeline::Event> {
+    let (Ok(targets), Ok(access)) = (targets::agents_of(nodes, source, cfg), targets::access(source, cfg)) else {
+        return Vec::new();
+    };
+    let mut asks = tokio::task::JoinSet::new();
+    for t in targets {
+        let access = access.clone();
+        asks.spawn(async move {
+            let got = crate::ingest::agent::describe(&t, &access, std::time::Duration::from_secs(5)).await;
+            (t, got)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(Ok((t, got))) = asks.join_next().await {
+        match got {
+            Ok(desc) => out.extend(crate::model::timeline::from_journal(
+                &t.name,
+                &desc.health.fault_journal,
+            )),
+            Err(e) => eprintln!(
+                "fleetop: {}: the agent at {} did not answer ({e}): its fault journal is left out",
+                t.name,
+                t.address()
+            ),
+        }
+    }
+    out
 }
 
 /// `fleetop node return NODES`: see `ops::return_to_service`.

@@ -15,7 +15,7 @@ use crate::model::action::{self, NodeAction};
 use crate::model::time::{now_ms, rfc3339};
 use crate::ops::notify::Notifier;
 use crate::ops::remediate::{self, Decision, Policy, State};
-use crate::ops::{audit, slurm};
+use crate::ops::slurm;
 use crate::session::Session;
 
 pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
@@ -142,21 +142,7 @@ async fn remediate_step(
                     continue;
                 };
                 plan.policy = Some("remediate".into());
-                if let Err(e) = audit::started(&plan) {
-                    tracing::error!("remediate: {node} not drained: {e}");
-                    continue;
-                }
-                let s = slurm_reader.clone();
-                let report = match tokio::task::spawn_blocking(move || slurm::execute(&s, &plan)).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::error!("remediate: {node}: {e}");
-                        continue;
-                    }
-                };
-                if let Err(e) = audit::log(&report) {
-                    tracing::error!("{e}");
-                }
+                let report = slurm::run_logged(slurm_reader, plan).await;
                 match report.results.first() {
                     Some(r) if r.ok => {
                         tracing::warn!("remediate: drained {node}: {reason} ({})", r.message);

@@ -249,6 +249,42 @@ async fn run_node(node: usize, target: Target, opts: SourceOptions, tx: mpsc::Se
     }
 }
 
+/// The node's description (its health checks and fault journal among it),
+/// read once: subscribe without history, take the first message, hang up.
+/// Bounded by `within` whatever the agent does.
+pub async fn describe(
+    target: &Target,
+    access: &Access,
+    within: Duration,
+) -> Result<crate::model::sample::NodeDesc, String> {
+    let once = async {
+        let mut client = connect(target, access).await?;
+        let req = SubscribeRequest {
+            no_backfill: true,
+            ..Default::default()
+        };
+        let mut stream = client
+            .subscribe(req)
+            .await
+            .map_err(|s| format!("subscribe refused: {}", s.message()))?
+            .into_inner();
+        match stream
+            .message()
+            .await
+            .map_err(|s| format!("stream broke: {}", s.message()))?
+        {
+            Some(m) => match m.kind {
+                Some(Kind::Info(info)) => Ok(decode::Stream::default().info(info, now_ms())),
+                _ => Err("the agent did not describe its node first".to_string()),
+            },
+            None => Err("the agent closed the stream".to_string()),
+        }
+    };
+    tokio::time::timeout(within, once)
+        .await
+        .map_err(|_| format!("no answer within {} s", within.as_secs()))?
+}
+
 /// One connection: subscribe and forward until the stream ends or breaks.
 async fn stream_once(
     node: usize,

@@ -109,7 +109,7 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
 }
 
 /// TLS and the telemetry token: flags first, then the config.
-fn access(args: &SourceArgs, cfg: &Config) -> anyhow::Result<crate::ingest::agent::Access> {
+pub fn access(args: &SourceArgs, cfg: &Config) -> anyhow::Result<crate::ingest::agent::Access> {
     let token_file = args.telemetry_token_file.as_ref().or(cfg.telemetry_token_file.as_ref());
     let telemetry_token = match token_file {
         Some(p) => {
@@ -136,22 +136,34 @@ pub fn slurm_targets(slurm: &Slurm, cfg: &Config, port: u16) -> anyhow::Result<V
     if snap.nodes.is_empty() {
         anyhow::bail!("--slurm: Slurm lists no nodes");
     }
-    snap.nodes
-        .keys()
-        .map(|name| {
-            let addr = match cfg.slurm.agents.get(name) {
-                Some(a) => a.clone(),
-                None => cfg.slurm.agent_address.replace("{name}", name),
-            };
-            let mut t = hostlist::parse_targets(&addr, port)
-                .map_err(|e| anyhow::anyhow!("[slurm] agent_address gives a bad address for {name}: {e}"))?;
-            let mut t = t
-                .pop()
-                .ok_or_else(|| anyhow::anyhow!("[slurm] agent_address gives no address for {name}"))?;
-            t.name = name.clone();
-            Ok(t)
-        })
-        .collect()
+    snap.nodes.keys().map(|name| slurm_agent(cfg, name, port)).collect()
+}
+
+/// The agent of Slurm node `name`, at the address the config gives it
+/// (`[slurm.agents]`, else `[slurm] agent_address`).
+pub fn slurm_agent(cfg: &Config, name: &str, port: u16) -> anyhow::Result<Target> {
+    let addr = match cfg.slurm.agents.get(name) {
+        Some(a) => a.clone(),
+        None => cfg.slurm.agent_address.replace("{name}", name),
+    };
+    let mut t = hostlist::parse_targets(&addr, port)
+        .map_err(|e| anyhow::anyhow!("[slurm] agent_address gives a bad address for {name}: {e}"))?;
+    let mut t = t
+        .pop()
+        .ok_or_else(|| anyhow::anyhow!("[slurm] agent_address gives no address for {name}"))?;
+    t.name = name.to_string();
+    Ok(t)
+}
+
+/// The agents of these node names: the hosts the SOURCE names (by name),
+/// else the Slurm mapping of the config.
+pub fn agents_of(names: &[String], args: &SourceArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
+    if args.hosts.is_some() || args.hostfile.is_some() {
+        let all = static_targets(args, cfg)?;
+        return Ok(all.into_iter().filter(|t| names.contains(&t.name)).collect());
+    }
+    let port = port(args, cfg);
+    names.iter().map(|n| slurm_agent(cfg, n, port)).collect()
 }
 
 /// The targets a hostlist or hostfile names (flags first, then the config),

@@ -806,4 +806,18 @@ fn the_same_xid_in_a_third_boot_escalates_to_replace_across_agent_restarts() {
     assert!(why.starts_with("3rd XID 79 on this GPU in 7 days"), "{f:?}");
     assert!(f.action_detail.contains("3rd XID 79"), "{f:?}");
     assert_eq!(gpu(&n, 2).xids, [79]);
+    // The node's history holds the journal too: the earlier boots' XIDs,
+    // asked of the agent (nothing else is on record for this node).
+    let audit = dir.path().join("console").join("audit.jsonl");
+    let out = crate::fleetop()
+        .env("FLEETOP_AUDIT_LOG", &audit)
+        .args(["--hosts", &format!("127.0.0.1:{port}"), "node", "history", &n.name])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let journal: Vec<&str> = text.lines().filter(|l| l.contains("(agent's fault journal)")).collect();
+    assert!(journal.len() >= 2, "{text}");
+    assert!(journal.iter().all(|l| l.contains("XID 79 on GPU-")), "{text}");
+    assert!(journal.iter().any(|l| l.contains("boot 0000000a")), "{text}");
 }

@@ -372,3 +372,68 @@ fn slurm_partitions_are_recorded_with_the_schedulers_view() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A node's timeline read from disk at start (`Update::Timeline`) and the
+/// actions done while recording (`Update::ActionDone`) are in the
+/// recording: a replay shows them on the node's timeline.
+#[test]
+fn a_replay_shows_the_nodes_timeline() {
+    use fleetop::model::action::{ActionReport, Actor, NodeAction, NodeResult, Stage};
+    use fleetop::model::timeline::{Event as TlEvent, What};
+    use fleetop::record::player::Player;
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("timeline.rec");
+    let targets = vec![Target {
+        name: "gpu01".into(),
+        host: "10.0.0.1".into(),
+        port: 50051,
+    }];
+    let earlier = TlEvent {
+        time_ms: T0 - 3_600_000,
+        node: "gpu01".into(),
+        what: What::FlagCleared {
+            kind: fleetop::model::flag::FlagKind::Xid,
+            subject: "gpu3".into(),
+        },
+        by: "fleetop".into(),
+    };
+    let drain = ActionReport {
+        time: rfc3339(T0 + 1000),
+        stage: Stage::Done,
+        actor: Actor {
+            uid: 1000,
+            name: Some("alice".into()),
+            sudo_user: None,
+            env_user: None,
+        },
+        action: NodeAction::Drain,
+        nodes: vec!["gpu01".into()],
+        reason: Some("fleetop: xid on gpu3".into()),
+        commands: vec![],
+        refused: None,
+        results: vec![NodeResult {
+            node: "gpu01".into(),
+            ok: true,
+            message: "now drained".into(),
+            state_before: Some("idle".into()),
+            state_after: Some("drained".into()),
+        }],
+        forced: false,
+        policy: None,
+    };
+    let rec = Recorder::create(RecorderOptions::new(&file), &targets, true).expect("create");
+    assert!(rec.record(T0, &Update::Timeline(vec![earlier.clone()])));
+    assert!(rec.record(T0 + 1000, &Update::ActionDone(std::sync::Arc::new(drain))));
+    rec.finish().expect("finish");
+    let mut p = Player::open(&file).expect("opens");
+    let mut store = p.new_store(Default::default());
+    p.feed_until(&mut store, T0 + 2000);
+    let lines: Vec<String> = store.nodes[0].timeline.events().map(TlEvent::line).collect();
+    assert_eq!(
+        lines,
+        [
+            "xid on gpu3 cleared".to_string(),
+            "drain ok (fleetop: xid on gpu3): now drained by alice".to_string()
+        ]
+    );
+}
