@@ -54,6 +54,12 @@ pub struct Node {
     pub status: Status,
     /// Why the node is not ok (the connection error, the age of its data).
     pub status_detail: Option<String>,
+    /// What was judged of the node: its worst flag's severity (`ok` with
+    /// none, or only info flags), as the console's status word reads it.
+    /// `status` says whether the node can be judged at all (fresh data);
+    /// `health` what was judged: a node with a lost GPU is `status: ok`,
+    /// `health: crit`.
+    pub health: Health,
     /// Host name the agent reports.
     pub hostname: Option<String>,
     pub agent: Option<AgentDesc>,
@@ -68,6 +74,24 @@ pub struct Node {
     pub gpus: Vec<Gpu>,
     pub ib_ports: Vec<IbPort>,
     pub flags: Vec<FlagOut>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    Ok,
+    Warn,
+    Crit,
+}
+
+impl Health {
+    fn of(n: &NodeState) -> Health {
+        match n.worst_severity() {
+            Some(Severity::Crit) => Health::Crit,
+            Some(Severity::Warn) => Health::Warn,
+            Some(Severity::Info) | None => Health::Ok,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -316,8 +340,12 @@ pub enum SummaryView {
 #[serde(deny_unknown_fields)]
 pub struct NodeSummary {
     pub name: String,
+    /// As in the full view: host:port of the agent (or exporter).
+    pub address: String,
     pub status: Status,
     pub status_detail: Option<String>,
+    /// As in the full view: the worst flag's severity.
+    pub health: Health,
     /// RFC 3339 time of the latest sample.
     pub sampled_at: Option<String>,
     /// Slurm's state word, with `--slurm`.
@@ -366,8 +394,10 @@ pub fn summary(s: &Snapshot) -> Summary {
             .iter()
             .map(|n| NodeSummary {
                 name: n.name.clone(),
+                address: n.address.clone(),
                 status: n.status,
                 status_detail: n.status_detail.clone(),
+                health: n.health,
                 sampled_at: n.sampled_at.clone(),
                 scheduler_state: n.scheduler.as_ref().map(|s| s.state.clone()),
                 gpus: n
@@ -450,6 +480,7 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
             NodeStatus::Unreachable | NodeStatus::Connecting => Status::Unreachable,
         },
         status_detail,
+        health: Health::of(n),
         hostname: info.map(|i| i.hostname.clone()),
         agent: info.map(|i| AgentDesc {
             version: i.agent_version.clone(),

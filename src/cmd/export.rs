@@ -13,8 +13,10 @@ use crate::store::{Link, NodeStatus};
 
 pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     if args.print_schema {
-        print!("{}", export::schema_json());
-        return Ok(());
+        return quiet_if_closed(write_out(
+            &mut std::io::stdout().lock(),
+            export::schema_json().trim_end(),
+        ));
     }
     if let Some(file) = &args.replay {
         return replay(file, args.at.as_deref(), args.format, &cfg);
@@ -37,8 +39,12 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
             View::Full => encode(&snap, args.format)?,
             View::Summary => encode(&export::summary(&snap), args.format)?,
         };
-        writeln!(stdout, "{text}")?;
-        stdout.flush()?;
+        // A reader that has had enough (`| head`, `| jq -e ... | head`)
+        // ends the export, quietly and successfully, as grep and jq do.
+        if let Err(e) = write_out(&mut stdout, &text) {
+            session.stop().await;
+            return quiet_if_closed(Err(e));
+        }
         emitted += 1;
         if count.is_some_and(|c| emitted >= c) {
             break;
@@ -93,10 +99,21 @@ fn replay(file: &std::path::Path, at: Option<&str>, format: Format, cfg: &Config
         Format::Json => serde_json::to_string_pretty(&snap)?,
         Format::Ndjson => serde_json::to_string(&snap)?,
     };
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{text}")?;
-    stdout.flush()?;
-    Ok(())
+    quiet_if_closed(write_out(&mut std::io::stdout().lock(), &text))
+}
+
+/// One document and a newline, flushed.
+fn write_out(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
+/// A closed stdout is where the reader chose to stop: success, nothing said.
+fn quiet_if_closed(r: std::io::Result<()>) -> anyhow::Result<()> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 /// Fails with one line naming every node and why, when none answered.

@@ -143,7 +143,23 @@ pub fn parse_targets(list: &str, default_port: u16) -> Result<Vec<Target>, Hostl
             port,
         }));
     }
-    Ok(dedup(targets))
+    Ok(unique_names(dedup(targets)))
+}
+
+/// Two targets never share a name: agents that share a host (containers,
+/// several agents on one machine, a swarm) are named `host:port`, as given,
+/// wherever their host alone would say the same for each.
+pub fn unique_names(mut targets: Vec<Target>) -> Vec<Target> {
+    let mut count: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for t in &targets {
+        *count.entry(t.name.clone()).or_default() += 1;
+    }
+    for t in &mut targets {
+        if count.get(&t.name).is_some_and(|&c| c > 1) {
+            t.name = t.address();
+        }
+    }
+    targets
 }
 
 /// Reads a hostfile: one hostlist expression (optionally with :port) per line; blank lines
@@ -170,7 +186,7 @@ pub fn read_hostfile(path: &Path, default_port: u16) -> Result<Vec<Target>, Host
             return Err(at_line(HostlistError::TooMany { expr: shown(line) }));
         }
     }
-    let targets = dedup(targets);
+    let targets = unique_names(dedup(targets));
     if targets.is_empty() {
         return Err(HostfileError::Empty {
             path: path.to_path_buf(),
@@ -398,6 +414,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn agents_sharing_a_host_are_named_with_their_ports() {
+        let names = |t: Vec<Target>| t.into_iter().map(|t| t.name).collect::<Vec<_>>();
+        let t = parse_targets("127.0.0.1:7001,127.0.0.1:7002,gpu01", 50051).expect("parses");
+        assert_eq!(names(t), ["127.0.0.1:7001", "127.0.0.1:7002", "gpu01"]);
+        // One agent a host: the host alone, as given.
+        let t = parse_targets("gpu[01-02]:7001", 50051).expect("parses");
+        assert_eq!(names(t), ["gpu01", "gpu02"]);
+        let dir = tempfile::tempdir().expect("tmp");
+        let f = dir.path().join("hosts");
+        std::fs::write(&f, "127.0.0.1:7001\n127.0.0.1:7002\n").expect("write");
+        let t = read_hostfile(&f, 50051).expect("reads");
+        assert_eq!(names(t), ["127.0.0.1:7001", "127.0.0.1:7002"]);
+    }
+
+    #[test]
     fn expands_good_expressions() {
         let cases: &[(&str, &[&str])] = &[
             ("gpu01", &["gpu01"]),
@@ -490,7 +521,18 @@ mod tests {
         assert_eq!(got, Ok(want));
         assert_eq!(
             parse_targets("::1, [fe80::2], a:1, a:1, a", 9),
-            Ok(vec![t("::1", 9), t("fe80::2", 9), t("a", 1), t("a", 9)])
+            Ok(vec![
+                t("::1", 9),
+                t("fe80::2", 9),
+                Target {
+                    name: "a:1".into(),
+                    ..t("a", 1)
+                },
+                Target {
+                    name: "a:9".into(),
+                    ..t("a", 9)
+                }
+            ])
         );
         assert_eq!(
             parse_targets("[::1]:7000", 1).map(|v| v[0].address()),

@@ -124,6 +124,12 @@ impl NodeState {
         }
     }
 
+    /// The worst severity among the node's active flags: its health, as
+    /// the console's status word and the export's `health` read it.
+    pub fn worst_severity(&self) -> Option<crate::model::flag::Severity> {
+        self.detector.active().map(|f| f.severity).max()
+    }
+
     pub fn interval_ms(&self) -> i64 {
         self.info.as_ref().map(|i| i.interval_ms).unwrap_or(1000)
     }

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use fleetop::export::{Snapshot, Status};
+use fleetop::export::{Health, Snapshot, Status};
 use fleetop::ingest::demo;
-use fleetop::model::flag::FlagKind;
+use fleetop::model::flag::{FlagKind, Severity};
 use fleetop_agent::sim::{self, Scenario};
 
 use crate::fleetop;
@@ -115,6 +115,22 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
             Scenario::Hang => assert_eq!(node.status, Status::Stale),
             _ => assert_eq!(node.status, Status::Ok, "{}", node.name),
         }
+        // `status` says the node can be judged; `health` what was judged:
+        // its worst flag (info is ok), so a broken node is never "ok".
+        let worst = node.flags.iter().map(|f| f.severity).max();
+        let want = match worst {
+            Some(Severity::Crit) => Health::Crit,
+            Some(Severity::Warn) => Health::Warn,
+            _ => Health::Ok,
+        };
+        assert_eq!(node.health, want, "{} {:?}", node.name, cfg.scenario);
+        match cfg.scenario {
+            Scenario::Xid79 | Scenario::EccUncorrectable | Scenario::IbDown => {
+                assert_eq!((node.status, node.health), (Status::Ok, Health::Crit), "{}", node.name)
+            }
+            Scenario::Training | Scenario::Quiet => assert_eq!(node.health, Health::Ok),
+            _ => {}
+        }
         if cfg.scenario == Scenario::Idle {
             assert_eq!(node.flags.len(), gpus as usize, "every held GPU of the idle node");
         }
@@ -190,6 +206,41 @@ fn ndjson_count_gives_one_compact_document_per_line() {
         })
         .collect();
     assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+}
+
+/// `fleetop export ... | head -1` (a reader that has had enough) ends the
+/// export quietly with success, as grep and jq do: `set -o pipefail`
+/// scripts must not fail on it.
+#[test]
+fn a_closed_stdout_ends_the_export_quietly_and_successfully() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .args(["export", "--demo", "--nodes", "2", "--gpus", "1", "--format", "ndjson"])
+        .args(["--interval", "200ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut first = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    out.read_line(&mut first).expect("a line");
+    assert!(first.starts_with('{'), "{first}");
+    drop(out);
+    let done = child.wait_with_output().expect("ends");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{:?}: {stderr}", done.status);
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    // The schema too (it used to panic in print!).
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .args(["export", "--print-schema"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    drop(child.stdout.take());
+    let done = child.wait_with_output().expect("ends");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
 }
 
 #[test]

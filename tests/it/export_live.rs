@@ -127,3 +127,35 @@ fn a_node_never_reached_is_an_alert_with_the_reason_after_unreachable_after() {
         "{node:?}"
     );
 }
+
+/// Agents that share a host (containers, the swarm) are two nodes with two
+/// names in every view, never two `127.0.0.1`s; the summary names each
+/// agent's address too.
+#[test]
+fn two_agents_on_one_host_have_two_names_and_their_addresses() {
+    let (a, b) = (free_port(), free_port());
+    let (_a, _b) = (start_agent(a, &[]), start_agent(b, &[]));
+    let hosts = format!("127.0.0.1:{a},127.0.0.1:{b}");
+    for view in ["full", "summary"] {
+        let out = fleetop()
+            .args(["export", "--once", "--view", view, "--hosts", &hosts])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let names: Vec<&str> = doc["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|n| n["name"].as_str())
+            .collect();
+        assert_eq!(names, [format!("127.0.0.1:{a}"), format!("127.0.0.1:{b}")], "{view}");
+        let addrs: Vec<&str> = doc["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|n| n["address"].as_str())
+            .collect();
+        assert_eq!(addrs, [format!("127.0.0.1:{a}"), format!("127.0.0.1:{b}")], "{view}");
+    }
+}

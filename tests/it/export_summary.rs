@@ -95,6 +95,10 @@ fn view_summary_writes_the_summary_document_with_each_scenarios_flags() {
     let mut flagged = BTreeSet::new();
     for (node, cfg) in sum.nodes.iter().zip(&plan) {
         assert_eq!(node.name, cfg.hostname);
+        assert!(node.address.starts_with("127.0.0.1:"), "{}", node.address);
+        if cfg.scenario == fleetop_agent::sim::Scenario::Xid79 {
+            assert_eq!(node.health, fleetop::export::Health::Crit, "a lost GPU is crit");
+        }
         assert_eq!(node.gpus.len(), gpus as usize);
         flagged.extend(node.flags.iter().map(|f| f.kind));
     }

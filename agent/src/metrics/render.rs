@@ -4,7 +4,7 @@
 //! answer) is no sample at all, never a 0: a dashboard then shows a gap,
 //! and an alert on `DCGM_FI_DEV_MEMORY_TEMP > 90` never sees a fake 0.
 
-use fleetop_catalog::Action;
+use fleetop_catalog::{Action, Severity};
 use fleetop_proto::{absent as a, throttle};
 
 use super::Snapshot;
@@ -101,6 +101,7 @@ pub fn render(info: &NodeInfo, snap: &Snapshot, now_ms: i64, out: &mut String) {
             &[("kind", "stale"), ("severity", "warn"), ("action", action.name())],
             1,
         );
+        node_health(&mut w, info, Severity::Warn);
         return;
     }
     let gpus: Vec<Gpu> = s
@@ -132,7 +133,8 @@ pub fn render(info: &NodeInfo, snap: &Snapshot, now_ms: i64, out: &mut String) {
     dcgm(&mut w, &gpus, snap);
     fleetop_gpu(&mut w, &gpus, snap);
     infiniband(&mut w, info, &s.ib_ports);
-    flags(&mut w, info, &gpus, &s.ib_ports);
+    let worst = flags(&mut w, info, &gpus, &s.ib_ports);
+    node_health(&mut w, info, worst);
 }
 
 fn health(w: &mut Writer, info: &NodeInfo, snap: &Snapshot, now_ms: i64) {
@@ -634,14 +636,38 @@ fn infiniband(w: &mut Writer, info: &NodeInfo, ports: &[IbSample]) {
 
 const FLAG_HELP: &str = "1 for each condition the agent sees in its latest sample, by kind, severity and action (the fault catalog's, docs/faults.md; no debounce or time window: the console's detectors add those).";
 
+const HEALTH_HELP: &str = "The node's health as the agent judges its latest sample: 0 ok, 1 warn, 2 crit (its worst fleetop_flag's severity; info counts as ok).";
+
+/// `fleetop_node_health`: what `fleetop_flag` adds up to, one series a node,
+/// so an alert rule or a dashboard needs no aggregation.
+fn node_health(w: &mut Writer, info: &NodeInfo, worst: Severity) {
+    let mut l = String::new();
+    push_label(&mut l, "Hostname", &info.hostname);
+    w.family("fleetop_node_health", Kind::Gauge, HEALTH_HELP);
+    let v = match worst {
+        Severity::Crit => 2,
+        Severity::Warn => 1,
+        Severity::Info => 0,
+    };
+    w.sample(&l, &[], v);
+}
+
 /// What the agent can tell from its latest sample alone. Flags that need a
 /// window or thresholds held by the console (idle, underused, hot,
 /// power_capped, ib_errors, stuck for long) are raised by the console only.
-fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) {
+/// Returns the worst severity raised (`Info` for none).
+fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) -> Severity {
     w.family("fleetop_flag", Kind::Gauge, FLAG_HELP);
+    let mut worst = Severity::Info;
     for g in gpus {
         // The action label is the fault catalog's, as on the console.
         let mut raise_as = |kind: &str, sev: &str, action: Action| {
+            let level = match sev {
+                "crit" => Severity::Crit,
+                "warn" => Severity::Warn,
+                _ => Severity::Info,
+            };
+            worst = worst.max(level);
             w.sample(
                 &g.labels,
                 &[("kind", kind), ("severity", sev), ("action", action.name())],
@@ -718,7 +744,9 @@ fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) {
             &[("kind", "ib_down"), ("severity", "crit"), ("action", action.name())],
             1,
         );
+        worst = Severity::Crit;
     }
+    worst
 }
 
 #[cfg(test)]
@@ -796,6 +824,7 @@ mod tests {
         assert_eq!(lines(&t, "DCGM_FI_DEV_GPU_TEMP").len(), 2);
         // No GPM on either GPU: no profiling series, and no family header.
         assert!(!t.contains("DCGM_FI_PROF_SM_ACTIVE"), "{t}");
+        assert_eq!(lines(&t, "fleetop_node_health"), ["{Hostname=\"n1\"} 0"]);
     }
 
     #[test]
@@ -845,6 +874,8 @@ mod tests {
                 .any(|l| l.contains("kind=\"gpu_lost\""))
         );
         assert!(lines(&t, "fleetop_agent_gpu_read_errors_total")[0].ends_with(" 2"));
+        // A lost GPU makes the node crit, in one series.
+        assert_eq!(lines(&t, "fleetop_node_health"), ["{Hostname=\"n1\"} 2"]);
     }
 
     #[test]
@@ -949,6 +980,7 @@ mod tests {
         assert!(lines(&t, "DCGM_FI_DEV_GPU_TEMP").is_empty());
         assert!(lines(&t, "fleetop_agent_last_sample_age_seconds")[0].ends_with(" 4"));
         assert!(lines(&t, "fleetop_flag")[0].contains("kind=\"stale\""));
+        assert!(lines(&t, "fleetop_node_health")[0].ends_with(" 1"), "{t}");
     }
 
     #[test]
@@ -1002,5 +1034,6 @@ mod tests {
         );
         assert!(t.contains("# TYPE node_infiniband_link_downed_total counter"));
         assert!(lines(&t, "fleetop_flag")[0].contains("kind=\"ib_down\""));
+        assert!(lines(&t, "fleetop_node_health")[0].ends_with(" 2"), "{t}");
     }
 }
