@@ -95,9 +95,11 @@ pub struct SourceArgs {
     /// How often --dcgm-exporter endpoints or --prometheus are read.
     #[arg(long, default_value = "5s", value_parser = parse_interval)]
     pub scrape_interval: Duration,
-    /// The longest one read of a --dcgm-exporter endpoint or a --prometheus query may take.
-    #[arg(long, default_value = "5s", value_parser = parse_interval)]
-    pub scrape_timeout: Duration,
+    /// The longest one read of a --dcgm-exporter endpoint or a --prometheus
+    /// query may take, the first included (default 5s, and up to 120s for the
+    /// first read of a large fleet through --prometheus).
+    #[arg(long, value_parser = parse_interval)]
+    pub scrape_timeout: Option<Duration>,
     /// Agent port where a host gives none.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,

@@ -73,8 +73,11 @@ const SLOW_EVERY: Duration = Duration::from_secs(30);
 /// every series at once: its queries may take this long at least.
 const FIRST_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// A read's timeout where `--scrape-timeout` is not given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The largest answer to one query (a 4,096-node fleet's busiest query is ~40 MB).
-const MAX_ANSWER_BYTES: usize = 512 << 20;
+const MAX_ANSWER_BYTES: usize = 256 << 20;
 
 /// A Prometheus HTTP API and how to ask it.
 #[derive(Debug, Clone)]
@@ -84,6 +87,8 @@ pub struct Prometheus {
     /// The label matchers of `--prometheus-match`, without braces.
     matchers: Option<String>,
     timeout: Duration,
+    /// `--scrape-timeout` as given: every read within it, the first too.
+    bound: Option<Duration>,
     client: reqwest::Client,
     /// Answer buffers, reused from one query to the next (see `get`).
     buffers: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
@@ -133,7 +138,11 @@ impl Kept {
 }
 
 impl Prometheus {
-    pub fn new(url: &str, matchers: Option<&str>, timeout: Duration) -> Result<Prometheus, String> {
+    /// `timeout`: `--scrape-timeout` as given, which then bounds every read,
+    /// the first included (a cron export must always end); `None`, 5 s a
+    /// read and up to `FIRST_READ_TIMEOUT` for the first.
+    pub fn new(url: &str, matchers: Option<&str>, timeout: Option<Duration>) -> Result<Prometheus, String> {
+        let (bound, timeout) = (timeout, timeout.unwrap_or(DEFAULT_TIMEOUT));
         let base = url.trim().trim_end_matches('/').to_string();
         let parsed = reqwest::Url::parse(&base).map_err(|e| format!("--prometheus {url}: not a URL ({e})"))?;
         if !matches!(parsed.scheme(), "http" | "https") {
@@ -152,8 +161,9 @@ impl Prometheus {
             base,
             matchers,
             timeout,
+            bound,
             // Each request carries its own timeout (a first read gets longer).
-            client: scrape::client(timeout.max(FIRST_READ_TIMEOUT))?,
+            client: scrape::client(bound.unwrap_or(timeout.max(FIRST_READ_TIMEOUT)))?,
             buffers: Default::default(),
             first: Default::default(),
         })
@@ -165,7 +175,13 @@ impl Prometheus {
 
     /// The first read's timeout per query.
     fn first_timeout(&self) -> Duration {
-        self.timeout.max(FIRST_READ_TIMEOUT)
+        self.bound.unwrap_or(self.timeout.max(FIRST_READ_TIMEOUT))
+    }
+
+    /// The timeout of a refresh whose slowest query took `slowest`: three
+    /// times that where it is over the default, never over a given bound.
+    fn refresh_timeout(&self, slowest: Duration) -> Duration {
+        self.bound.unwrap_or(self.timeout.max(slowest * 3))
     }
 
     fn extra(&self) -> String {
@@ -576,7 +592,7 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
             if !backfill(&targets, &fleet, past, &mut described, &mut seq, &tx).await {
                 return;
             }
-            timeout = p.timeout.max(fleet.slowest * 3);
+            timeout = p.refresh_timeout(fleet.slowest);
             if timeout > p.timeout {
                 tracing::info!(
                     "prometheus {}: queries take up to {} ms: refresh timeout {} s",
@@ -690,7 +706,8 @@ mod tests {
 
     #[test]
     fn queries_are_few_and_carry_the_match() {
-        let p = Prometheus::new("http://p:9090/", Some("{job=\"dcgm\"}"), Duration::from_secs(1)).expect("a value");
+        let p =
+            Prometheus::new("http://p:9090/", Some("{job=\"dcgm\"}"), Some(Duration::from_secs(1))).expect("a value");
         let fast = p.queries(false);
         let full = p.queries(true);
         assert!(fast.len() <= 6, "{fast:?}");
@@ -705,8 +722,24 @@ mod tests {
         );
         assert!(full.iter().any(|q| q.contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")));
         assert_eq!(p.url(), "http://p:9090");
-        assert!(Prometheus::new("ftp://x", None, Duration::from_secs(1)).is_err());
-        assert!(Prometheus::new("not a url", None, Duration::from_secs(1)).is_err());
+        assert!(Prometheus::new("ftp://x", None, Some(Duration::from_secs(1))).is_err());
+        assert!(Prometheus::new("not a url", None, Some(Duration::from_secs(1))).is_err());
+    }
+
+    #[test]
+    fn a_given_scrape_timeout_bounds_every_read_the_first_included() {
+        let given = Prometheus::new("http://p:9090", None, Some(Duration::from_secs(2))).expect("ok");
+        assert_eq!(given.first_timeout(), Duration::from_secs(2));
+        assert_eq!(given.refresh_timeout(Duration::from_secs(10)), Duration::from_secs(2));
+        // Not given: a large fleet's first read may take long, later ones
+        // three times the slowest query.
+        let default = Prometheus::new("http://p:9090", None, None).expect("ok");
+        assert_eq!(default.first_timeout(), FIRST_READ_TIMEOUT);
+        assert_eq!(
+            default.refresh_timeout(Duration::from_secs(10)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(default.refresh_timeout(Duration::from_millis(10)), DEFAULT_TIMEOUT);
     }
 
     #[test]

@@ -111,6 +111,12 @@ impl<'de> Visitor<'de> for SeriesSeed<'_, 'de> {
     }
 }
 
+/// The most series one answer may hold: 500,000 is six times a
+/// 10,240-node, 8-GPU fleet's series of one metric. More is a query that
+/// matches more than a fleet (every job's series of a shared Prometheus):
+/// refused whole, before what was built from it can grow without bound.
+pub const MAX_SERIES: usize = 500_000;
+
 /// The `result` array: each series to `each` as it is read.
 struct ResultSeed<'f, F>(&'f mut F);
 
@@ -133,6 +139,11 @@ impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for ResultSeed<'_, F> {
         let mut n = 0;
         let mut slot = Series::default();
         while let Some(()) = seq.next_element_seed(SeriesSeed(&mut slot))? {
+            if n == MAX_SERIES {
+                return Err(de::Error::custom(format_args!(
+                    "more than {MAX_SERIES} series in one answer: narrow it with --prometheus-match"
+                )));
+            }
             (self.0)(&slot);
             n += 1;
         }
@@ -278,6 +289,22 @@ pub fn read<'de>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_of_more_series_than_a_fleet_is_refused_whole() {
+        let one = r#"{"metric":{"Hostname":"n"},"value":[1,"1"]}"#;
+        let answer = |n: usize| {
+            let series = vec![one; n].join(",");
+            format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{series}]}}}}"#)
+        };
+        let ok = answer(MAX_SERIES);
+        assert_eq!(read(ok.as_bytes(), "vector", |_| {}), Ok(MAX_SERIES));
+        let over = answer(MAX_SERIES + 1);
+        let mut seen = 0;
+        let e = read(over.as_bytes(), "vector", |_| seen += 1).expect_err("refused");
+        assert!(e.to_string().contains("more than 500000 series"), "{e}");
+        assert_eq!(seen, MAX_SERIES, "nothing past the limit is handed over");
+    }
 
     #[test]
     fn series_stream_out_with_their_known_labels_only() {

@@ -95,6 +95,22 @@ pub async fn get_into(
     accept: &str,
     max_bytes: usize,
     timeout: Duration,
+    body: Vec<u8>,
+) -> Result<Answer, String> {
+    // reqwest's timeout covers the body too; this bound is the promise a
+    // cron job relies on (an answer that trickles forever still ends), kept
+    // whatever the client does.
+    tokio::time::timeout(timeout, read_into(client, url, accept, max_bytes, timeout, body))
+        .await
+        .map_err(|_| format!("no complete answer within {} s (timed out)", timeout.as_secs_f64()))?
+}
+
+async fn read_into(
+    client: &reqwest::Client,
+    url: &str,
+    accept: &str,
+    max_bytes: usize,
+    timeout: Duration,
     mut body: Vec<u8>,
 ) -> Result<Answer, String> {
     body.clear();

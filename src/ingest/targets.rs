@@ -82,7 +82,7 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
     let targets = if let Some(h) = &args.dcgm_exporter {
         feed = Feed::DcgmExporter(ScrapeOptions {
             interval: args.scrape_interval,
-            timeout: args.scrape_timeout,
+            timeout: args.scrape_timeout.unwrap_or(prometheus::DEFAULT_TIMEOUT),
             ..ScrapeOptions::default()
         });
         hostlist::parse_targets(h, DEFAULT_DCGM_EXPORTER_PORT).map_err(|e| anyhow::anyhow!("--dcgm-exporter: {e}"))?

@@ -220,3 +220,61 @@ fn the_console_without_a_terminal_says_so_in_one_line_and_exits_2() {
         "{err}"
     );
 }
+
+/// A Prometheus (or a proxy) that sends its headers and then goes silent,
+/// or trickles bytes: `--scrape-timeout` bounds the whole answer, the first
+/// read included, so a cron export always ends, with the reason. (The
+/// bound here is "it ends at all": before the fix it waited 120 s.)
+#[test]
+fn a_prometheus_that_goes_silent_after_its_headers_cannot_hold_an_export() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf);
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"status\":",
+                );
+                // A byte every second, for ever: a trickle never completes.
+                for _ in 0..600 {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                    if c.write_all(b" ").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .args(["export", "--once", "--scrape-timeout", "2s", "--prometheus"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            panic!("the export is still waiting on a silent Prometheus after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read");
+    assert!(!status.success());
+    assert!(err.contains("within 2 s") && err.lines().count() == 1, "{err}");
+}
