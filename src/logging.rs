@@ -21,7 +21,18 @@ pub fn log_path() -> PathBuf {
 /// For the TUI. A log file that cannot be opened means no logs, not no console.
 pub fn to_file() -> Option<PathBuf> {
     let path = log_path();
-    std::fs::create_dir_all(path.parent()?).ok()?;
+    // The state directory holds the audit log too: private from the start.
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = path.parent()?;
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .ok()?;
+        }
+    }
     let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).ok()?;
     tracing_subscriber::fmt()
         .with_writer(std::sync::Mutex::new(file))

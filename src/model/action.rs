@@ -195,6 +195,17 @@ pub struct Actor {
     pub env_user: Option<String>,
 }
 
+impl Actor {
+    /// The name people know the actor by: the account's name, else what
+    /// sudo says, else the uid.
+    pub fn display(&self) -> String {
+        self.name
+            .clone()
+            .or_else(|| self.sudo_user.clone())
+            .unwrap_or_else(|| format!("uid {}", self.uid))
+    }
+}
+
 /// Everything about one attempt, as reported and as logged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ActionReport {

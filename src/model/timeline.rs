@@ -129,12 +129,7 @@ pub fn from_report(r: &ActionReport, time_ms: i64) -> Vec<Event> {
     if r.stage == Stage::Started {
         return Vec::new();
     }
-    let by = r
-        .actor
-        .name
-        .clone()
-        .or_else(|| r.actor.sudo_user.clone())
-        .unwrap_or_else(|| format!("uid {}", r.actor.uid));
+    let by = r.actor.display();
     let event = |node: &str, ok: bool, message: String| Event {
         time_ms,
         node: node.to_string(),

@@ -41,7 +41,16 @@ fn load_from(p: &std::path::Path, now: i64) -> Vec<Silence> {
 /// Saves the live ones (written whole to a temporary file, then renamed:
 /// never half a file) and logs `made` to the audit log.
 pub fn save(all: &[Silence], made: &Silence) -> anyhow::Result<()> {
-    store(&path(), all, now_ms())?;
+    // Who, from the password database (as the audit log has it), never
+    // from $USER, which may be unset or anything.
+    let who = audit::actor().display();
+    let signed = |s: &Silence| Silence {
+        by: if s.by.is_empty() { who.clone() } else { s.by.clone() },
+        ..s.clone()
+    };
+    let all: Vec<Silence> = all.iter().map(signed).collect();
+    let made = &signed(made);
+    store(&path(), &all, now_ms())?;
     let what = match (&made.ack, made.until_ms) {
         (Some((subject, _)), _) => format!("acknowledged {} on {subject}", made.kind.name()),
         (None, Some(until)) => format!(
@@ -70,13 +79,8 @@ pub fn save(all: &[Silence], made: &Silence) -> anyhow::Result<()> {
 
 fn store(p: &std::path::Path, all: &[Silence], now: i64) -> anyhow::Result<()> {
     let live: Vec<&Silence> = all.iter().filter(|s| s.live(now)).collect();
-    if let Some(dir) = p.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = p.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&live)?)?;
-    std::fs::rename(&tmp, p)?;
-    Ok(())
+    super::state_file::replace(p, &serde_json::to_vec_pretty(&live)?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
 }
 
 #[cfg(test)]

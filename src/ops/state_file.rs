@@ -6,12 +6,30 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+/// The file's directory: created 0700 where missing; an existing one is
+/// used only if it is a real directory (not a link someone planted in its
+/// place) that no one else may write to (a sticky one, like /tmp, aside):
+/// what is in it is evidence.
 fn ensure_dir(path: &Path) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    use std::os::unix::fs::MetadataExt;
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    let refuse = |why: String| Err(std::io::Error::other(format!("{}: {why}: refused", dir.display())));
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        }
+        Err(e) => Err(e),
+        Ok(m) if m.file_type().is_symlink() => refuse("is a symbolic link".into()),
+        Ok(m) if !m.is_dir() => refuse("is not a directory".into()),
+        Ok(m) if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 => refuse(format!(
+            "others may write to it (mode {:o}); make it 0700 (chmod 700)",
+            m.mode() & 0o7777
+        )),
+        Ok(_) => Ok(()),
     }
-    Ok(())
 }
 
 fn no_link(path: &Path, e: std::io::Error) -> std::io::Error {
@@ -87,5 +105,27 @@ mod tests {
         let e = append(&link, b"x\n").expect_err("refused");
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep");
+        // A temporary file planted as a link: replace never writes through it.
+        let tmp = dir
+            .path()
+            .join("state")
+            .join(format!("x.jsonl.{}.tmp", std::process::id()));
+        std::fs::remove_file(&tmp).ok();
+        std::os::unix::fs::symlink(&target, &tmp).expect("symlink");
+        replace(&p, b"new\n").expect("replaced, the link removed first");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep");
+        // A directory others may write to, or a link in the directory's
+        // place: refused, nothing written.
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).expect("mkdir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = append(&open.join("a.jsonl"), b"x\n").expect_err("refused");
+        assert!(e.to_string().contains("others may write to it (mode 777)"), "{e}");
+        assert!(!open.join("a.jsonl").exists());
+        let linked = dir.path().join("linked");
+        std::os::unix::fs::symlink(dir.path().join("state"), &linked).expect("symlink");
+        let e = replace(&linked.join("b.json"), b"{}").expect_err("refused");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!dir.path().join("state").join("b.json").exists());
     }
 }

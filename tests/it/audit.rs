@@ -96,3 +96,27 @@ fn an_action_is_logged_before_it_runs_and_again_with_its_results() {
     );
     assert!(out.stdout.is_empty(), "no node results: nothing ran");
 }
+
+/// A state directory others may write to (mode 0777) or a link in its
+/// place: the log is not written there, and the action does not run.
+#[test]
+fn a_state_directory_others_may_write_to_or_a_linked_one_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = drain(&open.join("audit.jsonl"), false, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("others may write to it (mode 777)"), "{err}");
+    assert!(!open.join("audit.jsonl").exists());
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).expect("mkdir");
+    let linked = dir.path().join("fleetop");
+    std::os::unix::fs::symlink(&real, &linked).expect("symlink");
+    let out = drain(&linked.join("audit.jsonl"), false, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is a symbolic link: refused"), "{err}");
+    assert!(!real.join("audit.jsonl").exists());
+}
