@@ -12,6 +12,11 @@ pub const MAX_FILE_BYTES: u64 = 4 << 20;
 /// Reads a text file of at most `max` bytes; a larger one (or an endless
 /// one, like /dev/zero) is refused after reading just past the bound.
 pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
+    // A FIFO with no writer would block the open for ever, a device
+    // (/dev/zero) would never end: only regular files are read.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
     let mut buf = Vec::new();
     std::fs::File::open(path)?.take(max + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > max {

@@ -74,6 +74,10 @@ pub fn read_token_file(path: &std::path::Path) -> Result<String, TokenFileError>
         path: shown.clone(),
         source,
     };
+    // A FIFO would block the open for ever: regular files only.
+    if !std::fs::metadata(path).map_err(read_err)?.is_file() {
+        return Err(read_err(std::io::Error::other("not a regular file")));
+    }
     let file = std::fs::File::open(path).map_err(read_err)?;
     // The mode of the file opened, not of whatever the path names later.
     let mode = file.metadata().map_err(read_err)?.permissions().mode() & 0o777;

@@ -34,6 +34,8 @@ pub struct Access {
     pub telemetry_token: Option<String>,
     /// Send the bench token even without TLS (`--insecure`).
     pub insecure: bool,
+    /// A client certificate goes with TLS (mutual TLS).
+    pub client_cert: bool,
 }
 
 impl std::fmt::Debug for Access {
@@ -59,8 +61,11 @@ pub struct TlsFiles<'a> {
 impl Access {
     /// Reads the CA, the console's certificate and key (all PEM), errors naming the file.
     pub fn load(files: &TlsFiles<'_>, telemetry_token: Option<String>, insecure: bool) -> Result<Access, String> {
-        let read =
-            |p: &std::path::Path, what: &str| std::fs::read(p).map_err(|e| format!("{what} {}: {e}", p.display()));
+        let read = |p: &std::path::Path, what: &str| {
+            fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES)
+                .map(String::into_bytes)
+                .map_err(|e| format!("{what} {}: {e}", p.display()))
+        };
         let tls = match files.ca {
             None if files.cert.is_some() => return Err("a client certificate needs tls_ca (--tls-ca) too".into()),
             None => None,
@@ -81,6 +86,7 @@ impl Access {
             tracing::warn!("no tls_ca: the telemetry token goes to the agents in clear");
         }
         Ok(Access {
+            client_cert: tls.is_some() && files.cert.is_some(),
             tls,
             telemetry_token,
             insecure,
@@ -285,6 +291,23 @@ pub async fn describe(
         .map_err(|_| format!("no answer within {} s", within.as_secs()))?
 }
 
+/// Why a call was refused, in one line. An agent that requires mutual TLS
+/// ends the handshake of a console without a certificate, which the
+/// console sees only as a broken or cancelled call: say what it likely is.
+fn refused(access: &Access, what: &str, s: &tonic::Status) -> String {
+    let mut line = format!("{what}: {}", s.message());
+    let transport = matches!(
+        s.code(),
+        tonic::Code::Cancelled | tonic::Code::Unavailable | tonic::Code::Unknown
+    );
+    if access.tls.is_some() && !access.client_cert && transport {
+        line.push_str(
+            " (the agent may require a client certificate: set tls_cert and tls_key, signed by the CA of its --tls-client-ca)",
+        );
+    }
+    line
+}
+
 /// One connection: subscribe and forward until the stream ends or breaks.
 async fn stream_once(
     node: usize,
@@ -304,7 +327,7 @@ async fn stream_once(
     let mut stream = tokio::time::timeout(opts.connect_timeout, client.subscribe(req))
         .await
         .map_err(|_| "no answer to subscribe".to_string())?
-        .map_err(|s| format!("subscribe refused: {}", s.message()))?
+        .map_err(|s| refused(&opts.access, "subscribe refused", &s))?
         .into_inner();
     let mut first = true;
     let mut decoder = decode::Stream::default();
@@ -312,7 +335,7 @@ async fn stream_once(
         let msg = stream
             .message()
             .await
-            .map_err(|s| format!("stream broke: {}", s.message()))?;
+            .map_err(|s| refused(&opts.access, "stream broke", &s))?;
         let Some(msg) = msg else { return Ok(()) };
         let event = match msg.kind {
             Some(Kind::Info(info)) => Event::Info(Box::new(decoder.info(info, now_ms()))),

@@ -195,7 +195,13 @@ pub fn parse_at(text: &str, start_ms: i64) -> Result<i64, String> {
     let t = text.trim();
     if let Some(off) = t.strip_prefix('+') {
         let d = humantime::parse_duration(off).map_err(|e| format!("'{t}': not an offset like +5m or +90s ({e})"))?;
-        return Ok(start_ms.saturating_add(d.as_millis().min(i64::MAX as u128) as i64));
+        // No recording spans a century: a larger offset is a typo, said as
+        // one, not a time that prints as 1970.
+        const CENTURY_MS: u128 = 100 * 365 * 24 * 3_600_000;
+        if d.as_millis() > CENTURY_MS {
+            return Err(format!("'{t}': an offset past any recording (at most +100y)"));
+        }
+        return Ok(start_ms.saturating_add(d.as_millis() as i64));
     }
     chrono::DateTime::parse_from_rfc3339(t)
         .map(|d| d.timestamp_millis())
@@ -223,6 +229,8 @@ mod tests {
         assert_eq!(parse_at("1970-01-01T00:00:02Z", 0), Ok(2000));
         assert!(parse_at("5m", 0).expect_err("no sign").contains("'5m'"));
         assert!(parse_at("+5 fortnights", 0).is_err());
+        let e = parse_at("+99999999999h", 0).expect_err("past any recording");
+        assert!(e.contains("at most +100y"), "{e}");
     }
 
     fn known_sample() -> Box<crate::model::sample::NodeSample> {

@@ -16,7 +16,9 @@ use crate::record::{
 
 /// No batch expands past this (a second of a large fleet is a few MB): a
 /// frame that claims more is damage, not a reason to run out of memory.
-const MAX_RAW: u64 = 1 << 30;
+/// The most a frame may expand to (a 10,240-node fleet's carried-over
+/// descriptions are well under a tenth of it).
+const MAX_RAW: u64 = 256 << 20;
 
 /// Where a recording stopped being readable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -434,13 +436,50 @@ fn whole<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Result<T, String> {
 }
 
 fn unzstd(packed: &[u8]) -> Result<Vec<u8>, String> {
-    let dec = zstd::stream::read::Decoder::new(packed).map_err(|e| format!("zstd: {e}"))?;
-    let mut raw = Vec::new();
-    dec.take(MAX_RAW + 1)
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("zstd: {e}"))?;
-    if raw.len() as u64 > MAX_RAW {
-        return Err(format!("a frame that expands past {MAX_RAW} bytes"));
+    // The frame says how large it expands (the writer always records it):
+    // that much is allowed and no more, so a small frame that inflates to a
+    // gigabyte is refused at its declared size, in one allocation.
+    let declared = match zstd::zstd_safe::get_frame_content_size(packed) {
+        Ok(Some(n)) => n,
+        Ok(None) => MAX_RAW,
+        Err(_) => return Err("zstd: not a frame".into()),
+    };
+    if declared > MAX_RAW {
+        return Err(format!(
+            "a frame that says it expands to {declared} bytes, past {MAX_RAW}"
+        ));
+    }
+    let raw = zstd::bulk::decompress(packed, declared as usize).map_err(|e| format!("zstd: {e}"))?;
+    if (raw.len() as u64) < declared && declared != MAX_RAW {
+        return Err(format!(
+            "a frame that expands to {} bytes, not the {declared} it says",
+            raw.len()
+        ));
     }
     Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_frame_that_would_inflate_past_the_limit_is_refused_at_its_header() {
+        use std::io::Write;
+        // Under a megabyte that say (truly) they expand to 257 MiB of zeros.
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).expect("encoder");
+        enc.include_contentsize(true).expect("size");
+        let total = MAX_RAW + (1 << 20);
+        enc.set_pledged_src_size(Some(total)).expect("pledge");
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..(total >> 20) {
+            enc.write_all(&zeros).expect("write");
+        }
+        let bomb = enc.finish().expect("finish");
+        assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+        let e = unzstd(&bomb).expect_err("refused");
+        assert!(e.contains("says it expands to 269484032 bytes"), "{e}");
+        let small = zstd::bulk::compress(&[7u8; 4096], 3).expect("compress");
+        assert_eq!(unzstd(&small).map(|r| r.len()), Ok(4096));
+    }
 }

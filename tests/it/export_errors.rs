@@ -165,7 +165,35 @@ fn hostile_files_and_names_cannot_exhaust_memory_or_reach_the_terminal() {
     // An endless file is refused after a bounded read.
     fails_with(
         &["export", "--once", "--hostfile", "/dev/zero"],
-        "cannot read hostfile '/dev/zero': larger than 4 MiB",
+        "cannot read hostfile '/dev/zero': not a regular file",
+    );
+    // Nor is a CA certificate, a token or a FIFO nobody writes to (which
+    // would hang the open for ever).
+    fails_with(
+        &["export", "--once", "--hosts", "gpu01", "--tls-ca", "/dev/zero"],
+        "tls_ca /dev/zero: not a regular file",
+    );
+    let fifo_dir = tempfile::tempdir().expect("tempdir");
+    let fifo = fifo_dir.path().join("hosts.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    fails_with(
+        &["export", "--once", "--hostfile", &fifo.to_string_lossy()],
+        "hosts.fifo': not a regular file",
+    );
+    fails_with(
+        &[
+            "export",
+            "--once",
+            "--hosts",
+            "gpu01",
+            "--telemetry-token-file",
+            &fifo.to_string_lossy(),
+        ],
+        "not a regular file",
     );
     // A terminal escape in a host name is shown escaped, never sent raw.
     let out = fleetop()

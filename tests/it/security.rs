@@ -255,4 +255,25 @@ fn the_documented_secure_setup_works_through_the_binaries() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("telemetry token"), "{err}");
+    // Without the console's certificate the agent ends the handshake: the
+    // console says that is likely why, not only "transport error".
+    let no_cert = dir.path().join("config-no-cert.toml");
+    std::fs::write(
+        &no_cert,
+        format!(
+            "tls_ca = \"{}\"\ntoken_file = \"{}\"\n",
+            p("ca.pem"),
+            p("telemetry.token")
+        ),
+    )
+    .expect("config");
+    let out = crate::fleetop()
+        .arg("--config")
+        .arg(&no_cert)
+        .args(["export", "--once", "--hosts", &hosts])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("may require a client certificate"), "{err}");
 }
