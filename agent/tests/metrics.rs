@@ -277,3 +277,138 @@ fn a_swarm_serves_metrics_per_agent_for_load_tests() {
         .collect();
     assert_eq!(names, ["sim0001", "sim0002"]);
 }
+
+/// A connection that sends a request head one byte at a time and never
+/// ends it (a slowloris), from a thread of its own until dropped or closed.
+struct Trickle {
+    closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Trickle {
+    fn start(port: u16, every: Duration) -> Trickle {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(every)).expect("timeout");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .expect("send");
+        let (closed, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (c, st) = (closed.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            while !st.load(Ordering::SeqCst) {
+                // One byte, then wait for an answer or a close as long as
+                // the pause between bytes.
+                if s.write_all(b"a").is_err() {
+                    break;
+                }
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    Err(_) => break,
+                }
+            }
+            c.store(true, Ordering::SeqCst);
+        });
+        Trickle {
+            closed,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+const SCRAPE: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+#[test]
+fn trickled_request_heads_cannot_take_every_slot_from_scrapes() {
+    // A head deadline far away: only admitting the scrape in place of an
+    // unfinished head lets it in now.
+    let (a, port) = agent(&["--metrics-max-connections", "2", "--handshake-timeout", "10m"]);
+    let slow: Vec<Trickle> = (0..2)
+        .map(|_| Trickle::start(port, Duration::from_millis(200)))
+        .collect();
+    // Both slots are taken (the agent has accepted both).
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = scrape::raw(port, SCRAPE);
+    assert!(
+        answer.as_ref().is_ok_and(|b| b.starts_with(b"HTTP/1.1 200")),
+        "a scrape while every slot holds an unfinished head: {:?}",
+        answer.map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).to_string())
+    );
+    // The oldest unfinished head made room; the other one still trickles.
+    let start = Instant::now();
+    while !slow.iter().any(Trickle::closed) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no trickling connection was closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!slow[1].closed(), "the newer trickling connection is kept");
+    drop(slow);
+    drop(a);
+}
+
+#[test]
+fn a_request_head_must_end_within_its_deadline_however_it_trickles() {
+    let (_a, port) = agent(&["--handshake-timeout", "1s"]);
+    // A byte every 100 ms: the idle timeout (60 s) never runs out.
+    let slow = Trickle::start(port, Duration::from_millis(100));
+    let start = Instant::now();
+    while !slow.closed() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "a head trickled for 30 s is still open (its deadline is 1 s)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A scrape that sends its head at once is served all the same.
+    assert_eq!(get(port, "/metrics", &[]).status, 200);
+}
+
+#[test]
+fn a_right_token_is_served_while_wrong_ones_from_the_same_address_are_limited() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "s3cret-token\n").expect("write");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let (_a, port) = agent(&["--token-file", file.to_str().expect("path")]);
+    let wrong = || get(port, "/metrics", &["Authorization: Bearer guess"]).status;
+    // Wrong tokens until the address is limited.
+    let mut tries = 0;
+    while wrong() != 429 {
+        tries += 1;
+        assert!(tries < 50, "wrong tokens are never limited");
+    }
+    // The right token from the same address is served at once.
+    assert_eq!(
+        get(port, "/metrics", &["Authorization: Bearer s3cret-token"]).status,
+        200,
+        "a right token refused while wrong ones are limited"
+    );
+    // Wrong ones stay limited (the allowance refills one a second: one of
+    // a few in a row is refused as too many).
+    let statuses: Vec<u16> = (0..3).map(|_| wrong()).collect();
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 429 || *s == 401), "{statuses:?}");
+}

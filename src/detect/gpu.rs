@@ -260,6 +260,24 @@ fn holder(g: &GpuReading, cx: &Context) -> String {
     }
 }
 
+/// Splits a detail that begins with `holder`'s words for job `job` alone
+/// into them ("job 4411 (alice, 8 GPUs here)") and the rest ("at 0% for 20
+/// min", the idle detail's "holds it" dropped with them), for where the
+/// job is said already (an alert row folding the job's GPUs); `None` where
+/// the detail does not begin so (another job, several, processes).
+pub fn split_holder(detail: &str, job: u64) -> Option<(&str, &str)> {
+    let after = detail.strip_prefix(&format!("job {job}"))?;
+    let who_len = match after.as_bytes().first() {
+        None | Some(b' ') if !after.starts_with(" (") => 0,
+        Some(b' ') => after.find(')')? + 1,
+        _ => return None,
+    };
+    let cut = detail.len() - after.len() + who_len;
+    let (who, rest) = detail.split_at(cut);
+    let rest = rest.trim_start();
+    Some((who, rest.strip_prefix("holds it ").unwrap_or(rest)))
+}
+
 fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     for x in &g.xids {
         st.xid.event(x.time_ms);

@@ -514,6 +514,23 @@ mod tests {
             "{}",
             f.detail
         );
+        // Where the job is said already (a folded alert row), the rest
+        // says the idleness alone.
+        let (who, rest) = gpu::split_holder(&f.detail, 4411).expect("begins with its holder");
+        assert_eq!(who, "job 4411 (alice, 8 GPUs here)");
+        assert!(rest.starts_with("at 0% for "), "{rest}");
+        assert_eq!(
+            gpu::split_holder("job 4411 holds it at 0% for 3 min", 4411),
+            Some(("job 4411", "at 0% for 3 min"))
+        );
+        assert_eq!(gpu::split_holder("job 44110 holds it at 0%", 4411), None);
+        assert_eq!(gpu::split_holder("job 4411, job 4412 at 90%", 4411), None);
+        assert_eq!(gpu::split_holder("2 process(es) holds it", 4411), None);
+        assert_eq!(
+            gpu::split_holder("job 4411 (alice", 4411),
+            None,
+            "no panic on a cut detail"
+        );
     }
 
     #[test]

@@ -319,8 +319,12 @@ pub(crate) fn start_bench(app: &mut App) {
 }
 
 /// `K` in node detail: cancel the Slurm job on the selected GPU (its
-/// processes' job), after the same confirmation as a drain, showing the
-/// exact `scancel` it runs.
+/// processes' job, as the agent maps them), after the same confirmation as
+/// a drain, showing the exact `scancel` it runs and whose job it is. Where
+/// Slurm's view of the node is known, the job must be in it: a stale
+/// cgroup, a reused pid or a mapping gone wrong must not cancel someone's
+/// job, so a job Slurm does not list on this node is refused, naming the
+/// jobs it does list.
 pub(crate) fn start_scancel(app: &mut App) {
     let Some(n) = app.detail() else { return };
     let gpu = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu));
@@ -328,11 +332,32 @@ pub(crate) fn start_scancel(app: &mut App) {
         app.message = Some("no Slurm job on this GPU".into());
         return;
     };
-    let user = n.job_user(job).map(str::to_string);
-    let nodes: Vec<String> = match n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == job)) {
-        Some(j) => j.nodes.clone(),
-        None => vec![n.target.name.clone()],
+    let name = n.target.name.clone();
+    let (nodes, said) = match n.scheduler.as_ref() {
+        Some(v) => match v.jobs.iter().find(|j| j.id == job) {
+            Some(j) => (j.nodes.clone(), job_text(j)),
+            None => {
+                let listed: Vec<String> = v.jobs.iter().map(|j| j.id.to_string()).collect();
+                let lists = match listed.as_slice() {
+                    [] => "no job".to_string(),
+                    [one] => format!("job {one}"),
+                    many => format!("jobs {}", many.join(", ")),
+                };
+                app.message = Some(format!(
+                    "not offering scancel: job {job} is not on {name} in Slurm, which lists {lists} there"
+                ));
+                return;
+            }
+        },
+        // No scheduler's view of this node: what the agent says is all
+        // there is, and the dialog says so.
+        None => (
+            vec![name.clone()],
+            format!("job {job} · owner unknown (no Slurm view of {name})"),
+        ),
     };
+    let user = n.job_user(job).map(str::to_string);
+    let nodes = if nodes.is_empty() { vec![name] } else { nodes };
     let plan = action::scancel_plan(job, user.as_deref(), nodes);
     if app.read_only {
         refuse_read_only(app, plan, "scancel");
@@ -342,12 +367,23 @@ pub(crate) fn start_scancel(app: &mut App) {
         app.message = Some("no scheduler: start with --slurm to cancel jobs".into());
         return;
     }
-    let chosen = format!("job {job}'s {} node(s)", plan.nodes.len());
+    let chosen = format!("{said}, on {}", view::count(plan.nodes.len(), "node"));
     app.dialog = Some(Dialog::Confirm {
         plan,
         chosen,
         guard: None,
     });
+}
+
+/// "job 4411 · alice · train · 2h13m": whose job, what, and how long it has run.
+fn job_text(j: &crate::model::sched::Job) -> String {
+    format!(
+        "job {} · {} · {} · {}",
+        j.id,
+        j.user,
+        j.name,
+        view::human_span(j.elapsed_s.saturating_mul(1000).min(i64::MAX as u64) as i64)
+    )
 }
 
 /// `x` (SIGTERM) or `X` (SIGKILL) in node detail: the selected GPU's
@@ -560,7 +596,10 @@ pub(crate) fn dialog_key(app: &mut App, k: KeyEvent) {
         Dialog::ConfirmCancelBench { nodes } => {
             if yes {
                 app.outgoing = Some(Request::CancelBench);
-                app.message = Some(format!("cancelling the burn-in on {} node(s)", nodes.len()));
+                app.message = Some(format!(
+                    "cancelling the burn-in on {}",
+                    view::count(nodes.len(), "node")
+                ));
             } else {
                 app.message = Some("the burn-in goes on".into());
             }

@@ -200,6 +200,8 @@ pub struct App {
     /// Acknowledged and silenced alerts (loaded from the state dir at start).
     pub silences: Vec<Silence>,
     pub help: bool,
+    /// Help shows its second page: the short flag names (`?` again).
+    pub help_legend: bool,
     pub quit: bool,
     /// Actions are possible (a scheduler is known) and allowed (not read-only).
     pub actions_enabled: bool,
@@ -278,6 +280,7 @@ impl App {
             alerts_folded: true,
             silences: Vec::new(),
             help: false,
+            help_legend: false,
             quit: false,
             actions_enabled: false,
             bench_enabled: false,
@@ -564,7 +567,10 @@ fn on_key(app: &mut App, k: KeyEvent) {
     if app.help {
         // Any key closes help, q included, as the help says: a person who
         // opened help to find the quit key must not quit by closing it.
-        app.help = false;
+        // `?` again turns to the flag names first.
+        let legend = k.code == KeyCode::Char('?') && !app.help_legend;
+        app.help = legend;
+        app.help_legend = legend;
         return;
     }
     app.message = None;
@@ -802,7 +808,7 @@ fn heatmap_key(app: &mut App, k: KeyEvent) {
         }
         KeyCode::Char('a') => {
             let shown = app.visible();
-            app.message = Some(format!("marked the {} node(s) shown", shown.len()));
+            app.message = Some(format!("marked the {} shown", view::count(shown.len(), "node")));
             app.marked.extend(shown);
         }
         KeyCode::Char('u') | KeyCode::Char('\\') => {
@@ -827,7 +833,7 @@ fn mark_range(app: &mut App) {
         .unwrap_or(cur);
     let (lo, hi) = (from.min(cur), from.max(cur));
     app.marked.extend(&vis[lo..=hi.min(vis.len().saturating_sub(1))]);
-    app.message = Some(format!("marked {} node(s)", hi - lo + 1));
+    app.message = Some(format!("marked {}", view::count(hi - lo + 1, "node")));
 }
 
 /// `n` / `N`: the next (previous) shown node with an active flag, wrapping.

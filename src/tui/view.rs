@@ -176,6 +176,66 @@ pub fn node_mean_text(n: &NodeState, metric: Metric, th: &Thresholds) -> String 
     .unwrap_or_else(|| "    -".into())
 }
 
+/// "1 node", "3 nodes": a count with its noun (regular plurals only:
+/// node, GPU, job).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// The header's totals: of the nodes with a fresh sample only, so a fleet
+/// gone unreachable never shows its last numbers as if they were now.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Totals {
+    /// Nodes whose status is ok (a fresh sample): the ones counted.
+    pub live: usize,
+    /// The others (stale, unreachable, connecting): left out, and said so.
+    pub left_out: usize,
+    pub gpus: usize,
+    /// Mean utilization over the live GPUs that give it.
+    pub util_pct: Option<u64>,
+    pub power_w: f64,
+}
+
+pub fn totals(store: &Store, now_ms: i64) -> Totals {
+    let mut t = Totals::default();
+    let (mut util_sum, mut util_n) = (0u64, 0u64);
+    for n in &store.nodes {
+        if n.status(now_ms, &store.thresholds) != NodeStatus::Ok {
+            t.left_out += 1;
+            continue;
+        }
+        t.live += 1;
+        let sampled = n.last.as_ref().map_or(0, |s| s.gpus.len());
+        // The GPUs it describes (one that fell off the bus included), else
+        // those it samples.
+        t.gpus += n.info.as_ref().map_or(sampled, |i| i.gpus.len().max(sampled));
+        for g in n.last.iter().flat_map(|s| &s.gpus) {
+            if let Some(u) = g.util_pct {
+                util_sum += u64::from(u);
+                util_n += 1;
+            }
+            t.power_w += g.power_w.unwrap_or(0.0);
+        }
+    }
+    t.util_pct = util_sum.checked_div(util_n);
+    t
+}
+
+/// A flag's evidence for people: "symbol_error=+5 link_downed=+1" (the
+/// InfiniBand error counters are increments over the window, so signed).
+pub fn evidence_text(f: &Flag) -> String {
+    let sign = if f.kind == FlagKind::IbErrors { "+" } else { "" };
+    f.evidence
+        .iter()
+        .map(|(k, v)| format!("{k}={sign}{v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The description of GPU `index` on a node.
 pub fn gpu_info(n: &NodeState, index: u32) -> Option<&GpuDesc> {
     n.info.as_ref()?.gpu(index)
@@ -316,6 +376,12 @@ impl Filter {
         }
         if let Some(k) = FlagKind::from_name(t) {
             return Ok(Filter::Kind(k));
+        }
+        // The short names the header and the flags column print ("thr",
+        // "rmp_fail"): what is on screen must be what can be typed. Each
+        // means what its full name does (`unreach` the status, as above).
+        if let Some(k) = FlagKind::ALL.into_iter().find(|k| k.short() == t) {
+            return Filter::term(k.name());
         }
         if t.contains('[') {
             let names = hostlist::expand(t).map_err(|e| e.to_string())?;
@@ -529,6 +595,33 @@ mod tests {
         assert_eq!(n.len(), 3);
         assert_eq!(Filter::parse("gpu1"), Ok(Filter::Substring("gpu1".into())));
         assert!(Filter::parse("gpu[03-01]").is_err());
+    }
+
+    #[test]
+    fn every_short_flag_name_filters_as_its_kind() {
+        for k in FlagKind::ALL {
+            let long = Filter::parse(k.name());
+            assert_eq!(Filter::parse(k.short()), long, "{} = {}", k.short(), k.name());
+            assert_eq!(Filter::parse(&k.short().to_uppercase()), long, "{}", k.short());
+            // Only `unreachable` is read as the (wider) status.
+            if k != FlagKind::Unreachable {
+                assert_eq!(long, Ok(Filter::Kind(k)), "{}", k.name());
+            }
+        }
+        assert_eq!(
+            Filter::parse("thr,rmp_fail"),
+            Ok(Filter::Any(vec![
+                Filter::Kind(FlagKind::Throttled),
+                Filter::Kind(FlagKind::RemapFailed)
+            ]))
+        );
+    }
+
+    #[test]
+    fn counts_say_one_node_not_one_nodes() {
+        assert_eq!(count(1, "node"), "1 node");
+        assert_eq!(count(0, "node"), "0 nodes");
+        assert_eq!(count(8, "GPU"), "8 GPUs");
     }
 
     #[test]

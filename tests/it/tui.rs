@@ -2482,7 +2482,7 @@ fn capital_t_returns_a_node_to_service_with_a_burn_in_where_none_passed_since_th
     let p = returned(&asked);
     assert!(matches!(p.nodes[0].step, Do::Bench { .. }), "{p:?}");
     assert_eq!((p.plan.commands[0][0].as_str(), p.force), ("RunBench", false));
-    assert!(text(&buf).contains("return 1 node(s)"), "{}", text(&buf));
+    assert!(text(&buf).contains("return 1 node… a burn-in"), "{}", text(&buf));
     // s: the full suite.
     let (_, asked) = drive_steps(
         theme(),
@@ -2625,4 +2625,236 @@ fn the_new_dialogs_and_the_timeline_draw_at_any_size_without_a_panic() {
             drive_steps(theme(), fleet_updates(4, 8, 30), size, v, enabled);
         }
     }
+}
+
+/// The demo fleet with `down` (node indices) silent for the last minute
+/// and their connections broken: unreachable at NOW, the rest live.
+fn fleet_with_down(nodes: u32, down: &[usize]) -> (Vec<Target>, Vec<Update>) {
+    let (targets, updates) = fleet_updates(nodes, 8, 600);
+    let cut = NOW - 60_000;
+    let mut kept: Vec<Update> = updates
+        .into_iter()
+        .filter(|u| match u {
+            Update::Node {
+                node,
+                event: Event::Sample(s),
+            } if down.contains(node) => s.time_ms < cut,
+            _ => true,
+        })
+        .collect();
+    kept.extend(down.iter().map(|&node| Update::Node {
+        node,
+        event: Event::Down("connection refused".into()),
+    }));
+    (targets, kept)
+}
+
+fn header(buf: &Buffer) -> String {
+    text(buf).lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn header_totals_come_from_live_nodes_and_say_how_many_they_leave_out() {
+    // Every node unreachable: no number at all, at any width.
+    let all: Vec<usize> = (0..16).collect();
+    for size in [(80, 24), (200, 40)] {
+        let head = header(&drive(theme(), fleet_with_down(16, &all), size, vec![]));
+        assert!(head.contains("0 ok 16 unreachable"), "{head}");
+        assert!(head.ends_with("│ no live data"), "{head}");
+        for number in ["GPU", "util", "kW"] {
+            assert!(!head.contains(number), "{number} in {head}");
+        }
+    }
+    // Four of sixteen gone (gpu01-04): the twelve others' 96 GPUs, and the
+    // four said, in full where there is room and short at 80 columns.
+    let head = header(&drive(theme(), fleet_with_down(16, &[0, 1, 2, 3]), (200, 40), vec![]));
+    assert!(head.contains("12 ok 4 unreachable"), "{head}");
+    assert!(head.contains("│ 96 GPUs  util "), "{head}");
+    assert!(head.ends_with(" kW · 4 nodes not counted"), "{head}");
+    let head = header(&drive(theme(), fleet_with_down(16, &[0, 1, 2, 3]), (80, 24), vec![]));
+    assert!(
+        head.contains("│ 96 GPUs") && head.ends_with(" · 4 not counted"),
+        "{head}"
+    );
+    assert!(head.chars().count() <= 80, "{head}");
+    // A wider fleet at 80 columns keeps the count of what is left out
+    // (the numbers give way first: 1 stale and 12 unreachable) and never
+    // runs off the edge.
+    let down: Vec<usize> = (0..12).collect();
+    let head = header(&drive(theme(), fleet_with_down(300, &down), (80, 24), vec![]));
+    assert!(head.contains(" 12 unr") && head.ends_with("│ 13 not counted"), "{head}");
+    assert!(head.chars().count() <= 80, "{head}");
+}
+
+/// The XID column's cells of node detail's GPU rows: (row y, text).
+fn xid_cells(buf: &Buffer) -> (u16, Vec<(u16, String)>) {
+    let screen = text(buf);
+    let header = screen.lines().position(|l| l.starts_with("GPU")).expect("GPU table");
+    let x = screen
+        .lines()
+        .nth(header)
+        .and_then(|l| l.find("XID"))
+        .expect("XID column") as u16;
+    let rows = (header + 1..header + 9)
+        .map(|y| {
+            let cell: String = (x..x + 5).map(|c| buf[(c, y as u16)].symbol().to_string()).collect();
+            (y as u16, cell.trim().to_string())
+        })
+        .collect();
+    (x, rows)
+}
+
+#[test]
+fn the_xid_column_paints_a_healthy_gpus_dash_plain_and_held_codes_in_their_severity() {
+    use ratatui::style::Modifier;
+    // gpu01: healthy XID-wise (its fault is an NVLink link); gpu02 holds
+    // XID 94 (warn) on GPU 5.
+    let open = |t: Theme, node: &str| {
+        let steps: Vec<Step> = detail_of(node);
+        drive_steps(t, fleet_updates(16, 8, 600), (80, 24), steps, |_| {}).0
+    };
+    for t in [theme(), mono()] {
+        let buf = open(t.clone(), "gpu01");
+        let (x, rows) = xid_cells(&buf);
+        assert!(rows.iter().all(|(_, c)| c == "-"), "{rows:?}");
+        // The first row is the selected GPU (reversed by the selection, not
+        // by the XID): the others say what the column paints.
+        for (y, _) in rows.iter().skip(1) {
+            let s = buf[(x, *y)].style();
+            assert_ne!(s.fg, t.crit.fg.filter(|c| *c != Color::Reset), "row {y} in {}", t.name);
+            assert!(
+                !s.add_modifier.intersects(Modifier::BOLD | Modifier::REVERSED),
+                "row {y} in {}: {s:?}",
+                t.name
+            );
+        }
+        let buf = open(t.clone(), "gpu02");
+        let (x, rows) = xid_cells(&buf);
+        let (y, _) = rows.iter().find(|(_, c)| c == "94").expect("XID 94 held");
+        let s = buf[(x, *y)].style();
+        assert_eq!(s.fg, t.warn.fg.or(Some(Color::Reset)), "{}", t.name);
+        assert!(s.add_modifier.contains(t.warn.add_modifier), "{}: {s:?}", t.name);
+    }
+}
+
+#[test]
+fn node_detail_lists_node_level_flags_with_evidence_and_age_above_the_gpus() {
+    // gpu13's mlx5_2/1 is down; gpu09's mlx5_7/1 counts symbol errors.
+    // Every GPU row of both is clean: the lines above the table say why
+    // the node is not, with the numbers and how long, at 80x24.
+    for (node, want) in [
+        ("gpu13", ["ib_down mlx5_2/1 9m", "[rate_gbps=400]"]),
+        ("gpu09", ["ib_errors mlx5_7/1 9m", "symbol_error=+2320"]),
+    ] {
+        let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 600), (80, 24), detail_of(node), |_| {});
+        let screen = text(&buf);
+        let table = screen.lines().position(|l| l.starts_with("GPU")).expect("GPU table");
+        let line = screen
+            .lines()
+            .take(table)
+            .find(|l| l.contains(want[0]))
+            .unwrap_or_else(|| panic!("{} above the table:\n{screen}", want[0]));
+        assert!(line.contains(want[1]), "{line}\n{screen}");
+    }
+}
+
+#[test]
+fn capital_k_names_the_jobs_owner_name_and_run_time_from_slurm() {
+    let mut steps = vec![sched_arrives(
+        vec![("gpu11", sched_node("mixed", None, None, None))],
+        vec![job(4848, "gpu11", 2 * 3600 + 13 * 60 + 5)],
+    )];
+    steps.extend(detail_of("gpu11"));
+    steps.push(Step::Do(key(KeyCode::Char('K'))));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, enabled);
+    let screen = text(&buf);
+    assert!(
+        screen.contains("confirm scancel") && screen.contains("job 4848 · alice · train · 2h13m"),
+        "{screen}"
+    );
+    assert!(screen.contains("scancel 4848"), "{screen}");
+    assert!(asked.is_empty(), "{asked:?}");
+}
+
+#[test]
+fn capital_k_refuses_a_job_slurm_does_not_list_on_the_node_and_names_those_it_does() {
+    // The agent maps gpu11's processes to job 4848; Slurm says 4411 and
+    // 4412 run there: cancelling 4848 could hit someone else's job.
+    let mut steps = vec![sched_arrives(
+        vec![("gpu11", sched_node("mixed", None, None, None))],
+        vec![job(4411, "gpu11", 60), job(4412, "gpu11", 60)],
+    )];
+    steps.extend(detail_of("gpu11"));
+    steps.push(Step::Do(key(KeyCode::Char('K'))));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, enabled);
+    let screen = text(&buf);
+    assert!(!screen.contains("confirm scancel"), "{screen}");
+    assert!(asked.is_empty(), "nothing runs: {asked:?}");
+    assert!(
+        screen.contains("job 4848 is not on gpu11 in Slurm, which lists jobs 4411, 4412 there"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn the_filter_takes_every_short_flag_name_and_help_lists_them() {
+    use fleetop::tui::view::Filter;
+    for k in FlagKind::ALL {
+        assert_eq!(Filter::parse(k.short()), Filter::parse(k.name()), "{}", k.short());
+    }
+    // Typed on the heatmap: the header's "rmp_fail" finds gpu02, not a
+    // node named so.
+    let mut a = keys("/rmp_fail");
+    a.push(key(KeyCode::Enter));
+    let screen = text(&drive(theme(), fleet_updates(16, 8, 600), (120, 30), a));
+    assert!(
+        screen.contains("1 of 16 nodes") && screen.contains("  gpu02 "),
+        "{screen}"
+    );
+    let mut a = keys("/thr");
+    a.push(key(KeyCode::Enter));
+    let screen = text(&drive(theme(), fleet_updates(16, 8, 600), (120, 30), a));
+    assert!(screen.contains("2 of 16 nodes"), "{screen}");
+    // `?` twice: the legend, each short name with its kind, whole at 80x24.
+    let buf = drive(theme(), fleet_updates(4, 8, 60), (80, 24), keys("??"));
+    let screen = text(&buf);
+    assert!(screen.contains("flag names"), "{screen}");
+    for k in FlagKind::ALL {
+        let listed = screen.lines().any(|l| {
+            let words: Vec<&str> = l.split([' ', ':', '│']).collect();
+            words.contains(&k.short()) && words.contains(&k.name())
+        });
+        assert!(listed, "{} = {}:\n{screen}", k.short(), k.name());
+    }
+    let legend = fleetop::tui::ui::flag_legend();
+    assert!(legend.len() + 2 <= 24, "{}", legend.len());
+    for (k, what) in legend {
+        assert!(k.chars().count() <= 16 && what.chars().count() <= 61, "{k} {what}");
+    }
+    // A third `?` closes it.
+    let screen = text(&drive(theme(), fleet_updates(4, 8, 60), (80, 24), keys("???")));
+    assert!(!screen.contains("flag names") && !screen.contains("keys ·"), "{screen}");
+}
+
+#[test]
+fn one_node_is_one_node_not_one_nodes() {
+    for size in [(80, 24), (200, 40)] {
+        let buf = drive(theme(), fleet_updates(1, 8, 60), size, vec![]);
+        let screen = text(&buf);
+        assert!(header(&buf).contains(" 1 node 1 ok"), "{screen}");
+        assert!(screen.contains(" 1 node · utilization"), "{screen}");
+        assert!(!screen.contains("1 nodes"), "{screen}");
+    }
+}
+
+#[test]
+fn a_folded_idle_row_says_its_job_once() {
+    let buf = drive(theme(), fleet_updates(16, 8, 660), (200, 40), vec![key(KeyCode::Tab)]);
+    let screen = text(&buf);
+    let row = screen
+        .lines()
+        .find(|l| l.starts_with("WARN") && l.contains(" idle "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert_eq!(row.matches("4848").count(), 1, "{row}");
+    assert!(row.contains("job 4848: 8 GPUs idle at 0% for "), "{row}");
 }

@@ -75,13 +75,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         let n = &app.store.nodes[r.node];
         let f = r.flag;
         let subject = match f.subject {
-            _ if r.gpus > 1 => format!("{} GPUs", r.gpus),
+            _ if r.gpus > 1 => crate::tui::view::count(r.gpus, "GPU"),
             Subject::Node => "node".to_string(),
             Subject::Gpu(g) => format!("gpu{g}"),
             Subject::IbPort(p) => n.ib_port_name(p),
         };
         let node = if r.nodes > 1 {
-            format!("{} nodes", r.nodes)
+            crate::tui::view::count(r.nodes, "node")
         } else {
             n.target.name.clone()
         };
@@ -104,12 +104,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             None => sev,
         };
         let mut detail = match r.job {
-            Some(job) if r.gpus > 1 => format!("job {job}: {} GPUs {}; {}", r.gpus, f.kind.name(), f.detail),
+            Some(job) if r.gpus > 1 => folded_detail(f, job, r.gpus),
             _ => f.detail.clone(),
         };
         if wide && !f.evidence.is_empty() {
-            let ev: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            detail.push_str(&format!("  [{}]", ev.join(" ")));
+            detail.push_str(&format!("  [{}]", crate::tui::view::evidence_text(f)));
         }
         let row = Row::new(vec![
             Cell::from(Span::styled(sev, severity_style(t, f.severity))),
@@ -130,7 +129,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .map(|r| match r.nodes {
             1 => app.store.nodes[r.node].target.name.chars().count(),
-            n => format!("{n} nodes").len(),
+            n => crate::tui::view::count(n, "node").len(),
         })
         .max()
         .unwrap_or(4);
@@ -194,4 +193,17 @@ fn entry_lines<'a>(app: &App, node: &str, f: &'a Flag) -> Vec<Line<'a>> {
         Span::raw(fleetop_catalog::runbook(f.kind.name())),
     ]));
     lines
+}
+
+/// A row folding `gpus` GPUs of one job: the job said once, "job 4598 (alice,
+/// 8 GPUs here): 8 GPUs idle at 0% for 12 min", where the flag's detail
+/// began by naming the job that holds the GPU.
+fn folded_detail(f: &crate::model::flag::Flag, job: u64, gpus: usize) -> String {
+    let what = format!("{} {}", crate::tui::view::count(gpus, "GPU"), f.kind.name());
+    match crate::detect::gpu::split_holder(&f.detail, job) {
+        Some((who, rest)) if rest.is_empty() => format!("{who}: {what}"),
+        Some((who, rest)) if rest.starts_with("at ") => format!("{who}: {what} {rest}"),
+        Some((who, rest)) => format!("{who}: {what}; {rest}"),
+        None => format!("job {job}: {what}; {}", f.detail),
+    }
 }

@@ -96,7 +96,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 
 /// "do now: drain, then reboot the node: XID 79 (...) on GPU 1; ..." and
 /// under it the flags, most urgent first, one a line, as many as fit
-/// ("+N more: the alerts screen has them all").
+/// ("+N more: the alerts screen has them all"). Each says what it is on,
+/// how long it has been up and its evidence before its detail, so at 80
+/// columns the numbers stay when the detail is cut. Of equal urgency,
+/// node-level flags (a node, an InfiniBand port) come first: the GPU table
+/// shows GPU flags in their rows, and nothing else above pane 3 shows these.
 fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     let Some((top, said)) = crate::tui::view::diagnosis(n) else {
@@ -108,21 +112,29 @@ fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: 
     ]);
     line_at(line, area, 0, buf);
     let mut sorted = flags.to_vec();
-    sorted.sort_by_key(|f| std::cmp::Reverse((f.action.urgency(), f.severity)));
+    sorted.sort_by_key(|f| {
+        let node_level = !matches!(f.subject, Subject::Gpu(_));
+        std::cmp::Reverse((f.action.urgency(), f.severity, node_level))
+    });
     let rows = area.height.saturating_sub(1) as usize;
+    let more = sorted.len().saturating_sub(rows);
     for (i, f) in sorted.iter().take(rows).enumerate() {
         let on = match f.subject {
             Subject::Node => "node".to_string(),
             Subject::Gpu(g) => format!("gpu{g}"),
             Subject::IbPort(p) => n.ib_port_name(p),
         };
-        let more = sorted.len() - rows;
         let mut spans = vec![
             Span::styled(format!("  {} ", f.kind.name()), severity_style(t, f.severity)),
             Span::raw(format!("{on} ")),
+            Span::styled(format!("{} ", human_age(app.now_ms - f.since_ms)), t.muted),
             Span::styled(format!("{} ", f.action.name()), t.muted),
-            Span::raw(f.detail.clone()),
         ];
+        let evidence = crate::tui::view::evidence_text(f);
+        if !evidence.is_empty() {
+            spans.push(Span::raw(format!("[{evidence}] ")));
+        }
+        spans.push(Span::raw(f.detail.clone()));
         if i + 1 == rows && more > 0 {
             spans.insert(0, Span::styled(format!("+{more} more (alerts: a) "), t.muted));
         }
@@ -174,11 +186,11 @@ fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView, now_ms: i64) -> 
     for j in &v.jobs {
         spans.push(Span::styled(" · ", t.muted));
         spans.push(Span::raw(format!(
-            "job {} {} {} {} GPUs {}",
+            "job {} {} {} {} {}",
             j.id,
             j.user,
             j.name,
-            j.gpus_per_node,
+            crate::tui::view::count(j.gpus_per_node as usize, "GPU"),
             crate::tui::view::human_age(j.elapsed_s as i64 * 1000)
         )));
     }
@@ -289,11 +301,7 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             let th = &app.store.thresholds;
             let total = gi.and_then(|i| i.mem_total_bytes).map(|b| b as f64 / GIB);
             let xids: Vec<String> = n.xid_codes(g.index).iter().map(u32::to_string).collect();
-            let xid_style = n
-                .detector
-                .active()
-                .find(|f| f.kind == FlagKind::Xid && f.subject == Subject::Gpu(g.index))
-                .map_or(Style::new(), |f| severity_style(t, f.severity));
+            let xid_style = xid_style(t, n, g.index, !xids.is_empty());
             // The same line the `hot` flag draws: the slowdown temperature less the margin.
             let hot_at = th.slowdown_c(gi).saturating_sub(th.hot_margin_c);
             let hot = g.temp_c.is_some_and(|c| c >= hot_at);
@@ -397,6 +405,29 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             buf.set_stringn(area.x + first, y, format!("{why:<w$}"), w, style);
         }
     }
+}
+
+/// The XID column's style: held codes in their flag's severity (a code
+/// not held yet, in its catalog severity); "-" plain, because red is crit
+/// and nothing else, and a healthy GPU has nothing to shout about.
+fn xid_style(t: &Theme, n: &NodeState, gpu: u32, any: bool) -> Style {
+    if !any {
+        return Style::new();
+    }
+    let flag = n
+        .detector
+        .active()
+        .find(|f| f.kind == FlagKind::Xid && f.subject == Subject::Gpu(gpu));
+    let severity = match flag {
+        Some(f) => f.severity,
+        None => n
+            .xid_codes(gpu)
+            .iter()
+            .map(|&c| fleetop_catalog::xid_action(c).severity())
+            .max()
+            .unwrap_or(crate::model::flag::Severity::Info),
+    };
+    severity_style(t, severity)
 }
 
 fn pane_block<'a>(t: &Theme, pane: Pane) -> ratatui::widgets::Block<'a> {

@@ -12,7 +12,7 @@ use crate::model::action::{self, NodeAction, Plan, REASON_PREFIX};
 use crate::model::sched::Job;
 use crate::tui::app::{App, Dialog, Guard};
 use crate::tui::theme::Theme;
-use crate::tui::view::human_span;
+use crate::tui::view::{count, human_span};
 
 /// Jobs listed by name in a drain dialog; the rest are counted.
 const JOBS_SHOWN: usize = 4;
@@ -45,10 +45,10 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
         }
         Dialog::Confirm { plan, chosen, guard } => {
             let forced = if guard.is_some() { ", forced" } else { "" };
-            let mut lines = vec![
-                Line::from(format!(" Run these commands ({chosen}{forced})?")),
-                Line::from(""),
-            ];
+            // Wrapped: a job's owner, name and run time make it long.
+            let head = format!(" Run these commands ({chosen}{forced})?");
+            let mut lines: Vec<Line<'_>> = wrap(&head, inner, " ").into_iter().map(Line::from).collect();
+            lines.push(Line::from(""));
             lines.extend(command_lines(plan, inner));
             lines.push(Line::from(""));
             if plan.action == NodeAction::Drain {
@@ -108,7 +108,10 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 .collect();
             let suite = suite.name();
             let mut lines = vec![
-                Line::from(format!(" Run the {suite} burn-in suite on {} node(s)?", names.len())),
+                Line::from(format!(
+                    " Run the {suite} burn-in suite on {}?",
+                    count(names.len(), "node")
+                )),
                 Line::from(format!("   {}", names.join(" "))),
                 Line::from(""),
                 Line::from(" GPU copies (HBM, PCIe, NVLink), NCCL all-reduce, a GEMM burn watched for"),
@@ -136,7 +139,7 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
         }
         Dialog::ConfirmCancelBench { nodes } => {
             let lines = vec![
-                Line::from(format!(" Stop the burn-in on {} node(s)?", nodes.len())),
+                Line::from(format!(" Stop the burn-in on {}?", count(nodes.len(), "node"))),
                 Line::from(format!("   {}", nodes.join(" "))),
                 Line::from(" They end as cancelled: no verdict on the hardware."),
                 Line::from(""),
@@ -145,12 +148,12 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             popup(t, "cancel burn-in", lines, width, area, buf);
         }
         Dialog::Running(plan) => {
-            let n = plan.nodes.len();
+            let n = count(plan.nodes.len(), "node");
             let lines = match plan.action {
-                NodeAction::Signal => vec![Line::from(format!(" signal {n} node(s)… asking the node's agent"))],
+                NodeAction::Signal => vec![Line::from(format!(" signal {n}… asking the node's agent"))],
                 NodeAction::Return => vec![
                     Line::from(format!(
-                        " return {n} node(s)… a burn-in first where needed (minutes), then the resume"
+                        " return {n}… a burn-in first where needed (minutes), then the resume"
                     )),
                     Line::from(Span::styled(
                         " Esc hides this: the result shows when it is done",
@@ -158,7 +161,7 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                     )),
                 ],
                 a => vec![Line::from(format!(
-                    " {} {n} node(s)… then reading the result back from Slurm",
+                    " {} {n}… then reading the result back from Slurm",
                     a.verb()
                 ))],
             };

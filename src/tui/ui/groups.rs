@@ -19,7 +19,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let what = match by {
         GroupBy::Job => {
             let gpus: usize = rows.iter().map(|r| r.gpus).sum();
-            format!("jobs · {} holding {gpus} GPUs", rows.len())
+            format!("jobs · {} holding {}", rows.len(), view::count(gpus, "GPU"))
         }
         GroupBy::Partition => format!("partitions · {}", rows.len()),
         GroupBy::Rack => format!("racks · {}", rows.len()),

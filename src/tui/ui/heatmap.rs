@@ -18,11 +18,13 @@ use crate::tui::view::{self, Metric};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let vis = app.visible();
-    let mode = if app.wall_active() { "wall" } else { "nodes" };
-    let shown = if vis.len() == app.store.nodes.len() {
-        format!("{} {mode}", vis.len())
-    } else {
-        format!("{} of {} {mode}", vis.len(), app.store.nodes.len())
+    let all = app.store.nodes.len();
+    let shown = match (app.wall_active(), vis.len() == all) {
+        (true, true) => format!("{all} wall"),
+        (true, false) => format!("{} of {all} wall", vis.len()),
+        (false, true) => view::count(all, "node"),
+        // "1 of 16 nodes": the noun goes with the fleet's count.
+        (false, false) => format!("{} of {}", vis.len(), view::count(all, "node")),
     };
     let title = format!(" {shown} · {} ", app.metric.name());
     let b = block(&app.theme, title);

@@ -7,6 +7,7 @@ mod detail;
 mod dialog;
 mod groups;
 mod heatmap;
+mod help;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -21,8 +22,10 @@ use crate::model::flag::{FlagKind, Severity};
 use crate::store::NodeStatus;
 use crate::tui::app::{App, Screen};
 use crate::tui::theme::Theme;
+use crate::tui::view;
 
 pub use heatmap::wall_geometry;
+pub use help::{flag_legend, help_lines};
 
 /// Rows above and below the screens' body.
 const HEADER: u16 = 2;
@@ -57,7 +60,7 @@ impl Widget for &App {
         }
         render_footer(self, footer, buf);
         if self.help {
-            render_help(self, area, buf);
+            help::render(self, area, buf);
         }
         if let Some(d) = &self.dialog {
             dialog::render(self, d, area, buf);
@@ -137,17 +140,8 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     let th = &app.store.thresholds;
     let mut by_status: BTreeMap<NodeStatus, usize> = BTreeMap::new();
     let mut kinds: BTreeMap<FlagKind, (usize, Severity)> = BTreeMap::new();
-    let (mut gpus, mut util_sum, mut util_n, mut power_w) = (0usize, 0u64, 0u64, 0f64);
     for n in &app.store.nodes {
         *by_status.entry(n.status(app.now_ms, th)).or_default() += 1;
-        gpus += n.info.as_ref().map(|i| i.gpus.len()).unwrap_or(0);
-        for g in n.last.iter().flat_map(|s| &s.gpus) {
-            if let Some(u) = g.util_pct {
-                util_sum += u64::from(u);
-                util_n += 1;
-            }
-            power_w += g.power_w.unwrap_or(0.0);
-        }
         for f in n.detector.active() {
             let e = kinds.entry(f.kind).or_insert((0, f.severity));
             e.0 += 1;
@@ -155,35 +149,58 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
         }
     }
     let count = |s| by_status.get(&s).copied().unwrap_or(0);
-    let mut line1 = vec![
+    let mut head = vec![
         Span::styled(" fleetop ", t.title.add_modifier(Modifier::REVERSED)),
         // The console's clock, in UTC like the export and the audit log: a
         // frozen clock means a frozen console.
         Span::styled(format!(" {} ", clock(app.now_ms)), t.muted),
     ];
     if app.read_only {
-        line1.push(Span::styled(" READ-ONLY ", t.warn.add_modifier(Modifier::REVERSED)));
+        head.push(Span::styled(" READ-ONLY ", t.warn.add_modifier(Modifier::REVERSED)));
     }
-    line1.extend([
-        Span::raw(format!(" {} nodes ", app.store.nodes.len())),
+    head.extend([
+        Span::raw(format!(" {} ", view::count(app.store.nodes.len(), "node"))),
         Span::styled(format!("{} ok", count(NodeStatus::Ok)), t.ok),
     ]);
-    for (s, label, style) in [
-        (NodeStatus::Stale, "stale", t.warn),
-        (NodeStatus::Unreachable, "unreachable", t.crit),
-        (NodeStatus::Connecting, "connecting", t.muted),
-    ] {
-        if count(s) > 0 {
-            line1.push(Span::raw(" "));
-            line1.push(Span::styled(format!("{} {label}", count(s)), style));
+    // The states as words, or as the heatmap's short words where the
+    // totals would not fit beside the long ones.
+    let states = |short: bool| {
+        let mut v = Vec::new();
+        for (s, label, brief, style) in [
+            (NodeStatus::Stale, "stale", "stale", t.warn),
+            (NodeStatus::Unreachable, "unreachable", "unrch", t.crit),
+            (NodeStatus::Connecting, "connecting", "conn", t.muted),
+        ] {
+            if count(s) > 0 {
+                v.push(Span::raw(" "));
+                v.push(Span::styled(
+                    format!("{} {}", count(s), if short { brief } else { label }),
+                    style,
+                ));
+            }
         }
-    }
-    line1.push(Span::styled(" │ ", t.border));
-    line1.push(Span::raw(format!(
-        "{gpus} GPUs  util {}%  {:.1} kW",
-        util_sum.checked_div(util_n).unwrap_or(0),
-        power_w / 1000.0
-    )));
+        v.push(Span::styled(" │ ", t.border));
+        v
+    };
+    let used = |spans: &[Span<'_>]| spans.iter().map(|s| s.width()).sum::<usize>();
+    let totals = view::totals(&app.store, app.now_ms);
+    let forms = totals_forms(&totals);
+    let width = usize::from(area.width);
+    // The longest totals that fit, long state words before short ones;
+    // the shortest form at worst (cut at the edge, never wrong).
+    let (short, said) = forms
+        .iter()
+        .flat_map(|f| [(false, f), (true, f)])
+        .find(|(short, f)| used(&head) + used(&states(*short)) + f.chars().count() <= width)
+        .or_else(|| forms.last().map(|f| (true, f)))
+        .map_or((true, String::new()), |(s, f)| (s, f.clone()));
+    let mut line1 = head;
+    line1.extend(states(short));
+    line1.push(if totals.live == 0 {
+        Span::styled(said, t.muted)
+    } else {
+        Span::raw(said)
+    });
     line_at(Line::from(line1), area, 0, buf);
     let mut line2 = Vec::new();
     // The remediation policy's breaker tripped: it drains nothing more
@@ -209,6 +226,38 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     let room = (area.width as usize).saturating_sub(used);
     line2.extend(flag_counts(t, kinds, room));
     line_at(Line::from(line2), area, 1, buf);
+}
+
+/// The header's totals, longest first: the numbers come from live nodes
+/// only, and the nodes left out are said in every form that has a number
+/// (util and power give way first); with no live node, no number at all.
+fn totals_forms(t: &view::Totals) -> Vec<String> {
+    if t.live == 0 {
+        return vec!["no live data".into()];
+    }
+    let util = t.util_pct.map_or("-".to_string(), |u| format!("{u}%"));
+    let kw = t.power_w / 1000.0;
+    let gpus = view::count(t.gpus, "GPU");
+    let mut forms = vec![
+        format!("{gpus}  util {util}  {kw:.1} kW"),
+        format!("{gpus} util {util} {kw:.1} kW"),
+        format!("{gpus} util {util}"),
+        gpus,
+    ];
+    if t.left_out > 0 {
+        let out = t.left_out;
+        for (i, f) in forms.iter_mut().enumerate() {
+            let said = if i == 0 {
+                format!(" · {} not counted", view::count(out, "node"))
+            } else {
+                format!(" · {out} not counted")
+            };
+            f.push_str(&said);
+        }
+        // Where not even the GPUs fit: what is left out, and no number.
+        forms.push(format!("{out} not counted"));
+    }
+    forms
 }
 
 /// The fleet's flag counts in `room` columns: the worst first; short names
@@ -265,7 +314,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             Span::raw(text.clone()),
             Span::styled("█", t.muted),
             Span::styled(
-                "   name, gpu[01-08], a flag, crit; a,b = either   Enter keep  Esc undo  ^U clear",
+                "   name, gpu[01-08], a flag (thr), crit; a,b = either   Enter keep  Esc undo  ^U clear",
                 t.muted,
             ),
         ]);
@@ -354,84 +403,4 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled(right, t.title),
     ])
     .render(area, buf);
-}
-
-/// Every key of the current screen.
-pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
-    let mut v = vec![
-        ("?", "this help (any key closes)"),
-        ("q  Ctrl-C", "quit"),
-        ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
-        ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
-        ("/", "filter as you type: name, gpu[01-08], flag, crit, warn, ok,"),
-        ("", "  a partition or rack; a,b matches either; Ctrl-U clears"),
-        ("m", "metric: util, memory, temperature, power, SM clock"),
-        ("J", "group the shown nodes by Slurm job, partition or rack"),
-    ];
-    match screen {
-        Screen::Heatmap | Screen::Detail => v.extend([
-            ("D R U", "drain (with a reason), resume, undrain: marked or this"),
-            ("T", "return to service: resume after a passing burn-in"),
-            ("B", "burn-in on the marked nodes or this one (s: quick/full)"),
-        ]),
-        Screen::Alerts | Screen::Groups => {}
-        Screen::Bench => v.extend([
-            ("j k  ↓ ↑", "move"),
-            ("D", "drain the selected failed node, the failure as reason"),
-            ("Enter", "each check of this node: figure, floor, verdict, why"),
-            ("c", "clear this finished run and its burnin_failed flag"),
-            ("x", "stop the running burn-in (asks; cancelled, not failed)"),
-        ]),
-    }
-    match screen {
-        Screen::Heatmap => v.extend([
-            ("j k  ↓ ↑", "move (a row of cells on the wall)"),
-            ("h l  ← →", "move along the wall"),
-            ("g G  PgUp PgDn", "top, bottom, page"),
-            ("Enter", "open the node"),
-            ("s  S", "sort by name, metric, flags, age, Slurm state; S reverses"),
-            ("n  N", "next / previous node with a flag"),
-            ("w", "toggle the dense wall (one cell per node)"),
-            ("space", "mark / unmark the node (for actions), then move down"),
-            ("Ctrl-Space", "mark from the last marked node to this one"),
-            ("a  u", "mark every node shown (the filter's) / unmark all"),
-            ("y", "copy the marked nodes (or this one) as a Slurm hostlist"),
-        ]),
-        Screen::Detail => v.extend([
-            ("j k  ↓ ↑", "select a GPU"),
-            ("1-5  h l", "pane: history, NVLink, InfiniBand, processes, timeline"),
-            ("", "  in the timeline (5) j k PgUp PgDn g G scroll it"),
-            ("n p", "next / previous node"),
-            ("z", "history: the last minute, ten minutes, or all of it"),
-            ("K", "cancel the Slurm job on this GPU (scancel, asks first)"),
-            ("x  X", "SIGTERM / SIGKILL the GPU's processes via its agent (asks)"),
-        ]),
-        Screen::Alerts => v.extend([
-            ("j k  ↓ ↑", "move"),
-            ("g G  PgUp PgDn", "top, bottom, page"),
-            ("Enter", "open the node of the alert"),
-            ("D", "drain the alert's node, the catalog's reason filled in"),
-            ("s", "sort by severity, age, node, kind"),
-            ("z", "fold / unfold identical flags of one job into one row"),
-            ("a", "acknowledge the alert (until it clears); again to undo"),
-            ("1 4 8", "silence this kind on this node for 1, 4 or 8 hours"),
-        ]),
-        Screen::Groups => v.extend([
-            ("j k  ↓ ↑", "move"),
-            ("b", "group by Slurm job, partition or rack (cycles)"),
-            ("", "  the least busy first; nodes in none: \"(none)\""),
-            ("Enter", "show the group's nodes on the heatmap (Esc clears)"),
-        ]),
-        Screen::Bench => {}
-    }
-    v
-}
-
-fn render_help(app: &App, area: Rect, buf: &mut Buffer) {
-    let t = &app.theme;
-    let text: Vec<Line<'_>> = help_lines(app.screen)
-        .into_iter()
-        .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<16}"), t.title), Span::raw(what)]))
-        .collect();
-    popup(t, "keys", text, 86, area, buf);
 }
