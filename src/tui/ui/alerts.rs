@@ -201,7 +201,7 @@ fn entry_lines<'a>(app: &App, node: &str, f: &'a Flag) -> Vec<Line<'a>> {
 fn folded_detail(f: &crate::model::flag::Flag, job: u64, gpus: usize) -> String {
     let what = format!("{} {}", crate::tui::view::count(gpus, "GPU"), f.kind.name());
     match crate::detect::gpu::split_holder(&f.detail, job) {
-        Some((who, rest)) if rest.is_empty() => format!("{who}: {what}"),
+        Some((who, "")) => format!("{who}: {what}"),
         Some((who, rest)) if rest.starts_with("at ") => format!("{who}: {what} {rest}"),
         Some((who, rest)) => format!("{who}: {what}; {rest}"),
         None => format!("job {job}: {what}; {}", f.detail),
