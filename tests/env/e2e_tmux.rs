@@ -199,7 +199,7 @@ pub fn burn_in_from_the_console_runs_on_the_demo_agents() {
     t.keys(&["Space", "Space", "B"]);
     t.wait_for("confirm burn-in", Duration::from_secs(5));
     t.keys(&["y"]);
-    t.wait_for("burn-in · 2 node(s)", Duration::from_secs(5));
+    t.wait_for("burn-in · 2 nodes", Duration::from_secs(5));
     let start = Instant::now();
     let s = loop {
         let s = t.screen();

@@ -671,7 +671,7 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
     };
     assert_eq!(nodes, &[0, 1]);
     let screen = text(&buf);
-    assert!(screen.contains("burn-in · 2 node(s)"), "{screen}");
+    assert!(screen.contains("burn-in · 2 nodes"), "{screen}");
     assert!(
         screen.contains("running") && screen.contains(" 5/10 ") && screen.contains("GPU 2 HBM copy"),
         "{screen}"
