@@ -18,7 +18,9 @@ pub mod pci;
 pub mod ring;
 pub mod sampler;
 pub mod server;
+pub mod signal;
 pub mod sim;
+pub mod tls;
 
 /// The wire contract lives in its own crate, shared with the console.
 pub use fleetop_proto::pb as proto;

@@ -24,7 +24,9 @@ struct Cli {
     /// off unless given. Plain HTTP; it asks for the --token-file token too.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
-    /// Open connections to --metrics-listen at most; more are closed at once.
+    /// Open connections to --metrics-listen at most; past it, a new one
+    /// takes the place of the oldest still sending its request head, or is
+    /// closed at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     metrics_max_connections: u32,
     /// How much history to keep for consoles that connect later (1s to 24h).
@@ -62,7 +64,9 @@ struct Cli {
     /// Open connections at most; more are closed at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_connections: u32,
-    /// Close a connection that has not sent its handshake within this (100ms to 10m).
+    /// Close a connection that has not sent its handshake within this, and
+    /// a /metrics request whose head (request line and headers) has not
+    /// arrived whole within this, however it trickles (100ms to 10m).
     #[arg(long, default_value = "10s", value_parser = handshake_timeout)]
     handshake_timeout: Duration,
     /// Close a connection from which nothing arrived, or that had no stream
@@ -355,6 +359,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let limits = fleetop_agent::metrics::http::Limits {
                 max_connections: cli.metrics_max_connections as usize,
                 idle_timeout: cli.idle_timeout,
+                head_timeout: cli.handshake_timeout,
             };
             let addr = handle.serve_metrics(l, limits)?;
             if has_token && !addr.ip().is_loopback() {
@@ -374,9 +379,9 @@ fn bench_settings(cli: &Cli) -> anyhow::Result<Option<server::BenchSettings>> {
     let Some(path) = &cli.bench_token_file else {
         return Ok(None);
     };
-    let token = fleetop_proto::util::read_token_file(path)?;
+    let token = fleetop_proto::util::read_token_file(path).map_err(|e| anyhow::anyhow!("--bench-token-file: {e}"))?;
     let expectations = fleetop_agent::bench::expect::Expectations::load(cli.bench_expectations.as_deref())
-        .map_err(|e| anyhow::anyhow!("bench expectations: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("--bench-expectations: {e}"))?;
     Ok(Some(server::BenchSettings {
         token,
         expectations,
@@ -425,7 +430,13 @@ struct Security {
 }
 
 fn security(cli: &Cli) -> anyhow::Result<Security> {
-    let read = |p: &PathBuf, what: &str| std::fs::read(p).map_err(|e| anyhow::anyhow!("{what} {}: {e}", p.display()));
+    // Regular files only, and capped: `--tls-cert /dev/zero` or a FIFO is
+    // refused at once, in one line that names the flag and the file.
+    let read = |p: &PathBuf, what: &str| {
+        fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES)
+            .map(String::into_bytes)
+            .map_err(|e| anyhow::anyhow!("{what} {}: {e}", p.display()))
+    };
     let tls = match (&cli.tls_cert, &cli.tls_key) {
         (Some(c), Some(k)) => Some(server::TlsSettings {
             cert_pem: read(c, "--tls-cert")?,
@@ -523,6 +534,7 @@ fn swarm(
                 let limits = fleetop_agent::metrics::http::Limits {
                     max_connections: cli.metrics_max_connections as usize,
                     idle_timeout: cli.idle_timeout,
+                    head_timeout: cli.handshake_timeout,
                 };
                 metrics_lines.push_str(&format!("{}\n", h.serve_metrics(l, limits)?));
             }

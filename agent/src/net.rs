@@ -234,13 +234,84 @@ fn is_resource_shortage(e: &io::Error) -> bool {
     )
 }
 
+/// A connection as the server gets it: plaintext, or TLS the agent accepted.
+pub enum AgentIo {
+    Plain(Conn),
+    Tls(Box<tokio_rustls::server::TlsStream<Conn>>),
+}
+
+impl Connected for AgentIo {
+    type ConnectInfo = TcpConnectInfo;
+    fn connect_info(&self) -> TcpConnectInfo {
+        match self {
+            AgentIo::Plain(c) => c.connect_info(),
+            AgentIo::Tls(t) => t.get_ref().0.connect_info(),
+        }
+    }
+}
+
+impl AsyncRead for AgentIo {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AgentIo::Plain(c) => Pin::new(c).poll_read(cx, buf),
+            AgentIo::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for AgentIo {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            AgentIo::Plain(c) => Pin::new(c).poll_write(cx, buf),
+            AgentIo::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AgentIo::Plain(c) => Pin::new(c).poll_flush(cx),
+            AgentIo::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AgentIo::Plain(c) => Pin::new(c).poll_shutdown(cx),
+            AgentIo::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+        }
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            AgentIo::Plain(c) => Pin::new(c).poll_write_vectored(cx, bufs),
+            AgentIo::Tls(t) => Pin::new(t.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            AgentIo::Plain(c) => c.is_write_vectored(),
+            AgentIo::Tls(t) => t.is_write_vectored(),
+        }
+    }
+}
+
 /// Accepts connections for the server: counts them against the cap (closing
 /// any past it), wraps each in its deadlines, and backs off when the process
-/// is out of file descriptors, saying so once rather than spinning. Ends
-/// when the server drops the receiver.
-pub fn incoming(listener: TcpListener, limits: &Limits, conns: Arc<Connections>) -> mpsc::Receiver<io::Result<Conn>> {
+/// is out of file descriptors, saying so once rather than spinning. With
+/// `tls`, each connection's handshake runs in a task of its own (within the
+/// handshake timeout), and a refused one is logged with the peer and the
+/// reason (see `tls::Refusals`). Ends when the server drops the receiver.
+pub fn incoming(
+    listener: TcpListener,
+    limits: &Limits,
+    conns: Arc<Connections>,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+) -> mpsc::Receiver<io::Result<AgentIo>> {
     let (tx, rx) = mpsc::channel(16);
     let limits = limits.clone();
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let refusals = Arc::new(crate::tls::Refusals::default());
     tokio::spawn(async move {
         let mut backoff = ACCEPT_BACKOFF_START;
         let mut short = false;
@@ -308,9 +379,27 @@ pub fn incoming(listener: TcpListener, limits: &Limits, conns: Arc<Connections>)
                 handshake: limits.handshake_timeout,
                 idle: limits.idle_timeout,
             };
-            if tx.send(Ok(conn)).await.is_err() {
-                return;
-            }
+            let Some(acceptor) = &acceptor else {
+                if tx.send(Ok(AgentIo::Plain(conn))).await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            let (acceptor, tx, refusals) = (acceptor.clone(), tx.clone(), refusals.clone());
+            let within = limits.handshake_timeout;
+            tokio::spawn(async move {
+                let accepted = tokio::select! {
+                    a = tokio::time::timeout(within, acceptor.accept(conn)) => a,
+                    _ = tx.closed() => return,
+                };
+                match accepted {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send(Ok(AgentIo::Tls(Box::new(tls)))).await;
+                    }
+                    Ok(Err(e)) => refusals.refused(peer, &e),
+                    Err(_) => tracing::debug!("TLS handshake with {peer}: none within {within:?}"),
+                }
+            });
         }
     });
     rx
@@ -318,11 +407,13 @@ pub fn incoming(listener: TcpListener, limits: &Limits, conns: Arc<Connections>)
 
 /// Failed tokens per peer address, as a token bucket: a peer may get a few
 /// tokens wrong in a row (`FAILURE_BURST`), then one a `FAILURE_EVERY`; past
-/// that, its requests are refused before their token is even looked at.
-/// Right tokens cost nothing, so consoles that share an address with a
-/// misconfigured one (a login node) are not locked out by its retries, which
-/// back off far slower than the bucket refills. Failures are logged at most
-/// once a second per peer, with the count of those not logged.
+/// that, its wrong tokens are refused as too many. Callers compare the token
+/// first and come here only with a wrong (or missing) one: a right token is
+/// never charged nor refused, so consoles that share an address with a
+/// guesser or a misconfigured one (a login node) are never locked out. (The
+/// bucket then bounds the log and the work a guesser causes; what keeps a
+/// token from being guessed is its length.) Failures are logged at most once
+/// a second per peer, with the count of those not logged.
 pub struct FailedTokens {
     peers: Mutex<HashMap<IpAddr, Failures>>,
 }
@@ -358,8 +449,8 @@ impl Default for FailedTokens {
 }
 
 impl FailedTokens {
-    /// Refuses a peer that has used up its allowance of wrong tokens,
-    /// before its token is checked.
+    /// Refuses a wrong token from a peer that has used up its allowance of
+    /// them (call it only once the token was found wrong).
     pub fn check(&self, peer: Option<IpAddr>) -> Result<(), tonic::Status> {
         let Some(ip) = peer else { return Ok(()) };
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());

@@ -990,7 +990,29 @@ fn field_i64(v: &nvmlFieldValue_t) -> Option<i64> {
     }
 }
 
+/// The GPUs' compute processes, asked of NVML when called (the same call
+/// the samples make: nvmlDeviceGetComputeRunningProcesses).
+struct NvmlProcesses(Vec<Arc<Gpu>>);
+
+impl crate::sampler::GpuProcesses for NvmlProcesses {
+    fn pids(&self, index: u32) -> Result<Vec<u32>, String> {
+        let g = self
+            .0
+            .iter()
+            .find(|g| g.index == index)
+            .ok_or_else(|| format!("no GPU {index}"))?;
+        let d = g.dev.as_ref().map_err(Clone::clone)?;
+        d.running_compute_processes()
+            .map(|procs| procs.into_iter().map(|p| p.pid).collect())
+            .map_err(|e| error_text(&e))
+    }
+}
+
 impl Sampler for NvmlSampler {
+    fn gpu_processes(&self) -> Option<Arc<dyn crate::sampler::GpuProcesses>> {
+        Some(Arc::new(NvmlProcesses(self.gpus.clone())))
+    }
+
     fn describe(&mut self, info: &mut NodeInfo) {
         info.backend = "nvml".into();
         info.driver_version = self.nvml.sys_driver_version().unwrap_or_default();

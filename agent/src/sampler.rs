@@ -29,6 +29,20 @@ pub trait Sampler: Send {
     fn simulation(&self) -> Option<&crate::sim::SimConfig> {
         None
     }
+
+    /// Where the processes on this source's GPUs can be asked for at any
+    /// moment, not only at a sample (SignalProcess checks a pid there
+    /// before it signals it); `None` for a source without GPU processes.
+    fn gpu_processes(&self) -> Option<Arc<dyn GpuProcesses>> {
+        None
+    }
+}
+
+/// The processes a GPU runs now, asked of the driver at the moment.
+pub trait GpuProcesses: Send + Sync {
+    /// The pids on GPU `index` now; `Err`: the GPU could not say (lost,
+    /// no permission, no such GPU), in words. It may block on the driver.
+    fn pids(&self, index: u32) -> Result<Vec<u32>, String>;
 }
 
 /// Runs a set of samplers as one node.
@@ -148,6 +162,11 @@ impl Collector {
     /// The simulated node among the samplers, if any (see `Sampler::simulation`).
     pub fn simulation(&self) -> Option<crate::sim::SimConfig> {
         self.samplers.iter().find_map(|s| s.simulation()).cloned()
+    }
+
+    /// Where the GPUs' processes can be asked for now (see `Sampler::gpu_processes`).
+    pub fn gpu_processes(&self) -> Option<Arc<dyn GpuProcesses>> {
+        self.samplers.iter().find_map(|s| s.gpu_processes())
     }
 
     /// Sends per-link NVLink counters in every `n`-th sample only.

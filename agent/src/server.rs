@@ -122,6 +122,8 @@ struct Shared {
     /// Subscribe streams open now (each producer task holds one).
     subscribers: AtomicU64,
     failed_tokens: Arc<FailedTokens>,
+    /// Where the GPUs' processes are asked for at the moment of a signal.
+    gpu_processes: Option<Arc<dyn crate::sampler::GpuProcesses>>,
     /// Where each sample is left for /metrics scrapes.
     publisher: Arc<crate::metrics::Publisher>,
     /// Open connections and their streams.
@@ -281,24 +283,15 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
              give --tls-cert and --tls-key, or --insecure to accept that",
         ));
     }
-    let server = tonic::transport::Server::builder();
-    let server = match &opts.tls {
-        None => server,
+    // TLS is accepted by the agent itself (see `tls`), so that refused
+    // handshakes are logged with the peer and the reason.
+    let tls = match &opts.tls {
+        None => None,
         Some(t) => {
-            let mut cfg = tonic::transport::ServerTlsConfig::new()
-                .identity(tonic::transport::Identity::from_pem(&t.cert_pem, &t.key_pem))
-                .timeout(opts.limits.handshake_timeout);
-            if let Some(ca) = &t.client_ca_pem {
-                cfg = cfg.client_ca_root(tonic::transport::Certificate::from_pem(ca));
-            }
-            server.tls_config(cfg).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("TLS: {}", fleetop_proto::input::error_line(&e)),
-                )
-            })?
+            Some(crate::tls::server_config(t).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?)
         }
     };
+    let server = tonic::transport::Server::builder();
     let addr = listener.local_addr()?;
     let interval_ms = opts.interval.as_millis().max(1) as i64;
     let capacity = ((opts.history.as_millis() / interval_ms as u128).max(1)).min(MAX_RING_SAMPLES as u128) as usize;
@@ -317,6 +310,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         bench: opts.bench.clone(),
         bench_busy: std::sync::atomic::AtomicBool::new(false),
         simulated: collector.simulation(),
+        gpu_processes: collector.gpu_processes(),
         clock_offset_ms: opts.clock_offset_ms,
         telemetry_token: opts.telemetry_token.clone(),
         max_subscribers: opts.limits.max_subscribers,
@@ -375,7 +369,7 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
     };
     let mut shutdown = stop_rx;
     let limits = &opts.limits;
-    let incoming = ReceiverStream::new(crate::net::incoming(listener, limits, shared.connections.clone()));
+    let incoming = ReceiverStream::new(crate::net::incoming(listener, limits, shared.connections.clone(), tls));
     // A stalled stream can hold at most what HTTP/2 buffers for it (h2's send
     // buffer, bounded per stream) plus its channel: bounded, since streams
     // per connection and subscribers per agent are. The receive windows are
@@ -460,13 +454,15 @@ impl AgentService {
                 "benchmarks are disabled on this agent: start it with --bench-token-file",
             ));
         };
+        // The right token first: only wrong ones are limited, so consoles
+        // that share an address with a guesser keep working.
+        if same_token(&b.token, token) {
+            return Ok(b.clone());
+        }
         let failed = &self.shared.failed_tokens;
         failed.check(peer)?;
-        if !same_token(&b.token, token) {
-            failed.failed(peer, "bench");
-            return Err(Status::permission_denied("wrong bench token"));
-        }
-        Ok(b.clone())
+        failed.failed(peer, "bench");
+        Err(Status::permission_denied("wrong bench token"))
     }
 
     /// Checks the telemetry token (`authorization: Bearer TOKEN`), where one is set.
@@ -474,27 +470,22 @@ impl AgentService {
         let Some(want) = &self.shared.telemetry_token else {
             return Ok(());
         };
-        let peer = req.remote_addr().map(|a| a.ip());
-        let failed = &self.shared.failed_tokens;
-        failed.check(peer)?;
         let given = req
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        match given {
-            Some(t) if same_token(want, t) => Ok(()),
-            Some(_) => {
-                failed.failed(peer, "telemetry");
-                Err(Status::unauthenticated("wrong telemetry token"))
-            }
-            None => {
-                failed.failed(peer, "telemetry");
-                Err(Status::unauthenticated(
-                    "this agent needs a telemetry token (console: telemetry_token_file)",
-                ))
-            }
-        }
+        // The right token first: only wrong (or missing) ones are limited.
+        let why = match given {
+            Some(t) if same_token(want, t) => return Ok(()),
+            Some(_) => "wrong telemetry token",
+            None => "this agent needs a telemetry token (console: telemetry_token_file)",
+        };
+        let peer = req.remote_addr().map(|a| a.ip());
+        let failed = &self.shared.failed_tokens;
+        failed.check(peer)?;
+        failed.failed(peer, "telemetry");
+        Err(Status::unauthenticated(why))
     }
 }
 
@@ -590,6 +581,9 @@ impl Agent for AgentService {
             "KILL" => libc::SIGKILL,
             other => return Err(Status::invalid_argument(format!("signal '{other}': TERM or KILL"))),
         };
+        // Never pid 0 (the agent's process group), init or the agent,
+        // whatever a GPU's process list says.
+        let pid = crate::signal::allowed(req.pid).map_err(Status::permission_denied)?;
         // Only a process the latest sample shows on a GPU: never any pid.
         let latest = self.shared.ring.lock().ok().and_then(|r| r.latest().cloned());
         let gpu = latest.and_then(|s| {
@@ -604,10 +598,17 @@ impl Agent for AgentService {
                 req.pid
             )));
         };
-        let pid = libc::pid_t::try_from(req.pid).map_err(|_| Status::invalid_argument("pid out of range"))?;
-        // SAFETY: kill(2) with a pid the agent saw on a GPU and a fixed signal.
-        if unsafe { libc::kill(pid, signal) } != 0 {
-            let e = std::io::Error::last_os_error();
+        // Held from here to the signal: if it exits, no other process that
+        // takes its pid is signalled instead.
+        let target = crate::signal::Target::hold(pid)
+            .map_err(|e| Status::not_found(format!("pid {}: {e}: not signalled", req.pid)))?;
+        crate::signal::outside_own_group(pid).map_err(Status::permission_denied)?;
+        // Still on that GPU now, by the driver's list at this moment (the
+        // sample may be an interval old: the process may have ended).
+        crate::signal::still_on_gpu(self.shared.gpu_processes.clone(), gpu, req.pid)
+            .await
+            .map_err(Status::failed_precondition)?;
+        if let Err(e) = target.signal(signal) {
             return Err(Status::failed_precondition(format!("kill {}: {e}", req.pid)));
         }
         tracing::warn!("SIG{} sent to pid {} (GPU {gpu}) for {peer:?}", req.signal, req.pid);

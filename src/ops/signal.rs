@@ -39,7 +39,18 @@ pub async fn run(plan: &Plan, target: &Target, token: &str, access: &agent::Acce
     let mut client = agent::connect(target, access).await;
     for argv in &plan.commands {
         let arg = |k: &str| argv.iter().find_map(|a| a.strip_prefix(k)).unwrap_or("").to_string();
-        let pid: u32 = arg("pid=").parse().unwrap_or(0);
+        // The plan's own pids parse; anything else is never sent as pid 0
+        // (which would mean the agent's whole process group).
+        let Ok(pid) = arg("pid=").parse::<u32>() else {
+            results.push(NodeResult {
+                node: target.name.clone(),
+                ok: false,
+                message: format!("not a pid: '{}'; nothing sent", arg("pid=")),
+                state_before: None,
+                state_after: None,
+            });
+            continue;
+        };
         let (ok, message) = match client.as_mut() {
             Err(e) => (false, format!("cannot reach the agent at {}: {e}", target.address())),
             Ok(c) => {

@@ -499,7 +499,12 @@ fn signal_process_reaches_only_a_gpu_process_and_only_with_the_token() {
     let dir = tempfile::tempdir().expect("tempdir");
     crate::write_secret(&dir.path().join("token"), "s3cret\n");
     // The process "on GPU 0" is a real one of ours.
-    let mut victim = std::process::Command::new("sleep").arg("300").spawn().expect("sleep");
+    // In a process group of its own: the agent (our child too) refuses to
+    // signal anything in its own group.
+    let mut victim = std::os::unix::process::CommandExt::process_group(&mut std::process::Command::new("sleep"), 0)
+        .arg("300")
+        .spawn()
+        .expect("sleep");
     let text = std::fs::read_to_string(profile("h100-sxm5.toml")).expect("profile");
     assert!(text.contains("pid = 4242"));
     let custom = dir.path().join("h100.toml");

@@ -62,8 +62,8 @@ async fn the_demo_is_served_over_tls_and_wants_its_token() {
         telemetry_token: Some("guess".into()),
         ..demo.access.clone()
     };
-    // A few wrong guesses in a row are answered; past them, the peer's
-    // requests are refused before their token is looked at, even the right one.
+    // A few wrong guesses in a row are answered; past them, wrong tokens
+    // from that address are refused at once...
     let mut answered = 1;
     let e = loop {
         let e = first_message(&t, &wrong).await.expect_err("wrong token");
@@ -77,19 +77,12 @@ async fn the_demo_is_served_over_tls_and_wants_its_token() {
         e.contains("ResourceExhausted") && e.contains("too many wrong tokens"),
         "{e}"
     );
-    let e = first_message(&t, &demo.access).await.expect_err("limited");
-    assert!(e.contains("too many wrong tokens"), "{e}");
-    // The allowance comes back: the right token works again.
-    let start = Instant::now();
-    loop {
-        match first_message(&t, &demo.access).await {
-            Ok(()) => break,
-            Err(e) if e.contains("too many wrong tokens") && start.elapsed() < Duration::from_secs(30) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("the right token after the wait: {e}"),
-        }
-    }
+    // ...while the right token from the same address is never refused: a
+    // guesser beside a console cannot lock it out.
+    first_message(&t, &demo.access)
+        .await
+        .expect("the right token is checked before the allowance");
+    assert!(first_message(&t, &wrong).await.is_err(), "wrong ones stay limited");
     demo.stop().await;
 }
 

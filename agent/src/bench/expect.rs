@@ -52,7 +52,9 @@ impl Expectations {
     pub fn load(over: Option<&Path>) -> Result<Self, String> {
         let mut e: Expectations = toml::from_str(SHIPPED).map_err(|e| format!("shipped expectations: {e}"))?;
         if let Some(p) = over {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            // Capped, and regular files only (not /dev/zero, not a FIFO).
+            let text = fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
             let o: Expectations = toml::from_str(&text).map_err(|e| format!("{}: {}", p.display(), e.message()))?;
             for (model, entry) in o.gpu {
                 let mine = e.gpu.entry(model).or_default();

@@ -1,11 +1,13 @@
 //! `GET /metrics` over HTTP/1.1 (axum), with the agent's telemetry token
 //! where it has one, gzip where the scraper asks, and bounded connections.
 
+use std::collections::HashMap;
 use std::io::{self, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, State};
@@ -13,7 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Publisher;
@@ -36,10 +38,15 @@ pub struct Source {
 /// Bounds on what scrapers may hold.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Open connections; past it new ones are closed at once.
+    /// Open connections; past it, a new one takes the place of the oldest
+    /// that is still sending a request head, or is closed at once.
     pub max_connections: usize,
     /// A connection from which nothing arrives for this long is closed.
     pub idle_timeout: Duration,
+    /// A request head (request line and headers) must arrive whole within
+    /// this from its first byte (a connection's first: from the accept),
+    /// however it trickles: bytes do not extend it.
+    pub head_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -47,6 +54,7 @@ impl Default for Limits {
         Limits {
             max_connections: 16,
             idle_timeout: Duration::from_secs(60),
+            head_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -65,8 +73,11 @@ pub fn serve(
         .with_state(Arc::new(src));
     let listener = Bounded {
         inner: listener,
-        slots: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+        open: Arc::default(),
+        max: limits.max_connections.max(1),
         idle: limits.idle_timeout,
+        head: limits.head_timeout,
+        logged: None,
     };
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, app.into_make_service_with_connect_info::<Peer>())
@@ -123,7 +134,7 @@ enum Refused {
 
 impl IntoResponse for Refused {
     fn into_response(self) -> Response {
-        match self {
+        let mut r = match self {
             Refused::Limited(why) => (StatusCode::TOO_MANY_REQUESTS, format!("{why}\n")).into_response(),
             Refused::Unauthorized(why) => {
                 let mut r = (StatusCode::UNAUTHORIZED, why).into_response();
@@ -131,25 +142,31 @@ impl IntoResponse for Refused {
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 r
             }
-        }
+        };
+        // A refused peer does not keep its connection (and a slot) idle.
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
     }
 }
 
 /// The token check of the gRPC port, in HTTP's words.
 fn authorize(src: &Source, peer: IpAddr, headers: &HeaderMap) -> Result<(), Refused> {
     let Some(want) = &src.token else { return Ok(()) };
-    if let Err(s) = src.failed.check(Some(peer)) {
-        return Err(Refused::Limited(s.message().to_string()));
-    }
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
+    // The right token first: only wrong (or missing) ones are limited, so a
+    // scraper that shares an address with a guesser keeps working.
     let why = match given {
         Some(t) if same_token(want, t) => return Ok(()),
         Some(_) => "wrong telemetry token\n",
         None => "this agent needs its telemetry token: Authorization: Bearer <token>\n",
     };
+    if let Err(s) = src.failed.check(Some(peer)) {
+        return Err(Refused::Limited(s.message().to_string()));
+    }
     src.failed.failed(Some(peer), "telemetry (metrics)");
     Err(Refused::Unauthorized(why))
 }
@@ -183,12 +200,96 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Boun
     }
 }
 
-/// The listener with a cap on open connections (past it, closed at once)
-/// and an idle deadline on each.
+/// The listener with a cap on open connections and deadlines on each. At
+/// the cap, a new connection takes the place of the oldest one still
+/// sending a request head: connections that trickle their heads (a
+/// slowloris) cannot keep out a scraper that sends its request at once.
+/// Connections with a whole request in, or between requests, keep theirs.
 struct Bounded {
     inner: TcpListener,
-    slots: Arc<Semaphore>,
+    open: Arc<Mutex<Open>>,
+    max: usize,
     idle: Duration,
+    head: Duration,
+    /// When a connection was last closed to admit another (logged once a second at most).
+    logged: Option<std::time::Instant>,
+}
+
+/// The open connections, by number.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    conns: HashMap<u64, Arc<Tracked>>,
+}
+
+/// Where a connection stands, for the listener to choose which to close.
+struct Tracked {
+    /// Since when it has been sending a request head, while it is.
+    head_since: Mutex<Option<tokio::time::Instant>>,
+    /// Closed to admit another: its next read fails.
+    evicted: AtomicBool,
+    /// Its reader, woken when it is closed.
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Tracked {
+    fn head_since(&self) -> Option<tokio::time::Instant> {
+        *self.head_since.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_head_since(&self, since: Option<tokio::time::Instant>) {
+        *self.head_since.lock().unwrap_or_else(|e| e.into_inner()) = since;
+    }
+
+    fn evict(&self) {
+        self.evicted.store(true, Ordering::SeqCst);
+        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            w.wake();
+        }
+    }
+}
+
+impl Bounded {
+    /// Counts a new connection from `peer` among the open ones, closing the
+    /// oldest one still sending its request head if there is no room;
+    /// `None`: no room (every connection has a whole request in or is
+    /// between requests).
+    fn admit(&mut self, peer: SocketAddr) -> Option<(u64, Arc<Tracked>)> {
+        let now = tokio::time::Instant::now();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.conns.len() >= self.max {
+            let oldest = open
+                .conns
+                .iter()
+                .filter_map(|(id, t)| t.head_since().map(|since| (since, *id)))
+                .min();
+            let Some((since, id)) = oldest else {
+                tracing::debug!("metrics: connection from {peer} closed: too many open");
+                return None;
+            };
+            if let Some(t) = open.conns.remove(&id) {
+                t.evict();
+            }
+            if self.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                tracing::warn!(
+                    "metrics: closed a connection that had not sent a whole request in {:?} to admit {peer} \
+                     ({} open: --metrics-max-connections)",
+                    now.duration_since(since),
+                    self.max
+                );
+                self.logged = Some(std::time::Instant::now());
+            }
+        }
+        let id = open.next;
+        open.next += 1;
+        let t = Arc::new(Tracked {
+            head_since: Mutex::new(Some(now)),
+            evicted: AtomicBool::new(false),
+            waker: Mutex::new(None),
+        });
+        open.conns.insert(id, t.clone());
+        Some((id, t))
+    }
 }
 
 impl axum::serve::Listener for Bounded {
@@ -201,8 +302,7 @@ impl axum::serve::Listener for Bounded {
             match self.inner.accept().await {
                 Ok((io, peer)) => {
                     backoff = Duration::from_millis(100);
-                    let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-                        tracing::debug!("metrics: connection from {peer} closed: too many open");
+                    let Some((id, tracked)) = self.admit(peer) else {
                         continue;
                     };
                     let _ = io.set_nodelay(true);
@@ -210,8 +310,12 @@ impl axum::serve::Listener for Bounded {
                         Conn {
                             io,
                             idle: self.idle,
-                            deadline: Box::pin(tokio::time::sleep(self.idle)),
-                            _slot: slot,
+                            head: self.head,
+                            deadline: Box::pin(tokio::time::sleep(self.head)),
+                            phase: Phase::Head,
+                            head_end: HeadEnd::default(),
+                            tracked,
+                            _slot: Slot(self.open.clone(), id),
                         },
                         peer,
                     );
@@ -231,40 +335,150 @@ impl axum::serve::Listener for Bounded {
     }
 }
 
-/// A scraper's connection: closed when nothing arrives for the idle time.
+/// Counts a connection among the open ones until it is dropped.
+struct Slot(Arc<Mutex<Open>>, u64);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Gone already if it was closed to admit another.
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).conns.remove(&self.1);
+    }
+}
+
+/// Where a connection is in its exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Sending a request head: the head deadline runs, bytes do not extend it.
+    Head,
+    /// A whole head is in, the answer not yet sent: the idle deadline.
+    Served,
+    /// Answered, the next request not begun: the idle deadline.
+    Idle,
+}
+
+/// Finds the end of a request head in the bytes read: an empty line
+/// ("\r\n\r\n", or "\n\n", which HTTP/1 parsers accept too), once the
+/// head has begun (empty lines before a request line are not its end).
+#[derive(Debug, Default)]
+struct HeadEnd {
+    begun: bool,
+    last: [u8; 2],
+}
+
+impl HeadEnd {
+    /// Whether the head ends within `bytes` (the state is then reset).
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        for &b in bytes {
+            if b == b'\n' && self.begun && (self.last[1] == b'\n' || self.last == *b"\n\r") {
+                *self = HeadEnd::default();
+                return true;
+            }
+            self.begun |= b != b'\r' && b != b'\n';
+            self.last = [self.last[1], b];
+        }
+        false
+    }
+}
+
+/// A scraper's connection: its request head must arrive whole within the
+/// head deadline, and it is closed when nothing arrives for the idle time
+/// otherwise.
 struct Conn {
     io: TcpStream,
     idle: Duration,
+    head: Duration,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    _slot: OwnedSemaphorePermit,
+    phase: Phase,
+    head_end: HeadEnd,
+    tracked: Arc<Tracked>,
+    _slot: Slot,
+}
+
+impl Conn {
+    fn set_phase(&mut self, phase: Phase, now: tokio::time::Instant) {
+        self.phase = phase;
+        self.tracked.set_head_since((phase == Phase::Head).then_some(now));
+        let timeout = if phase == Phase::Head { self.head } else { self.idle };
+        self.deadline.as_mut().reset(now + timeout);
+    }
+
+    fn received(&mut self, bytes: &[u8]) {
+        let now = tokio::time::Instant::now();
+        match self.phase {
+            Phase::Idle => {
+                // The next request begins: its head has its own deadline.
+                self.head_end = HeadEnd::default();
+                self.set_phase(Phase::Head, now);
+                if self.head_end.feed(bytes) {
+                    self.set_phase(Phase::Served, now);
+                }
+            }
+            Phase::Head => {
+                if self.head_end.feed(bytes) {
+                    self.set_phase(Phase::Served, now);
+                }
+            }
+            Phase::Served => self.deadline.as_mut().reset(now + self.idle),
+        }
+    }
+
+    fn evicted(&self) -> bool {
+        self.tracked.evicted.load(Ordering::SeqCst)
+    }
+}
+
+fn evicted_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "closed to admit another connection: no whole request yet",
+    )
 }
 
 impl AsyncRead for Conn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let me = self.get_mut();
+        if me.evicted() {
+            return Poll::Ready(Err(evicted_error()));
+        }
         let before = buf.filled().len();
         match Pin::new(&mut me.io).poll_read(cx, buf) {
             Poll::Ready(r) => {
                 if buf.filled().len() > before {
-                    let next = tokio::time::Instant::now() + me.idle;
-                    me.deadline.as_mut().reset(next);
+                    me.received(&buf.filled()[before..]);
                 }
                 Poll::Ready(r)
             }
-            Poll::Pending => match me.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("nothing received for {:?}", me.idle),
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                *me.tracked.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+                // Closed between the check above and the waker's registration.
+                if me.evicted() {
+                    return Poll::Ready(Err(evicted_error()));
+                }
+                match me.deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        let what = match me.phase {
+                            Phase::Head => format!("no whole request head within {:?}", me.head),
+                            _ => format!("nothing received for {:?}", me.idle),
+                        };
+                        tracing::debug!("metrics: closing {:?}: {what}", me.io.peer_addr().ok());
+                        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 }
 
 impl AsyncWrite for Conn {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let me = self.get_mut();
+        let r = Pin::new(&mut me.io).poll_write(cx, buf);
+        // An answer going out: the request it answers is over.
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) && me.phase != Phase::Idle {
+            me.set_phase(Phase::Idle, tokio::time::Instant::now());
+        }
+        r
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -293,5 +507,26 @@ mod tests {
         assert!(!h("identity"));
         assert!(!h("gzipx"));
         assert!(!wants_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn a_head_ends_at_its_empty_line_however_it_is_split() {
+        let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        for split in 0..head.len() {
+            let mut h = HeadEnd::default();
+            let (a, b) = head.split_at(split);
+            assert!(!h.feed(a), "split at {split}");
+            assert!(h.feed(b), "split at {split}");
+        }
+        let mut h = HeadEnd::default();
+        for &b in b"GET / HTTP/1.1\nHost: x\n".iter() {
+            assert!(!h.feed(&[b]));
+        }
+        assert!(h.feed(b"\n"), "bare line feeds");
+        // Empty lines before the request line do not end it, nor does a
+        // header that trickles.
+        let mut h = HeadEnd::default();
+        assert!(!h.feed(b"\r\n\r\n\n\nGET / HTTP/1.1\r\nX-Slow: "));
+        assert!(!h.feed(&[b'a'; 100]));
     }
 }
