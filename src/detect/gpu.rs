@@ -355,7 +355,7 @@ fn gpu_stuck(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     };
     let (detail, sev, ev) = match stuck {
         Some((text, ms)) => (
-            format!("NVML call does not return: {}", text.trim_start_matches("nvml_stuck: ")),
+            format!("NVML call does not return: {}", stuck_words(text, ms)),
             if ms >= STUCK_CRIT_MS {
                 Severity::Crit
             } else {
@@ -366,6 +366,26 @@ fn gpu_stuck(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
         None => ("NVML answers again (clearing)".into(), Severity::Warn, Vec::new()),
     };
     out.push(flag(FlagKind::GpuStuck, sev, Subject::Gpu(g.index), since, detail, &ev));
+}
+
+/// The agent's "nvml_stuck: nvmlDeviceGetPowerUsage: no answer for
+/// 594056 ms" for people: "nvmlDeviceGetPowerUsage: no answer for 9m54s"
+/// (the flag's kind, `gpu_stuck`, is the one name on screen).
+pub fn stuck_words(text: &str, for_ms: u64) -> String {
+    let call = text.trim_start_matches("nvml_stuck: ");
+    let call = call.split(": no answer for").next().unwrap_or(call);
+    format!("{call}: no answer for {}", human_ms(for_ms))
+}
+
+/// "850 ms", "12s", "9m54s", "2h05m": a duration as people read it.
+pub fn human_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms} ms"),
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
 }
 
 /// A reading for the evidence and the detail line ("?" where absent).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::model::action::Request;
-use crate::model::flag::{Flag, Silence, Subject};
+use crate::model::flag::{Flag, Severity, Silence, Subject};
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
 use crate::tui::actions::{
@@ -230,6 +230,11 @@ pub struct App {
     pub audit_path: PathBuf,
     /// The terminal's size, for layout-dependent moves (the wall's rows).
     pub size: (u16, u16),
+    /// `p`: the display is frozen; what arrives meanwhile goes here.
+    pub paused: Option<crate::tui::pause::Paused>,
+    /// The wall's order, frozen when the person last sorted: each node's
+    /// rank by node index.
+    wall_order: Option<Vec<usize>>,
     changed: bool,
 }
 
@@ -297,7 +302,19 @@ impl App {
             bell: None,
             audit_path: crate::ops::audit::audit_path(),
             size: (80, 24),
+            paused: None,
+            wall_order: None,
             changed: true,
+        }
+    }
+
+    /// The store updates go to: behind the display while paused. What
+    /// acts on news (notifications, the bell, saving the timeline) reads
+    /// this one, so a pause never holds them back.
+    pub fn live_store_mut(&mut self) -> &mut Store {
+        match self.paused.as_mut() {
+            Some(p) => &mut p.live,
+            None => &mut self.store,
         }
     }
 
@@ -306,16 +323,44 @@ impl App {
         std::mem::take(&mut self.changed)
     }
 
-    /// The nodes shown, in order (node indices).
+    /// The nodes shown, in order (node indices). The dense wall never
+    /// re-sorts under the person's eyes: a live sort is taken once, when
+    /// they sort (or turn the wall on), and kept until they sort again; a
+    /// node not in that order goes last, by name.
     pub fn visible(&self) -> Vec<usize> {
-        view::visible(
+        let mut v = view::visible(
             &self.store,
             &self.filter,
             self.sort,
             self.sort_reverse,
             self.metric,
             self.now_ms,
-        )
+        );
+        if self.wall_active() && self.sort != Sort::Name {
+            match &self.wall_order {
+                Some(rank) => v.sort_by_key(|&i| rank.get(i).copied().unwrap_or(usize::MAX)),
+                None => v.sort_by(|&a, &b| self.store.nodes[a].target.name.cmp(&self.store.nodes[b].target.name)),
+            }
+        }
+        v
+    }
+
+    /// Takes the current sort's order for the wall to keep (see `visible`).
+    fn freeze_wall_order(&mut self) {
+        self.wall_order = None;
+        let all = view::visible(
+            &self.store,
+            &Filter::All,
+            self.sort,
+            self.sort_reverse,
+            self.metric,
+            self.now_ms,
+        );
+        let mut rank = vec![usize::MAX; self.store.nodes.len()];
+        for (pos, &i) in all.iter().enumerate() {
+            rank[i] = pos;
+        }
+        self.wall_order = Some(rank);
     }
 
     pub fn wall_active(&self) -> bool {
@@ -503,6 +548,18 @@ fn moved(pos: usize, delta: isize, len: usize) -> usize {
 pub fn update(app: &mut App, action: Action) {
     match action {
         Action::Quit => app.quit = true,
+        // Paused: the clock and the updates go to the live store behind
+        // the frozen display (and nothing redraws).
+        Action::Tick(now) if app.paused.is_some() => {
+            if let Some(p) = app.paused.as_mut() {
+                p.tick(now);
+            }
+        }
+        Action::Store(u, now) if app.paused.is_some() && !matches!(u, Update::ActionDone(_)) => {
+            if let Some(p) = app.paused.as_mut() {
+                p.apply(u, now);
+            }
+        }
         Action::Tick(now) => {
             app.now_ms = now;
             app.store.tick(now);
@@ -515,6 +572,11 @@ pub fn update(app: &mut App, action: Action) {
                 Update::ActionDone(r) => Some((r.action.verb(), r.ok())),
                 _ => None,
             };
+            // An action's result is shown now, paused or not, and kept
+            // in the live store too.
+            if let Some(p) = app.paused.as_mut() {
+                p.apply(u.clone(), now);
+            }
             app.store.apply(u, now);
             match (done, &app.dialog) {
                 (None, _) => {}
@@ -538,6 +600,21 @@ pub fn update(app: &mut App, action: Action) {
             clamp_cursors(app);
         }
     }
+}
+
+/// `p`: freezes the display (the store drawn stays as it is) or brings
+/// it back to now, with everything that arrived meanwhile.
+fn toggle_pause(app: &mut App) {
+    match app.paused.take() {
+        None => app.paused = Some(crate::tui::pause::Paused::new(&mut app.store, app.now_ms)),
+        Some(p) => {
+            app.store = *p.live;
+            app.now_ms = p.now_ms;
+            app.message = Some(format!("resumed: {} updates arrived while paused", p.arrived));
+            clamp_cursors(app);
+        }
+    }
+    app.changed = true;
 }
 
 /// Keeps cursors inside what is shown (the list can shrink under a filter).
@@ -591,7 +668,21 @@ fn on_key(app: &mut App, k: KeyEvent) {
             let step = if k.code == KeyCode::Tab { 1 } else { cycle.len() - 1 };
             app.screen = cycle[(i + step) % cycle.len()];
         }
-        KeyCode::Char('m') => app.metric = app.metric.next(),
+        KeyCode::Char('m') => {
+            app.metric = app.metric.next();
+            app.freeze_wall_order();
+        }
+        KeyCode::Char('p') => toggle_pause(app),
+        // One meaning on every screen that shows nodes: the next node that
+        // needs a person (n: warn or worse, c: crit).
+        KeyCode::Char(c @ ('n' | 'N' | 'c' | 'C')) if matches!(app.screen, Screen::Heatmap | Screen::Detail) => {
+            let at_least = if c.eq_ignore_ascii_case(&'c') {
+                Severity::Crit
+            } else {
+                Severity::Warn
+            };
+            jump_flagged(app, c.is_ascii_lowercase(), at_least);
+        }
         KeyCode::Char('D') if app.screen == Screen::Bench => drain_failed_bench_node(app),
         KeyCode::Char('x') if app.screen == Screen::Bench => {
             let nodes: Vec<String> = app
@@ -791,9 +882,18 @@ fn heatmap_key(app: &mut App, k: KeyEvent) {
                 app.open_detail(n, None);
             }
         }
-        KeyCode::Char('s') => app.sort = app.sort.next(),
-        KeyCode::Char('S') => app.sort_reverse = !app.sort_reverse,
-        KeyCode::Char('w') => app.wall = if app.wall_active() { Wall::Off } else { Wall::On },
+        KeyCode::Char('s') => {
+            app.sort = app.sort.next();
+            app.freeze_wall_order();
+        }
+        KeyCode::Char('S') => {
+            app.sort_reverse = !app.sort_reverse;
+            app.freeze_wall_order();
+        }
+        KeyCode::Char('w') => {
+            app.wall = if app.wall_active() { Wall::Off } else { Wall::On };
+            app.freeze_wall_order();
+        }
         KeyCode::Char(' ') if ctrl => mark_range(app),
         KeyCode::Char(' ') => {
             if let Some(n) = app.current_node() {
@@ -815,8 +915,6 @@ fn heatmap_key(app: &mut App, k: KeyEvent) {
             app.marked.clear();
             app.mark_anchor = None;
         }
-        KeyCode::Char('n') => jump_flagged(app, true),
-        KeyCode::Char('N') => jump_flagged(app, false),
         KeyCode::Char('y') => copy_hostlist(app),
         _ => {}
     }
@@ -836,12 +934,18 @@ fn mark_range(app: &mut App) {
     app.message = Some(format!("marked {}", view::count(hi - lo + 1, "node")));
 }
 
-/// `n` / `N`: the next (previous) shown node with an active flag, wrapping.
-fn jump_flagged(app: &mut App, forward: bool) {
+/// `n` / `N` (`c` / `C`): the next (previous) shown node with a flag of
+/// warn or worse (crit), wrapping; the same on the heatmap and in node
+/// detail, where it opens that node. Info flags (idle, underused) are not
+/// what a person on call steps through.
+fn jump_flagged(app: &mut App, forward: bool, at_least: Severity) {
     let vis = app.visible();
-    let cur = app.cursor_pos_in(&vis);
     let len = vis.len();
-    let flagged = |pos: usize| app.store.nodes[vis[pos]].detector.active().next().is_some();
+    let cur = match app.screen {
+        Screen::Detail => vis.iter().position(|&i| i == app.detail_node).unwrap_or(0),
+        _ => app.cursor_pos_in(&vis),
+    };
+    let flagged = |pos: usize| app.store.nodes[vis[pos]].worst_severity() >= Some(at_least);
     let found = (1..=len)
         .map(|step| {
             if forward {
@@ -852,8 +956,13 @@ fn jump_flagged(app: &mut App, forward: bool) {
         })
         .find(|&pos| flagged(pos));
     match found {
+        Some(pos) if app.screen == Screen::Detail => {
+            app.open_detail(vis[pos], None);
+            app.select_node(vis[pos]);
+        }
         Some(pos) => app.select_row(pos),
-        None => app.message = Some("no flagged node is shown".into()),
+        None if at_least == Severity::Crit => app.message = Some("no crit node is shown".into()),
+        None => app.message = Some("no node with a warn or crit flag is shown".into()),
     }
 }
 
@@ -893,16 +1002,6 @@ fn detail_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char(c @ ('x' | 'X')) => start_signal(app, c == 'X'),
         KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
         KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
-        // Next / previous node without going back to the heatmap.
-        KeyCode::Char('n') | KeyCode::Char('p') => {
-            let vis = app.visible();
-            if let Some(pos) = vis.iter().position(|&i| i == app.detail_node) {
-                let next = moved(pos, if k.code == KeyCode::Char('n') { 1 } else { -1 }, vis.len());
-                app.detail_node = vis[next];
-                app.timeline_scroll = 0;
-                app.select_node(vis[next]);
-            }
-        }
         _ => {}
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod app;
+pub mod pause;
 pub mod replay;
 pub mod theme;
 pub mod ui;
@@ -99,10 +100,10 @@ pub fn run(
         app.store.keep_timeline();
     }
     let on_tick = |app: &mut App| {
-        crate::ops::timeline::save_in_background(app.store.take_unsaved());
+        crate::ops::timeline::save_in_background(app.live_store_mut().take_unsaved());
         ring_on_new_crit(app);
         if let Some(n) = notifier.as_mut() {
-            n.observe(&app.store, now_ms());
+            n.observe(app.live_store_mut(), now_ms());
         }
     };
     let result = rt.block_on(event_loop(
@@ -231,8 +232,12 @@ async fn forward_signals(tx: mpsc::Sender<Action>) {
 /// raised since the last tick.
 fn ring_on_new_crit(app: &mut App) {
     use std::io::Write;
+    let live = match app.paused.as_ref() {
+        Some(p) => &*p.live,
+        None => &app.store,
+    };
     if let Some(bell) = app.bell.as_mut()
-        && bell.check(&app.store)
+        && bell.check(live)
     {
         let mut out = std::io::stdout();
         let _ = out.write_all(b"\x07").and_then(|_| out.flush());

@@ -227,13 +227,42 @@ pub fn totals(store: &Store, now_ms: i64) -> Totals {
 
 /// A flag's evidence for people: "symbol_error=+5 link_downed=+1" (the
 /// InfiniBand error counters are increments over the window, so signed).
+/// Sizes and durations in people's units ("mem_used=65.4 GiB",
+/// "no_answer=9m54s"); the export keeps the raw numbers.
 pub fn evidence_text(f: &Flag) -> String {
     let sign = if f.kind == FlagKind::IbErrors { "+" } else { "" };
     f.evidence
         .iter()
-        .map(|(k, v)| format!("{k}={sign}{v}"))
+        .map(|(k, v)| {
+            let dur = |ms: f64| crate::detect::gpu::human_ms(ms.max(0.0) as u64);
+            if let Some(k) = k.strip_suffix("_bytes") {
+                format!("{k}={}", human_bytes(*v))
+            } else if let Some(k) = k.strip_suffix("_ms") {
+                format!("{k}={}", dur(*v))
+            } else if let Some(k) = k.strip_suffix("_s") {
+                format!("{k}={}", dur(*v * 1000.0))
+            } else {
+                format!("{k}={sign}{v}")
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// "65.4 GiB", "512 MiB", "900 B": a size in binary units.
+pub fn human_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b.max(0.0);
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// The description of GPU `index` on a node.
@@ -257,6 +286,75 @@ pub fn scheduler_problem(store: &Store, now_ms: i64) -> Option<String> {
 
 pub fn worst_severity(n: &NodeState) -> Option<Severity> {
     n.detector.active().map(|f| f.severity).max()
+}
+
+/// A node's state in one word, as the status column and the header say it:
+/// why it cannot be judged (stale, unreachable, connecting), else its health,
+/// the worst severity of its flags. In the order the header counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Health {
+    Crit,
+    Warn,
+    Ok,
+    Stale,
+    Unreachable,
+    Connecting,
+}
+
+impl Health {
+    pub const ALL: [Health; 6] = [
+        Health::Crit,
+        Health::Warn,
+        Health::Ok,
+        Health::Stale,
+        Health::Unreachable,
+        Health::Connecting,
+    ];
+
+    pub fn of(n: &NodeState, now_ms: i64, th: &Thresholds) -> Health {
+        Health::from_parts(n.status(now_ms, th), n.worst_severity())
+    }
+
+    pub fn from_parts(status: NodeStatus, worst: Option<Severity>) -> Health {
+        match (status, worst) {
+            (NodeStatus::Ok, Some(Severity::Crit)) => Health::Crit,
+            (NodeStatus::Ok, Some(Severity::Warn)) => Health::Warn,
+            (NodeStatus::Ok, _) => Health::Ok,
+            (NodeStatus::Stale, _) => Health::Stale,
+            (NodeStatus::Unreachable, _) => Health::Unreachable,
+            (NodeStatus::Connecting, _) => Health::Connecting,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Health::Crit => "crit",
+            Health::Warn => "warn",
+            Health::Ok => "ok",
+            Health::Stale => "stale",
+            Health::Unreachable => "unreachable",
+            Health::Connecting => "connecting",
+        }
+    }
+
+    /// The status column's five-letter form.
+    pub fn short(self) -> &'static str {
+        match self {
+            Health::Unreachable => "unrch",
+            Health::Connecting => "conn",
+            h => h.word(),
+        }
+    }
+}
+
+/// How many nodes are in each state, in `Health::ALL` order.
+pub fn health_counts(store: &Store, now_ms: i64) -> [(Health, usize); 6] {
+    let mut out = Health::ALL.map(|h| (h, 0));
+    for n in &store.nodes {
+        let h = Health::of(n, now_ms, &store.thresholds);
+        out[h as usize].1 += 1;
+    }
+    out
 }
 
 /// The node's most urgent flag (by its action, then its severity) and what
@@ -428,12 +526,17 @@ pub fn visible(store: &Store, filter: &Filter, sort: Sort, reverse: bool, metric
     let th = &store.thresholds;
     // Each key: (whether the value is missing, the value's order); the
     // missing stay last whichever way the list runs.
-    let by = |a: usize, b: usize| -> (bool, bool, Ordering) {
+    // Under a metric sort, a node without a fresh sample goes after every
+    // live one whatever its last numbers were: old numbers must not rank
+    // as if they were now.
+    let live = |i: usize| node(i).status(now_ms, th) == NodeStatus::Ok;
+    let by = |a: usize, b: usize| -> (u8, u8, Ordering) {
         match sort {
-            Sort::Name => (false, false, Ordering::Equal),
+            Sort::Name => (0, 0, Ordering::Equal),
             Sort::Metric => {
                 let (x, y) = (node_mean(node(a), metric, th), node_mean(node(b), metric, th));
-                (x.is_none(), y.is_none(), y.partial_cmp(&x).unwrap_or(Ordering::Equal))
+                let rank = |v: Option<f64>, i: usize| if !live(i) { 2 } else { u8::from(v.is_none()) };
+                (rank(x, a), rank(y, b), y.partial_cmp(&x).unwrap_or(Ordering::Equal))
             }
             Sort::Flags => {
                 let k = |i: usize| {
@@ -442,16 +545,16 @@ pub fn visible(store: &Store, filter: &Filter, sort: Sort, reverse: bool, metric
                         Reverse(node(i).detector.active().count()),
                     )
                 };
-                (false, false, k(a).cmp(&k(b)))
+                (0, 0, k(a).cmp(&k(b)))
             }
             Sort::Age => {
                 let (x, y) = (node(a).sample_age_ms(now_ms), node(b).sample_age_ms(now_ms));
-                (x.is_none(), y.is_none(), y.cmp(&x))
+                (u8::from(x.is_none()), u8::from(y.is_none()), y.cmp(&x))
             }
             Sort::Sched => {
                 let k = |i: usize| node(i).scheduler.as_ref().map(|s| sched_rank(&s.node.state));
                 let (x, y) = (k(a), k(b));
-                (x.is_none(), y.is_none(), x.cmp(&y))
+                (u8::from(x.is_none()), u8::from(y.is_none()), x.cmp(&y))
             }
         }
     };
@@ -506,6 +609,19 @@ pub fn freshness(n: &NodeState, now_ms: i64) -> String {
     match n.sample_age_ms(now_ms) {
         Some(age) => format!("updated {} ago", human_age(age.max(0))),
         None => "no sample yet".into(),
+    }
+}
+
+/// Why the console cannot reach a node's agent, from the first failed
+/// attempt on (a node still `connecting` included): "agent unreachable
+/// for 12s: connection refused"; `None` while connected.
+pub fn link_problem(n: &NodeState, now_ms: i64) -> Option<String> {
+    match &n.link {
+        crate::store::node::Link::Down { since_ms, error } => Some(format!(
+            "agent unreachable for {}: {error}",
+            human_age((now_ms - since_ms).max(0))
+        )),
+        _ => None,
     }
 }
 
@@ -687,6 +803,9 @@ mod tests {
         assert_eq!(human_span(45_000), "45s");
         assert_eq!(human_span(-5), "0s");
         assert_eq!(human_span(2 * 86_400_000 + 3_600_000), "2d01h");
+        assert_eq!(human_bytes(70_192_646_706.0), "65.4 GiB");
+        assert_eq!(human_bytes(900.0), "900 B");
+        assert_eq!(crate::detect::gpu::human_ms(594_056), "9m54s");
     }
 }
 

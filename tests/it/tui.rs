@@ -1420,24 +1420,44 @@ fn cursor_node(buf: &Buffer, t: &Theme) -> Option<String> {
 fn n_and_capital_n_jump_to_the_next_and_previous_flagged_node() {
     let t = theme();
     let fleet = || fleet_updates(16, 8, 60);
-    // The flagged nodes, in list order (sort by name), from the filter.
-    let mut steps = keys("/crit,warn,info");
-    steps.push(key(KeyCode::Enter));
-    let flagged: Vec<String> = rows_with_mean(&drive(t.clone(), fleet(), (120, 40), steps))
-        .into_iter()
-        .map(|r| r.0)
-        .collect();
-    assert!(flagged.len() >= 3, "{flagged:?}");
+    // The nodes flagged warn or worse, and the crit ones, in list order
+    // (sort by name), from the filter. Info flags (idle, underused) are
+    // not stops.
+    let shown = |f: &str| -> Vec<String> {
+        let mut steps = keys(&format!("/{f}"));
+        steps.push(key(KeyCode::Enter));
+        rows_with_mean(&drive(t.clone(), fleet(), (120, 40), steps))
+            .into_iter()
+            .map(|r| r.0)
+            .collect()
+    };
+    let flagged = shown("crit,warn");
+    let crit = shown("crit");
+    assert!(flagged.len() > crit.len() && crit.len() >= 3, "{flagged:?} {crit:?}");
     let at = |k: &str| cursor_node(&drive(t.clone(), fleet(), (120, 40), keys(k)), &t);
+    let after = |list: &[String], nth: usize| list.iter().filter(|n| n.as_str() > "gpu01").nth(nth).cloned();
     // From gpu01 (the first row), n goes to the next flagged node after it.
-    let after_first = flagged.iter().find(|n| n.as_str() > "gpu01").cloned();
-    assert_eq!(at("n"), after_first);
-    assert_eq!(
-        at("nn"),
-        flagged.iter().filter(|n| n.as_str() > "gpu01").nth(1).cloned()
-    );
+    assert_eq!(at("n"), after(&flagged, 0));
+    assert_eq!(at("nn"), after(&flagged, 1));
     // N from the top wraps to the last flagged node.
     assert_eq!(at("N"), flagged.last().cloned());
+    assert_eq!(at("c"), after(&crit, 0));
+    assert_eq!(at("cc"), after(&crit, 1));
+    assert_eq!(at("C"), crit.last().cloned());
+    // In node detail, n means the same and opens that node.
+    let title = |k: &str| {
+        let mut a = vec![key(KeyCode::Enter)];
+        a.extend(keys(k));
+        let screen = text(&drive(t.clone(), fleet(), (120, 40), a));
+        screen
+            .lines()
+            .nth(2)
+            .and_then(|l| l.split_whitespace().next())
+            .map(String::from)
+    };
+    assert_eq!(title("n"), after(&flagged, 0));
+    assert_eq!(title("c"), after(&crit, 0));
+    assert_eq!(title("N"), flagged.last().cloned());
 }
 
 #[test]
@@ -1603,10 +1623,18 @@ fn a_acknowledges_an_alert_and_a_number_silences_it_both_dimmed_last_and_kept() 
                 .any(|p| l.starts_with(p))
         })
         .collect();
-    // The two quiet ones go after every other active alert.
+    // The two quiet ones go after every other active alert, keep their
+    // severity, say why they are quiet and until when, and are not
+    // counted as active.
     let n = rows.len();
     assert!(
-        n > 4 && rows[n - 2].starts_with("ack") && rows[n - 1].starts_with("quiet"),
+        n > 4 && rows[n - 2].starts_with("CRIT") && rows[n - 1].starts_with("CRIT"),
+        "{screen}"
+    );
+    assert!(rows[n - 2].contains(" acked · "), "{screen}");
+    assert!(rows[n - 1].contains(" silenced until 04:00Z · "), "{screen}");
+    assert!(
+        screen.contains(&format!(" {} active, 2 acked/silenced,", n - 2)),
         "{screen}"
     );
     // Each was handed to ops to keep and log: the whole list, and the one made.
@@ -2659,7 +2687,7 @@ fn header_totals_come_from_live_nodes_and_say_how_many_they_leave_out() {
     let all: Vec<usize> = (0..16).collect();
     for size in [(80, 24), (200, 40)] {
         let head = header(&drive(theme(), fleet_with_down(16, &all), size, vec![]));
-        assert!(head.contains("0 ok 16 unreachable"), "{head}");
+        assert!(head.contains("16 nodes: 0 ok 16 unreachable"), "{head}");
         assert!(head.ends_with("│ no live data"), "{head}");
         for number in ["GPU", "util", "kW"] {
             assert!(!head.contains(number), "{number} in {head}");
@@ -2668,21 +2696,20 @@ fn header_totals_come_from_live_nodes_and_say_how_many_they_leave_out() {
     // Four of sixteen gone (gpu01-04): the twelve others' 96 GPUs, and the
     // four said, in full where there is room and short at 80 columns.
     let head = header(&drive(theme(), fleet_with_down(16, &[0, 1, 2, 3]), (200, 40), vec![]));
-    assert!(head.contains("12 ok 4 unreachable"), "{head}");
+    assert!(head.contains(" ok 4 unreachable"), "{head}");
     assert!(head.contains("│ 96 GPUs  util "), "{head}");
     assert!(head.ends_with(" kW · 4 nodes not counted"), "{head}");
     let head = header(&drive(theme(), fleet_with_down(16, &[0, 1, 2, 3]), (80, 24), vec![]));
-    assert!(
-        head.contains("│ 96 GPUs") && head.ends_with(" · 4 not counted"),
-        "{head}"
-    );
+    // The health counts take the room first; what is left out is still said.
+    assert!(head.ends_with("│ 4 not counted"), "{head}");
     assert!(head.chars().count() <= 80, "{head}");
     // A wider fleet at 80 columns keeps the count of what is left out
     // (the numbers give way first: 1 stale and 12 unreachable) and never
     // runs off the edge.
     let down: Vec<usize> = (0..12).collect();
     let head = header(&drive(theme(), fleet_with_down(300, &down), (80, 24), vec![]));
-    assert!(head.contains(" 12 unr") && head.ends_with("│ 13 not counted"), "{head}");
+    assert!(head.contains(" 1 stale 12 unreachable"), "{head}");
+    assert!(!head.contains("GPU") && !head.contains("util"), "{head}");
     assert!(head.chars().count() <= 80, "{head}");
 }
 
@@ -2841,7 +2868,7 @@ fn one_node_is_one_node_not_one_nodes() {
     for size in [(80, 24), (200, 40)] {
         let buf = drive(theme(), fleet_updates(1, 8, 60), size, vec![]);
         let screen = text(&buf);
-        assert!(header(&buf).contains(" 1 node 1 ok"), "{screen}");
+        assert!(header(&buf).contains(" 1 node: "), "{screen}");
         assert!(screen.contains(" 1 node · utilization"), "{screen}");
         assert!(!screen.contains("1 nodes"), "{screen}");
     }
@@ -2857,4 +2884,223 @@ fn a_folded_idle_row_says_its_job_once() {
         .unwrap_or_else(|| panic!("{screen}"));
     assert_eq!(row.matches("4848").count(), 1, "{row}");
     assert!(row.contains("job 4848: 8 GPUs idle at 0% for "), "{row}");
+}
+
+/// The status column's words, counted over the node rows.
+fn status_words(screen: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in screen.lines().skip(3) {
+        let mut w = l.split_whitespace();
+        if w.next().is_some_and(|n| n.starts_with("gpu") && n.len() == 5)
+            && let Some(s) = w.next()
+        {
+            *m.entry(s.to_string()).or_default() += 1;
+        }
+    }
+    m
+}
+
+#[test]
+fn the_header_counts_nodes_by_health_as_the_status_column_does() {
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (200, 40), vec![]);
+    let screen = text(&buf);
+    let words = status_words(&screen);
+    let c = |w: &str| words.get(w).copied().unwrap_or(0);
+    assert!(c("crit") > 0 && c("warn") > 0 && c("stale") == 1, "{words:?}");
+    let want = format!(
+        "16 nodes: {} crit {} warn {} ok 1 stale │",
+        c("crit"),
+        c("warn"),
+        c("ok")
+    );
+    assert_eq!(c("crit") + c("warn") + c("ok") + 1, 16, "{words:?}");
+    assert!(header(&buf).contains(&want), "{want} in {}", header(&buf));
+    // At 80 columns the counts stay whole; the totals give way first.
+    let head = header(&drive(theme(), fleet_updates(16, 8, 600), (80, 24), vec![]));
+    assert!(head.contains(&want), "{want} in {head}");
+    assert!(head.chars().count() <= 80, "{head}");
+}
+
+#[test]
+fn a_stale_nodes_row_says_how_old_its_numbers_are_sorts_apart_and_stays_out_of_the_totals() {
+    let screen = text(&drive(theme(), fleet_updates(16, 8, 600), (120, 30), vec![]));
+    let stale = screen
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("stale"))
+        .expect("the demo's stale node");
+    let age = stale.split_whitespace().nth(2).unwrap_or_default();
+    assert!(age.ends_with('s') || age.ends_with('m'), "{stale}");
+    let stale_name = stale.split_whitespace().next().unwrap_or_default().to_string();
+    // The header's mean utilization is the live rows' cells' mean.
+    let (mut sum, mut n) = (0u64, 0u64);
+    for l in screen.lines().skip(3) {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if w.len() < 10 || !w[0].starts_with("gpu") || w[1] == "stale" {
+            continue;
+        }
+        for c in &w[2..10] {
+            if let Ok(u) = c.parse::<u64>() {
+                sum += u;
+                n += 1;
+            }
+        }
+    }
+    let head = header(&drive(theme(), fleet_updates(16, 8, 600), (200, 40), vec![]));
+    assert!(head.contains(&format!("util {}%", sum / n)), "{} in {head}", sum / n);
+    // Sorted by the metric, either way, the stale node comes after the live ones.
+    for k in ["s", "sS"] {
+        let rows = rows_with_mean(&drive(theme(), fleet_updates(16, 8, 600), (120, 40), keys(k)));
+        assert_eq!(
+            rows.last().map(|r| r.0.as_str()),
+            Some(stale_name.as_str()),
+            "{k}: {rows:?}"
+        );
+    }
+}
+
+#[test]
+fn node_detail_says_why_an_agent_cannot_be_reached_from_the_first_failure() {
+    // gpu01 never answered: its first attempt was refused just now, so it
+    // is still `connecting`; and gpu02 went unreachable after answering.
+    let (targets, updates) = fleet_with_down(16, &[1]);
+    let mut updates: Vec<Update> = updates
+        .into_iter()
+        .filter(|u| !matches!(u, Update::Node { node: 0, .. }))
+        .collect();
+    updates.push(Update::Node {
+        node: 0,
+        event: Event::Down("tcp connect error: Connection refused (os error 111)".into()),
+    });
+    let screen = text(&drive(
+        theme(),
+        (targets.clone(), updates.clone()),
+        (80, 24),
+        vec![key(KeyCode::Enter)],
+    ));
+    assert!(screen.contains("gpu01 conn"), "{screen}");
+    assert!(
+        screen.contains("agent unreachable for 0s: tcp connect error"),
+        "{screen}"
+    );
+    let mut a = keys("j");
+    a.push(key(KeyCode::Enter));
+    let screen = text(&drive(theme(), (targets, updates), (120, 30), a));
+    assert!(screen.contains("gpu02 unrch"), "{screen}");
+    assert!(screen.contains(": connection refused"), "{screen}");
+}
+
+/// The demo fleet up to NOW, and what its agents send in the `later_s`
+/// seconds after.
+fn fleet_and_later(nodes: u32, later_s: i64) -> ((Vec<Target>, Vec<Update>), Vec<Update>) {
+    let (targets, mut updates) = fleet_updates(nodes, 8, 0);
+    let mut sims = SimFleet::new(demo::plan(nodes, 8, 7, NOW - 600_000));
+    updates.clear();
+    updates.extend(sims.connect(NOW));
+    for t in (NOW - 60_000..=NOW).step_by(1000) {
+        updates.extend(sims.sample(t));
+    }
+    updates.extend((0..nodes as usize).map(|node| Update::Node {
+        node,
+        event: Event::CaughtUp,
+    }));
+    let mut later = Vec::new();
+    for t in (NOW + 1000..=NOW + later_s * 1000).step_by(1000) {
+        later.extend(sims.sample(t));
+    }
+    ((targets, updates), later)
+}
+
+#[test]
+fn p_freezes_the_display_while_updates_arrive_and_p_again_shows_them() {
+    let (fleet, later) = fleet_and_later(16, 5);
+    let arrive = |first: Vec<Step>| {
+        let mut v = first;
+        v.extend(later.iter().cloned().map(Step::Arrive));
+        v
+    };
+    let screen = |steps: Vec<Step>| text(&drive_steps(theme(), fleet.clone(), (120, 30), steps, |_| {}).0);
+    let before = screen(vec![Step::Do(key(KeyCode::Char('p')))]);
+    assert!(
+        before.lines().next().unwrap_or_default().contains(" PAUSED "),
+        "{before}"
+    );
+    // Paused: the samples that arrive change nothing on screen.
+    let paused = screen(arrive(vec![Step::Do(key(KeyCode::Char('p')))]));
+    assert_eq!(paused, before);
+    // Not paused, they do; and `p` again shows what arrived meanwhile.
+    let live = screen(arrive(vec![]));
+    assert_ne!(
+        live.lines().skip(3).collect::<Vec<_>>(),
+        before.lines().skip(3).collect::<Vec<_>>()
+    );
+    let mut steps = arrive(vec![Step::Do(key(KeyCode::Char('p')))]);
+    steps.push(Step::Do(key(KeyCode::Char('p'))));
+    let resumed = screen(steps);
+    assert!(
+        !resumed.lines().next().unwrap_or_default().contains("PAUSED"),
+        "{resumed}"
+    );
+    assert_eq!(
+        resumed.lines().skip(3).take(16).collect::<Vec<_>>(),
+        live.lines().skip(3).take(16).collect::<Vec<_>>()
+    );
+    assert!(resumed.contains("updates arrived while paused"), "{resumed}");
+}
+
+#[test]
+fn the_wall_keeps_the_order_of_the_last_sort_while_the_numbers_move() {
+    let ((targets, updates), later) = fleet_and_later(16, 20);
+    let mut app = App::new(Store::new(targets, Thresholds::default()), theme(), NOW);
+    for u in updates {
+        fleetop::tui::app::update(&mut app, Action::Store(u, NOW));
+    }
+    for k in keys("ws") {
+        fleetop::tui::app::update(&mut app, k);
+    }
+    assert!(app.wall_active());
+    let order = app.visible();
+    let live = |app: &App| {
+        fleetop::tui::view::visible(
+            &app.store,
+            &app.filter,
+            app.sort,
+            app.sort_reverse,
+            app.metric,
+            app.now_ms,
+        )
+    };
+    let mut moved = false;
+    for (k, u) in later.into_iter().enumerate() {
+        fleetop::tui::app::update(&mut app, Action::Store(u, NOW));
+        fleetop::tui::app::update(&mut app, Action::Tick(NOW + k as i64 * 50));
+        assert_eq!(app.visible(), order, "the wall moved");
+        moved |= live(&app) != order;
+    }
+    assert!(moved, "the live sort never changed: the test shows nothing");
+    // Sorting again takes the order of now.
+    for k in keys("sssss") {
+        fleetop::tui::app::update(&mut app, k);
+    }
+    assert_eq!(app.visible(), live(&app));
+}
+
+#[test]
+fn alerts_and_node_detail_speak_in_durations_and_sizes_and_one_name_for_a_stuck_gpu() {
+    let buf = drive(theme(), fleet_updates(16, 8, 600), (200, 40), vec![key(KeyCode::Tab)]);
+    let screen = text(&buf);
+    let stuck = screen.lines().find(|l| l.contains("gpu_stuck")).expect("a stuck GPU");
+    assert!(!stuck.contains(" ms") && !stuck.contains("nvml_stuck"), "{stuck}");
+    assert!(
+        stuck.contains("no answer for ") && stuck.contains("no_answer="),
+        "{stuck}"
+    );
+    assert!(!screen.contains("_bytes="), "{screen}");
+    // The stuck GPU's row in node detail: the flag's name, a duration.
+    let name = stuck.split_whitespace().nth(1).unwrap_or_default().to_string();
+    let mut a = keys(&format!("/{name}"));
+    a.push(key(KeyCode::Enter));
+    a.push(key(KeyCode::Enter));
+    let screen = text(&drive(theme(), fleet_updates(16, 8, 600), (200, 40), a));
+    assert!(!screen.contains("nvml_stuck") && !screen.contains(" ms"), "{screen}");
+    assert!(screen.contains("gpu_stuck: "), "{screen}");
 }

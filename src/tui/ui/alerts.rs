@@ -15,10 +15,22 @@ use crate::tui::view::human_age;
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     let rows = app.alerts();
-    let active = rows.iter().filter(|r| r.cleared_ms.is_none()).count();
+    // Acknowledged and silenced rows are not counted as active: a person
+    // has them in hand.
+    let open = rows.iter().filter(|r| r.cleared_ms.is_none()).count();
+    let quiet = rows
+        .iter()
+        .filter(|r| r.cleared_ms.is_none() && r.quiet.is_some())
+        .count();
+    let quiet_said = if quiet > 0 {
+        format!(", {quiet} acked/silenced")
+    } else {
+        String::new()
+    };
     let title = format!(
-        " alerts · {active} active, {} cleared recently · sort {}{} ",
-        rows.len() - active,
+        " alerts · {} active{quiet_said}, {} cleared recently · sort {}{} ",
+        open - quiet,
+        rows.len() - open,
         app.alert_sort.name(),
         if app.alerts_folded {
             " · one row per job (z unfolds)"
@@ -98,15 +110,20 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ),
             Some(c) => ("gone", human_age(app.now_ms - c)),
         };
-        let sev = match r.quiet {
-            Some(s) if s.ack.is_some() => "ack",
-            Some(_) => "quiet",
-            None => sev,
+        // A quiet row keeps its severity (dimmed); its detail says why it
+        // is quiet and until when.
+        let mut detail = match r.quiet {
+            Some(s) if s.ack.is_some() => "acked · ".to_string(),
+            Some(s) => match s.until_ms {
+                Some(until) => format!("silenced until {} · ", hhmm(until)),
+                None => "silenced · ".to_string(),
+            },
+            None => String::new(),
         };
-        let mut detail = match r.job {
+        detail.push_str(&match r.job {
             Some(job) if r.gpus > 1 => folded_detail(f, job, r.gpus),
             _ => f.detail.clone(),
-        };
+        });
         if wide && !f.evidence.is_empty() {
             detail.push_str(&format!("  [{}]", crate::tui::view::evidence_text(f)));
         }
@@ -162,13 +179,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 fn entry_lines<'a>(app: &App, node: &str, f: &'a Flag) -> Vec<Line<'a>> {
     let t = &app.theme;
     let e = f.entry();
-    let ev: Vec<String> = f.evidence.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let ev = crate::tui::view::evidence_text(f);
     let mut head = vec![
         Span::styled(format!("{node} {}: ", f.kind.name()), severity_style(t, f.severity)),
         Span::raw(f.detail.as_str()),
     ];
     if !ev.is_empty() {
-        head.push(Span::styled(format!("  [{}]", ev.join(" ")), t.muted));
+        head.push(Span::styled(format!("  [{ev}]"), t.muted));
     }
     let label = |s: &'static str| Span::styled(s, t.muted);
     let mut lines = vec![
@@ -206,4 +223,11 @@ fn folded_detail(f: &crate::model::flag::Flag, job: u64, gpus: usize) -> String 
         Some((who, rest)) => format!("{who}: {what}; {rest}"),
         None => format!("job {job}: {what}; {}", f.detail),
     }
+}
+
+/// "14:05Z": when a silence ends, UTC like the header's clock.
+fn hhmm(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%H:%MZ").to_string())
+        .unwrap_or_default()
 }

@@ -13,7 +13,10 @@ use crate::tui::app::App;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let b = block(t, format!(" burn-in · {} ", crate::tui::view::count(app.store.bench.len(), "node")));
+    let b = block(
+        t,
+        format!(" burn-in · {} ", crate::tui::view::count(app.store.bench.len(), "node")),
+    );
     let inner = b.inner(area);
     b.render(area, buf);
     if app.store.bench.is_empty() {

@@ -71,7 +71,15 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     ])
     .areas(inner);
     render_diagnosis(app, n, &flags, diag, buf);
-    line_at(Line::from(Span::styled(host_line, t.muted)), host, 0, buf);
+    // A broken connection's reason first: the person must not have to
+    // guess why the numbers stopped (or never came).
+    let mut host_spans = Vec::new();
+    if let Some(p) = crate::tui::view::link_problem(n, app.now_ms) {
+        host_spans.push(Span::styled(p, t.crit));
+        host_spans.push(Span::styled(" │ ", t.border));
+    }
+    host_spans.push(Span::styled(host_line, t.muted));
+    line_at(Line::from(host_spans), host, 0, buf);
     if let Some(v) = &n.scheduler {
         let mut line = sched_line(t, v, app.now_ms);
         if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {
@@ -216,9 +224,33 @@ fn host_summary(n: &NodeState) -> String {
 }
 
 /// Throttle reasons for people, without the noise of "gpu_idle".
-fn throttle_text(mask: u64) -> String {
+/// The throttle reasons in `w` columns: whole names only, never one cut
+/// mid-word ("hw_power_brake_slowdow"); those that do not fit are counted
+/// ("sw_thermal,+2").
+fn throttle_text(mask: u64, w: usize) -> String {
     let names = throttle::names(mask & !throttle::GPU_IDLE);
-    if names.is_empty() { "-".into() } else { names.join(",") }
+    if names.is_empty() {
+        return "-".into();
+    }
+    fit_names(&names, w)
+}
+
+/// `names` joined by commas in `w` columns, whole, the rest as "+N".
+fn fit_names<S: AsRef<str>>(names: &[S], w: usize) -> String {
+    let mut out = String::new();
+    for (i, n) in names.iter().enumerate() {
+        let n = n.as_ref();
+        let sep = if out.is_empty() { "" } else { "," };
+        let left = names.len() - i - 1;
+        let more = if left > 0 { format!(",+{left}").len() } else { 0 };
+        if out.len() + sep.len() + n.len() + more > w {
+            let rest = format!("+{}", names.len() - i);
+            return if out.is_empty() { rest } else { format!("{out},{rest}") };
+        }
+        out.push_str(sep);
+        out.push_str(n);
+    }
+    out
 }
 
 fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
@@ -287,7 +319,17 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             .collect();
         let cells: Vec<Cell<'static>> = if let Some(e) = &g.error {
             // The XIDs it reported on the way out stay visible with the reason.
-            let mut why = e.name().to_string();
+            // One name on screen for a stuck GPU: the flag's kind.
+            let mut why = match e {
+                crate::model::sample::GpuError::Stuck { text, for_ms } => {
+                    format!(
+                        "{}: {}",
+                        FlagKind::GpuStuck.name(),
+                        crate::detect::gpu::stuck_words(text, *for_ms)
+                    )
+                }
+                e => e.name().to_string(),
+            };
             let codes: Vec<String> = n.xid_codes(g.index).iter().map(u32::to_string).collect();
             if !codes.is_empty() {
                 why.push_str(&format!(" · XID {}", codes.join(",")));
@@ -330,7 +372,7 @@ fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                     opt(gi.and_then(|i| i.max_sm_clock_mhz))
                 )),
                 Cell::from(Span::styled(
-                    throttle_text(mask),
+                    throttle_text(mask, if narrow { 14 } else { 22 }),
                     if mask & throttle::TROUBLE != 0 {
                         t.crit
                     } else {
@@ -653,4 +695,20 @@ fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let widths = [4, 8, 10, 10].map(Constraint::Length);
     let header = Row::new(["GPU", "pid", "memory", "job"]).style(t.title);
     Table::new(rows, widths).header(header).render(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_names;
+
+    #[test]
+    fn throttle_names_are_never_cut_mid_word() {
+        assert_eq!(fit_names(&["sw_thermal", "hw_slowdown"], 22), "sw_thermal,hw_slowdown");
+        assert_eq!(
+            fit_names(&["sw_thermal", "hw_power_brake_slowdown"], 22),
+            "sw_thermal,+1"
+        );
+        assert_eq!(fit_names(&["hw_power_brake_slowdown"], 14), "+1");
+        assert_eq!(fit_names(&["a", "b", "c"], 4), "a,+2");
+    }
 }

@@ -94,6 +94,9 @@ fn heat_span(t: &Theme, f: f64, text: String) -> Span<'static> {
 /// and mean columns are shown.
 struct RowLayout {
     name_w: usize,
+    /// The status column: "crit", or "stale 2m" where a shown node's
+    /// numbers are old.
+    status_w: usize,
     cell_w: usize,
     status: bool,
     mean: bool,
@@ -106,7 +109,7 @@ impl RowLayout {
     fn used(&self, gpus: usize) -> usize {
         2 + self.name_w
             + 1
-            + if self.status { 6 } else { 0 }
+            + if self.status { self.status_w } else { 0 }
             + gpus * self.cell_w
             + if self.mean { 5 } else { 0 }
             + FLAGS_MIN
@@ -118,13 +121,19 @@ impl RowLayout {
 /// (`need`), and as much of the reason (`want`) as the row's spare room
 /// allows. Where `need` only fits with narrower GPU cells, it gets just
 /// that: what room the narrower cells leave goes to the flags.
+#[cfg(test)]
 fn sched_width(width: usize, gpus: usize, name_w: usize, need: usize, want: usize) -> usize {
+    sched_width_with(width, gpus, (name_w, 6), need, want)
+}
+
+/// The same, with the name's and the status column's widths.
+fn sched_width_with(width: usize, gpus: usize, (name_w, status_w): (usize, usize), need: usize, want: usize) -> usize {
     const STATE_W: usize = 10;
     if need <= STATE_W {
         return STATE_W;
     }
     let rest = width.saturating_sub(STATE_W);
-    let at_state = STATE_W + rest.saturating_sub(row_layout(rest, gpus, name_w).used(gpus));
+    let at_state = STATE_W + rest.saturating_sub(row_layout(rest, gpus, name_w, status_w).used(gpus));
     if at_state >= need {
         want.clamp(need, at_state)
     } else {
@@ -132,7 +141,7 @@ fn sched_width(width: usize, gpus: usize, name_w: usize, need: usize, want: usiz
     }
 }
 
-fn row_layout(width: usize, gpus: usize, name_w: usize) -> RowLayout {
+fn row_layout(width: usize, gpus: usize, name_w: usize, status_w: usize) -> RowLayout {
     for (cell_w, status, mean) in [
         (4, true, true),
         (3, true, true),
@@ -141,10 +150,12 @@ fn row_layout(width: usize, gpus: usize, name_w: usize) -> RowLayout {
         (2, false, false),
         (1, false, false),
     ] {
-        let used = 2 + name_w + 1 + if status { 6 } else { 0 } + gpus * cell_w + if mean { 5 } else { 0 } + FLAGS_MIN;
+        let used =
+            2 + name_w + 1 + if status { status_w } else { 0 } + gpus * cell_w + if mean { 5 } else { 0 } + FLAGS_MIN;
         if used <= width {
             return RowLayout {
                 name_w,
+                status_w,
                 cell_w,
                 status,
                 mean,
@@ -153,6 +164,7 @@ fn row_layout(width: usize, gpus: usize, name_w: usize) -> RowLayout {
     }
     RowLayout {
         name_w: name_w.min(8),
+        status_w,
         cell_w: 1,
         status: false,
         mean: false,
@@ -232,18 +244,27 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             .sum()
     };
     let max_cells = vis.iter().map(|&i| cells(i)).max().unwrap_or(0);
+    // "stale 2m": a node whose numbers are old says how old in its row.
+    let th = &app.store.thresholds;
+    let status_words: Vec<String> = vis.iter().map(|&i| status_word(&nodes[i], app.now_ms, th)).collect();
+    let status_w = status_words
+        .iter()
+        .map(|w| w.chars().count() + 1)
+        .max()
+        .unwrap_or(0)
+        .max(6);
     let sched_w = if with_sched {
-        sched_width(area.width as usize, max_gpus, name_w, need, want)
+        sched_width_with(area.width as usize, max_gpus, (name_w, status_w), need, want)
     } else {
         0
     };
     let width = (area.width as usize).saturating_sub(sched_w);
-    let split_lay = row_layout(width, max_cells, name_w);
+    let split_lay = row_layout(width, max_cells, name_w, status_w);
     let split = max_cells > max_gpus && split_lay.cell_w >= 3;
     let (lay, max_cells) = if split {
         (split_lay, max_cells)
     } else {
-        (row_layout(width, max_gpus, name_w), max_gpus)
+        (row_layout(width, max_gpus, name_w, status_w), max_gpus)
     };
     let rows = area.height as usize;
     // Keep the cursor on screen: scroll so it is on the last row at most.
@@ -259,9 +280,11 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         spans.push(Span::styled(format!("{name:<w$}", w = lay.name_w), name_style));
         spans.push(Span::raw(" "));
         let status = n.status(app.now_ms, &app.store.thresholds);
+        let word = &status_words[pos];
         if lay.status {
             let s = status_span(t, status, view::worst_severity(n));
-            let pad = 6usize.saturating_sub(s.content.chars().count());
+            let s = Span::styled(word.clone(), s.style);
+            let pad = lay.status_w.saturating_sub(s.content.chars().count());
             spans.push(s);
             spans.push(Span::raw(" ".repeat(pad)));
         }
@@ -303,8 +326,21 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         if app.store.bench.get(&i).is_some_and(|b| b.finished && b.failed()) {
             spans.push(Span::styled("burn-in failed ", t.crit));
         }
+        if !lay.status && status != NodeStatus::Ok && n.last.is_some() {
+            spans.push(Span::styled(format!("{word} "), status_span(t, status, None).style));
+        }
         spans.extend(flag_summary(t, n));
         line_at(Line::from(spans), area, row as u16, buf);
+    }
+}
+
+/// The status column's word: the health, and for a node whose numbers
+/// are old (stale, unreachable after it answered) how old: "stale 2m".
+fn status_word(n: &NodeState, now_ms: i64, th: &crate::detect::Thresholds) -> String {
+    let h = view::Health::of(n, now_ms, th);
+    match n.sample_age_ms(now_ms) {
+        Some(age) if n.status(now_ms, th) != NodeStatus::Ok => format!("{} {}", h.short(), view::human_age(age)),
+        _ => h.short().to_string(),
     }
 }
 
@@ -473,11 +509,11 @@ mod tests {
 
     #[test]
     fn columns_drop_before_anything_overlaps() {
-        let wide = row_layout(200, 8, 8);
+        let wide = row_layout(200, 8, 8, 6);
         assert_eq!((wide.cell_w, wide.status, wide.mean), (4, true, true));
-        let narrow = row_layout(80, 8, 8);
+        let narrow = row_layout(80, 8, 8, 6);
         assert!(2 + 8 + 1 + 8 * narrow.cell_w + 12 <= 80);
-        let tiny = row_layout(40, 16, 8);
+        let tiny = row_layout(40, 16, 8, 6);
         assert_eq!((tiny.cell_w, tiny.status, tiny.mean), (1, false, false));
     }
 

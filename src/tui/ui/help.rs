@@ -14,7 +14,7 @@ use crate::tui::app::{App, Screen};
 pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
     let mut v = vec![
         ("?", "this help; ? again: flag short names; other keys close"),
-        ("q  Ctrl-C", "quit"),
+        ("q  Ctrl-C  p", "quit · p: pause the display (data still arrives)"),
         ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
         ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
         ("/", "filter as you type: name, gpu[01-08], flag or short (thr),"),
@@ -44,7 +44,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("g G  PgUp PgDn", "top, bottom, page"),
             ("Enter", "open the node"),
             ("s  S", "sort by name, metric, flags, age, Slurm state; S reverses"),
-            ("n  N", "next / previous node with a flag"),
+            ("n N  c C", "next / previous node flagged warn or worse; c C: crit"),
             ("w", "toggle the dense wall (one cell per node)"),
             ("space", "mark / unmark the node (for actions), then move down"),
             ("Ctrl-Space", "mark from the last marked node to this one"),
@@ -55,7 +55,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("j k  ↓ ↑", "select a GPU"),
             ("1-5  h l", "pane: history, NVLink, InfiniBand, processes, timeline"),
             ("", "  in the timeline (5) j k PgUp PgDn g G scroll it"),
-            ("n p", "next / previous node"),
+            ("n N  c C", "open the next / previous node flagged warn+; c C: crit"),
             ("z", "history: the last minute, ten minutes, or all of it"),
             ("K", "cancel the Slurm job on this GPU (scancel, asks first)"),
             ("x  X", "SIGTERM / SIGKILL the GPU's processes via its agent (asks)"),

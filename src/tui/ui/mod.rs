@@ -101,15 +101,17 @@ pub fn severity_style(t: &Theme, s: Severity) -> Style {
 /// connecting), else its health, the worst severity of its flags: a node
 /// with a lost GPU is "crit", never "ok".
 pub fn status_span(t: &Theme, s: NodeStatus, worst: Option<Severity>) -> Span<'static> {
-    match s {
-        NodeStatus::Ok => match worst {
-            Some(Severity::Crit) => Span::styled("crit", t.crit),
-            Some(Severity::Warn) => Span::styled("warn", t.warn),
-            _ => Span::styled("ok", t.ok),
-        },
-        NodeStatus::Stale => Span::styled("stale", t.warn),
-        NodeStatus::Unreachable => Span::styled("unrch", t.crit),
-        NodeStatus::Connecting => Span::styled("conn", t.muted),
+    let h = view::Health::from_parts(s, worst);
+    Span::styled(h.short(), health_style(t, h))
+}
+
+pub fn health_style(t: &Theme, h: view::Health) -> Style {
+    use view::Health;
+    match h {
+        Health::Crit | Health::Unreachable => t.crit,
+        Health::Warn | Health::Stale => t.warn,
+        Health::Ok => t.ok,
+        Health::Connecting => t.muted,
     }
 }
 
@@ -137,18 +139,15 @@ pub fn line_at(line: Line<'_>, area: Rect, row: u16, buf: &mut Buffer) {
 
 fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let th = &app.store.thresholds;
-    let mut by_status: BTreeMap<NodeStatus, usize> = BTreeMap::new();
     let mut kinds: BTreeMap<FlagKind, (usize, Severity)> = BTreeMap::new();
     for n in &app.store.nodes {
-        *by_status.entry(n.status(app.now_ms, th)).or_default() += 1;
         for f in n.detector.active() {
             let e = kinds.entry(f.kind).or_insert((0, f.severity));
             e.0 += 1;
             e.1 = e.1.max(f.severity);
         }
     }
-    let count = |s| by_status.get(&s).copied().unwrap_or(0);
+    let health = view::health_counts(&app.store, app.now_ms);
     let mut head = vec![
         Span::styled(" fleetop ", t.title.add_modifier(Modifier::REVERSED)),
         // The console's clock, in UTC like the export and the audit log: a
@@ -158,25 +157,20 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
     if app.read_only {
         head.push(Span::styled(" READ-ONLY ", t.warn.add_modifier(Modifier::REVERSED)));
     }
-    head.extend([
-        Span::raw(format!(" {} ", view::count(app.store.nodes.len(), "node"))),
-        Span::styled(format!("{} ok", count(NodeStatus::Ok)), t.ok),
-    ]);
-    // The states as words, or as the heatmap's short words where the
-    // totals would not fit beside the long ones.
+    if app.paused.is_some() {
+        head.push(Span::styled(" PAUSED ", t.warn.add_modifier(Modifier::REVERSED)));
+    }
+    head.push(Span::raw(format!(" {}:", view::count(app.store.nodes.len(), "node"))));
+    // Every node counted once, by the word its status column shows: a crit
+    // node is never counted as ok. `ok` is said even at 0; the states as
+    // words, or as the heatmap's short words where the totals would not fit.
     let states = |short: bool| {
         let mut v = Vec::new();
-        for (s, label, brief, style) in [
-            (NodeStatus::Stale, "stale", "stale", t.warn),
-            (NodeStatus::Unreachable, "unreachable", "unrch", t.crit),
-            (NodeStatus::Connecting, "connecting", "conn", t.muted),
-        ] {
-            if count(s) > 0 {
+        for (h, c) in health {
+            if c > 0 || h == view::Health::Ok {
                 v.push(Span::raw(" "));
-                v.push(Span::styled(
-                    format!("{} {}", count(s), if short { brief } else { label }),
-                    style,
-                ));
+                let word = if short { h.short() } else { h.word() };
+                v.push(Span::styled(format!("{c} {word}"), health_style(t, h)));
             }
         }
         v.push(Span::styled(" │ ", t.border));
@@ -196,6 +190,9 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
         .map_or((true, String::new()), |(s, f)| (s, f.clone()));
     let mut line1 = head;
     line1.extend(states(short));
+    if said.is_empty() {
+        line1.pop();
+    }
     line1.push(if totals.live == 0 {
         Span::styled(said, t.muted)
     } else {
@@ -256,6 +253,9 @@ fn totals_forms(t: &view::Totals) -> Vec<String> {
         }
         // Where not even the GPUs fit: what is left out, and no number.
         forms.push(format!("{out} not counted"));
+        // Where not even that fits beside the health counts: no number is
+        // shown, and the counts already name the nodes left out.
+        forms.push(String::new());
     }
     forms
 }
@@ -334,15 +334,31 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "/ filter",
             "m metric",
             "s/S sort",
-            "n/N flagged",
+            "n/N warn+",
+            "c/C crit",
+            "p pause",
             "space mark",
             "y copy",
             "w wall",
         ],
-        Screen::Detail if app.pane == crate::tui::app::Pane::Timeline => {
-            &["? help", "Esc back", "j/k scroll", "1-5 pane", "n/p node", "Tab screen"]
-        }
-        Screen::Detail => &["? help", "Esc back", "j/k GPU", "1-5 pane", "n/p node", "Tab screen"],
+        Screen::Detail if app.pane == crate::tui::app::Pane::Timeline => &[
+            "? help",
+            "Esc back",
+            "j/k scroll",
+            "1-5 pane",
+            "n/N warn+",
+            "c/C crit",
+            "p pause",
+        ],
+        Screen::Detail => &[
+            "? help",
+            "Esc back",
+            "j/k GPU",
+            "1-5 pane",
+            "n/N warn+",
+            "c/C crit",
+            "p pause",
+        ],
         Screen::Alerts => &[
             "? help",
             "Esc back",
@@ -376,7 +392,13 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
     let mut state = vec![format!("metric {}", app.metric.name())];
     if app.screen == Screen::Heatmap {
         let dir = if app.sort_reverse { " reversed" } else { "" };
-        state.push(format!("sort {}{dir}", app.sort.name()));
+        // On the wall a live sort is taken once: say so, and how to renew it.
+        let frozen = if app.wall_active() && app.sort != crate::tui::view::Sort::Name {
+            " (as of s)"
+        } else {
+            ""
+        };
+        state.push(format!("sort {}{dir}{frozen}", app.sort.name()));
     }
     if !app.filter_text.is_empty() {
         state.push(format!("filter {}", app.filter_text));
