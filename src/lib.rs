@@ -73,6 +73,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             "--record goes with the console (`fleetop --record FILE`, `fleetop demo --record FILE`); to record without it: `fleetop record SOURCE --out FILE`"
         );
     }
+    // A theme is checked wherever it is given, so `export --theme nosuch` is
+    // refused as the console would refuse it, not ignored.
+    if let Some(spec) = cli.theme.as_deref().or(cfg.theme.as_deref()) {
+        let dir = tui::theme::Theme::user_dir();
+        tui::theme::Theme::load(spec, dir.as_deref(), tui::theme::ColorDepth::TrueColor)?;
+    }
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
         Some(Command::Export(args)) => {

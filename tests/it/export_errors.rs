@@ -139,6 +139,13 @@ fn a_bad_theme_is_refused_before_the_terminal_is_touched() {
         .output()
         .expect("runs");
     assert!(String::from_utf8_lossy(&out.stderr).contains("theme 'nope': no such theme"));
+    // The same check for every subcommand: an export is not silently
+    // given a theme that does not exist.
+    fails_with(
+        &["--theme", "nosuch", "export", "--once", "--hosts", "gpu01"],
+        "theme 'nosuch': no such theme",
+    );
+    fails_with(&["--theme", &p, "export", "--print-schema"], "styles.warn.fg");
 }
 
 #[test]
