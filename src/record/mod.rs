@@ -23,6 +23,7 @@
 //! its update channel into a recorder).
 
 pub mod delta;
+pub mod memory;
 pub mod player;
 pub mod reader;
 pub mod tokens;

@@ -1,6 +1,6 @@
 //! A value written as what serde visits (numbers, strings, raw float bits),
 //! each predicted from the same place in the node's earlier samples and
-//! written as what the prediction missed (`delta::Memory` predicts).
+//! written as what the prediction missed (`memory::Memory` predicts).
 //!
 //! "The same place" is the value's path: field, element and variant
 //! numbers from the root (`gpus[3].nvlink_tx_kib[5]`), hashed. Paths, not
@@ -17,7 +17,7 @@
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use serde::ser::{self, Serialize};
 
-use crate::record::delta::{Memory, Packed};
+use crate::record::memory::{Memory, Packed};
 
 /// What a number at a path is: keeps a length from predicting the value
 /// that shares its path.
