@@ -20,7 +20,7 @@ pub mod cmd;
 pub mod config;
 pub mod detect;
 pub mod export;
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod ingest;
 pub mod logging;
