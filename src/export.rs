@@ -259,6 +259,11 @@ pub struct Process {
     pub job_id: Option<u64>,
     /// The job's user, when the scheduler is known.
     pub user: Option<String>,
+    /// Who runs the process on the node (its uid's name there), as the
+    /// agent read it from /proc.
+    pub owner: Option<String>,
+    /// Its command line (at most 200 bytes).
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -614,6 +619,8 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
                         used_mem_bytes: p.used_mem_bytes,
                         job_id: p.job_id,
                         user: p.job_id.and_then(|j| n.job_user(j)).map(String::from),
+                        owner: p.owner.clone(),
+                        command: p.command.clone(),
                     })
                     .collect()
             })

@@ -378,6 +378,10 @@ impl SimNode {
                 pid: 20_000 + (c.seed % 9_000) as u32 * 8 + gpu,
                 used_mem_bytes: mem_used - 530 * 1024 * 1024,
                 job_id: self.job_id(),
+                // Invented, as the pids are: the demo shows what a real
+                // node's /proc gives.
+                user: ["alice", "bob", "chen", "dana"][(c.seed % 4) as usize].into(),
+                command: format!("python train.py --rank {gpu}"),
             });
         }
         s.pcie_tx_kbps = if busy { (2_000_000.0 * n(9)) as u32 } else { 0 };

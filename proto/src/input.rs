@@ -69,7 +69,12 @@ mod tests {
     #[test]
     fn endless_and_oversized_files_are_refused() {
         let e = read_capped(Path::new("/dev/zero"), 1024).expect_err("endless");
-        assert!(e.to_string().contains("larger than"), "{e}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let p = std::env::temp_dir().join(format!("fleetop-big-{}", std::process::id()));
+        std::fs::write(&p, vec![b'x'; 2 << 20]).expect("write");
+        let e = read_capped(&p, 1 << 20).expect_err("oversized");
+        assert!(e.to_string().contains("larger than 1 MiB"), "{e}");
+        let _ = std::fs::remove_file(&p);
     }
 
     #[test]

@@ -39,6 +39,18 @@ fn restore<T: Default + PartialEq + Clone>(cur: &mut T, prev: &T) {
     }
 }
 
+/// A pid whose owner and command became unknown cannot say so in a delta
+/// (empty there means "as before"): such a sample travels whole.
+fn owners_can_elide(prev: &[crate::pb::GpuProcess], cur: &[crate::pb::GpuProcess]) -> bool {
+    cur.iter().all(|q| {
+        !(q.user.is_empty() && q.command.is_empty())
+            || prev
+                .iter()
+                .find(|w| w.pid == q.pid)
+                .is_none_or(|w| w.user.is_empty() && w.command.is_empty())
+    })
+}
+
 fn same_shape(prev: &Sample, cur: &Sample) -> bool {
     prev.gpus.len() == cur.gpus.len()
         && prev.ib_ports.len() == cur.ib_ports.len()
@@ -52,6 +64,7 @@ fn same_shape(prev: &Sample, cur: &Sample) -> bool {
                 && can_elide(&a.fabric_state, &b.fabric_state)
                 && can_elide(&a.fabric_status, &b.fabric_status)
                 && can_elide(&a.persistence, &b.persistence)
+                && owners_can_elide(&a.processes, &b.processes)
         })
         && prev.ib_ports.iter().zip(&cur.ib_ports).all(|(a, b)| {
             a.port == b.port
@@ -106,6 +119,17 @@ pub fn encode(prev: Option<&Sample>, cur: &Sample) -> Sample {
         if !c.processes.is_empty() && c.processes == p.processes {
             c.processes.clear();
             c.processes_unchanged = true;
+        } else {
+            // A pid's owner and command were sent when it first appeared.
+            for q in &mut c.processes {
+                if let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
+                    && was.user == q.user
+                    && was.command == q.command
+                {
+                    q.user.clear();
+                    q.command.clear();
+                }
+            }
         }
     }
     for (p, c) in prev.ib_ports.iter().zip(out.ib_ports.iter_mut()) {
@@ -150,6 +174,16 @@ pub fn decode(prev: Option<&Sample>, mut got: Sample) -> Result<Sample, OutOfSeq
         restore(&mut c.persistence, &p.persistence);
         if std::mem::take(&mut c.processes_unchanged) {
             c.processes.clone_from(&p.processes);
+        } else {
+            for q in &mut c.processes {
+                if q.user.is_empty()
+                    && q.command.is_empty()
+                    && let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
+                {
+                    q.user.clone_from(&was.user);
+                    q.command.clone_from(&was.command);
+                }
+            }
         }
     }
     for (p, c) in prev.ib_ports.iter().zip(got.ib_ports.iter_mut()) {
@@ -329,6 +363,49 @@ mod tests {
         let wire = encode(Some(&a), &b);
         assert_eq!(wire.delta_from_seq, 0);
         assert_eq!(decode(Some(&a), wire).expect("whole"), b);
+    }
+
+    #[test]
+    fn a_processs_owner_and_command_travel_once_per_pid() {
+        use crate::pb::{GpuProcess, GpuSample};
+        let p = |pid: u32, mem: u64, user: &str| GpuProcess {
+            pid,
+            used_mem_bytes: mem,
+            user: user.into(),
+            command: if user.is_empty() {
+                String::new()
+            } else {
+                format!("python {pid}.py")
+            },
+            ..Default::default()
+        };
+        let a = Sample {
+            seq: 1,
+            gpus: vec![GpuSample {
+                processes: vec![p(7, 100, "alice")],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        // Its memory moved and a new pid came: only the new one's owner travels.
+        let mut b = a.clone();
+        b.seq = 2;
+        b.gpus[0].processes = vec![p(7, 200, "alice"), p(9, 50, "bob")];
+        let wire = encode(Some(&a), &b);
+        let sent: Vec<(&str, &str)> = wire.gpus[0]
+            .processes
+            .iter()
+            .map(|q| (q.user.as_str(), q.command.as_str()))
+            .collect();
+        assert_eq!(sent, [("", ""), ("bob", "python 9.py")]);
+        assert_eq!(decode(Some(&a), wire).expect("decodes"), b);
+        // An owner that became unknown cannot be said in a delta: whole.
+        let mut c = b.clone();
+        c.seq = 3;
+        c.gpus[0].processes[0] = p(7, 300, "");
+        let wire = encode(Some(&b), &c);
+        assert_eq!(wire.delta_from_seq, 0);
+        assert_eq!(decode(Some(&b), wire).expect("whole"), c);
     }
 
     #[test]

@@ -469,6 +469,8 @@ mod tests {
                     pid: 1,
                     used_mem_bytes: 1,
                     job_id: Some(4411),
+                    owner: None,
+                    command: None,
                 });
             })
         };

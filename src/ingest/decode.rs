@@ -210,6 +210,8 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
                 pid: p.pid,
                 used_mem_bytes: p.used_mem_bytes,
                 job_id: nz(p.job_id),
+                owner: (!p.user.is_empty()).then(|| fleetop_proto::input::printable(&p.user, 64)),
+                command: (!p.command.is_empty()).then(|| fleetop_proto::input::printable(&p.command, 200)),
             })
             .collect(),
         mig: g

@@ -329,12 +329,19 @@ pub struct Xid {
     pub time_ms: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuProcess {
     pub pid: u32,
     pub used_mem_bytes: u64,
     /// The Slurm job whose cgroup it runs in.
     pub job_id: Option<u64>,
+    /// Who runs it on the node (its real uid's name) and its command line,
+    /// from the agent's /proc. Not recorded (recordings of schema 2 encode
+    /// this type positionally and predate them).
+    #[serde(skip)]
+    pub owner: Option<String>,
+    #[serde(skip)]
+    pub command: Option<String>,
 }
 
 /// One InfiniBand port in one sample.

@@ -103,6 +103,8 @@ mod tests {
                         pid: 100 + i as u32,
                         used_mem_bytes: 1 << 30,
                         job_id: Some(4848),
+                        owner: None,
+                        command: None,
                     })
                     .collect(),
                 ..GpuReading::default()

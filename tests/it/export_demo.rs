@@ -170,6 +170,14 @@ fn evidence_and_readings_are_plausible() {
             if cfg.scenario == Scenario::Training {
                 assert!(g.util_pct.expect("util") >= 90);
                 assert_eq!(g.processes.len(), 1);
+                // Who runs it and what, as nvitop shows: sent once per pid
+                // on the wire, there in every snapshot.
+                let p = &g.processes[0];
+                assert!(p.owner.as_deref().is_some_and(|o| !o.is_empty()), "{p:?}");
+                assert_eq!(
+                    p.command.as_deref(),
+                    Some(format!("python train.py --rank {}", g.index).as_str())
+                );
                 // Rates come from counters in consecutive samples.
                 assert!(
                     g.nvlink

@@ -219,13 +219,18 @@ impl GpuReader {
             Ok(procs) => {
                 s.processes = procs
                     .into_iter()
-                    .map(|p| GpuProcess {
-                        pid: p.pid,
-                        used_mem_bytes: match p.used_gpu_memory {
-                            UsedGpuMemory::Used(b) => b,
-                            UsedGpuMemory::Unavailable => 0,
-                        },
-                        job_id: jobs::job_id_of_pid(&self.proc_root, p.pid).unwrap_or(0),
+                    .map(|p| {
+                        let owner = crate::procinfo::owner_of_pid(&self.proc_root, p.pid);
+                        GpuProcess {
+                            pid: p.pid,
+                            used_mem_bytes: match p.used_gpu_memory {
+                                UsedGpuMemory::Used(b) => b,
+                                UsedGpuMemory::Unavailable => 0,
+                            },
+                            job_id: jobs::job_id_of_pid(&self.proc_root, p.pid).unwrap_or(0),
+                            user: owner.user,
+                            command: owner.command,
+                        }
                     })
                     .collect()
             }

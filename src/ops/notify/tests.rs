@@ -50,6 +50,8 @@ fn sample(st: &mut Store, t: i64, hot: bool, temp: u32) {
                 pid: 100 + i,
                 used_mem_bytes: 1,
                 job_id: Some(4411),
+                owner: None,
+                command: None,
             }],
             ..Default::default()
         })
