@@ -4,8 +4,6 @@
 //! consoles without a certificate, and the bench token never crosses the
 //! network in clear unless the user says `--insecure`.
 
-use std::time::{Duration, Instant};
-
 use fleetop::ingest::agent::{self, Access};
 use fleetop::model::bench::BenchReport;
 use fleetop::model::target::Target;
