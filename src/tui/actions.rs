@@ -86,7 +86,7 @@ pub(crate) fn action_targets(app: &App) -> Vec<String> {
 
 /// Which nodes an action is about, as the person chose them: "3 marked
 /// nodes" when marks chose them, so nobody mistakes them for the one in view.
-fn chosen(app: &App, n: usize) -> String {
+pub(crate) fn chosen(app: &App, n: usize) -> String {
     match (app.marked.is_empty(), n) {
         (false, 1) => "1 marked node".into(),
         (false, n) => format!("{n} marked nodes"),
@@ -156,7 +156,7 @@ pub(crate) fn start_action(app: &mut App, key: char) {
 
 /// The drain dialog with `text` filled in (editable), after the same
 /// refusals everywhere a drain starts: read-only (logged), no scheduler.
-fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen: String) {
+pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen: String) {
     if app.read_only {
         let reason = (!text.trim().is_empty()).then(|| action::owned_reason(text.trim()));
         let commands = nodes

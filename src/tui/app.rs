@@ -170,7 +170,9 @@ pub struct App {
     /// The filter being typed, while `/` is open: applied as it is typed.
     pub input: Option<String>,
     /// The filter before `/` was pressed, restored by Esc.
-    filter_before: Option<(Filter, String)>,
+    pub(crate) filter_before: Option<(Filter, String)>,
+    /// The `:` command line, while it is open (`tui::command`).
+    pub command: Option<crate::tui::command::CommandLine>,
     /// Where a range mark (Ctrl-Space) starts: the last node marked.
     mark_anchor: Option<usize>,
     /// How often the screen may be redrawn (`--refresh`).
@@ -269,6 +271,7 @@ impl App {
             filter_text: String::new(),
             input: None,
             filter_before: None,
+            command: None,
             mark_anchor: None,
             refresh: crate::model::time::DEFAULT_REFRESH,
             message: None,
@@ -346,7 +349,7 @@ impl App {
     }
 
     /// Takes the current sort's order for the wall to keep (see `visible`).
-    fn freeze_wall_order(&mut self) {
+    pub(crate) fn freeze_wall_order(&mut self) {
         self.wall_order = None;
         let all = view::visible(
             &self.store,
@@ -390,7 +393,7 @@ impl App {
     }
 
     /// Selects the node at row `pos` of the visible list.
-    fn select_row(&mut self, pos: usize) {
+    pub(crate) fn select_row(&mut self, pos: usize) {
         let vis = self.visible();
         let pos = pos.min(vis.len().saturating_sub(1));
         self.cursor = pos;
@@ -404,7 +407,7 @@ impl App {
     }
 
     /// Selects node `node` (by store index), wherever it is in the list.
-    fn select_node(&mut self, node: usize) {
+    pub(crate) fn select_node(&mut self, node: usize) {
         self.selected = Some(node);
         if let Some(pos) = self.visible().iter().position(|&i| i == node) {
             self.cursor = pos;
@@ -466,7 +469,7 @@ impl App {
         rows
     }
 
-    fn open_detail(&mut self, node: usize, gpu: Option<u32>) {
+    pub(crate) fn open_detail(&mut self, node: usize, gpu: Option<u32>) {
         self.detail_node = node;
         self.timeline_scroll = 0;
         self.detail_gpu = gpu
@@ -634,7 +637,11 @@ fn on_key(app: &mut App, k: KeyEvent) {
         return;
     }
     if app.input.is_some() {
-        filter_key(app, k);
+        crate::tui::command::filter_key(app, k);
+        return;
+    }
+    if app.command.is_some() {
+        crate::tui::command::command_key(app, k);
         return;
     }
     if app.dialog.is_some() {
@@ -658,6 +665,7 @@ fn on_key(app: &mut App, k: KeyEvent) {
             app.filter_before = Some((app.filter.clone(), app.filter_text.clone()));
             app.input = Some(app.filter_text.clone());
         }
+        KeyCode::Char(':') => app.command = Some(Default::default()),
         KeyCode::Tab | KeyCode::BackTab => {
             // The bench screen joins the cycle once a suite has run.
             let mut cycle = vec![Screen::Heatmap, Screen::Alerts, Screen::Detail];
@@ -735,57 +743,13 @@ fn on_key(app: &mut App, k: KeyEvent) {
     }
 }
 
-/// A key while the filter is typed: the list follows each key (a term that
-/// does not parse yet, like `gpu[0`, keeps the last good filter); Enter
-/// keeps it, Esc puts back the one before, Ctrl-U clears the line.
-fn filter_key(app: &mut App, k: KeyEvent) {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    let Some(text) = app.input.as_mut() else { return };
-    match k.code {
-        KeyCode::Char('u') if ctrl => text.clear(),
-        KeyCode::Char(c) if !ctrl => text.push(c),
-        KeyCode::Backspace => {
-            text.pop();
-        }
-        KeyCode::Esc => {
-            app.input = None;
-            if let Some((f, t)) = app.filter_before.take() {
-                (app.filter, app.filter_text) = (f, t);
-            }
-            app.message = None;
-            return;
-        }
-        KeyCode::Enter => {
-            let text = app.input.take().unwrap_or_default();
-            app.filter_before = None;
-            match Filter::parse(&text) {
-                Ok(f) => {
-                    app.filter = f;
-                    app.filter_text = text.trim().to_string();
-                    app.message = None;
-                }
-                Err(e) => app.message = Some(e),
-            }
-            return;
-        }
-        _ => return,
-    }
-    let text = text.clone();
-    if let Ok(f) = Filter::parse(&text) {
-        app.filter = f;
-        app.filter_text = text.trim().to_string();
-        app.select_row(0);
-        app.alert_cursor = 0;
-    }
-}
-
 /// On the heatmap and the wall: the wheel moves the cursor, a click selects
 /// the node under it, a click on the selected node opens it. Elsewhere the
 /// wheel moves like j/k. Never while a dialog, help or the filter is open:
 /// a stray click must not change what a dialog acts on.
 fn on_mouse(app: &mut App, m: crossterm::event::MouseEvent) {
     use crossterm::event::{MouseButton, MouseEventKind};
-    if app.dialog.is_some() || app.help || app.input.is_some() {
+    if app.dialog.is_some() || app.help || app.input.is_some() || app.command.is_some() {
         return;
     }
     let wall = app.wall_active();

@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod app;
+pub mod command;
 pub mod pause;
 pub mod replay;
 pub mod theme;

@@ -843,7 +843,7 @@ impl GroupBy {
 pub const NO_GROUP: &str = "(none)";
 
 /// One group as the group view shows it: where it runs and what its GPUs do.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct GroupRow {
     /// The job id, partition or rack name.
     pub key: String,

@@ -1137,8 +1137,10 @@ fn a_node_with_a_critical_flag_is_not_ok_and_the_filters_say_health() {
     let ok = filtered("ok");
     assert!(!ok.contains(&format!(" {lost_name} ")), "{ok}");
     assert!(
+        // The rows (the legend names the cells' marks).
         ok.lines()
             .skip(3)
+            .filter(|l| l.trim_start().starts_with("gpu"))
             .all(|l| !l.contains(" crit ") && !l.contains(" warn ")),
         "{ok}"
     );
@@ -2341,7 +2343,9 @@ fn rows_and_node_detail_say_who_drained_a_node_for_how_long_and_why() {
     );
     // Every GPU cell still there at 80 columns.
     assert_eq!(
+        // A flagged GPU's mark ("99!97") is not part of a number.
         row(&screen, "gpu01")
+            .replace(['!', '*'], " ")
             .split_whitespace()
             .filter(|w| w.parse::<u32>().is_ok())
             .count(),
@@ -2934,6 +2938,8 @@ fn a_stale_nodes_row_says_how_old_its_numbers_are_sorts_apart_and_stays_out_of_t
     // The header's mean utilization is the live rows' cells' mean.
     let (mut sum, mut n) = (0u64, 0u64);
     for l in screen.lines().skip(3) {
+        // A flagged GPU's mark ("!97", "*0") is not part of its number.
+        let l = l.replace(['!', '*'], " ");
         let w: Vec<&str> = l.split_whitespace().collect();
         if w.len() < 10 || !w[0].starts_with("gpu") || w[1] == "stale" {
             continue;
@@ -3103,4 +3109,283 @@ fn alerts_and_node_detail_speak_in_durations_and_sizes_and_one_name_for_a_stuck_
     let screen = text(&drive(theme(), fleet_updates(16, 8, 600), (200, 40), a));
     assert!(!screen.contains("nvml_stuck") && !screen.contains(" ms"), "{screen}");
     assert!(screen.contains("gpu_stuck: "), "{screen}");
+}
+
+/// The words of a group row's flags column and its hosts: what follows the
+/// util cell ("93%").
+fn group_flag_words(row: &[String]) -> (Vec<String>, String) {
+    let at = row.iter().position(|w| w.ends_with('%')).expect("a util cell");
+    let rest = &row[at + 1..];
+    let (hosts, flags) = rest.split_last().expect("a hosts cell");
+    (flags.to_vec(), hosts.clone())
+}
+
+#[test]
+fn the_group_view_gives_way_by_whole_columns_and_never_cuts_a_word_at_160_and_80() {
+    for by in ["", "b", "bb"] {
+        for width in [160u16, 120, 100, 80] {
+            let mut steps = vec![partitions_arrive(), Step::Do(key(KeyCode::Char('J')))];
+            steps.extend(step_keys(by));
+            let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (width, 40), steps, with_racks);
+            let screen = text(&buf);
+            let rows: Vec<Vec<String>> = screen
+                .lines()
+                .skip(3)
+                .filter(|l| l.contains('%') && !l.starts_with(' '))
+                .map(|l| l.split_whitespace().map(String::from).collect())
+                .collect();
+            assert!(!rows.is_empty(), "{width} {by}\n{screen}");
+            for r in &rows {
+                let (flags, hosts) = group_flag_words(r);
+                if flags != ["-"] {
+                    // "3 crit 12 warn" or by the short rule "3c 12w 1i": a
+                    // count always with its whole severity.
+                    let long = flags.len() % 2 == 0
+                        && flags
+                            .chunks(2)
+                            .all(|p| p[0].parse::<u32>().is_ok() && ["crit", "warn", "info"].contains(&p[1].as_str()));
+                    let short = flags.iter().all(|w| {
+                        w.len() > 1
+                            && w[..w.len() - 1].parse::<u32>().is_ok()
+                            && ["c", "w", "i"].contains(&&w[w.len() - 1..])
+                    });
+                    assert!(long || short, "{width} {by}: flags {flags:?}\n{screen}");
+                }
+                // The hosts: a whole hostlist, or whole names then "…".
+                let whole = hosts.trim_end_matches('…').trim_end_matches(',');
+                let names = fleetop::ingest::hostlist::expand(
+                    &(whole.to_string()
+                        + if whole.matches('[').count() > whole.matches(']').count() {
+                            "]"
+                        } else {
+                            ""
+                        }),
+                );
+                assert!(names.is_ok(), "{width} {by}: hosts {hosts:?}\n{screen}");
+            }
+            if width == 160 {
+                assert!(!screen.contains("…"), "160 columns hold every word\n{screen}");
+            }
+        }
+    }
+}
+#[test]
+fn node_detail_at_160_columns_shows_each_pane_title_once_over_two_panes() {
+    let (buf, _) = drive_steps(
+        theme(),
+        fleet_updates(16, 8, 600),
+        (160, 50),
+        detail_of("gpu03"),
+        |_| {},
+    );
+    let screen = text(&buf);
+    for title in ["1 history", "3 InfiniBand", "4 processes", "5 timeline"] {
+        assert_eq!(screen.matches(title).count(), 1, "{title}\n{screen}");
+    }
+    // The right-hand pane (the next one, NVLink) is named over it.
+    let (_, y) = find(&buf, "1 history").expect("the tabs");
+    let tabs = screen.lines().nth(y as usize).expect("the tabs' row");
+    let x = tabs.rfind("─ 2 NVLink ─").expect("the right pane's name");
+    assert!(tabs[..x].chars().count() >= 79, "{screen}");
+    insta::assert_snapshot!("detail_160x50", screen);
+}
+
+/// The demo fleet with node `free` left free: no GPU process (so no
+/// Slurm job on it) and every GPU at 0%.
+fn fleet_with_free(nodes: u32, free: usize) -> (Vec<Target>, Vec<Update>) {
+    let (targets, mut updates) = fleet_updates(nodes, 8, 60);
+    for u in &mut updates {
+        if let Update::Node {
+            node,
+            event: Event::Sample(s),
+        } = u
+            && *node == free
+        {
+            for g in &mut s.gpus {
+                g.processes.clear();
+                g.util_pct = Some(0);
+            }
+        }
+    }
+    (targets, updates)
+}
+
+/// The heatmap row of `name` (its text) and its y.
+fn heat_row(buf: &Buffer, name: &str) -> (String, u16) {
+    let (_, y) = find(buf, &format!(" {name} ")).unwrap_or_else(|| panic!("no row {name}\n{}", text(buf)));
+    (text(buf).lines().nth(y as usize).unwrap_or_default().to_string(), y)
+}
+
+#[test]
+fn a_free_node_says_free_and_its_cells_are_muted_dots_not_the_heat_of_a_busy_one() {
+    let t = theme();
+    // gpu07 (index 6): no process, no job, 0%.
+    let buf = drive(t.clone(), fleet_with_free(16, 6), (120, 30), vec![]);
+    let (row, y) = heat_row(&buf, "gpu07");
+    let words: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(words[1], "free", "{}", text(&buf));
+    // Its cells: dots, muted, never a heat colour.
+    let dotted = |row: &str| row.split_whitespace().filter(|w| w.chars().all(|c| c == '┄')).count();
+    let x = row[..row.find('┄').expect("a dotted cell")].chars().count() as u16;
+    assert_eq!(buf[(x, y)].fg, t.muted.fg.unwrap_or(Color::Reset), "{row}");
+    assert_ne!(buf[(x, y)].bg, t.heat(0.0), "{row}");
+    assert_eq!(dotted(&row), 8, "{row}");
+    // A busy node and an idle one holding a job (gpu11) are not free.
+    assert!(!heat_row(&buf, "gpu16").0.contains("free"));
+    assert!(!heat_row(&buf, "gpu11").0.contains("free"));
+    // Without colour the words and the dots carry it.
+    let buf = drive(mono(), fleet_with_free(16, 6), (80, 24), vec![]);
+    let (row, _) = heat_row(&buf, "gpu07");
+    assert!(row.contains(" free ") && dotted(&row) == 8, "{}", text(&buf));
+    assert!(colourless(&buf));
+    assert!(
+        text(&buf).contains("┄ free"),
+        "the legend says what the dots are\n{}",
+        text(&buf)
+    );
+}
+
+#[test]
+fn a_gpu_with_a_warn_or_crit_flag_is_marked_in_its_heatmap_cell_with_and_without_colour() {
+    for (t, size) in [(theme(), (120, 30)), (mono(), (80, 24)), (theme(), (80, 24))] {
+        let buf = drive(t, fleet_updates(16, 8, 600), size, vec![]);
+        let screen = text(&buf);
+        let cells = |name: &str| {
+            let (row, _) = heat_row(&buf, name);
+            // The GPU cells: after the status word, before the mean.
+            let end = row.find('%').unwrap_or(row.len());
+            row[..end].to_string()
+        };
+        // gpu15: xid and gpu_lost (crit) on GPUs; gpu12: hot (warn).
+        assert!(cells("gpu15").contains('!'), "{screen}");
+        assert!(cells("gpu12").contains('*'), "{screen}");
+        // One marker a flagged GPU: gpu06's eight persistence_off (warn).
+        assert_eq!(cells("gpu06").matches('*').count(), 8, "{screen}");
+        // Info flags (underused, power_capped) mark nothing.
+        assert!(!cells("gpu07").contains(['!', '*']), "{screen}");
+        assert!(!cells("gpu16").contains(['!', '*']), "{screen}");
+        assert!(screen.contains("! crit * warn"), "the legend says it\n{screen}");
+    }
+}
+
+/// `:` then `line` typed (Tab as `\t`), without Enter.
+fn command_steps(line: &str) -> Vec<Step> {
+    let mut steps = vec![Step::Do(key(KeyCode::Char(':')))];
+    steps.extend(line.chars().map(|c| {
+        Step::Do(match c {
+            '\t' => key(KeyCode::Tab),
+            c => key(KeyCode::Char(c)),
+        })
+    }));
+    steps
+}
+
+fn footer(buf: &Buffer) -> String {
+    text(buf).lines().last().unwrap_or_default().to_string()
+}
+
+#[test]
+fn tab_completes_command_and_node_names_on_the_colon_line() {
+    let run = |line: &str| drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), command_steps(line), |_| {}).0;
+    assert!(footer(&run("no\t")).starts_with(":node █"), "{}", footer(&run("no\t")));
+    // Many nodes: as far as they agree, and the candidates listed.
+    let buf = run("no\tgpu\t");
+    assert!(footer(&buf).starts_with(":node gpu█"), "{}", text(&buf));
+    let buf = run("no\tgpu1\t");
+    assert!(
+        footer(&buf).starts_with(":node gpu1█   gpu10 gpu11 gpu12"),
+        "{}",
+        text(&buf)
+    );
+    let buf = run("no\tGPU07\t");
+    assert!(footer(&buf).starts_with(":node gpu07█"), "{}", text(&buf));
+    // Command names: `re` is resume or return.
+    let buf = run("re\t");
+    assert!(footer(&buf).starts_with(":re█   resume return"), "{}", text(&buf));
+    assert!(footer(&run("so\tfl\t")).starts_with(":sort flags█"));
+    // Esc cancels: the footer's keys are back, nothing changed.
+    let mut steps = command_steps("node gpu07");
+    steps.push(Step::Do(key(KeyCode::Esc)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, |_| {});
+    assert!(
+        footer(&buf).contains("? help") && buf_has(&buf, "16 nodes · utilization"),
+        "{}",
+        text(&buf)
+    );
+}
+
+#[test]
+fn colon_node_opens_that_node_and_a_hostlist_opens_its_first() {
+    for line in ["node gpu07", "no\tgpu07", "node gpu[07-09]"] {
+        let mut steps = command_steps(line);
+        steps.push(Step::Do(key(KeyCode::Enter)));
+        let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, |_| {});
+        let screen = text(&buf);
+        assert!(
+            screen.lines().nth(2).is_some_and(|l| l.starts_with(" gpu07 ")),
+            "{line}\n{screen}"
+        );
+    }
+    let mut steps = command_steps("node nosuch");
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, |_| {});
+    assert_eq!(footer(&buf).trim(), "no node nosuch");
+}
+
+#[test]
+fn colon_drain_opens_the_drain_dialog_with_the_reason_and_runs_nothing() {
+    let mut steps = command_steps("node gpu03");
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    steps.extend(command_steps("drain xid"));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, enabled);
+    let screen = text(&buf);
+    assert!(screen.contains("drain the node in view: gpu03"), "{screen}");
+    assert!(screen.contains("xid"), "{screen}");
+    assert!(asked.is_empty(), "nothing runs before the confirmation");
+    // Enter: the exact command, waiting for y.
+    let mut more = command_steps("drain xid");
+    more.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), more, enabled);
+    assert!(text(&buf).contains("'Reason=fleetop: xid'"), "{}", text(&buf));
+    assert!(asked.is_empty());
+    // Read-only: refused and logged, as D is.
+    let mut ro = command_steps("drain xid");
+    ro.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), ro, |app| {
+        app.actions_enabled = true;
+        app.read_only = true;
+    });
+    assert!(footer(&buf).contains("read-only mode: drain is off"), "{}", text(&buf));
+    assert!(matches!(asked.as_slice(), [Request::Refused(..)]), "{asked:?}");
+}
+
+#[test]
+fn an_unknown_command_says_so_in_one_footer_line_and_filter_sort_q_work() {
+    let mut steps = command_steps("frobnicate now");
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), steps, |_| {});
+    let f = footer(&buf);
+    assert!(f.starts_with(" unknown command :frobnicate"), "{}", text(&buf));
+    assert!(
+        f.chars().count() <= 80 && f.contains("node") && f.contains("drain"),
+        "{f}"
+    );
+    // :filter is /.
+    let mut steps = command_steps("filter xid");
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 600), (120, 30), steps, |_| {});
+    let names: Vec<String> = rows_with_mean(&buf).into_iter().map(|r| r.0).collect();
+    assert!(!names.is_empty() && names.len() < 16, "{}", text(&buf));
+    assert!(footer(&buf).contains("filter xid"), "{}", text(&buf));
+    // :sort -metric is s then S.
+    let mut steps = command_steps("sort -metric");
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 600), (120, 30), steps, |_| {});
+    assert!(footer(&buf).contains("sort metric reversed"), "{}", text(&buf));
+    // :help opens help.
+    let mut steps = command_steps("help");
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps, |_| {});
+    assert!(text(&buf).contains("command: node NAME"), "{}", text(&buf));
 }

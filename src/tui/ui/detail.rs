@@ -96,7 +96,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(lower);
         let i = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
         render_pane(app, n, app.pane, left, buf);
-        render_pane(app, n, Pane::ALL[(i + 1) % Pane::ALL.len()], right, buf);
+        // The tabs once, over the left pane; the right one is named alone.
+        let next = Pane::ALL[(i + 1) % Pane::ALL.len()];
+        render_pane_in(app, n, next, block(t, format!(" {} ", next.title())), right, buf);
     } else {
         render_pane(app, n, app.pane, lower, buf);
     }
@@ -484,8 +486,11 @@ fn pane_block<'a>(t: &Theme, pane: Pane) -> ratatui::widgets::Block<'a> {
 }
 
 fn render_pane(app: &App, n: &NodeState, pane: Pane, area: Rect, buf: &mut Buffer) {
+    render_pane_in(app, n, pane, pane_block(&app.theme, pane), area, buf);
+}
+
+fn render_pane_in(app: &App, n: &NodeState, pane: Pane, b: ratatui::widgets::Block<'_>, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let b = pane_block(t, pane);
     let inner = b.inner(area);
     b.render(area, buf);
     match pane {

@@ -9,6 +9,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use super::marks::{self, FREE};
 use super::{block, line_at, severity_style, status_span};
 use crate::model::flag::{FlagKind, Severity};
 use crate::store::{NodeState, NodeStatus};
@@ -67,7 +68,7 @@ fn render_legend(t: &Theme, metric: Metric, area: Rect, buf: &mut Buffer) {
         spans.push(heat_span(t, f, if t.is_mono() { shade(f) } else { " " }.to_string()));
     }
     spans.push(Span::styled(format!(" {hi}"), t.muted));
-    spans.push(Span::styled("   ERR: no reading", t.muted));
+    spans.push(Span::styled("   ERR: no reading  ! crit * warn  ┄ free", t.muted));
     Line::from(spans).render(area, buf);
 }
 
@@ -246,7 +247,15 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     let max_cells = vis.iter().map(|&i| cells(i)).max().unwrap_or(0);
     // "stale 2m": a node whose numbers are old says how old in its row.
     let th = &app.store.thresholds;
-    let status_words: Vec<String> = vis.iter().map(|&i| status_word(&nodes[i], app.now_ms, th)).collect();
+    let free: Vec<bool> = vis
+        .iter()
+        .map(|&i| nodes[i].status(app.now_ms, th) == NodeStatus::Ok && marks::is_free(&nodes[i], th))
+        .collect();
+    let status_words: Vec<String> = vis
+        .iter()
+        .zip(&free)
+        .map(|(&i, &free)| status_word(&nodes[i], app.now_ms, th, free))
+        .collect();
     let status_w = status_words
         .iter()
         .map(|w| w.chars().count() + 1)
@@ -281,9 +290,11 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         spans.push(Span::raw(" "));
         let status = n.status(app.now_ms, &app.store.thresholds);
         let word = &status_words[pos];
+        let free = free[pos];
         if lay.status {
             let s = status_span(t, status, view::worst_severity(n));
-            let s = Span::styled(word.clone(), s.style);
+            let style = if word == "free" { t.muted } else { s.style };
+            let s = Span::styled(word.clone(), style);
             let pad = lay.status_w.saturating_sub(s.content.chars().count());
             spans.push(s);
             spans.push(Span::raw(" ".repeat(pad)));
@@ -295,15 +306,31 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         let stale = status != NodeStatus::Ok;
         let th = &app.store.thresholds;
         let mut drawn = 0;
+        let flagged = marks::gpu_marks(n);
+        let w = lay.cell_w;
+        // A flagged GPU's first cell carries its mark before the value.
+        let cell_text = |raw: String, g: u32, first: bool| {
+            let fitted = fit(&raw, w);
+            match flagged.get(&g).filter(|_| first) {
+                Some(&s) => marks::mark_cell(&fitted, &raw, w, marks::glyph(s), fit),
+                None => fitted,
+            }
+        };
         for g in n.last.iter().flat_map(|s| &s.gpus) {
             let gi = info.and_then(|x| x.gpu(g.index));
-            if g.mig.is_empty() || g.error.is_some() {
-                let text = fit(&app.metric.cell_text(g, gi, th), lay.cell_w);
+            if free {
+                // Nobody's: dots, muted, on every metric (the numbers are
+                // in node detail); never the heat of a busy GPU.
+                let dots: String = FREE.chars().take(w.saturating_sub(1).max(1)).collect();
+                spans.push(Span::styled(cell_text(dots, g.index, true), t.muted));
+                drawn += 1;
+            } else if g.mig.is_empty() || g.error.is_some() {
+                let text = cell_text(app.metric.cell_text(g, gi, th), g.index, true);
                 spans.push(cell_span(t, app.metric.frac(g, gi, th), stale, false, text));
                 drawn += 1;
             } else if split {
-                for m in &g.mig {
-                    let text = fit(&app.metric.mig_cell_text(g, m, gi, th), lay.cell_w);
+                for (k, m) in g.mig.iter().enumerate() {
+                    let text = cell_text(app.metric.mig_cell_text(g, m, gi, th), g.index, k == 0);
                     spans.push(cell_span(t, app.metric.mig_frac(g, m, gi, th), stale, true, text));
                     drawn += 1;
                 }
@@ -311,7 +338,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
                 // Narrow: "m3" for three instances, coloured by their mean.
                 let fracs: Vec<f64> = g.mig.iter().filter_map(|m| app.metric.mig_frac(g, m, gi, th)).collect();
                 let mean = (!fracs.is_empty()).then(|| fracs.iter().sum::<f64>() / fracs.len() as f64);
-                let text = fit(&format!("m{}", g.mig.len()), lay.cell_w);
+                let text = cell_text(format!("m{}", g.mig.len()), g.index, true);
                 spans.push(cell_span(t, mean, stale, true, text));
                 drawn += 1;
             }
@@ -326,7 +353,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         if app.store.bench.get(&i).is_some_and(|b| b.finished && b.failed()) {
             spans.push(Span::styled("burn-in failed ", t.crit));
         }
-        if !lay.status && status != NodeStatus::Ok && n.last.is_some() {
+        if !lay.status && (free || status != NodeStatus::Ok) && n.last.is_some() {
             spans.push(Span::styled(format!("{word} "), status_span(t, status, None).style));
         }
         spans.extend(flag_summary(t, n));
@@ -335,9 +362,13 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
 }
 
 /// The status column's word: the health, and for a node whose numbers
-/// are old (stale, unreachable after it answered) how old: "stale 2m".
-fn status_word(n: &NodeState, now_ms: i64, th: &crate::detect::Thresholds) -> String {
+/// are old (stale, unreachable after it answered) how old: "stale 2m";
+/// an ok node nobody uses is "free" (a flag of warn or worse says more).
+fn status_word(n: &NodeState, now_ms: i64, th: &crate::detect::Thresholds, free: bool) -> String {
     let h = view::Health::of(n, now_ms, th);
+    if free && h == view::Health::Ok {
+        return "free".into();
+    }
     match n.sample_age_ms(now_ms) {
         Some(age) if n.status(now_ms, th) != NodeStatus::Ok => format!("{} {}", h.short(), view::human_age(age)),
         _ => h.short().to_string(),

@@ -19,6 +19,8 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
         ("/", "filter as you type: name, gpu[01-08], flag or short (thr),"),
         ("", "  crit, warn, ok, partition, rack; a,b = either; ^U clears"),
+        (":", "command: node NAME, filter F, sort K, drain [why], resume,"),
+        ("", "  return, help, q; Tab completes names, Esc cancels"),
         ("m", "metric: util, memory, temperature, power, SM clock"),
         ("J", "group the shown nodes by Slurm job, partition or rack"),
     ];
@@ -39,16 +41,20 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
     }
     match screen {
         Screen::Heatmap => v.extend([
-            ("j k  ↓ ↑", "move (a row of cells on the wall)"),
+            (
+                "j k g G  PgDn",
+                "move, top, bottom, page (PgUp); on the wall a row of cells",
+            ),
             ("h l  ← →", "move along the wall"),
-            ("g G  PgUp PgDn", "top, bottom, page"),
             ("Enter", "open the node"),
             ("s  S", "sort by name, metric, flags, age, Slurm state; S reverses"),
             ("n N  c C", "next / previous node flagged warn or worse; c C: crit"),
             ("w", "toggle the dense wall (one cell per node)"),
             ("space", "mark / unmark the node (for actions), then move down"),
-            ("Ctrl-Space", "mark from the last marked node to this one"),
-            ("a  u", "mark every node shown (the filter's) / unmark all"),
+            (
+                "a u  Ctrl-Space",
+                "mark all shown / unmark all / from the last mark here",
+            ),
             ("y", "copy the marked nodes (or this one) as a Slurm hostlist"),
         ]),
         Screen::Detail => v.extend([
@@ -74,6 +80,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("j k  ↓ ↑", "move"),
             ("b", "group by Slurm job, partition or rack (cycles)"),
             ("", "  the least busy first; nodes in none: \"(none)\""),
+            ("", "  flags: 3 crit 1 warn, or 3c 1w where the words do not fit"),
             ("Enter", "show the group's nodes on the heatmap (Esc clears)"),
         ]),
         Screen::Bench => {}

@@ -8,6 +8,7 @@ mod dialog;
 mod groups;
 mod heatmap;
 mod help;
+mod marks;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -308,6 +309,22 @@ fn clock(now_ms: i64) -> String {
 
 fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
+    if let Some(c) = &app.command {
+        // What Tab could not choose between, else how the line works.
+        let hint = if c.choices.is_empty() {
+            "   Tab complete  Enter run  Esc cancel".to_string()
+        } else {
+            format!("   {}", c.choices.join(" "))
+        };
+        let line = Line::from(vec![
+            Span::styled(":", t.title),
+            Span::raw(c.text.clone()),
+            Span::styled("█", t.muted),
+            Span::styled(hint, t.muted),
+        ]);
+        line.render(area, buf);
+        return;
+    }
     if let Some(text) = &app.input {
         let line = Line::from(vec![
             Span::styled("/", t.title),
@@ -340,6 +357,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "space mark",
             "y copy",
             "w wall",
+            ": command",
         ],
         Screen::Detail if app.pane == crate::tui::app::Pane::Timeline => &[
             "? help",
@@ -349,6 +367,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "n/N warn+",
             "c/C crit",
             "p pause",
+            ": command",
         ],
         Screen::Detail => &[
             "? help",
@@ -358,6 +377,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "n/N warn+",
             "c/C crit",
             "p pause",
+            ": command",
         ],
         Screen::Alerts => &[
             "? help",
@@ -369,6 +389,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "1/4/8 silence h",
             "z fold",
             "s sort",
+            ": command",
         ],
         Screen::Groups => &[
             "? help",
@@ -377,6 +398,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "b group by",
             "Enter its nodes",
             "/ filter",
+            ": command",
         ],
         Screen::Bench => &[
             "? help",
@@ -387,6 +409,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "c clear",
             "x cancel",
             "Tab screen",
+            ": command",
         ],
     };
     let mut state = vec![format!("metric {}", app.metric.name())];
