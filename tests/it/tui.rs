@@ -1814,6 +1814,13 @@ fn x_in_node_detail_signals_the_gpus_processes_through_the_agent_after_asking() 
         screen.contains("confirm signal") && screen.contains("signal=KILL"),
         "{screen}"
     );
+    // Whose work ends, before the `y`: pid, owner, job, command line.
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("pid ") && l.contains(" job ") && l.contains("python train.py --rank")),
+        "{screen}"
+    );
     assert!(asked.is_empty(), "{asked:?}");
     let mut steps = open();
     steps.extend([Step::Do(key(KeyCode::Char('x'))), Step::Do(key(KeyCode::Char('y')))]);
@@ -3388,4 +3395,23 @@ fn an_unknown_command_says_so_in_one_footer_line_and_filter_sort_q_work() {
     steps.push(Step::Do(key(KeyCode::Enter)));
     let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (80, 24), steps, |_| {});
     assert!(text(&buf).contains("command: node NAME"), "{}", text(&buf));
+}
+
+/// The process pane says who runs each GPU process and what it is, as
+/// nvitop does: the owner on the node and the command line.
+#[test]
+fn the_process_pane_names_each_processs_owner_and_command_line() {
+    let mut steps = detail_of("gpu11");
+    steps.push(Step::Do(key(KeyCode::Char('4'))));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (140, 40), steps, |_| {});
+    let screen = text(&buf);
+    assert!(screen.contains("user") && screen.contains("command"), "{screen}");
+    let row = screen
+        .lines()
+        .find(|l| l.starts_with("0 ") && l.contains("python train.py"))
+        .unwrap_or_else(|| panic!("no process row with its command: {screen}"));
+    assert!(
+        ["alice", "bob", "chen", "dana"].iter().any(|u| row.contains(u)),
+        "{row}"
+    );
 }

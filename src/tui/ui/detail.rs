@@ -685,11 +685,15 @@ fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
         .iter()
         .flat_map(|g| g.processes.iter().map(move |p| (g.index, p)))
         .map(|(gpu, p)| {
+            // Who runs it and what, as nvitop shows: the owner on the node
+            // and the command line, from the agent's /proc.
             Row::new(vec![
                 Cell::from(gpu.to_string()),
                 Cell::from(p.pid.to_string()),
                 Cell::from(format!("{:.1} GiB", p.used_mem_bytes as f64 / GIB)),
                 Cell::from(opt(p.job_id)),
+                Cell::from(p.owner.clone().unwrap_or_else(|| "-".into())),
+                Cell::from(Span::styled(p.command.clone().unwrap_or_else(|| "-".into()), t.muted)),
             ])
         })
         .collect();
@@ -697,8 +701,15 @@ fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
         line_at(Line::from(Span::styled("no GPU processes", t.muted)), area, 0, buf);
         return;
     }
-    let widths = [4, 8, 10, 10].map(Constraint::Length);
-    let header = Row::new(["GPU", "pid", "memory", "job"]).style(t.title);
+    let widths = [
+        Constraint::Length(4),
+        Constraint::Length(8),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Min(10),
+    ];
+    let header = Row::new(["GPU", "pid", "memory", "job", "user", "command"]).style(t.title);
     Table::new(rows, widths).header(header).render(area, buf);
 }
 

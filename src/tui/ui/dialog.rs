@@ -122,7 +122,7 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             lines.push(answers(t, "run", &[("s", "quick/full")], "cancel"));
             popup(t, "confirm burn-in", lines, width, area, buf);
         }
-        Dialog::ConfirmSignal { plan, .. } => {
+        Dialog::ConfirmSignal { plan, node } => {
             let mut lines = vec![
                 Line::from(format!(
                     " {} on {}?",
@@ -130,8 +130,9 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                     plan.nodes.join(" ")
                 )),
                 Line::from(" The node's agent sends it, only to processes it sees on that GPU:"),
-                Line::from(""),
             ];
+            lines.extend(process_lines(app, *node, plan, inner));
+            lines.push(Line::from(""));
             lines.extend(command_lines(plan, inner));
             lines.push(Line::from(""));
             lines.push(answers(t, "send", &[], "cancel"));
@@ -238,6 +239,38 @@ pub(super) fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
 
 /// A plan's exact commands, one a line (wrapped, never cut), as a person
 /// would type them.
+/// Each process a signal would reach: pid, owner, job and command line, so
+/// the person sees whose work ends before pressing `y`.
+fn process_lines(app: &App, node: usize, plan: &Plan, width: usize) -> Vec<Line<'static>> {
+    let procs: Vec<&crate::model::sample::GpuProcess> = app
+        .store
+        .nodes
+        .get(node)
+        .and_then(|n| n.last.as_ref())
+        .map(|s| s.gpus.iter().flat_map(|g| &g.processes).collect())
+        .unwrap_or_default();
+    let pids = plan
+        .commands
+        .iter()
+        .filter_map(|c| c.iter().find_map(|a| a.strip_prefix("pid=")))
+        .filter_map(|p| p.parse::<u32>().ok());
+    pids.map(|pid| {
+        let p = procs.iter().find(|p| p.pid == pid);
+        let job = p
+            .and_then(|p| p.job_id)
+            .map(|j| format!(" job {j}"))
+            .unwrap_or_default();
+        let owner = p.and_then(|p| p.owner.as_deref()).unwrap_or("?");
+        let command = p.and_then(|p| p.command.as_deref()).unwrap_or("");
+        let mut line = format!("   pid {pid} · {owner}{job} · {command}");
+        if line.chars().count() > width {
+            line = line.chars().take(width.saturating_sub(1)).collect::<String>() + "…";
+        }
+        Line::from(line)
+    })
+    .collect()
+}
+
 fn command_lines(plan: &Plan, width: usize) -> Vec<Line<'static>> {
     plan.commands
         .iter()
