@@ -963,11 +963,25 @@ fn detail_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char(c @ '1'..='5') => app.pane = pane_at(c as usize - '1' as usize),
         KeyCode::Char('z') => app.history_zoom = app.history_zoom.next(),
         KeyCode::Char('K') => start_scancel(app),
+        KeyCode::Char('A') => alerts_of_node(app),
         KeyCode::Char(c @ ('x' | 'X')) => start_signal(app, c == 'X'),
         KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
         KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
         _ => {}
     }
+}
+
+/// `A` in node detail: the alerts screen with this node's alerts only (a
+/// filter of its name, which Esc on the heatmap clears), every one of them
+/// in full where the detail has room for a few.
+fn alerts_of_node(app: &mut App) {
+    let Some(name) = app.detail().map(|n| n.target.name.clone()) else {
+        return;
+    };
+    app.filter = view::Filter::Names([name.to_lowercase()].into_iter().collect());
+    app.filter_text = name;
+    app.screen = Screen::Alerts;
+    app.alert_cursor = 0;
 }
 
 fn alerts_key(app: &mut App, k: KeyEvent) {

@@ -3415,3 +3415,19 @@ fn the_process_pane_names_each_processs_owner_and_command_line() {
         "{row}"
     );
 }
+
+/// `A` in node detail: every alert of that node, on the alerts screen (the
+/// detail lists a few above the GPUs and says how many more there are).
+#[test]
+fn capital_a_in_node_detail_lists_that_nodes_alerts_only() {
+    let mut steps = detail_of("gpu02");
+    steps.push(Step::Do(key(KeyCode::Char('A'))));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 600), (120, 40), steps, |_| {});
+    let screen = text(&buf);
+    let rows: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("CRIT") || l.starts_with("WARN") || l.starts_with("INFO"))
+        .collect();
+    assert!(rows.len() >= 2, "{screen}");
+    assert!(rows.iter().all(|l| l.contains("gpu02")), "{screen}");
+}

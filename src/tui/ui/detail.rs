@@ -146,7 +146,10 @@ fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: 
         }
         spans.push(Span::raw(f.detail.clone()));
         if i + 1 == rows && more > 0 {
-            spans.insert(0, Span::styled(format!("+{more} more (alerts: Shift-Tab) "), t.muted));
+            spans.insert(
+                0,
+                Span::styled(format!("+{more} more (A: this node's alerts) "), t.muted),
+            );
         }
         line_at(Line::from(spans), area, i as u16 + 1, buf);
     }

@@ -63,7 +63,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
             ("", "  in the timeline (5) j k PgUp PgDn g G scroll it"),
             ("n N  c C", "open the next / previous node flagged warn+; c C: crit"),
             ("z", "history: the last minute, ten minutes, or all of it"),
-            ("K", "cancel the Slurm job on this GPU (scancel, asks first)"),
+            ("K  A", "scancel this GPU's Slurm job (asks) / A: this node's alerts"),
             ("x  X", "SIGTERM / SIGKILL the GPU's processes via its agent (asks)"),
         ]),
         Screen::Alerts => v.extend([
