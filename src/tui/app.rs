@@ -1,21 +1,19 @@
 //! The console's state and the pure function that changes it. Nothing here
 //! does I/O or reads the clock: time arrives in actions.
+//! `update` hands keys to `keys` (the key table) and the mouse to `mouse`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::KeyEvent;
 
 use crate::model::action::Request;
-use crate::model::flag::{Flag, Severity, Silence, Subject};
+use crate::model::flag::{Flag, Silence, Subject};
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
-use crate::tui::actions::{
-    action_targets, dialog_key, drain_alert, drain_failed_bench_node, start_action, start_bench, start_return,
-    start_scancel, start_signal,
-};
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
+use crate::tui::{keys, layout, mouse};
 
 pub use crate::tui::actions::{Dialog, Guard};
 
@@ -74,7 +72,7 @@ impl Zoom {
         }
     }
 
-    fn next(self) -> Zoom {
+    pub(super) fn next(self) -> Zoom {
         match self {
             Zoom::OneMinute => Zoom::TenMinutes,
             Zoom::TenMinutes => Zoom::All,
@@ -174,7 +172,7 @@ pub struct App {
     /// The `:` command line, while it is open (`tui::command`).
     pub command: Option<crate::tui::command::CommandLine>,
     /// Where a range mark (Ctrl-Space) starts: the last node marked.
-    mark_anchor: Option<usize>,
+    pub(super) mark_anchor: Option<usize>,
     /// How often the screen may be redrawn (`--refresh`).
     pub refresh: std::time::Duration,
     /// A one-line message for the footer (a bad filter, ...).
@@ -237,7 +235,7 @@ pub struct App {
     /// The wall's order, frozen when the person last sorted: each node's
     /// rank by node index.
     wall_order: Option<Vec<usize>>,
-    changed: bool,
+    pub(super) changed: bool,
 }
 
 /// One row of the alerts screen.
@@ -401,7 +399,7 @@ impl App {
     }
 
     /// Moves the cursor `delta` rows from the current node.
-    fn move_cursor(&mut self, delta: isize) {
+    pub(super) fn move_cursor(&mut self, delta: isize) {
         let len = self.visible().len();
         self.select_row(moved(self.cursor_pos(), delta, len));
     }
@@ -487,7 +485,7 @@ impl App {
         self.screen = Screen::Detail;
     }
 
-    fn gpu_count(&self) -> usize {
+    pub(super) fn gpu_count(&self) -> usize {
         self.detail()
             .and_then(|n| n.last.as_ref())
             .map(|s| s.gpus.len())
@@ -500,9 +498,9 @@ impl App {
     }
 
     /// Cells per row and cell width of the dense wall at the current size.
-    fn wall_cell(&self) -> (usize, usize) {
+    pub(super) fn wall_cell(&self) -> (usize, usize) {
         let area = ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1);
-        crate::tui::ui::wall_geometry(crate::tui::ui::body_area(area), self.visible().len())
+        layout::wall_geometry(layout::body_area(area), self.visible().len())
     }
 }
 
@@ -541,7 +539,7 @@ fn fold_by_job(rows: Vec<AlertRow<'_>>) -> Vec<AlertRow<'_>> {
     out
 }
 
-fn moved(pos: usize, delta: isize, len: usize) -> usize {
+pub(super) fn moved(pos: usize, delta: isize, len: usize) -> usize {
     if len == 0 {
         return 0;
     }
@@ -595,11 +593,11 @@ pub fn update(app: &mut App, action: Action) {
         }
         Action::Resize(w, h) => app.size = (w, h),
         Action::Mouse(m) => {
-            on_mouse(app, m);
+            mouse::on_mouse(app, m);
             clamp_cursors(app);
         }
         Action::Key(k) => {
-            on_key(app, k);
+            keys::on_key(app, k);
             clamp_cursors(app);
         }
     }
@@ -607,7 +605,7 @@ pub fn update(app: &mut App, action: Action) {
 
 /// `p`: freezes the display (the store drawn stays as it is) or brings
 /// it back to now, with everything that arrived meanwhile.
-fn toggle_pause(app: &mut App) {
+pub(super) fn toggle_pause(app: &mut App) {
     match app.paused.take() {
         None => app.paused = Some(crate::tui::pause::Paused::new(&mut app.store, app.now_ms)),
         Some(p) => {
@@ -628,481 +626,4 @@ fn clamp_cursors(app: &mut App) {
     app.select_row(pos);
     let g = app.gpu_count();
     app.detail_gpu = app.detail_gpu.min(g.saturating_sub(1));
-}
-
-fn on_key(app: &mut App, k: KeyEvent) {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    if ctrl && matches!(k.code, KeyCode::Char('c')) {
-        app.quit = true;
-        return;
-    }
-    if app.input.is_some() {
-        crate::tui::command::filter_key(app, k);
-        return;
-    }
-    if app.command.is_some() {
-        crate::tui::command::command_key(app, k);
-        return;
-    }
-    if app.dialog.is_some() {
-        dialog_key(app, k);
-        return;
-    }
-    if app.help {
-        // Any key closes help, q included, as the help says: a person who
-        // opened help to find the quit key must not quit by closing it.
-        // `?` again turns to the flag names first.
-        let legend = k.code == KeyCode::Char('?') && !app.help_legend;
-        app.help = legend;
-        app.help_legend = legend;
-        return;
-    }
-    app.message = None;
-    match k.code {
-        KeyCode::Char('q') => app.quit = true,
-        KeyCode::Char('?') => app.help = true,
-        KeyCode::Char('/') => {
-            app.filter_before = Some((app.filter.clone(), app.filter_text.clone()));
-            app.input = Some(app.filter_text.clone());
-        }
-        KeyCode::Char(':') => app.command = Some(Default::default()),
-        KeyCode::Tab | KeyCode::BackTab => {
-            // The bench screen joins the cycle once a suite has run.
-            let mut cycle = vec![Screen::Heatmap, Screen::Alerts, Screen::Detail];
-            if !app.store.bench.is_empty() {
-                cycle.push(Screen::Bench);
-            }
-            let i = cycle.iter().position(|s| *s == app.screen).unwrap_or(0);
-            let step = if k.code == KeyCode::Tab { 1 } else { cycle.len() - 1 };
-            app.screen = cycle[(i + step) % cycle.len()];
-        }
-        KeyCode::Char('m') => {
-            app.metric = app.metric.next();
-            app.freeze_wall_order();
-        }
-        KeyCode::Char('p') => toggle_pause(app),
-        // One meaning on every screen that shows nodes: the next node that
-        // needs a person (n: warn or worse, c: crit).
-        KeyCode::Char(c @ ('n' | 'N' | 'c' | 'C')) if matches!(app.screen, Screen::Heatmap | Screen::Detail) => {
-            let at_least = if c.eq_ignore_ascii_case(&'c') {
-                Severity::Crit
-            } else {
-                Severity::Warn
-            };
-            jump_flagged(app, c.is_ascii_lowercase(), at_least);
-        }
-        KeyCode::Char('D') if app.screen == Screen::Bench => drain_failed_bench_node(app),
-        KeyCode::Char('x') if app.screen == Screen::Bench => {
-            let nodes: Vec<String> = app
-                .store
-                .bench
-                .iter()
-                .filter(|(_, b)| !b.finished)
-                .filter_map(|(&i, _)| app.store.nodes.get(i).map(|n| n.target.name.clone()))
-                .collect();
-            if nodes.is_empty() {
-                app.message = Some("no burn-in is running".into());
-            } else {
-                app.dialog = Some(Dialog::ConfirmCancelBench { nodes });
-            }
-        }
-        KeyCode::Char('c') if app.screen == Screen::Bench => clear_bench(app),
-        KeyCode::Char('D') if app.screen == Screen::Alerts => drain_alert(app),
-        KeyCode::Char(c @ ('D' | 'R' | 'U')) if app.screen != Screen::Alerts => start_action(app, c),
-        KeyCode::Char('T') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_return(app),
-        KeyCode::Char('B') if matches!(app.screen, Screen::Heatmap | Screen::Detail) => start_bench(app),
-        KeyCode::Char('J') => {
-            app.screen = Screen::Groups;
-            app.group_cursor = 0;
-        }
-        KeyCode::Esc => match app.screen {
-            Screen::Detail | Screen::Alerts => app.screen = Screen::Heatmap,
-            Screen::Heatmap => {
-                app.filter = Filter::All;
-                app.filter_text.clear();
-            }
-            Screen::Bench | Screen::Groups => app.screen = Screen::Heatmap,
-        },
-        _ => match app.screen {
-            Screen::Heatmap => heatmap_key(app, k),
-            Screen::Detail => detail_key(app, k),
-            Screen::Alerts => alerts_key(app, k),
-            Screen::Groups => groups_key(app, k),
-            Screen::Bench => {
-                if let Some(d) = vertical(&k, 10) {
-                    app.bench_cursor = moved(app.bench_cursor, d, app.store.bench.len());
-                    if app.bench_open.is_some() {
-                        app.bench_open = app.store.bench.keys().nth(app.bench_cursor).copied();
-                    }
-                } else if k.code == KeyCode::Enter {
-                    let node = app.store.bench.keys().nth(app.bench_cursor).copied();
-                    app.bench_open = if app.bench_open == node { None } else { node };
-                }
-            }
-        },
-    }
-}
-
-/// On the heatmap and the wall: the wheel moves the cursor, a click selects
-/// the node under it, a click on the selected node opens it. Elsewhere the
-/// wheel moves like j/k. Never while a dialog, help or the filter is open:
-/// a stray click must not change what a dialog acts on.
-fn on_mouse(app: &mut App, m: crossterm::event::MouseEvent) {
-    use crossterm::event::{MouseButton, MouseEventKind};
-    if app.dialog.is_some() || app.help || app.input.is_some() || app.command.is_some() {
-        return;
-    }
-    let wall = app.wall_active();
-    let step = if wall { app.wall_columns() as isize } else { 1 };
-    let wheel = match m.kind {
-        MouseEventKind::ScrollDown => 1,
-        MouseEventKind::ScrollUp => -1,
-        MouseEventKind::Down(MouseButton::Left) => 0,
-        _ => return,
-    };
-    match (app.screen, wheel) {
-        (Screen::Heatmap, 0) => {
-            let Some(pos) = node_at(app, m.column, m.row) else {
-                return;
-            };
-            let vis = app.visible();
-            if vis.get(pos).copied() == app.current_node() {
-                if let Some(n) = app.current_node() {
-                    app.open_detail(n, None);
-                }
-            } else {
-                app.select_row(pos);
-            }
-        }
-        (Screen::Heatmap, d) => app.move_cursor(d * step),
-        (Screen::Detail, d) if d != 0 => app.detail_gpu = moved(app.detail_gpu, d, app.gpu_count()),
-        (Screen::Alerts, d) if d != 0 => app.alert_cursor = moved(app.alert_cursor, d, app.alerts().len()),
-        _ => {}
-    }
-}
-
-/// The position in the visible list of the node drawn at (x, y), as the
-/// heatmap draws it: rows under the block's title, or the wall's cells.
-fn node_at(app: &App, x: u16, y: u16) -> Option<usize> {
-    let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
-    let body = crate::tui::ui::body_area(area);
-    // The block's title row above, the legend row below.
-    let top = body.y + 1;
-    let height = body.height.saturating_sub(2) as usize;
-    if y < top || x >= body.right() {
-        return None;
-    }
-    let r = usize::from(y - top);
-    let len = app.visible().len();
-    let cursor = app.cursor_pos();
-    let pos = if app.wall_active() {
-        let (cols, cell_w) = app.wall_cell();
-        // The wall's last row is its status line.
-        let rows = height.saturating_sub(1);
-        if r >= rows {
-            return None;
-        }
-        let first_row = (cursor / cols).saturating_sub(rows.saturating_sub(1));
-        (first_row + r) * cols + usize::from(x - body.x) / cell_w
-    } else {
-        if r >= height {
-            return None;
-        }
-        cursor.saturating_sub(height.saturating_sub(1)) + r
-    };
-    (pos < len).then_some(pos)
-}
-
-/// Up/down/page/home/end as a signed move (`page` steps a page).
-fn vertical(k: &KeyEvent, page: isize) -> Option<isize> {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    Some(match k.code {
-        KeyCode::Char('j') | KeyCode::Down => 1,
-        KeyCode::Char('k') | KeyCode::Up => -1,
-        KeyCode::PageDown => page,
-        KeyCode::Char('d') if ctrl => page,
-        KeyCode::PageUp => -page,
-        KeyCode::Char('u') if ctrl => -page,
-        KeyCode::Char('g') | KeyCode::Home => isize::MIN / 2,
-        KeyCode::Char('G') | KeyCode::End => isize::MAX / 2,
-        _ => return None,
-    })
-}
-
-fn heatmap_key(app: &mut App, k: KeyEvent) {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    let wall = app.wall_active();
-    // On the wall, up and down move a row of cells.
-    let step = if wall { app.wall_columns() as isize } else { 1 };
-    if let Some(d) = vertical(&k, 10) {
-        app.move_cursor(d.saturating_mul(step));
-        return;
-    }
-    match k.code {
-        KeyCode::Char('h') | KeyCode::Left if wall => app.move_cursor(-1),
-        KeyCode::Char('l') | KeyCode::Right if wall => app.move_cursor(1),
-        KeyCode::Enter => {
-            if let Some(n) = app.current_node() {
-                app.open_detail(n, None);
-            }
-        }
-        KeyCode::Char('s') => {
-            app.sort = app.sort.next();
-            app.freeze_wall_order();
-        }
-        KeyCode::Char('S') => {
-            app.sort_reverse = !app.sort_reverse;
-            app.freeze_wall_order();
-        }
-        KeyCode::Char('w') => {
-            app.wall = if app.wall_active() { Wall::Off } else { Wall::On };
-            app.freeze_wall_order();
-        }
-        KeyCode::Char(' ') if ctrl => mark_range(app),
-        KeyCode::Char(' ') => {
-            if let Some(n) = app.current_node() {
-                if app.marked.contains(&n) {
-                    app.marked.remove(&n);
-                } else {
-                    app.marked.insert(n);
-                    app.mark_anchor = Some(n);
-                }
-            }
-            app.move_cursor(1);
-        }
-        KeyCode::Char('a') => {
-            let shown = app.visible();
-            app.message = Some(format!("marked the {} shown", view::count(shown.len(), "node")));
-            app.marked.extend(shown);
-        }
-        KeyCode::Char('u') | KeyCode::Char('\\') => {
-            app.marked.clear();
-            app.mark_anchor = None;
-        }
-        KeyCode::Char('y') => copy_hostlist(app),
-        _ => {}
-    }
-}
-
-/// Ctrl-Space: marks every shown node from the last one marked to the
-/// cursor (both included).
-fn mark_range(app: &mut App) {
-    let vis = app.visible();
-    let cur = app.cursor_pos_in(&vis);
-    let from = app
-        .mark_anchor
-        .and_then(|a| vis.iter().position(|&i| i == a))
-        .unwrap_or(cur);
-    let (lo, hi) = (from.min(cur), from.max(cur));
-    app.marked.extend(&vis[lo..=hi.min(vis.len().saturating_sub(1))]);
-    app.message = Some(format!("marked {}", view::count(hi - lo + 1, "node")));
-}
-
-/// `n` / `N` (`c` / `C`): the next (previous) shown node with a flag of
-/// warn or worse (crit), wrapping; the same on the heatmap and in node
-/// detail, where it opens that node. Info flags (idle, underused) are not
-/// what a person on call steps through.
-fn jump_flagged(app: &mut App, forward: bool, at_least: Severity) {
-    let vis = app.visible();
-    let len = vis.len();
-    let cur = match app.screen {
-        Screen::Detail => vis.iter().position(|&i| i == app.detail_node).unwrap_or(0),
-        _ => app.cursor_pos_in(&vis),
-    };
-    let flagged = |pos: usize| app.store.nodes[vis[pos]].worst_severity() >= Some(at_least);
-    let found = (1..=len)
-        .map(|step| {
-            if forward {
-                (cur + step) % len
-            } else {
-                (cur + len * 2 - step) % len
-            }
-        })
-        .find(|&pos| flagged(pos));
-    match found {
-        Some(pos) if app.screen == Screen::Detail => {
-            app.open_detail(vis[pos], None);
-            app.select_node(vis[pos]);
-        }
-        Some(pos) => app.select_row(pos),
-        None if at_least == Severity::Crit => app.message = Some("no crit node is shown".into()),
-        None => app.message = Some("no node with a warn or crit flag is shown".into()),
-    }
-}
-
-/// `y`: the marked nodes (or the one under the cursor) as a Slurm hostlist,
-/// to the clipboard by OSC 52 (it works over SSH and in tmux with
-/// `set-clipboard on`), and shown in the footer.
-fn copy_hostlist(app: &mut App) {
-    let names = action_targets(app);
-    if names.is_empty() {
-        return;
-    }
-    let list = crate::ingest::hostlist::compress(&names);
-    app.message = Some(format!("copied {list}"));
-    app.clipboard = Some(list);
-}
-
-fn detail_key(app: &mut App, k: KeyEvent) {
-    let len = app.gpu_count();
-    // The timeline is a list of its own: the list keys scroll it (the
-    // other panes are about the selected GPU, so there they pick one).
-    if app.pane == Pane::Timeline {
-        let events = app.detail().map_or(0, |n| n.timeline.events().len());
-        if let Some(d) = vertical(&k, 10) {
-            app.timeline_scroll = moved(app.timeline_scroll, d, events);
-            return;
-        }
-    } else if let Some(d) = vertical(&k, 8) {
-        app.detail_gpu = moved(app.detail_gpu, d, len);
-        return;
-    }
-    let pane_at = |i: usize| Pane::ALL[i % Pane::ALL.len()];
-    let cur = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
-    match k.code {
-        KeyCode::Char(c @ '1'..='5') => app.pane = pane_at(c as usize - '1' as usize),
-        KeyCode::Char('z') => app.history_zoom = app.history_zoom.next(),
-        KeyCode::Char('K') => start_scancel(app),
-        KeyCode::Char('A') => alerts_of_node(app),
-        KeyCode::Char(c @ ('x' | 'X')) => start_signal(app, c == 'X'),
-        KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
-        KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
-        _ => {}
-    }
-}
-
-/// `A` in node detail: the alerts screen with this node's alerts only (a
-/// filter of its name, which Esc on the heatmap clears), every one of them
-/// in full where the detail has room for a few.
-fn alerts_of_node(app: &mut App) {
-    let Some(name) = app.detail().map(|n| n.target.name.clone()) else {
-        return;
-    };
-    app.filter = view::Filter::Names([name.to_lowercase()].into_iter().collect());
-    app.filter_text = name;
-    app.screen = Screen::Alerts;
-    app.alert_cursor = 0;
-}
-
-fn alerts_key(app: &mut App, k: KeyEvent) {
-    let len = app.alerts().len();
-    if let Some(d) = vertical(&k, 10) {
-        app.alert_cursor = moved(app.alert_cursor, d, len);
-        return;
-    }
-    match k.code {
-        KeyCode::Char('s') => app.alert_sort = app.alert_sort.next(),
-        KeyCode::Char('z') => app.alerts_folded = !app.alerts_folded,
-        KeyCode::Char('a') => quiet_alert(app, None),
-        KeyCode::Char(c @ ('1' | '4' | '8')) => {
-            let hours = i64::from(c as u8 - b'0');
-            quiet_alert(app, Some(hours * 3_600_000));
-        }
-        KeyCode::Enter => {
-            let target = app.alerts().get(app.alert_cursor).map(|r| {
-                let gpu = match r.flag.subject {
-                    Subject::Gpu(g) => Some(g),
-                    _ => None,
-                };
-                (r.node, gpu)
-            });
-            if let Some((node, gpu)) = target {
-                app.open_detail(node, gpu);
-                app.select_node(node);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `a` acknowledges the selected alert (until it clears); `1` `4` `8`
-/// silence its kind on its node for that many hours. Again on a quiet one
-/// lifts it. Saved in the state dir and audited by `ops`.
-fn quiet_alert(app: &mut App, for_ms: Option<i64>) {
-    let Some((node, flag)) = app
-        .alerts()
-        .get(app.alert_cursor)
-        .filter(|r| r.cleared_ms.is_none())
-        .map(|r| (app.store.nodes[r.node].target.name.clone(), r.flag.clone()))
-    else {
-        return;
-    };
-    let now = app.now_ms;
-    let before = app.silences.len();
-    app.silences.retain(|s| !s.covers(&node, &flag, now));
-    let made = if app.silences.len() < before {
-        app.message = Some(format!("{} on {node}: no longer quiet", flag.kind.name()));
-        Silence {
-            node,
-            kind: flag.kind,
-            ack: None,
-            until_ms: None,
-            by: String::new(),
-            at_ms: now,
-        }
-    } else {
-        let s = Silence {
-            node: node.clone(),
-            kind: flag.kind,
-            ack: for_ms.is_none().then(|| (flag.subject.key(), flag.since_ms)),
-            until_ms: for_ms.map(|d| now + d),
-            by: String::new(),
-            at_ms: now,
-        };
-        app.message = Some(match for_ms {
-            None => format!("{} on {node} acknowledged", flag.kind.name()),
-            Some(d) => format!("{} on {node} silenced for {} h", flag.kind.name(), d / 3_600_000),
-        });
-        app.silences.push(s.clone());
-        s
-    };
-    app.outgoing = Some(Request::Silences {
-        all: app.silences.clone(),
-        made,
-    });
-}
-
-/// On the bench screen, `c` clears the selected node's finished run, and
-/// with it its `burnin_failed` flag (the person has seen it).
-fn clear_bench(app: &mut App) {
-    let Some((&node, b)) = app.store.bench.iter().nth(app.bench_cursor) else {
-        return;
-    };
-    if !b.finished {
-        app.message = Some("still running: x cancels it".into());
-        return;
-    }
-    let event = crate::model::bench::BenchUpdate::Cleared;
-    app.store.apply(Update::Bench { node, event }, app.now_ms);
-    app.bench_cursor = app.bench_cursor.min(app.store.bench.len().saturating_sub(1));
-    app.changed = true;
-}
-
-/// The group view: move, `b` groups by the next of job, partition and
-/// rack, and Enter shows the group's nodes on the heatmap (a filter of
-/// exactly them, Esc clears it).
-fn groups_key(app: &mut App, k: KeyEvent) {
-    if k.code == KeyCode::Char('b') {
-        app.group_by = app.group_by.next();
-        app.group_cursor = 0;
-        return;
-    }
-    let rows = view::groups(&app.store, &app.visible(), app.group_by);
-    if let Some(d) = vertical(&k, 10) {
-        app.group_cursor = moved(app.group_cursor, d, rows.len());
-        return;
-    }
-    if k.code == KeyCode::Enter
-        && let Some(r) = rows.get(app.group_cursor)
-    {
-        let names: Vec<String> = r
-            .nodes
-            .iter()
-            .map(|&i| app.store.nodes[i].target.name.clone())
-            .collect();
-        app.filter_text = crate::ingest::hostlist::compress(&names);
-        app.filter = view::Filter::Names(names.into_iter().map(|n| n.to_lowercase()).collect());
-        app.screen = Screen::Heatmap;
-        app.select_row(0);
-    }
 }

@@ -5,6 +5,9 @@
 pub mod actions;
 pub mod app;
 pub mod command;
+mod keys;
+mod layout;
+mod mouse;
 pub mod pause;
 pub mod replay;
 pub mod theme;

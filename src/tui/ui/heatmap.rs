@@ -14,6 +14,7 @@ use super::{block, line_at, severity_style, status_span};
 use crate::model::flag::{FlagKind, Severity};
 use crate::store::{NodeState, NodeStatus};
 use crate::tui::app::App;
+use crate::tui::layout::wall_geometry;
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Metric};
 
@@ -427,20 +428,6 @@ fn fit(s: &str, w: usize) -> String {
     }
 }
 
-/// Cells per row and cell width of the dense wall for `n` nodes in `area`
-/// (the heatmap body): the widest cells (up to four columns) with which every
-/// node still fits on the screen.
-pub fn wall_geometry(area: Rect, n: usize) -> (usize, usize) {
-    // The wall sits inside the block (top border) above the legend and status lines.
-    let w = area.width as usize;
-    let h = area.height.saturating_sub(3) as usize;
-    let cell_w = [4, 3, 2]
-        .into_iter()
-        .find(|&cw| n.div_ceil((w / cw).max(1)) <= h)
-        .unwrap_or(1);
-    ((w / cell_w).max(1), cell_w)
-}
-
 fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     let nodes = &app.store.nodes;
@@ -546,17 +533,6 @@ mod tests {
         assert!(2 + 8 + 1 + 8 * narrow.cell_w + 12 <= 80);
         let tiny = row_layout(40, 16, 8, 6);
         assert_eq!((tiny.cell_w, tiny.status, tiny.mean), (1, false, false));
-    }
-
-    #[test]
-    fn wall_fits_a_thousand_nodes_at_80x24() {
-        let body = Rect::new(0, 2, 80, 21);
-        let (cols, w) = wall_geometry(body, 1024);
-        assert_eq!(w, 1);
-        assert!(cols * (21 - 3) >= 1024, "{cols} columns");
-        let (cols, w) = wall_geometry(Rect::new(0, 0, 160, 43), 1024);
-        assert_eq!(w, 4, "big terminals get big cells");
-        assert!(cols * 40 >= 1024);
     }
 
     #[test]

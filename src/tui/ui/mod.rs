@@ -14,7 +14,7 @@ mod timeline;
 use std::collections::BTreeMap;
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
@@ -22,30 +22,11 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 use crate::model::flag::{FlagKind, Severity};
 use crate::store::NodeStatus;
 use crate::tui::app::{App, Screen};
+use crate::tui::layout::split;
 use crate::tui::theme::Theme;
 use crate::tui::view;
 
-pub use heatmap::wall_geometry;
 pub use help::{flag_legend, help_lines};
-
-/// Rows above and below the screens' body.
-const HEADER: u16 = 2;
-const FOOTER: u16 = 1;
-
-/// The body of a screen in a terminal of this size.
-pub fn body_area(area: Rect) -> Rect {
-    let [_, body, _] = split(area);
-    body
-}
-
-fn split(area: Rect) -> [Rect; 3] {
-    Layout::vertical([
-        Constraint::Length(HEADER),
-        Constraint::Min(1),
-        Constraint::Length(FOOTER),
-    ])
-    .areas(area)
-}
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {

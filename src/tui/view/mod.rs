@@ -1,15 +1,20 @@
 //! What the screens show, computed from the store: metrics as fractions for
 //! the heat scale, node summaries, the filter and the sort. Pure functions.
+//! The filter typed after `/` is in `filter`, the group view's rows in
+//! `groups`; both are re-exported here, where the screens look for them.
 
-use std::collections::BTreeSet;
+mod filter;
+mod groups;
 
 use crate::model::sample::{GpuDesc, GpuReading, MigReading};
 
 use crate::detect::Thresholds;
-use crate::ingest::hostlist;
 use crate::model::flag::{Flag, FlagKind, Severity, Subject};
 use crate::model::sched::{Hold, SchedNode};
 use crate::store::{NodeState, NodeStatus, Store};
+
+pub use filter::Filter;
+pub use groups::{GroupBy, GroupRow, NO_GROUP, groups};
 
 /// The metric that colours the heatmap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,110 +411,6 @@ impl Sort {
     }
 }
 
-/// The node filter typed after `/`: terms separated by commas (outside
-/// brackets) or spaces, any of which may match; case does not matter.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Filter {
-    #[default]
-    All,
-    /// Nodes with an active flag of this kind (`/throttled`).
-    Kind(FlagKind),
-    /// Nodes by status (`/stale`, `/unreachable`, `/connecting`).
-    Status(NodeStatus),
-    /// Nodes by health (`/crit`, `/warn`: a flag at least that bad; `/ok`:
-    /// reachable, sampling, and nothing worse than info).
-    Health(Option<Severity>),
-    /// Nodes named in a hostlist expression (`/gpu[01-08]`).
-    Names(BTreeSet<String>),
-    /// Nodes whose name contains the text (lower case), or in the Slurm
-    /// partition or the rack of that name.
-    Substring(String),
-    /// Nodes that match any of these (`/xid,ecc_uncorrected`).
-    Any(Vec<Filter>),
-}
-
-/// Splits at commas and spaces outside brackets ("gpu[01-04,09],xid idle").
-fn terms(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in text.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' | ' ' if depth == 0 => {
-                out.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&text[start..]);
-    out.into_iter().map(str::trim).filter(|t| !t.is_empty()).collect()
-}
-
-impl Filter {
-    /// Reads what the user typed; a bracket that does not parse is an error
-    /// to show, not a silent substring search.
-    pub fn parse(text: &str) -> Result<Filter, String> {
-        let lower = text.trim().to_lowercase();
-        let mut any: Vec<Filter> = terms(&lower).into_iter().map(Filter::term).collect::<Result<_, _>>()?;
-        Ok(match any.len() {
-            0 => Filter::All,
-            1 => any.remove(0),
-            _ => Filter::Any(any),
-        })
-    }
-
-    /// One term, already lower case.
-    fn term(t: &str) -> Result<Filter, String> {
-        // Status words first: "unreachable" is also a flag's name, and the
-        // status is the wider set (the flag waits `unreachable_after`).
-        match t {
-            "ok" => return Ok(Filter::Health(None)),
-            "crit" => return Ok(Filter::Health(Some(Severity::Crit))),
-            "warn" => return Ok(Filter::Health(Some(Severity::Warn))),
-            "unreachable" => return Ok(Filter::Status(NodeStatus::Unreachable)),
-            "connecting" => return Ok(Filter::Status(NodeStatus::Connecting)),
-            _ => {}
-        }
-        if let Some(k) = FlagKind::from_name(t) {
-            return Ok(Filter::Kind(k));
-        }
-        // The short names the header and the flags column print ("thr",
-        // "rmp_fail"): what is on screen must be what can be typed. Each
-        // means what its full name does (`unreach` the status, as above).
-        if let Some(k) = FlagKind::ALL.into_iter().find(|k| k.short() == t) {
-            return Filter::term(k.name());
-        }
-        if t.contains('[') {
-            let names = hostlist::expand(t).map_err(|e| e.to_string())?;
-            return Ok(Filter::Names(names.into_iter().collect()));
-        }
-        Ok(Filter::Substring(t.to_string()))
-    }
-
-    pub fn matches(&self, n: &NodeState, now_ms: i64, store: &Store) -> bool {
-        match self {
-            Filter::All => true,
-            // `stale` is both a flag and a status: the flag covers it.
-            Filter::Kind(k) => n.detector.active().any(|f| f.kind == *k),
-            Filter::Status(s) => n.status(now_ms, &store.thresholds) == *s,
-            Filter::Health(None) => {
-                n.status(now_ms, &store.thresholds) == NodeStatus::Ok && worst_severity(n) < Some(Severity::Warn)
-            }
-            Filter::Health(Some(at_least)) => worst_severity(n) >= Some(*at_least),
-            Filter::Names(set) => set.contains(&n.target.name.to_lowercase()),
-            // A partition or rack by its whole name, as well as the node's.
-            Filter::Substring(s) => {
-                n.target.name.to_lowercase().contains(s.as_str())
-                    || n.partitions().iter().any(|p| p.eq_ignore_ascii_case(s))
-                    || n.rack.as_deref().is_some_and(|r| r.eq_ignore_ascii_case(s))
-            }
-            Filter::Any(fs) => fs.iter().any(|f| f.matches(n, now_ms, store)),
-        }
-    }
-}
-
 /// Indices of the nodes to show, filtered and sorted; `reverse` turns the
 /// order around, except that nodes without the value sorted on stay last.
 pub fn visible(store: &Store, filter: &Filter, sort: Sort, reverse: bool, metric: Metric, now_ms: i64) -> Vec<usize> {
@@ -698,42 +599,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn filter_parses_kinds_statuses_hostlists_and_text() {
-        assert_eq!(Filter::parse("throttled"), Ok(Filter::Kind(FlagKind::Throttled)));
-        assert_eq!(Filter::parse(" "), Ok(Filter::All));
-        assert_eq!(
-            Filter::parse("unreachable"),
-            Ok(Filter::Status(NodeStatus::Unreachable))
-        );
-        let Ok(Filter::Names(n)) = Filter::parse("gpu[01-03]") else {
-            panic!("hostlist")
-        };
-        assert_eq!(n.len(), 3);
-        assert_eq!(Filter::parse("gpu1"), Ok(Filter::Substring("gpu1".into())));
-        assert!(Filter::parse("gpu[03-01]").is_err());
-    }
-
-    #[test]
-    fn every_short_flag_name_filters_as_its_kind() {
-        for k in FlagKind::ALL {
-            let long = Filter::parse(k.name());
-            assert_eq!(Filter::parse(k.short()), long, "{} = {}", k.short(), k.name());
-            assert_eq!(Filter::parse(&k.short().to_uppercase()), long, "{}", k.short());
-            // Only `unreachable` is read as the (wider) status.
-            if k != FlagKind::Unreachable {
-                assert_eq!(long, Ok(Filter::Kind(k)), "{}", k.name());
-            }
-        }
-        assert_eq!(
-            Filter::parse("thr,rmp_fail"),
-            Ok(Filter::Any(vec![
-                Filter::Kind(FlagKind::Throttled),
-                Filter::Kind(FlagKind::RemapFailed)
-            ]))
-        );
-    }
-
-    #[test]
     fn counts_say_one_node_not_one_nodes() {
         assert_eq!(count(1, "node"), "1 node");
         assert_eq!(count(0, "node"), "0 nodes");
@@ -807,207 +672,4 @@ mod tests {
         assert_eq!(human_bytes(900.0), "900 B");
         assert_eq!(crate::detect::gpu::human_ms(594_056), "9m54s");
     }
-}
-
-/// What the group view (`J`) groups nodes by (`b` cycles).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GroupBy {
-    /// The Slurm job of each GPU's processes: a job's GPUs only.
-    #[default]
-    Job,
-    /// The node's Slurm partitions: a node in two is counted in both.
-    Partition,
-    /// The node's rack from the config's `[racks]`.
-    Rack,
-}
-
-impl GroupBy {
-    pub fn next(self) -> GroupBy {
-        match self {
-            GroupBy::Job => GroupBy::Partition,
-            GroupBy::Partition => GroupBy::Rack,
-            GroupBy::Rack => GroupBy::Job,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GroupBy::Job => "job",
-            GroupBy::Partition => "partition",
-            GroupBy::Rack => "rack",
-        }
-    }
-}
-
-/// The group of nodes in no partition (or without a scheduler) or no rack.
-pub const NO_GROUP: &str = "(none)";
-
-/// One group as the group view shows it: where it runs and what its GPUs do.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct GroupRow {
-    /// The job id, partition or rack name.
-    pub key: String,
-    /// A job's user and name, from the scheduler where it is read.
-    pub user: Option<String>,
-    pub name: Option<String>,
-    /// Node indices, in store order.
-    pub nodes: Vec<usize>,
-    /// A job's GPUs (those with a process of it); all GPUs of a partition's
-    /// or a rack's nodes.
-    pub gpus: usize,
-    /// Of those, the ones under the idle flag's utilization threshold now.
-    pub idle: usize,
-    /// Mean utilization of those GPUs, where they give it.
-    pub util_pct: Option<f64>,
-    /// Active flags on those GPUs and their nodes, by severity: crit, warn, info.
-    pub flags: [usize; 3],
-    pub worst: Option<Severity>,
-}
-
-impl GroupRow {
-    fn new(key: String) -> GroupRow {
-        GroupRow {
-            key,
-            user: None,
-            name: None,
-            nodes: Vec::new(),
-            gpus: 0,
-            idle: 0,
-            util_pct: None,
-            flags: [0; 3],
-            worst: None,
-        }
-    }
-
-    /// Counts the node's active flags that `pick` takes, keeping the worst.
-    fn count_flags(&mut self, n: &NodeState, pick: impl Fn(&crate::model::flag::Flag) -> bool) {
-        for f in n.detector.active().filter(|f| pick(f)) {
-            let at = match f.severity {
-                Severity::Crit => 0,
-                Severity::Warn => 1,
-                Severity::Info => 2,
-            };
-            self.flags[at] += 1;
-            self.worst = self.worst.max(Some(f.severity));
-        }
-    }
-
-    /// "2 crit 3 warn": the counts, worst first; "-" without flags.
-    pub fn flags_text(&self) -> String {
-        let words = ["crit", "warn", "info"];
-        let parts: Vec<String> = self
-            .flags
-            .iter()
-            .zip(words)
-            .filter(|(c, _)| **c > 0)
-            .map(|(c, w)| format!("{c} {w}"))
-            .collect();
-        if parts.is_empty() { "-".into() } else { parts.join(" ") }
-    }
-}
-
-/// Running sums of one group while it is built.
-struct Acc {
-    row: GroupRow,
-    util_sum: f64,
-    util_count: usize,
-}
-
-impl Acc {
-    fn new(row: GroupRow) -> Acc {
-        Acc {
-            row,
-            util_sum: 0.0,
-            util_count: 0,
-        }
-    }
-
-    fn gpu(&mut self, g: &GpuReading, idle_below: u32) {
-        self.row.gpus += 1;
-        if let Some(u) = g.util_pct {
-            self.util_sum += f64::from(u);
-            self.util_count += 1;
-            if u < idle_below {
-                self.row.idle += 1;
-            }
-        }
-    }
-}
-
-/// The shown nodes grouped by `by`, the least busy first: "job 4152 holds
-/// 64 idle GPUs" is the first line. Jobs come from the GPUs' processes
-/// (which the agent maps to their job), with user and name from the
-/// scheduler where it is read; partitions from the scheduler; racks from the
-/// config. Nodes in no partition or rack are in the group `(none)`.
-pub fn groups(store: &Store, shown: &[usize], by: GroupBy) -> Vec<GroupRow> {
-    use crate::model::flag::Subject;
-    use std::collections::BTreeMap;
-    let idle_below = store.thresholds.idle_util_pct;
-    // Keyed by (job id, name): jobs in id order, the others by name.
-    let mut groups: BTreeMap<(u64, String), Acc> = BTreeMap::new();
-    for &i in shown {
-        let n = &store.nodes[i];
-        let gpus = n.last.iter().flat_map(|s| &s.gpus);
-        match by {
-            GroupBy::Job => {
-                for g in gpus {
-                    let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
-                    ids.sort_unstable();
-                    ids.dedup();
-                    for id in ids {
-                        let a = groups.entry((id, String::new())).or_insert_with(|| {
-                            let job = n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == id));
-                            let mut row = GroupRow::new(id.to_string());
-                            row.user = job.map(|j| j.user.clone());
-                            row.name = job.map(|j| j.name.clone());
-                            Acc::new(row)
-                        });
-                        if a.row.nodes.last() != Some(&i) {
-                            a.row.nodes.push(i);
-                            a.row.count_flags(n, |f| f.subject == Subject::Node);
-                        }
-                        a.row.count_flags(n, |f| f.subject == Subject::Gpu(g.index));
-                        a.gpu(g, idle_below);
-                    }
-                }
-            }
-            GroupBy::Partition | GroupBy::Rack => {
-                let keys: Vec<String> = match by {
-                    GroupBy::Partition => n.partitions().to_vec(),
-                    _ => n.rack.iter().cloned().collect(),
-                };
-                let keys = if keys.is_empty() {
-                    vec![NO_GROUP.to_string()]
-                } else {
-                    keys
-                };
-                for key in keys {
-                    let a = groups
-                        .entry((0, key.clone()))
-                        .or_insert_with(|| Acc::new(GroupRow::new(key)));
-                    a.row.nodes.push(i);
-                    a.row.count_flags(n, |_| true);
-                    for g in gpus.clone() {
-                        a.gpu(g, idle_below);
-                    }
-                }
-            }
-        }
-    }
-    let mut out: Vec<GroupRow> = groups
-        .into_values()
-        .map(|a| {
-            let mut r = a.row;
-            r.util_pct = (a.util_count > 0).then(|| a.util_sum / a.util_count as f64);
-            r
-        })
-        .collect();
-    // Least busy first; groups without a reading last; then the most GPUs.
-    out.sort_by(|a, b| {
-        (a.util_pct.is_none(), a.util_pct.unwrap_or(0.0))
-            .partial_cmp(&(b.util_pct.is_none(), b.util_pct.unwrap_or(0.0)))
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then(b.gpus.cmp(&a.gpus))
-    });
-    out
 }
