@@ -195,8 +195,22 @@ pub fn remediate(args: RemediateCmd) -> anyhow::Result<()> {
             // A fresh window: the drains that tripped it no longer count;
             // the nodes it holds are still not drained twice.
             state.recent.clear();
+            let what = format!("breaker re-armed (it tripped at {}: {})", rfc3339(t.at_ms), t.why);
+            let plan =
+                crate::model::action::Plan::new(NodeAction::RemediateReset, Vec::new(), Some(what.clone()), Vec::new());
+            // Logged first: a reset that cannot be audited does not happen.
+            crate::ops::audit::started(&plan)?;
             remediate::save(&path, &state)?;
-            println!("breaker re-armed (it tripped at {}: {})", rfc3339(t.at_ms), t.why);
+            let result = crate::model::action::NodeResult {
+                node: "remediation policy".into(),
+                ok: true,
+                message: what.clone(),
+                state_before: Some("tripped".into()),
+                state_after: Some("armed".into()),
+            };
+            let done = crate::ops::audit::report(&plan, crate::model::action::Stage::Done, None, vec![result]);
+            crate::ops::audit::log(&done)?;
+            println!("{what}");
         }
     }
     Ok(())

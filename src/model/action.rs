@@ -30,6 +30,10 @@ pub enum NodeAction {
     /// that passed a burn-in since their drain began; the rest stay drained
     /// with the failing check in their reason.
     Return,
+    /// A person re-armed the remediation policy's tripped breaker
+    /// (`fleetop remediate reset`): it changes no node, but it lets
+    /// automation act again, so who did it and when is evidence.
+    RemediateReset,
 }
 
 impl NodeAction {
@@ -43,6 +47,7 @@ impl NodeAction {
             NodeAction::Scancel => "scancel",
             NodeAction::Signal => "signal",
             NodeAction::Return => "return",
+            NodeAction::RemediateReset => "remediate-reset",
         }
     }
 }
@@ -110,7 +115,11 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
         }
         NodeAction::Resume | NodeAction::Return => argv.push("State=RESUME".into()),
         NodeAction::Undrain => argv.push("State=UNDRAIN".into()),
-        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel | NodeAction::Signal => {}
+        NodeAction::Bench
+        | NodeAction::Silence
+        | NodeAction::Scancel
+        | NodeAction::Signal
+        | NodeAction::RemediateReset => {}
     }
     argv
 }

@@ -14,7 +14,11 @@ fn reached(action: NodeAction, after: &SchedNode) -> bool {
         NodeAction::Drain => after.is_drained() || after.state.contains("drain"),
         NodeAction::Resume | NodeAction::Return => !after.out_of_service(),
         NodeAction::Undrain => !after.state.contains("drain"),
-        NodeAction::Bench | NodeAction::Silence | NodeAction::Scancel | NodeAction::Signal => true,
+        NodeAction::Bench
+        | NodeAction::Silence
+        | NodeAction::Scancel
+        | NodeAction::Signal
+        | NodeAction::RemediateReset => true,
     }
 }
 

@@ -419,6 +419,13 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
     // drained (again at most 4), never the ones already held.
     let (ok, out, _) = env.run(&["remediate", "reset"]);
     assert!(ok && out.contains("re-armed"), "{out}");
+    // The reset is evidence too: who re-armed it, and when.
+    let reset = env
+        .audit()
+        .into_iter()
+        .find(|r| r.action == NodeAction::RemediateReset && r.stage == Stage::Done)
+        .expect("the reset is in the audit log");
+    assert!(reset.actor.name.is_some() && reset.results[0].state_after.as_deref() == Some("armed"));
     let start = Instant::now();
     while audit_drains(&env).len() < 8 {
         assert!(start.elapsed() < Duration::from_secs(60), "{}", log_of(&log2));
