@@ -117,13 +117,7 @@ impl Env {
     }
 
     fn sinfo_reason(&self, node: &str) -> String {
-        let out = self
-            .cluster
-            .command("sinfo")
-            .args(["-h", "-N", "-n", node, "-o", "%E"])
-            .output()
-            .expect("sinfo");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        self.cluster.node_reason(node)
     }
 
     fn wait(&self, node: &str, state: &str) {

@@ -152,6 +152,18 @@ impl SlurmCluster {
         }
     }
 
+    /// `sinfo -h -N -n NAME -o %E`: the node's reason ("none" when it has
+    /// none), once (a node in two partitions is listed twice).
+    pub fn node_reason(&self, name: &str) -> String {
+        let out = self
+            .command("sinfo")
+            .args(["-h", "-N", "-n", name, "-o", "%E"])
+            .output()
+            .expect("sinfo");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().next().unwrap_or_default().trim().to_string()
+    }
+
     /// Polls node_state until it equals `want` exactly.
     pub fn wait_state(&self, name: &str, want: &str, timeout: Duration) -> Result<(), String> {
         let start = Instant::now();

@@ -117,15 +117,7 @@ impl Loop {
     }
 
     fn reason(&self, node: &str) -> String {
-        let out = self
-            .cluster
-            .command("sinfo")
-            .args(["-h", "-N", "-n", node, "-o", "%E"])
-            .output()
-            .expect("sinfo");
-        // A node in two partitions is listed twice.
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines().next().unwrap_or_default().trim().to_string()
+        self.cluster.node_reason(node)
     }
 
     fn state(&self, node: &str) -> String {
