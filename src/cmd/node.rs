@@ -98,10 +98,13 @@ async fn fault_journals(nodes: &[String], source: &SourceArgs, cfg: &Config) -> 
     let mut out = Vec::new();
     while let Some(Ok((t, got))) = asks.join_next().await {
         match got {
-            Ok(desc) => out.extend(crate::model::timeline::from_journal(
-                &t.name,
-                &desc.health.fault_journal,
-            )),
+            // The node as asked for: by its target's name, or by the host
+            // name its agent reports (a node given by address).
+            Ok(desc) => {
+                if let Some(name) = [&t.name, &desc.hostname].into_iter().find(|n| nodes.contains(n)) {
+                    out.extend(crate::model::timeline::from_journal(name, &desc.health.fault_journal));
+                }
+            }
             Err(e) => eprintln!(
                 "fleetop: {}: the agent at {} did not answer ({e}): its fault journal is left out",
                 t.name,

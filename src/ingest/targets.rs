@@ -159,8 +159,14 @@ pub fn slurm_agent(cfg: &Config, name: &str, port: u16) -> anyhow::Result<Target
 /// else the Slurm mapping of the config.
 pub fn agents_of(names: &[String], args: &SourceArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
     if args.hosts.is_some() || args.hostfile.is_some() {
+        // A node given by its address goes by the host name its agent
+        // reports (see `Store`): those are asked, and the caller keeps the
+        // answers of the nodes it wants.
         let all = static_targets(args, cfg)?;
-        return Ok(all.into_iter().filter(|t| names.contains(&t.name)).collect());
+        return Ok(all
+            .into_iter()
+            .filter(|t| names.contains(&t.name) || t.host.parse::<std::net::IpAddr>().is_ok())
+            .collect());
     }
     let port = port(args, cfg);
     names.iter().map(|n| slurm_agent(cfg, n, port)).collect()

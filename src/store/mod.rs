@@ -120,6 +120,9 @@ impl Store {
                 return;
             }
         };
+        if let Event::Info(info) = &event {
+            self.name_by_host(node, &info.hostname);
+        }
         let th = &self.thresholds;
         let Some(n) = self.nodes.get_mut(node) else {
             return;
@@ -181,6 +184,36 @@ impl Store {
         let verdict = verdict.map(|(sev, detail)| (sev, now_ms, detail));
         n.detector.set_burnin(verdict, now_ms, &self.thresholds);
         n.take_flag_changes(self.unsaved.as_mut());
+    }
+
+    /// A node given by its address (`127.0.0.1:7001`, `10.1.0.7`) is named by
+    /// the host name its agent reports, once it reports one: people know
+    /// nodes by name, and agents that share an address (containers, a
+    /// swarm) are then told apart. Where another node already has that
+    /// name, the port is added. Nodes given by name (a hostlist, Slurm)
+    /// keep theirs.
+    fn name_by_host(&mut self, node: usize, hostname: &str) {
+        let Some(n) = self.nodes.get(node) else { return };
+        let t = &n.target;
+        let by_address = t.host.parse::<std::net::IpAddr>().is_ok() && (t.name == t.host || t.name == t.address());
+        let hostname = fleetop_proto::input::printable(hostname.trim(), 64);
+        if !by_address || hostname.is_empty() || hostname == t.name {
+            return;
+        }
+        let taken = |name: &str| {
+            self.nodes
+                .iter()
+                .enumerate()
+                .any(|(i, o)| i != node && o.target.name == name)
+        };
+        let name = if taken(&hostname) {
+            format!("{hostname}:{}", t.port)
+        } else {
+            hostname
+        };
+        if !taken(&name) {
+            self.nodes[node].target.name = name;
+        }
     }
 
     /// Puts events (from the state directory, the audit log, an action just
@@ -310,6 +343,49 @@ mod tests {
 
     fn feed(st: &mut Store, s: NodeSample) {
         on(st, Event::Sample(Box::new(s)), 0);
+    }
+
+    #[test]
+    fn nodes_given_by_address_take_their_agents_host_name_and_the_port_where_taken() {
+        let t = |name: &str, host: &str, port: u16| Target {
+            name: name.into(),
+            host: host.into(),
+            port,
+        };
+        let mut st = Store::new(
+            vec![
+                t("127.0.0.1:7001", "127.0.0.1", 7001),
+                t("127.0.0.1:7002", "127.0.0.1", 7002),
+                t("gpu01", "10.0.0.9", 50051),
+            ],
+            Thresholds::default(),
+        );
+        let info = |h: &str| {
+            Event::Info(Box::new(NodeDesc {
+                hostname: h.into(),
+                ..Default::default()
+            }))
+        };
+        for node in 0..3 {
+            st.apply(
+                Update::Node {
+                    node,
+                    event: info("n1"),
+                },
+                0,
+            );
+        }
+        let names: Vec<&str> = st.nodes.iter().map(|n| n.target.name.as_str()).collect();
+        assert_eq!(names, ["n1", "n1:7002", "gpu01"], "a node given by name keeps it");
+        // A reconnect describing the same host changes nothing.
+        st.apply(
+            Update::Node {
+                node: 1,
+                event: info("n1"),
+            },
+            1,
+        );
+        assert_eq!(st.nodes[1].target.name, "n1:7002");
     }
 
     #[test]
