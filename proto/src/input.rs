@@ -27,6 +27,18 @@ pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
     Ok(text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text))
 }
 
+/// Cuts `s` to at most `max` bytes, on a character boundary (a cut never
+/// splits a character).
+pub fn truncate_to(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+}
+
 /// `s` for a one-line message: control characters escaped (`\x1b`, `\n`),
 /// and at most `max_chars` characters, the rest counted.
 pub fn printable(s: &str, max_chars: usize) -> String {

@@ -165,7 +165,7 @@ pub fn agents_of(names: &[String], args: &SourceArgs, cfg: &Config) -> anyhow::R
         let all = static_targets(args, cfg)?;
         return Ok(all
             .into_iter()
-            .filter(|t| names.contains(&t.name) || t.host.parse::<std::net::IpAddr>().is_ok())
+            .filter(|t| names.contains(&t.name) || t.by_address())
             .collect());
     }
     let port = port(args, cfg);

@@ -221,11 +221,7 @@ impl Flag {
             self.action.name()
         );
         if r.len() > 200 {
-            let mut cut = 197;
-            while !r.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            r.truncate(cut);
+            fleetop_proto::input::truncate_to(&mut r, 197);
             r.push_str("...");
         }
         r

@@ -41,13 +41,7 @@ pub struct Prepared {
 impl Prepared {
     /// The agents of the nodes that need a burn-in.
     pub fn bench_targets(&self) -> Vec<Target> {
-        self.nodes
-            .iter()
-            .filter_map(|n| match &n.step {
-                Step::Bench { target, .. } => Some(target.clone()),
-                _ => None,
-            })
-            .collect()
+        bench_targets(&self.nodes)
     }
 
     /// What will happen to each node, in words, for the person to confirm.
@@ -68,4 +62,15 @@ impl Prepared {
             })
             .collect()
     }
+}
+
+/// The agents of the nodes that need a burn-in.
+pub fn bench_targets(nodes: &[NodePlan]) -> Vec<Target> {
+    nodes
+        .iter()
+        .filter_map(|n| match &n.step {
+            Step::Bench { target, .. } => Some(target.clone()),
+            _ => None,
+        })
+        .collect()
 }

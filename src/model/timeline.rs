@@ -12,6 +12,9 @@ use crate::model::action::{ActionReport, NodeAction, Stage};
 use crate::model::flag::{Action, FlagKind, Severity};
 use crate::model::sample::FaultRecord;
 
+/// Two records of one event may be this far apart (ms): see `Event::same_as`.
+pub const SAME_EVENT_MS: i64 = 2_000;
+
 /// Events kept per node in memory (the file keeps more, see `ops::timeline`).
 pub const PER_NODE: usize = 256;
 
@@ -113,8 +116,7 @@ impl Event {
     /// agent's history (its start time moves by the clock offset of each
     /// connection, so a little tolerance), an audit line read twice.
     pub fn same_as(&self, o: &Event) -> bool {
-        const SLACK_MS: i64 = 2_000;
-        self.node == o.node && self.what == o.what && (self.time_ms - o.time_ms).abs() <= SLACK_MS
+        self.node == o.node && self.what == o.what && (self.time_ms - o.time_ms).abs() <= SAME_EVENT_MS
     }
 }
 

@@ -24,13 +24,7 @@ pub use crate::model::returning::{NodePlan, Prepared, Step};
 /// The plan of a return: a burn-in on the nodes that need one, then a
 /// resume of every node that may pass.
 fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool) -> Plan {
-    let benched: Vec<Target> = nodes
-        .iter()
-        .filter_map(|n| match &n.step {
-            Step::Bench { target, .. } => Some(target.clone()),
-            _ => None,
-        })
-        .collect();
+    let benched = crate::model::returning::bench_targets(nodes);
     let mut commands = Vec::new();
     if !benched.is_empty() {
         commands.extend(bench::plan(suite.name(), &benched).commands);
@@ -179,13 +173,7 @@ pub fn failed_reason(old: Option<&str>, suite: Suite, why: &str) -> String {
     }
     // Slurm cuts long reasons; keep it well inside what sinfo shows.
     let mut r = action::owned_reason(&r);
-    if r.len() > 240 {
-        let mut cut = 240;
-        while !r.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        r.truncate(cut);
-    }
+    fleetop_proto::input::truncate_to(&mut r, 240);
     r
 }
 

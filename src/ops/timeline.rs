@@ -125,7 +125,7 @@ fn load_from(timeline: &Path, audit_log: &Path, nodes: Option<&BTreeSet<String>>
         let dup = out
             .iter()
             .rev()
-            .take_while(|o| e.time_ms - o.time_ms <= 2_000)
+            .take_while(|o| e.time_ms - o.time_ms <= timeline::SAME_EVENT_MS)
             .any(|o| o.same_as(&e));
         if !dup {
             out.push(e);

@@ -195,7 +195,7 @@ impl Store {
     fn name_by_host(&mut self, node: usize, hostname: &str) {
         let Some(n) = self.nodes.get(node) else { return };
         let t = &n.target;
-        let by_address = t.host.parse::<std::net::IpAddr>().is_ok() && (t.name == t.host || t.name == t.address());
+        let by_address = t.by_address();
         let hostname = fleetop_proto::input::printable(hostname.trim(), 64);
         if !by_address || hostname.is_empty() || hostname == t.name {
             return;

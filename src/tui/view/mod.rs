@@ -290,7 +290,7 @@ pub fn scheduler_problem(store: &Store, now_ms: i64) -> Option<String> {
 }
 
 pub fn worst_severity(n: &NodeState) -> Option<Severity> {
-    n.detector.active().map(|f| f.severity).max()
+    n.worst_severity()
 }
 
 /// A node's state in one word, as the status column and the header say it:
