@@ -128,25 +128,20 @@ async fn run_return(
     let snap = tokio::task::spawn_blocking(move || s.query())
         .await?
         .map_err(|e| anyhow::anyhow!("return: cannot read Slurm: {e}"))?;
-    // The agents: those the source names (--hosts), else Slurm's nodes at
-    // the addresses the config maps them to.
-    let mut src = source.clone();
-    src.slurm = src.hosts.is_none() && src.hostfile.is_none();
-    let resolved = targets::resolve(&src, cfg).await?;
-    let token = match &args.token_file {
-        Some(p) => Some(fleetop_proto::util::read_token_file(p)?),
-        None => resolved.bench_token.clone(),
+    // The agents: those the source names (--hosts), else the nodes at the
+    // addresses the config maps them to (Slurm was read just above: not again).
+    let agents = targets::agents_of(&nodes, source, cfg)?;
+    let access = targets::access(source, cfg)?;
+    let token = match (&args.token_file, &cfg.bench_token_file) {
+        (Some(p), _) => Some(fleetop_proto::util::read_token_file(p)?),
+        (None, Some(p)) => {
+            Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("bench_token_file: {e}"))?)
+        }
+        (None, None) => None,
     };
     let names: BTreeSet<String> = nodes.iter().cloned().collect();
     let events = timeline::load(Some(&names), 0);
-    let prepared = return_to_service::prepare(
-        &nodes,
-        |n| snap.nodes.get(n),
-        &resolved.targets,
-        &events,
-        args.suite,
-        args.force,
-    );
+    let prepared = return_to_service::prepare(&nodes, |n| snap.nodes.get(n), &agents, &events, args.suite, args.force);
     let plan = prepared.plan.clone();
     if read_only {
         audit::log(&audit::refused(&plan, "read-only mode"))?;
@@ -171,15 +166,7 @@ async fn run_return(
             eprintln!("burn-in [{done}/{total}] {step}");
         }
     };
-    let report = return_to_service::run(
-        &prepared,
-        &slurm,
-        token.as_deref(),
-        &resolved.access,
-        args.timeout,
-        &progress,
-    )
-    .await;
+    let report = return_to_service::run(&prepared, &slurm, token.as_deref(), &access, args.timeout, &progress).await;
     let logged = audit::append(&report);
     print_report(&report, args.format)?;
     logged.map_err(|e| anyhow::anyhow!("return ran, but the audit log could not be written: {e}"))?;
