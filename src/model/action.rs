@@ -1,11 +1,10 @@
-//! Actions that change the cluster (drain, resume, undrain, burn-in): the
-//! plan shown before anything runs, the request that carries it from the
-//! screen to `ops`, and the report that comes back and goes in the audit log.
+//! Actions that change the cluster (drain, resume, undrain, return, burn-in,
+//! ...): the plan shown before anything runs, and the report that comes back
+//! and goes in the audit log. (What carries a plan from the screen to `ops`
+//! is `model::request`.)
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-use crate::model::bench::Suite;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -277,37 +276,6 @@ impl ActionReport {
     pub fn ok(&self) -> bool {
         self.refused.is_none() && self.results.iter().all(|r| r.ok)
     }
-}
-
-/// What the screen asks `ops` to do: the app decides, `ops` does the I/O
-/// (running, logging) and answers on the update channel.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Request {
-    Run(Plan),
-    /// An attempt refused before anything ran, for the audit log.
-    Refused(Plan, String),
-    /// A burn-in suite on these nodes (by index).
-    Bench {
-        nodes: Vec<usize>,
-        suite: Suite,
-    },
-    /// Stop the running burn-in (the agents stop when their streams go).
-    CancelBench,
-    /// Keep these acknowledgements and silences (the whole list, saved in
-    /// the state dir) and log the one just made.
-    Silences {
-        all: Vec<crate::model::flag::Silence>,
-        made: crate::model::flag::Silence,
-    },
-    /// Signal these pids through node `node`'s agent (the plan says which
-    /// signal and is what gets logged).
-    Signal {
-        node: usize,
-        plan: Plan,
-    },
-    /// Return these nodes to service (`ops::return_to_service`), as
-    /// decided and confirmed.
-    Return(Box<crate::model::returning::Prepared>),
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod flag;
 pub mod rates;
 pub mod remediation;
+pub mod request;
 pub mod returning;
 pub mod sample;
 pub mod scaled;

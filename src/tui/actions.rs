@@ -9,8 +9,9 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::ingest::hostlist;
-use crate::model::action::{self, NodeAction, Plan, Request};
+use crate::model::action::{self, NodeAction, Plan};
 use crate::model::bench::{Outcome, Suite};
+use crate::model::request::Request;
 use crate::model::returning::Prepared;
 use crate::model::sched::Hold;
 use crate::model::timeline::Event;

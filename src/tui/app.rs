@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use crossterm::event::KeyEvent;
 
-use crate::model::action::Request;
 use crate::model::flag::{Flag, Silence, Subject};
+use crate::model::request::Request;
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
 use crate::tui::theme::Theme;

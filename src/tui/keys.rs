@@ -6,8 +6,8 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::model::action::Request;
 use crate::model::flag::{Severity, Silence, Subject};
+use crate::model::request::Request;
 use crate::model::update::Update;
 use crate::tui::actions::{
     action_targets, dialog_key, drain_alert, drain_failed_bench_node, start_action, start_bench, start_return,

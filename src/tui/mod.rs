@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 
 use crate::cli::{RecordFlags, SourceArgs};
 use crate::config::Config;
-use crate::model::action::Request;
+use crate::model::request::Request;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
 use crate::ops::notify::Notifier;

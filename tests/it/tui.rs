@@ -5,8 +5,9 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use fleetop::detect::Thresholds;
 use fleetop::ingest::demo::{self, SimFleet};
-use fleetop::model::action::{ActionReport, Actor, NodeAction, NodeResult, Request, Stage};
+use fleetop::model::action::{ActionReport, Actor, NodeAction, NodeResult, Stage};
 use fleetop::model::flag::FlagKind;
+use fleetop::model::request::Request;
 use fleetop::model::target::Target;
 use fleetop::model::update::{Event, Update};
 use fleetop::store::Store;
