@@ -33,6 +33,35 @@ pub enum NodeAction {
     /// (`fleetop remediate reset`): it changes no node, but it lets
     /// automation act again, so who did it and when is evidence.
     RemediateReset,
+    /// Kubernetes only: mark the node unschedulable without evicting
+    /// anything (a drain there is a cordon, then evictions).
+    Cordon,
+}
+
+/// Which scheduler an action goes to. Slurm's are `scontrol`/`scancel`
+/// argument vectors; Ray's a call to its GCS; Kubernetes' API requests.
+/// Each plan's `commands` hold the exact calls, in words a person can check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduler {
+    #[default]
+    Slurm,
+    Ray,
+    Kubernetes,
+}
+
+impl Scheduler {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Slurm => "slurm",
+            Scheduler::Ray => "ray",
+            Scheduler::Kubernetes => "kubernetes",
+        }
+    }
+
+    fn is_slurm(&self) -> bool {
+        *self == Scheduler::Slurm
+    }
 }
 
 impl NodeAction {
@@ -47,6 +76,7 @@ impl NodeAction {
             NodeAction::Signal => "signal",
             NodeAction::Return => "return",
             NodeAction::RemediateReset => "remediate-reset",
+            NodeAction::Cordon => "cordon",
         }
     }
 }
@@ -88,6 +118,8 @@ pub struct Plan {
     /// keyboard ("remediate"): the audit log says so beside the user who
     /// started it.
     pub policy: Option<String>,
+    /// Where the commands go (Slurm unless said otherwise).
+    pub scheduler: Scheduler,
 }
 
 impl Plan {
@@ -100,6 +132,7 @@ impl Plan {
             commands,
             force: false,
             policy: None,
+            scheduler: Scheduler::Slurm,
         }
     }
 }
@@ -118,7 +151,8 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
         | NodeAction::Silence
         | NodeAction::Scancel
         | NodeAction::Signal
-        | NodeAction::RemediateReset => {}
+        | NodeAction::RemediateReset
+        | NodeAction::Cordon => {}
     }
     argv
 }
@@ -239,6 +273,10 @@ pub struct ActionReport {
     /// confirmed this one; in the audit log, like `forced`.
     #[serde(skip)]
     pub policy: Option<String>,
+    /// Where it went; in the audit log (absent there means Slurm), not in
+    /// the positional recorded form, like `forced`.
+    #[serde(skip)]
+    pub scheduler: Scheduler,
 }
 
 /// One line of the audit log: the report, and what recordings of schema 2
@@ -251,6 +289,8 @@ pub struct AuditLine {
     pub forced: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Scheduler::is_slurm")]
+    pub scheduler: Scheduler,
 }
 
 impl AuditLine {
@@ -259,6 +299,7 @@ impl AuditLine {
             report: report.clone(),
             forced: report.forced,
             policy: report.policy.clone(),
+            scheduler: report.scheduler,
         }
     }
 
@@ -267,6 +308,7 @@ impl AuditLine {
         ActionReport {
             forced: self.forced,
             policy: self.policy,
+            scheduler: self.scheduler,
             ..self.report
         }
     }

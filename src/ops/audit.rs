@@ -35,6 +35,7 @@ pub fn report(plan: &Plan, stage: Stage, refused: Option<String>, results: Vec<N
         results,
         forced: plan.force,
         policy: plan.policy.clone(),
+        scheduler: plan.scheduler,
     }
 }
 

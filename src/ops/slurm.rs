@@ -18,7 +18,8 @@ fn reached(action: NodeAction, after: &SchedNode) -> bool {
         | NodeAction::Silence
         | NodeAction::Scancel
         | NodeAction::Signal
-        | NodeAction::RemediateReset => true,
+        | NodeAction::RemediateReset
+        | NodeAction::Cordon => true,
     }
 }
 
