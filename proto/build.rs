@@ -9,5 +9,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // `fleetop-agent sample --format json` prints the wire types as they are.
         .type_attribute(".", "#[derive(serde::Serialize)]")
         .compile_fds(fds)?;
+    // Ray's autoscaler state service (a subset, see the file): the console
+    // reads Ray's node states and drains Ray nodes through it; the tests
+    // serve it too, so both ends are built.
+    println!("cargo:rerun-if-changed=ray/autoscaler.proto");
+    let ray = protox::compile(["ray/autoscaler.proto"], ["."])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(ray)?;
     Ok(())
 }

@@ -92,6 +92,15 @@ pub struct SourceArgs {
     /// instances ('job="dcgm"' or '{job="dcgm",instance=~"gpu0.*"}').
     #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
     pub prometheus_match: Option<String>,
+    /// The Ray cluster the nodes are in: its dashboard's HTTP address
+    /// ("http://ray-head:8265"; alone, the config's `[ray] dashboard`). The
+    /// console shows each node's Ray state and the Ray jobs on its GPUs, and
+    /// `fleetop node drain` drains in Ray.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub ray: Option<String>,
+    /// With --ray: the GCS's host:port, where it is not the dashboard's host at 6379.
+    #[arg(long, value_name = "HOST:PORT", requires = "ray")]
+    pub ray_gcs: Option<String>,
     /// How often --dcgm-exporter endpoints or --prometheus are read.
     #[arg(long, default_value = "5s", value_parser = parse_interval)]
     pub scrape_interval: Duration,
@@ -275,6 +284,12 @@ pub struct NodeCmd {
     /// return: the longest the burn-in may run on any node.
     #[arg(long, default_value = "30m", value_parser = parse_interval)]
     pub timeout: Duration,
+    /// drain --ray: tell Ray the node will go this long from now (none by default).
+    #[arg(long, value_parser = parse_interval)]
+    pub deadline: Option<Duration>,
+    /// drain --ray: only where nothing runs (Ray refuses the drain otherwise).
+    #[arg(long)]
+    pub if_idle: bool,
     /// history: how far back (7d, 12h, 30m).
     #[arg(long, default_value = "7d", value_parser = parse_interval)]
     pub since: Duration,

@@ -51,6 +51,8 @@ pub struct Config {
     /// `[remediate]`: the opt-in remediation policy of `fleetop watch`;
     /// absent, the policy is off.
     pub remediate: Option<RemediateConfig>,
+    /// `[ray]`: the Ray cluster the nodes are in (`--ray`).
+    pub ray: RayConfig,
     /// The file this was read from (`None` for the defaults), for errors
     /// found after parsing (a rack's hostlist is read by `ingest::racks`).
     #[serde(skip)]
@@ -300,6 +302,33 @@ impl Default for SlurmConfig {
             agents: Default::default(),
             refresh: std::time::Duration::from_secs(10),
             timeout: DEFAULT_SLURM_TIMEOUT,
+        }
+    }
+}
+
+/// `[ray]`: where Ray's dashboard and GCS are, and how often they are read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RayConfig {
+    /// The dashboard's HTTP address, e.g. "http://ray-head:8265".
+    pub dashboard: Option<String>,
+    /// The GCS's host:port (default: the dashboard's host, port 6379).
+    pub gcs: Option<String>,
+    /// How often Ray is read.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub refresh: std::time::Duration,
+    /// The longest one read or one drain may take.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub timeout: std::time::Duration,
+}
+
+impl Default for RayConfig {
+    fn default() -> Self {
+        RayConfig {
+            dashboard: None,
+            gcs: None,
+            refresh: std::time::Duration::from_secs(10),
+            timeout: std::time::Duration::from_secs(10),
         }
     }
 }

@@ -25,7 +25,9 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// versions, NVLink peers and IB states null where unknown. Later within 2,
 /// additive: GPM fields per `mig` instance (`sm_active_pct` etc.), and the
 /// `Summary` document (`export --view summary`) beside the full `Snapshot`;
-/// a node's `rack` and its scheduler's `partitions`.
+/// a node's `rack` and its scheduler's `partitions`; with `--ray`, each
+/// node's `ray` (its Ray node and the work holding GPUs there), a process's
+/// `ray_job`, and `ray_read_at`/`ray_error`.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -42,6 +44,12 @@ pub struct Snapshot {
     pub scheduler_read_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub scheduler_error: Option<String>,
+    /// With `--ray`: when Ray was last read, and why the latest read
+    /// failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ray_read_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ray_error: Option<String>,
     pub nodes: Vec<Node>,
 }
 
@@ -71,6 +79,10 @@ pub struct Node {
     /// The node's rack, from the config's `[racks]`; absent where it names none.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rack: Option<String>,
+    /// With `--ray`: the Ray node this node is (by Ray's node name, then
+    /// its IP address); absent where Ray has none.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ray: Option<RayNodeOut>,
     pub gpus: Vec<Gpu>,
     pub ib_ports: Vec<IbPort>,
     pub flags: Vec<FlagOut>,
@@ -128,6 +140,40 @@ pub struct Scheduler {
     #[serde(default)]
     pub partitions: Vec<String>,
     pub jobs: Vec<Job>,
+}
+
+/// A node as Ray sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RayNodeOut {
+    /// Ray's node id (hex).
+    pub node_id: String,
+    /// Ray's node name (`ray start --node-name`; Ray's default is the IP).
+    pub name: String,
+    pub ip: String,
+    pub head: bool,
+    /// running, idle, draining, dead or unknown.
+    pub status: String,
+    /// Logical GPUs Ray schedules here, and those held now.
+    pub gpus_total: Option<f64>,
+    pub gpus_used: Option<f64>,
+    /// The actors and running tasks holding GPUs here.
+    pub work: Vec<RayWorkOut>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RayWorkOut {
+    /// actor or task.
+    pub kind: String,
+    /// Ray's job id (hex).
+    pub job: String,
+    /// The job's entrypoint (the driver's command line or the submitted one).
+    pub entrypoint: Option<String>,
+    /// The actor's class and name, or the task's function.
+    pub what: String,
+    pub pid: Option<u32>,
+    pub gpus: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -264,6 +310,10 @@ pub struct Process {
     pub owner: Option<String>,
     /// Its command line (at most 200 bytes).
     pub command: Option<String>,
+    /// With `--ray`: the Ray job whose actor or task this process is (by
+    /// the pid Ray gives).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ray_job: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -456,11 +506,18 @@ pub fn snapshot(store: &Store, now_ms: i64) -> Snapshot {
         generated_at: rfc3339(now_ms),
         scheduler_read_at: sched.read_ms.map(rfc3339),
         scheduler_error: sched.error.clone(),
-        nodes: store.nodes.iter().map(|n| node(n, store, now_ms)).collect(),
+        ray_read_at: store.ray.as_ref().and_then(|r| r.health.read_ms).map(rfc3339),
+        ray_error: store.ray.as_ref().and_then(|r| r.health.error.clone()),
+        nodes: store
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| node(i, n, store, now_ms))
+            .collect(),
     }
 }
 
-fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
+fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
     let status = n.status(now_ms, &store.thresholds);
     let status_detail = match (status, &n.link) {
         (NodeStatus::Ok, _) => None,
@@ -471,7 +528,7 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
     let info = n.info.as_ref();
     let last = n.last.as_ref();
     let gpus = info
-        .map(|i| i.gpus.iter().map(|g| gpu(n, g)).collect())
+        .map(|d| d.gpus.iter().map(|g| gpu(n, g, store.ray.as_ref(), i)).collect())
         .unwrap_or_default();
     let ib_ports = info
         .map(|i| i.ib_ports.iter().enumerate().map(|(k, p)| ib_port(n, k, p)).collect())
@@ -513,13 +570,41 @@ fn node(n: &NodeState, store: &Store, now_ms: i64) -> Node {
             jobs: v.jobs.clone(),
         }),
         rack: n.rack.clone(),
+        ray: store.ray.as_ref().and_then(|r| ray_node(r, i)),
         gpus,
         ib_ports,
         flags: n.detector.active().map(|f| flag_out(n, f)).collect(),
     }
 }
 
-fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
+fn ray_node(ray: &crate::store::ray::RayState, i: usize) -> Option<RayNodeOut> {
+    let r = ray.node(i)?;
+    Some(RayNodeOut {
+        node_id: r.id.clone(),
+        name: r.name.clone(),
+        ip: r.ip.clone(),
+        head: r.head,
+        status: r.status.word().into(),
+        gpus_total: r.gpus_total,
+        gpus_used: r.gpus_used,
+        work: ray
+            .work(i)
+            .map(|w| RayWorkOut {
+                kind: match w.kind {
+                    crate::model::ray::RayWorkKind::Actor => "actor".into(),
+                    crate::model::ray::RayWorkKind::Task => "task".into(),
+                },
+                job: w.job.clone(),
+                entrypoint: ray.snap.job(&w.job).and_then(|j| j.entrypoint.clone()),
+                what: w.what.clone(),
+                pid: w.pid,
+                gpus: w.gpus,
+            })
+            .collect(),
+    })
+}
+
+fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, node: usize) -> Gpu {
     let s = n.gpu(g.index);
     let pos = n
         .last
@@ -621,6 +706,7 @@ fn gpu(n: &NodeState, g: &GpuDesc) -> Gpu {
                         user: p.job_id.and_then(|j| n.job_user(j)).map(String::from),
                         owner: p.owner.clone(),
                         command: p.command.clone(),
+                        ray_job: ray.and_then(|r| r.work_of_pid(node, p.pid)).map(|w| w.job.clone()),
                     })
                     .collect()
             })

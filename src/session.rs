@@ -12,9 +12,11 @@ use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::ingest::agent::{self, SourceOptions};
 use crate::ingest::racks::Racks;
+use crate::ingest::ray::Ray;
 use crate::ingest::slurm::Slurm;
 use crate::ingest::targets::{self, Feed, Resolved};
 use crate::ingest::{prometheus, scrape};
+use crate::model::action::Scheduler;
 use crate::model::bench::BenchUpdate;
 use crate::model::request::Request;
 use crate::model::target::Target;
@@ -80,10 +82,30 @@ async fn poll_remediation(tx: mpsc::Sender<Update>) {
     }
 }
 
+/// Reads Ray every `every`, and at once when poked (after an action).
+async fn poll_ray(ray: Ray, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+    loop {
+        let update = match ray.read().await {
+            Ok(snap) => Update::Ray(Arc::new(snap)),
+            Err(e) => Update::RayError(e.to_string()),
+        };
+        if tx.send(update).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = poke.notified() => {}
+        }
+    }
+}
+
 /// Runs confirmed plans one at a time, logs them (and refusals), starts
 /// burn-in suites, and reports back.
+#[allow(clippy::too_many_arguments)]
 async fn run_actions(
     slurm: Slurm,
+    ray: Option<Ray>,
+    ray_poke: Arc<Notify>,
     mut asks: mpsc::Receiver<Request>,
     poke: Arc<Notify>,
     tx: mpsc::Sender<Update>,
@@ -176,7 +198,15 @@ async fn run_actions(
                 continue;
             }
         };
-        let report = slurm::run_logged(&slurm, plan).await;
+        let report = match (plan.scheduler, &ray) {
+            (Scheduler::Ray, Some(ray)) => {
+                let r = crate::ops::ray::run_logged(ray, plan).await;
+                ray_poke.notify_one();
+                r
+            }
+            (Scheduler::Ray, None) => audit::refused(&plan, "no Ray cluster is read (--ray)"),
+            _ => slurm::run_logged(&slurm, plan).await,
+        };
         poke.notify_one();
         if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
             return;
@@ -237,9 +267,17 @@ impl Session {
                 tx.clone(),
             ));
         }
+        let ray = targets::ray(args, cfg)?;
+        let ray_poke = Arc::new(Notify::new());
+        if let Some(ray) = &ray {
+            store.ray = Some(crate::store::ray::RayState::new(ray.gcs.clone()));
+            tokio::spawn(poll_ray(ray.clone(), cfg.ray.refresh, ray_poke.clone(), tx.clone()));
+        }
         let (atx, arx) = mpsc::channel(8);
         tokio::spawn(run_actions(
             slurm,
+            ray,
+            ray_poke,
             arx,
             poke,
             tx,
@@ -330,7 +368,8 @@ impl Session {
             // With a scheduler, its first reading (or its failure) belongs in
             // the first snapshot too; without one there is nothing to wait for.
             let sched_done = !self.scheduler || self.store.scheduler.answered();
-            if sched_done && self.store.nodes.iter().all(|n| settled(n, now)) {
+            let ray_done = self.store.ray.as_ref().is_none_or(|r| r.health.answered());
+            if sched_done && ray_done && self.store.nodes.iter().all(|n| settled(n, now)) {
                 break;
             }
             tokio::select! {

@@ -21,3 +21,10 @@ pub mod pb {
     #![allow(clippy::all, clippy::unwrap_used)]
     tonic::include_proto!("fleetop.v1");
 }
+
+/// Ray's autoscaler state service (`ray/autoscaler.proto`, a subset of
+/// Ray's own): the console's Ray node states and drains.
+pub mod ray {
+    #![allow(clippy::all, clippy::unwrap_used)]
+    tonic::include_proto!("ray.rpc.autoscaler");
+}

@@ -27,9 +27,64 @@ pub fn run(
         Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, source, cfg, read_only)),
         Some(a) => a,
     };
+    if source.ray.is_some() {
+        return rt.block_on(run_ray(action, nodes, &args, source, cfg, read_only));
+    }
     let mut plan = action::plan(action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
     plan.force = args.force;
     run_plan(plan, &args.nodes, args.yes, args.format, cfg, read_only)
+}
+
+/// `fleetop node drain NODES --ray`: Ray is read first, so that the plan
+/// names each node's Ray id (a node Ray does not know is refused before
+/// anything is asked).
+async fn run_ray(
+    action: NodeAction,
+    nodes: Vec<String>,
+    args: &NodeCmd,
+    source: &SourceArgs,
+    cfg: &Config,
+    read_only: bool,
+) -> anyhow::Result<()> {
+    if action != NodeAction::Drain {
+        anyhow::bail!("{} --ray: {}", action.verb(), crate::ops::ray::NO_RESUME);
+    }
+    let Some(ray) = targets::ray(source, cfg)? else {
+        anyhow::bail!("--ray: no Ray cluster given");
+    };
+    let snap = ray.read().await?;
+    let how = crate::ops::ray::RayDrain {
+        deadline: args.deadline,
+        if_idle: args.if_idle,
+    };
+    let matched = nodes
+        .iter()
+        .map(|n| (n.clone(), snap.node_for(&[n.as_str()])))
+        .collect();
+    let plan = crate::ops::ray::drain_plan(&ray.gcs, matched, args.reason.clone(), &how, now_ms())
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let verb = plan.action.verb();
+    if read_only {
+        audit::log(&audit::refused(&plan, "read-only mode"))?;
+        anyhow::bail!("read-only mode: {verb} refused (nothing was sent to Ray)");
+    }
+    show_plan(&plan, &args.nodes)?;
+    if !args.yes {
+        super::confirm(&plan, "Send these drains to Ray?")?;
+    }
+    audit::started(&plan)?;
+    let report = crate::ops::ray::execute(&ray, &plan).await;
+    finish(report, args.format)
+}
+
+/// The plan on stderr: what will run, exactly.
+fn show_plan(plan: &action::Plan, what: &str) -> anyhow::Result<()> {
+    let mut err = std::io::stderr().lock();
+    writeln!(err, "{} {} node(s): {what}", plan.action.verb(), plan.nodes.len())?;
+    for c in &plan.commands {
+        writeln!(err, "  {}", action::shell_words(c))?;
+    }
+    Ok(())
 }
 
 /// `fleetop node history NODES`: the nodes' timelines from the state
@@ -212,17 +267,17 @@ fn run_plan(
         audit::log(&audit::refused(&plan, "read-only mode"))?;
         anyhow::bail!("read-only mode: {verb} refused (nothing was run)");
     }
-    let mut err = std::io::stderr().lock();
-    writeln!(err, "{verb} {} node(s): {what}", plan.nodes.len())?;
-    for c in &plan.commands {
-        writeln!(err, "  {}", action::shell_words(c))?;
-    }
-    drop(err);
+    show_plan(&plan, what)?;
     if !yes {
         super::confirm(&plan, "Run these commands?")?;
     }
     audit::started(&plan)?;
-    let report = slurm::execute(&targets::slurm(cfg), &plan);
+    finish(slurm::execute(&targets::slurm(cfg), &plan), format)
+}
+
+/// Logs and prints a report; an error (the exit status) if any node failed.
+fn finish(report: ActionReport, format: ActionFormat) -> anyhow::Result<()> {
+    let verb = report.action.verb();
     let logged = audit::append(&report);
     print_report(&report, format)?;
     let path = logged.map_err(|e| anyhow::anyhow!("{verb} ran, but the audit log could not be written: {e}"))?;

@@ -50,6 +50,8 @@ pub struct Context<'a> {
     pub t: i64,
     pub desc: Option<&'a GpuDesc>,
     pub jobs: &'a [Job],
+    /// Ray's work on this node (matched to the GPU's processes by pid).
+    pub ray: &'a [crate::model::ray::RayWork],
     pub th: &'a Thresholds,
     /// The node's fault journal, for escalation.
     pub health: &'a NodeHealth,
@@ -253,10 +255,21 @@ fn holder(g: &GpuReading, cx: &Context) -> String {
             None => format!("job {id}"),
         })
         .collect();
-    if named.is_empty() {
+    if !named.is_empty() {
+        return named.join(", ");
+    }
+    // No Slurm job: Ray's work, by the pids Ray gives for it.
+    let mut ray: Vec<String> = g
+        .processes
+        .iter()
+        .filter_map(|p| cx.ray.iter().find(|w| w.pid == Some(p.pid)))
+        .map(|w| format!("ray job {} ({})", w.job, w.what))
+        .collect();
+    ray.dedup();
+    if ray.is_empty() {
         format!("{} process(es)", g.processes.len())
     } else {
-        named.join(", ")
+        ray.join(", ")
     }
 }
 

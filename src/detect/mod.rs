@@ -56,6 +56,10 @@ pub struct NodeDetector {
     /// node's timeline (at most `PENDING_MAX`: a store that never takes
     /// them, as in a benchmark, does not grow it).
     changes: Vec<(i64, What)>,
+    /// The Ray actors and tasks holding GPUs on this node (set by the
+    /// store from the last Ray read), to name who holds an idle GPU where
+    /// no Slurm job does.
+    pub ray: Vec<crate::model::ray::RayWork>,
 }
 
 const PENDING_MAX: usize = 256;
@@ -116,6 +120,7 @@ impl NodeDetector {
                 t,
                 desc: info.gpu(g.index),
                 jobs,
+                ray: &self.ray,
                 th,
                 health: &info.health,
             };

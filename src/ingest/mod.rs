@@ -12,6 +12,7 @@ pub mod prometheus;
 pub mod promjson;
 pub mod promtext;
 pub mod racks;
+pub mod ray;
 pub mod scrape;
 pub mod slurm;
 pub mod targets;

@@ -55,6 +55,24 @@ pub fn slurm(cfg: &Config) -> Slurm {
     }
 }
 
+/// The Ray cluster of `--ray URL` (or `--ray` alone, or no flag, with the
+/// config's `[ray] dashboard`); `None` without either.
+pub fn ray(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Option<crate::ingest::ray::Ray>> {
+    let url = match args.ray.as_deref() {
+        Some("") => match &cfg.ray.dashboard {
+            Some(u) => u.as_str(),
+            None => anyhow::bail!("--ray: no URL given, and the config has no [ray] dashboard"),
+        },
+        Some(u) => u,
+        None => match &cfg.ray.dashboard {
+            Some(u) => u.as_str(),
+            None => return Ok(None),
+        },
+    };
+    let gcs = args.ray_gcs.as_deref().or(cfg.ray.gcs.as_deref());
+    Ok(Some(crate::ingest::ray::Ray::new(url, gcs, cfg.ray.timeout)?))
+}
+
 /// Resolves SOURCE, starting the demo's agents for `--demo`.
 pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved> {
     let bench_token = match &cfg.bench_token_file {

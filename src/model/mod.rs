@@ -9,6 +9,7 @@ pub mod action;
 pub mod bench;
 pub mod flag;
 pub mod rates;
+pub mod ray;
 pub mod remediation;
 pub mod request;
 pub mod returning;

@@ -28,6 +28,10 @@ pub enum Update {
     /// The remediation policy's state as `fleetop watch` keeps it (read
     /// from the state directory when it changes), for the header.
     Remediation(Box<crate::model::remediation::State>),
+    /// The Ray cluster's nodes and the work holding GPUs, read just now (`--ray`).
+    Ray(Arc<crate::model::ray::RaySnapshot>),
+    /// Ray could not be read.
+    RayError(String),
 }
 
 /// What a node's connection brought.

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod bench;
 pub mod notify;
+pub mod ray;
 pub mod remediate;
 pub mod return_to_service;
 pub mod signal;

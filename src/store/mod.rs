@@ -6,6 +6,7 @@
 pub mod history;
 pub mod node;
 pub mod rates;
+pub mod ray;
 pub mod skew;
 
 use std::collections::BTreeMap;
@@ -45,6 +46,8 @@ pub struct Store {
     unsaved: Option<Vec<timeline::Event>>,
     /// The remediation policy's state, where one runs on this fleet.
     pub remediation: Option<crate::model::remediation::State>,
+    /// The Ray cluster, where one is read (`--ray`).
+    pub ray: Option<ray::RayState>,
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -63,6 +66,7 @@ impl Store {
             skew_dirty: false,
             unsaved: None,
             remediation: None,
+            ray: None,
         }
     }
 
@@ -113,6 +117,14 @@ impl Store {
             }
             Update::Remediation(state) => {
                 self.remediation = Some(*state);
+                return;
+            }
+            Update::Ray(snap) => {
+                self.apply_ray(snap, now_ms);
+                return;
+            }
+            Update::RayError(e) => {
+                self.apply_ray_error(e, now_ms);
                 return;
             }
             Update::Bench { node, event } => {
@@ -276,6 +288,11 @@ impl Store {
     /// for a few intervals, warn) and `unreachable` (its agent cannot be
     /// reached, or never could be, for `unreachable_after`: crit, with why).
     pub fn tick(&mut self, now_ms: i64) {
+        // Node descriptions arrived: the host names their agents report
+        // are names other schedulers may know the nodes by.
+        if self.skew_dirty {
+            self.match_ray();
+        }
         let th = &self.thresholds;
         let after = th.unreachable_after.as_millis() as i64;
         for n in &mut self.nodes {

@@ -168,8 +168,8 @@ pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen
         refuse_read_only(app, plan, "drain");
         return;
     }
-    if !app.actions_enabled {
-        app.message = Some("no scheduler: start with --slurm to drain".into());
+    if !app.actions_enabled && app.store.ray.is_none() {
+        app.message = Some("no scheduler: start with --slurm (or --ray) to drain".into());
         return;
     }
     app.dialog = Some(Dialog::Reason {
@@ -178,6 +178,29 @@ pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen
         text,
         chosen,
     });
+}
+
+/// The plan of a confirmed reason: Slurm's where Slurm is read, else a
+/// drain in Ray where Ray is (each node's Ray id from the last read).
+fn plan_for(app: &App, action: NodeAction, nodes: Vec<String>, reason: String) -> Result<Plan, String> {
+    match &app.store.ray {
+        Some(ray) if !app.actions_enabled && action == NodeAction::Drain => {
+            let matched = nodes
+                .into_iter()
+                .map(|name| {
+                    let i = app.store.nodes.iter().position(|n| n.target.name == name);
+                    let r = i.and_then(|i| ray.node(i));
+                    (name, r)
+                })
+                .collect();
+            let how = crate::ops::ray::RayDrain {
+                deadline: None,
+                if_idle: false,
+            };
+            crate::ops::ray::drain_plan(&ray.gcs, matched, Some(reason), &how, app.now_ms)
+        }
+        _ => action::plan(action, nodes, Some(reason)),
+    }
 }
 
 /// `D` on the alerts screen: drain the selected alert's node, the catalog's
@@ -470,7 +493,7 @@ pub(crate) fn dialog_key(app: &mut App, k: KeyEvent) {
                 cancelled(app, action.verb());
                 None
             }
-            KeyCode::Enter => match action::plan(action, nodes.clone(), Some(text.clone())) {
+            KeyCode::Enter => match plan_for(app, action, nodes.clone(), text.clone()) {
                 Ok(plan) => Some(Dialog::Confirm {
                     plan,
                     chosen,

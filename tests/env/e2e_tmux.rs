@@ -13,7 +13,7 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// The release build when CI names the one it just built
 /// (`FLEETOP_E2E_BIN`, set by `.ci/run`), else the `fleetop` cargo built for
 /// this test run: never a stale build.
-fn bin() -> PathBuf {
+pub(crate) fn bin() -> PathBuf {
     std::env::var_os("FLEETOP_E2E_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_fleetop")))
@@ -28,12 +28,12 @@ pub fn tmux_installed() -> bool {
 }
 
 /// A tmux server of our own, so a user's sessions are never touched.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn start(bin: &std::path::Path, args: &str, size: (u16, u16)) -> Tmux {
+    pub(crate) fn start(bin: &std::path::Path, args: &str, size: (u16, u16)) -> Tmux {
         let t = Tmux {
             socket: format!(
                 "fleetop-e2e-{}-{}",
@@ -74,7 +74,7 @@ impl Tmux {
         c
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         let out = self
             .cmd(&["capture-pane", "-p", "-t", "e2e"])
             .output()
@@ -90,7 +90,7 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         for k in keys {
             self.cmd(&["send-keys", "-t", "e2e", k]).status().expect("send-keys");
             // Apart, so Esc followed by a key is not read as Alt+key.
@@ -98,7 +98,7 @@ impl Tmux {
         }
     }
 
-    fn wait_for(&self, what: &str, within: Duration) -> String {
+    pub(crate) fn wait_for(&self, what: &str, within: Duration) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();

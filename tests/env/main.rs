@@ -11,6 +11,8 @@ mod prometheus;
 mod prometheus_agents;
 mod prometheus_dashboard;
 mod prometheus_harness;
+mod ray;
+mod ray_harness;
 mod slurm;
 mod slurm_harness;
 mod slurm_loop;
@@ -58,6 +60,10 @@ fn main() {
         "needs prometheus (/usr/bin/prometheus)",
     );
     let am = need(alertmanager::installed(), "needs prometheus-alertmanager");
+    let ray = need(
+        ray_harness::installed() && e2e_tmux::tmux_installed(),
+        "needs Ray in $FLEETOP_RAY_VENV (.ci/run makes it) and tmux",
+    );
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -110,6 +116,10 @@ fn main() {
         t!(
             slurm_loop::the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wide_event,
             slurm
+        ),
+        t!(
+            ray::ray_nodes_and_their_gpu_work_show_and_a_drain_goes_through_rays_gcs,
+            ray
         ),
         t!(prometheus::prometheus_export_matches_the_exporters, prometheus),
         t!(prometheus::a_bad_match_is_prometheus_error_in_one_line, prometheus),

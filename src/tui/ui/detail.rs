@@ -54,7 +54,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         host_line = format!("rack {r} · {host_line}");
     }
     let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
-    let sched_h = u16::from(n.scheduler.is_some());
+    let ray = app.store.ray.as_ref();
+    let sched_h = u16::from(n.scheduler.is_some()) + u16::from(ray.is_some());
     // The diagnosis: the node's most urgent action, then every flag (kind,
     // subject, action, detail) as far as room allows, so a node crit for a
     // node-level reason never looks healthy and no flag name is cut.
@@ -86,6 +87,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             line.spans.insert(0, Span::styled(format!("{p} │ "), t.crit));
         }
         line_at(line, sched, 0, buf);
+    }
+    if let Some(r) = ray {
+        line_at(
+            ray_line(t, r, app.detail_node, app.now_ms),
+            sched,
+            u16::from(n.scheduler.is_some()),
+            buf,
+        );
     }
     render_gpu_table(app, n, table, buf);
     if lower.height < 3 {
@@ -209,6 +218,50 @@ fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView, now_ms: i64) -> 
     }
     if v.jobs.is_empty() {
         spans.push(Span::styled(" · no jobs", t.muted));
+    }
+    Line::from(spans)
+}
+
+/// "ray running · 2/2 GPUs in use · Trainer trainer0 (job 01000000, pid
+/// 17290) · ..."; draining first and in warning colours; where Ray has no
+/// such node, or cannot be read, it says so.
+fn ray_line<'a>(t: &Theme, ray: &crate::store::ray::RayState, node: usize, now_ms: i64) -> Line<'a> {
+    use crate::model::ray::RayNodeStatus;
+    let mut spans = vec![Span::styled("ray ", t.muted)];
+    if let Some(e) = &ray.health.error {
+        let age = ray.health.error_ms.map(|ms| human_age(now_ms - ms)).unwrap_or_default();
+        spans.push(Span::styled(format!("not read ({age} ago): {e}"), t.crit));
+        return Line::from(spans);
+    }
+    if ray.health.read_ms.is_none() {
+        spans.push(Span::styled("not read yet", t.muted));
+        return Line::from(spans);
+    }
+    let Some(r) = ray.node(node) else {
+        spans.push(Span::styled("no Ray node here (by name or address)", t.muted));
+        return Line::from(spans);
+    };
+    let style = match r.status {
+        RayNodeStatus::Dead => t.crit,
+        RayNodeStatus::Draining => t.warn,
+        _ => t.ok,
+    };
+    spans.push(Span::styled(r.status.word().to_string(), style));
+    if r.head {
+        spans.push(Span::styled(" (head)", t.muted));
+    }
+    if let (Some(used), Some(total)) = (r.gpus_used, r.gpus_total) {
+        spans.push(Span::raw(format!(" · {used}/{total} GPUs in use")));
+    }
+    let mut any = false;
+    for w in ray.work(node) {
+        any = true;
+        let pid = w.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
+        spans.push(Span::styled(" · ", t.muted));
+        spans.push(Span::raw(format!("{} (job {}{pid})", w.what, w.job)));
+    }
+    if !any {
+        spans.push(Span::styled(" · no GPU work", t.muted));
     }
     Line::from(spans)
 }
@@ -500,7 +553,7 @@ fn render_pane_in(app: &App, n: &NodeState, pane: Pane, b: ratatui::widgets::Blo
         Pane::History => render_history(app, n, inner, buf),
         Pane::Nvlink => render_nvlink(app, n, inner, buf),
         Pane::Infiniband => render_ib(t, n, inner, buf),
-        Pane::Processes => render_processes(t, n, inner, buf),
+        Pane::Processes => render_processes(app, n, inner, buf),
         Pane::Timeline => super::timeline::render(app, n, inner, buf),
     }
 }
@@ -681,8 +734,15 @@ fn render_ib(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
     Table::new(rows, widths).header(header).render(area, buf);
 }
 
-fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
+fn render_processes(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
+    let (t, ray, node) = (&app.theme, app.store.ray.as_ref(), app.detail_node);
     let Some(s) = &n.last else { return };
+    // The job column: Slurm's job, else the Ray job whose worker has the pid.
+    let job = |p: &crate::model::sample::GpuProcess| match (p.job_id, ray.and_then(|r| r.work_of_pid(node, p.pid))) {
+        (Some(id), _) => id.to_string(),
+        (None, Some(w)) => format!("ray:{}", w.job),
+        (None, None) => "-".into(),
+    };
     let rows: Vec<Row<'_>> = s
         .gpus
         .iter()
@@ -694,7 +754,7 @@ fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 Cell::from(gpu.to_string()),
                 Cell::from(p.pid.to_string()),
                 Cell::from(format!("{:.1} GiB", p.used_mem_bytes as f64 / GIB)),
-                Cell::from(opt(p.job_id)),
+                Cell::from(job(p)),
                 Cell::from(p.owner.clone().unwrap_or_else(|| "-".into())),
                 Cell::from(Span::styled(p.command.clone().unwrap_or_else(|| "-".into()), t.muted)),
             ])
@@ -708,7 +768,7 @@ fn render_processes(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
         Constraint::Length(4),
         Constraint::Length(8),
         Constraint::Length(10),
-        Constraint::Length(10),
+        Constraint::Length(12),
         Constraint::Length(10),
         Constraint::Min(10),
     ];

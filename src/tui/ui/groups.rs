@@ -21,6 +21,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             let gpus: usize = rows.iter().map(|r| r.gpus).sum();
             format!("jobs · {} holding {}", rows.len(), view::count(gpus, "GPU"))
         }
+        GroupBy::RayJob => {
+            let gpus: usize = rows.iter().map(|r| r.gpus).sum();
+            format!("ray jobs · {} holding {}", rows.len(), view::count(gpus, "GPU"))
+        }
         GroupBy::Partition => format!("partitions · {}", rows.len()),
         GroupBy::Rack => format!("racks · {}", rows.len()),
     };
@@ -30,6 +34,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     if rows.is_empty() {
         let msg = match by {
             GroupBy::Job => "no GPU process belongs to a Slurm job on the shown nodes",
+            GroupBy::RayJob if app.store.ray.is_none() => "Ray is not read: start with --ray URL",
+            GroupBy::RayJob => "no GPU process belongs to a Ray actor or task on the shown nodes",
             _ => "no node is shown",
         };
         line_at(Line::from(Span::styled(msg, t.muted)), inner, 0, buf);
@@ -60,7 +66,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             None => Span::styled("-", t.muted),
         };
         let mut cells = vec![Cell::from(cut(&tx.key, lay.key))];
-        if by == GroupBy::Job {
+        if by.is_job() {
             if lay.user > 0 {
                 cells.push(Cell::from(cut(&tx.user, lay.user)));
             }
@@ -85,8 +91,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         }
     });
     let mut widths = vec![Constraint::Length(lay.key as u16)];
-    let mut header = vec![if by == GroupBy::Job { "job" } else { by.name() }];
-    if by == GroupBy::Job {
+    let mut header = vec![if by.is_job() { "job" } else { by.name() }];
+    if by.is_job() {
         for (w, h) in [(lay.user, "user"), (lay.name, "name")] {
             if w > 0 {
                 widths.push(Constraint::Length(w as u16));
@@ -107,7 +113,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         header.push(h);
     }
     widths.push(Constraint::Min(0));
-    header.push(if by == GroupBy::Job { "nodes" } else { "hosts" });
+    header.push(if by.is_job() { "nodes" } else { "hosts" });
     Table::new(lines, widths)
         .header(Row::new(header).style(t.title))
         .column_spacing(1)
@@ -141,12 +147,12 @@ impl RowText {
             .collect();
         RowText {
             key: r.key.clone(),
-            user: if by == GroupBy::Job {
+            user: if by.is_job() {
                 r.user.clone().unwrap_or_else(dash)
             } else {
                 String::new()
             },
-            name: if by == GroupBy::Job {
+            name: if by.is_job() {
                 r.name.clone().unwrap_or_else(dash)
             } else {
                 String::new()
@@ -197,9 +203,9 @@ impl Layout {
                 .unwrap_or(0)
                 .min(max)
         };
-        let job = by == GroupBy::Job;
+        let job = by.is_job();
         let full = Layout {
-            key: w(if job { "job" } else { by.name() }, &|r| &r.key, KEY_MAX),
+            key: w(by.name(), &|r| &r.key, KEY_MAX),
             user: if job { w("user", &|r| &r.user, USER_MAX) } else { 0 },
             name: if job { w("name", &|r| &r.name, NAME_MAX) } else { 0 },
             nodes: if job { 0 } else { w("nodes", &|r| &r.nodes, usize::MAX) },

@@ -12,6 +12,9 @@ pub enum GroupBy {
     /// The Slurm job of each GPU's processes: a job's GPUs only.
     #[default]
     Job,
+    /// The Ray job of each GPU's processes (`--ray`: by the pids Ray gives
+    /// for its actors and tasks): a job's GPUs only.
+    RayJob,
     /// The node's Slurm partitions: a node in two is counted in both.
     Partition,
     /// The node's rack from the config's `[racks]`.
@@ -19,9 +22,16 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
+    /// Groups of GPUs by who runs on them (a job's columns: user, name),
+    /// not of nodes.
+    pub fn is_job(self) -> bool {
+        matches!(self, GroupBy::Job | GroupBy::RayJob)
+    }
+
     pub fn next(self) -> GroupBy {
         match self {
-            GroupBy::Job => GroupBy::Partition,
+            GroupBy::Job => GroupBy::RayJob,
+            GroupBy::RayJob => GroupBy::Partition,
             GroupBy::Partition => GroupBy::Rack,
             GroupBy::Rack => GroupBy::Job,
         }
@@ -30,6 +40,7 @@ impl GroupBy {
     pub fn name(self) -> &'static str {
         match self {
             GroupBy::Job => "job",
+            GroupBy::RayJob => "ray job",
             GroupBy::Partition => "partition",
             GroupBy::Rack => "rack",
         }
@@ -157,6 +168,32 @@ pub fn groups(store: &Store, shown: &[usize], by: GroupBy) -> Vec<GroupRow> {
                             let mut row = GroupRow::new(id.to_string());
                             row.user = job.map(|j| j.user.clone());
                             row.name = job.map(|j| j.name.clone());
+                            Acc::new(row)
+                        });
+                        if a.row.nodes.last() != Some(&i) {
+                            a.row.nodes.push(i);
+                            a.row.count_flags(n, |f| f.subject == Subject::Node);
+                        }
+                        a.row.count_flags(n, |f| f.subject == Subject::Gpu(g.index));
+                        a.gpu(g, idle_below);
+                    }
+                }
+            }
+            GroupBy::RayJob => {
+                let Some(ray) = &store.ray else { continue };
+                for g in gpus {
+                    let mut ids: Vec<&str> = g
+                        .processes
+                        .iter()
+                        .filter_map(|p| ray.work_of_pid(i, p.pid))
+                        .map(|w| w.job.as_str())
+                        .collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    for id in ids {
+                        let a = groups.entry((0, id.to_string())).or_insert_with(|| {
+                            let mut row = GroupRow::new(id.to_string());
+                            row.name = ray.snap.job(id).and_then(|j| j.short_entrypoint());
                             Acc::new(row)
                         });
                         if a.row.nodes.last() != Some(&i) {

@@ -1,0 +1,95 @@
+//! The Ray cluster beside the fleet (`--ray`): the last snapshot, which of
+//! fleetop's nodes each Ray node is, and how reading Ray goes.
+
+use std::sync::Arc;
+
+use crate::model::ray::{RayNode, RaySnapshot, RayWork};
+use crate::model::sched::SchedHealth;
+use crate::store::{NodeState, Store};
+
+#[derive(Debug, Clone, Default)]
+pub struct RayState {
+    pub snap: Arc<RaySnapshot>,
+    /// Per fleetop node (store index): its Ray node's index in `snap.nodes`.
+    of_node: Vec<Option<usize>>,
+    pub health: SchedHealth,
+    /// The GCS's address, where drains go (for the plans shown).
+    pub gcs: String,
+}
+
+impl RayState {
+    pub fn new(gcs: String) -> RayState {
+        RayState {
+            gcs,
+            ..RayState::default()
+        }
+    }
+
+    /// Node `i`'s Ray node, where Ray has it.
+    pub fn node(&self, i: usize) -> Option<&RayNode> {
+        self.of_node
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|r| self.snap.nodes.get(r))
+    }
+
+    /// The Ray work holding GPUs on node `i`.
+    pub fn work(&self, i: usize) -> impl Iterator<Item = &RayWork> {
+        self.node(i).into_iter().flat_map(|r| self.snap.work_on(&r.id))
+    }
+
+    /// The Ray work of process `pid` on node `i`.
+    pub fn work_of_pid(&self, i: usize, pid: u32) -> Option<&RayWork> {
+        self.work(i).find(|w| w.pid == Some(pid))
+    }
+}
+
+/// The names a node goes by, for matching it to another scheduler's node:
+/// its name, its agent's host, the host name its agent reports.
+pub fn names(n: &NodeState) -> Vec<&str> {
+    let mut v = vec![n.target.name.as_str(), n.target.host.as_str()];
+    if let Some(i) = &n.info {
+        v.push(i.hostname.as_str());
+    }
+    v
+}
+
+impl Store {
+    pub(super) fn apply_ray(&mut self, snap: Arc<RaySnapshot>, now_ms: i64) {
+        let ray = self.ray.get_or_insert_with(RayState::default);
+        ray.snap = snap;
+        ray.health = SchedHealth {
+            read_ms: Some(now_ms),
+            error: None,
+            error_ms: None,
+        };
+        self.match_ray();
+    }
+
+    /// Which Ray node each node is, again: after a Ray read, and after node
+    /// descriptions arrive (the host names agents report are names too).
+    pub(super) fn match_ray(&mut self) {
+        let Some(ray) = self.ray.as_mut() else { return };
+        let snap = ray.snap.clone();
+        ray.of_node = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let r = snap.node_for(&names(n))?;
+                snap.nodes.iter().position(|x| std::ptr::eq(x, r))
+            })
+            .collect();
+        for (n, r) in self.nodes.iter_mut().zip(&ray.of_node) {
+            n.detector.ray = r
+                .map(|r| snap.work_on(&snap.nodes[r].id).cloned().collect())
+                .unwrap_or_default();
+        }
+    }
+
+    pub(super) fn apply_ray_error(&mut self, e: String, now_ms: i64) {
+        let ray = self.ray.get_or_insert_with(RayState::default);
+        ray.health.error = Some(e);
+        ray.health.error_ms = Some(now_ms);
+    }
+}
