@@ -113,7 +113,10 @@ impl Holders {
             .map(String::as_str)
             .filter(|id| {
                 let parent = old_mig_parent(id);
-                !info.gpus.iter().any(|g| g.uuid == *id || Some(g.uuid.as_str()) == parent)
+                !info
+                    .gpus
+                    .iter()
+                    .any(|g| g.uuid == *id || Some(g.uuid.as_str()) == parent)
                     && !s.gpus.iter().any(|g| g.mig.iter().any(|m| m.uuid == *id))
             })
             .collect()
@@ -200,7 +203,12 @@ pub async fn list(socket: &Path, deadline: Duration) -> Result<pb::ListPodResour
                 }
             }))
             .await
-            .map_err(|e| ListError::Connect(socket.to_path_buf(), fleetop_proto::input::printable(&error_chain(&e), 300)))?;
+            .map_err(|e| {
+                ListError::Connect(
+                    socket.to_path_buf(),
+                    fleetop_proto::input::printable(&error_chain(&e), 300),
+                )
+            })?;
         let mut client = pb::pod_resources_lister_client::PodResourcesListerClient::new(channel)
             .max_decoding_message_size(MAX_ANSWER_BYTES);
         let mut req = tonic::Request::new(pb::ListPodResourcesRequest {});
@@ -419,7 +427,11 @@ mod tests {
         };
         attach(&h, &info, &mut s);
         let names = |i: usize| -> Vec<(String, String)> {
-            s.gpus[i].pods.iter().map(|p| (p.pod.clone(), p.mig_uuid.clone())).collect()
+            s.gpus[i]
+                .pods
+                .iter()
+                .map(|p| (p.pod.clone(), p.mig_uuid.clone()))
+                .collect()
         };
         assert_eq!(names(0), [("whole".into(), String::new())]);
         assert_eq!(names(1), [("mig".into(), "MIG-1a".into())]);

@@ -279,7 +279,11 @@ pub const MAX_RING_SAMPLES: usize = 1_000_000;
 /// Starts sampling with `collector` and serving on `listener`. Refuses a
 /// bench token on a plaintext listener unless `opts.insecure`: the token
 /// would cross the network in clear.
-pub async fn serve(mut collector: Collector, opts: AgentOptions, listener: TcpListener) -> std::io::Result<AgentHandle> {
+pub async fn serve(
+    mut collector: Collector,
+    opts: AgentOptions,
+    listener: TcpListener,
+) -> std::io::Result<AgentHandle> {
     if opts.bench.is_some() && opts.tls.is_none() && !opts.insecure {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

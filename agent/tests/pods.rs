@@ -94,7 +94,9 @@ impl FakeKubelet {
         let m = mode.clone();
         rt.spawn(async move {
             loop {
-                let Ok((mut conn, _)) = listener.accept().await else { return };
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
                 let garbage = matches!(*m.lock().expect("lock"), Mode::Garbage);
                 if garbage {
                     use tokio::io::AsyncWriteExt;
@@ -146,10 +148,28 @@ fn node_answer() -> ListPodResourcesResponse {
         pod_resources: vec![
             pod("ml", "train-0", "trainer", "nvidia.com/gpu", &[gpu(0), gpu(1)]),
             pod("ml", "infer", "server", "nvidia.com/mig-3g.40gb", &[mig(3, 0)]),
-            pod("a", "notebook-1", "jupyter", "nvidia.com/gpu", &[format!("{}::0", gpu(5))]),
-            pod("b", "notebook-2", "jupyter", "nvidia.com/gpu", &[format!("{}::3", gpu(5))]),
+            pod(
+                "a",
+                "notebook-1",
+                "jupyter",
+                "nvidia.com/gpu",
+                &[format!("{}::0", gpu(5))],
+            ),
+            pod(
+                "b",
+                "notebook-2",
+                "jupyter",
+                "nvidia.com/gpu",
+                &[format!("{}::3", gpu(5))],
+            ),
             pod("kube-system", "coredns", "coredns", "example.com/nic", &["eth0".into()]),
-            pod("ml", "ghost", "x", "nvidia.com/gpu", &["GPU-ffffffff-0000-4000-8000-000000000000".into()]),
+            pod(
+                "ml",
+                "ghost",
+                "x",
+                "nvidia.com/gpu",
+                &["GPU-ffffffff-0000-4000-8000-000000000000".into()],
+            ),
         ],
     }
 }
@@ -207,7 +227,10 @@ fn agent(dir: &Path, socket: &Path) -> Agent {
         .arg(socket)
         .args(["--listen", &format!("127.0.0.1:{grpc}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
-        .env("FAKE_NVML_PROFILE", root.join("tests/fake-nvml/profiles/h100-sxm5-mig.toml"))
+        .env(
+            "FAKE_NVML_PROFILE",
+            root.join("tests/fake-nvml/profiles/h100-sxm5-mig.toml"),
+        )
         .env("FLEETOP_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
@@ -234,7 +257,10 @@ fn pods_on(s: &Scrape, name: &str, gpu: u32, more: &[(&str, &str)]) -> Vec<Strin
         .named(name)
         .into_iter()
         .filter(|x| x.labels.get("gpu") == Some(&gpu))
-        .filter(|x| more.iter().all(|(k, v)| x.labels.get(*k).map(String::as_str) == Some(*v)))
+        .filter(|x| {
+            more.iter()
+                .all(|(k, v)| x.labels.get(*k).map(String::as_str) == Some(*v))
+        })
         .map(|x| {
             let l = |k: &str| x.labels.get(k).cloned().unwrap_or_default();
             format!("{}/{}/{}", l("namespace"), l("pod"), l("container"))
@@ -274,7 +300,10 @@ fn without_a_kubelet_socket_the_agent_runs_quietly_without_pods() {
     let s = keeps_sampling(&a, &s, 10.0);
     assert!(no_pod_labels(&s));
     let log = a.log();
-    assert!(!log.contains("kubelet") && !log.contains("WARN") && !log.contains("ERROR"), "{log}");
+    assert!(
+        !log.contains("kubelet") && !log.contains("WARN") && !log.contains("ERROR"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -372,15 +401,20 @@ fn metrics_and_the_stream_name_the_pods_and_follow_their_changes() {
         .enable_all()
         .build()
         .expect("rt");
-    let stream_pods = |want: &dyn Fn(&fleetop_agent::proto::Sample) -> bool| {
-        rt.block_on(stream_until(a.grpc, want))
-    };
+    let stream_pods = |want: &dyn Fn(&fleetop_agent::proto::Sample) -> bool| rt.block_on(stream_until(a.grpc, want));
     let got = stream_pods(&|s| s.gpus.iter().any(|g| !g.pods.is_empty()));
     let on = |i: usize| -> Vec<(String, String, String, String)> {
         got.gpus[i]
             .pods
             .iter()
-            .map(|p| (p.namespace.clone(), p.pod.clone(), p.container.clone(), p.mig_uuid.clone()))
+            .map(|p| {
+                (
+                    p.namespace.clone(),
+                    p.pod.clone(),
+                    p.container.clone(),
+                    p.mig_uuid.clone(),
+                )
+            })
             .collect()
     };
     let p = |ns: &str, pod: &str, c: &str, m: &str| (ns.into(), pod.into(), c.into(), m.to_string());
@@ -394,7 +428,8 @@ fn metrics_and_the_stream_name_the_pods_and_follow_their_changes() {
 
     // Pods change: train-0 ends, a new pod takes GPU 1; a notebook goes.
     let mut next = node_answer();
-    next.pod_resources.retain(|p| p.name != "train-0" && p.name != "notebook-2");
+    next.pod_resources
+        .retain(|p| p.name != "train-0" && p.name != "notebook-2");
     next.pod_resources
         .push(pod("ml", "train-1", "trainer", "nvidia.com/gpu", &[gpu(1)]));
     k.set(Mode::Answer(next));
@@ -412,10 +447,7 @@ fn metrics_and_the_stream_name_the_pods_and_follow_their_changes() {
 
 /// Subscribes to the agent and reads live samples (deltas decoded) until
 /// `want` holds for one; 20 s at most.
-async fn stream_until(
-    port: u16,
-    want: &dyn Fn(&fleetop_agent::proto::Sample) -> bool,
-) -> fleetop_agent::proto::Sample {
+async fn stream_until(port: u16, want: &dyn Fn(&fleetop_agent::proto::Sample) -> bool) -> fleetop_agent::proto::Sample {
     use fleetop_agent::proto::agent_message::Kind;
     use fleetop_agent::proto::{SubscribeRequest, agent_client::AgentClient};
     let run = async {

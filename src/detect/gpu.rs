@@ -242,17 +242,23 @@ fn underused(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
 }
 
 /// Who holds a GPU, as an SRE asks: the job, its user, and how many GPUs it
-/// has here; the processes where no job is known.
+/// has here; the Kubernetes pod(s) given it; the processes where neither
+/// is known.
 fn holder(g: &GpuReading, cx: &Context) -> String {
     let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
     ids.dedup();
-    let named: Vec<String> = ids
+    let mut named: Vec<String> = ids
         .iter()
         .map(|id| match cx.jobs.iter().find(|j| j.id == *id) {
             Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
             None => format!("job {id}"),
         })
         .collect();
+    let pods = g.pod_names();
+    if !pods.is_empty() {
+        let word = if pods.len() == 1 { "pod" } else { "pods" };
+        named.push(format!("{word} {}", pods.join(", ")));
+    }
     if named.is_empty() {
         format!("{} process(es)", g.processes.len())
     } else {
@@ -603,8 +609,10 @@ fn remap(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
 }
 
 fn idle(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
-    // Idle: held (a process on it) yet under the threshold for the whole window.
-    let held = !g.processes.is_empty();
+    // Idle: held (a process on it, or a Kubernetes pod given it: a pod
+    // that holds a GPU it does not use keeps it from everyone else) yet
+    // under the threshold for the whole window.
+    let held = !g.processes.is_empty() || !g.pods.is_empty();
     let util = g.util_pct;
     if held && util.is_some_and(|u| u < cx.th.idle_util_pct) {
         st.low_util_since.get_or_insert(cx.t);

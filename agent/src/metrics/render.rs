@@ -85,7 +85,11 @@ fn with_pods(labels: &str, g: &GpuSample, mig_uuid: &str) -> Vec<String> {
         .map(|p| {
             let mut l = String::with_capacity(labels.len() + 64);
             l.push_str(labels);
-            for (k, v) in [("pod", &p.pod), ("namespace", &p.namespace), ("container", &p.container)] {
+            for (k, v) in [
+                ("pod", &p.pod),
+                ("namespace", &p.namespace),
+                ("container", &p.container),
+            ] {
                 l.push(',');
                 push_label(&mut l, k, v);
             }

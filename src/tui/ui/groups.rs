@@ -21,6 +21,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             let gpus: usize = rows.iter().map(|r| r.gpus).sum();
             format!("jobs · {} holding {}", rows.len(), view::count(gpus, "GPU"))
         }
+        GroupBy::Pod => format!("pods · {}", rows.len()),
         GroupBy::Partition => format!("partitions · {}", rows.len()),
         GroupBy::Rack => format!("racks · {}", rows.len()),
     };

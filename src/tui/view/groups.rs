@@ -12,6 +12,9 @@ pub enum GroupBy {
     /// The Slurm job of each GPU's processes: a job's GPUs only.
     #[default]
     Job,
+    /// The Kubernetes pod ("namespace/pod") given each GPU: a pod's GPUs
+    /// only, and the GPUs no pod holds in `(none)`.
+    Pod,
     /// The node's Slurm partitions: a node in two is counted in both.
     Partition,
     /// The node's rack from the config's `[racks]`.
@@ -23,13 +26,16 @@ impl GroupBy {
         match self {
             GroupBy::Job => GroupBy::Partition,
             GroupBy::Partition => GroupBy::Rack,
-            GroupBy::Rack => GroupBy::Job,
+            // Last in the cycle: added after the others (their keys stay).
+            GroupBy::Rack => GroupBy::Pod,
+            GroupBy::Pod => GroupBy::Job,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             GroupBy::Job => "job",
+            GroupBy::Pod => "pod",
             GroupBy::Partition => "partition",
             GroupBy::Rack => "rack",
         }
@@ -159,6 +165,27 @@ pub fn groups(store: &Store, shown: &[usize], by: GroupBy) -> Vec<GroupRow> {
                             row.name = job.map(|j| j.name.clone());
                             Acc::new(row)
                         });
+                        if a.row.nodes.last() != Some(&i) {
+                            a.row.nodes.push(i);
+                            a.row.count_flags(n, |f| f.subject == Subject::Node);
+                        }
+                        a.row.count_flags(n, |f| f.subject == Subject::Gpu(g.index));
+                        a.gpu(g, idle_below);
+                    }
+                }
+            }
+            GroupBy::Pod => {
+                for g in gpus {
+                    let keys = g.pod_names();
+                    let keys = if keys.is_empty() {
+                        vec![NO_GROUP.to_string()]
+                    } else {
+                        keys
+                    };
+                    for key in keys {
+                        let a = groups
+                            .entry((0, key.clone()))
+                            .or_insert_with(|| Acc::new(GroupRow::new(key)));
                         if a.row.nodes.last() != Some(&i) {
                             a.row.nodes.push(i);
                             a.row.count_flags(n, |f| f.subject == Subject::Node);
