@@ -380,7 +380,6 @@ mod tests {
                 }],
                 ..Default::default()
             }],
-            ..Default::default()
         }
     }
 

@@ -135,7 +135,6 @@ fn pod(ns: &str, name: &str, container: &str, resource: &str, ids: &[String]) ->
             }],
             ..Default::default()
         }],
-        ..Default::default()
     }
 }
 
