@@ -25,9 +25,9 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// versions, NVLink peers and IB states null where unknown. Later within 2,
 /// additive: GPM fields per `mig` instance (`sm_active_pct` etc.), and the
 /// `Summary` document (`export --view summary`) beside the full `Snapshot`;
-/// a node's `rack` and its scheduler's `partitions`; with `--ray`, each
-/// node's `ray` (its Ray node and the work holding GPUs there), a process's
-/// `ray_job`, and `ray_read_at`/`ray_error`.
+/// a node's `rack` and its scheduler's `partitions`; each GPU's `pods`;
+/// with `--ray`, each node's `ray` (its Ray node and the work holding GPUs
+/// there), a process's `ray_job`, and `ray_read_at`/`ray_error`.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -259,6 +259,23 @@ pub struct Gpu {
     pub mig: Vec<MigInstance>,
     pub nvlink: Vec<NvLink>,
     pub processes: Vec<Process>,
+    /// The Kubernetes containers holding this GPU or one of its MIG
+    /// instances (the kubelet's PodResources API, through the agent's
+    /// `--kubelet-socket`); empty off Kubernetes.
+    #[serde(default)]
+    pub pods: Vec<Pod>,
+}
+
+/// A Kubernetes container that holds a GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Pod {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// The MIG instance it holds (its UUID); `null`: the whole GPU, or a
+    /// replica of a shared GPU (several pods then hold it).
+    pub mig_uuid: Option<String>,
 }
 
 /// One MIG instance of a GPU.
@@ -707,6 +724,19 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
                         owner: p.owner.clone(),
                         command: p.command.clone(),
                         ray_job: ray.and_then(|r| r.work_of_pid(node, p.pid)).map(|w| w.job.clone()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        pods: s
+            .map(|s| {
+                s.pods
+                    .iter()
+                    .map(|p| Pod {
+                        namespace: p.namespace.clone(),
+                        pod: p.pod.clone(),
+                        container: p.container.clone(),
+                        mig_uuid: p.mig_uuid.clone(),
                     })
                     .collect()
             })

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod net;
 pub mod nvml;
 pub mod pci;
+pub mod pods;
 pub mod procinfo;
 pub mod ring;
 pub mod sampler;

@@ -74,6 +74,15 @@ struct Cli {
     /// consoles always answer (3s to 1h).
     #[arg(long, default_value = "60s", value_parser = idle_timeout)]
     idle_timeout: Duration,
+    /// The kubelet's PodResources socket, asked every 10 s which pods hold
+    /// which GPUs (sent to consoles, and /metrics' pod, namespace and
+    /// container labels); "none" never asks. Without the socket (not a
+    /// Kubernetes node) the agent runs on without pods.
+    #[arg(long, value_name = "PATH", default_value = fleetop_agent::pods::DEFAULT_SOCKET, value_parser = path_or_none)]
+    kubelet_socket: PathOrNone,
+    /// How often the kubelet is asked (tests).
+    #[arg(long, default_value = "10s", value_parser = kubelet_poll, hide = true)]
+    kubelet_poll: Duration,
     /// Simulation only: run the agent's clock this far ahead ("90s") or
     /// behind ("-90s") of this machine's, to test how consoles handle skew.
     #[arg(long, value_parser = parse_offset, allow_hyphen_values = true)]
@@ -343,6 +352,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             insecure: cli.insecure,
             limits: cli.limits(),
             max_ring_bytes: (cli.history_max_mib as usize) << 20,
+            pods: match &cli.kubelet_socket {
+                PathOrNone::None => None,
+                PathOrNone::Path(p) => Some(fleetop_agent::pods::PodsOptions {
+                    socket: p.clone(),
+                    every: cli.kubelet_poll,
+                }),
+            },
         };
         // Bound before serving, so a taken port fails the start, not later.
         let metrics = match cli.metrics_listen {
@@ -403,6 +419,10 @@ fn interval(s: &str) -> Result<Duration, String> {
 
 fn history(s: &str) -> Result<Duration, String> {
     bounded(s, Duration::from_secs(1), 24 * HOUR)
+}
+
+fn kubelet_poll(s: &str) -> Result<Duration, String> {
+    bounded(s, Duration::from_millis(100), HOUR)
 }
 
 fn handshake_timeout(s: &str) -> Result<Duration, String> {

@@ -55,6 +55,10 @@ pub struct Collector {
     /// The journal as it is now, for a server that describes the node to
     /// each new subscriber (the collector itself moves to the sampling task).
     journal_view: Option<JournalView>,
+    /// Which pods hold which GPU devices, as the kubelet last said.
+    pods: Option<crate::pods::HoldersView>,
+    /// Device ids the kubelet named that this node has not, as last logged.
+    unknown_devices: Vec<String>,
 }
 
 /// The fault journal as it is now (`NodeInfo.fault_journal`), shared.
@@ -141,6 +145,8 @@ impl Collector {
             recent: RecentXids::default(),
             journal: None,
             journal_view: None,
+            pods: None,
+            unknown_devices: Vec::new(),
         }
     }
 
@@ -157,6 +163,12 @@ impl Collector {
     /// server gives each new subscriber the journal as it is then.
     pub fn journal_view(&self) -> Option<JournalView> {
         self.journal_view.clone()
+    }
+
+    /// Puts in each sample the pods holding each GPU, as `view` says then
+    /// (the kubelet is asked elsewhere: see `pods::spawn`).
+    pub fn set_pods(&mut self, view: crate::pods::HoldersView) {
+        self.pods = Some(view);
     }
 
     /// The simulated node among the samplers, if any (see `Sampler::simulation`).
@@ -202,6 +214,7 @@ impl Collector {
             s.sample(now_ms, &mut out);
         }
         self.one_report_per_xid(now_ms, &mut out);
+        self.attach_pods(&mut out);
         // The first sample, then every n-th, carries the NVLink counters.
         if !(self.seq - 1).is_multiple_of(u64::from(self.info.nvlink_counters_every.max(1))) {
             for g in &mut out.gpus {
@@ -210,6 +223,24 @@ impl Collector {
             }
         }
         Some(out)
+    }
+
+    /// The pods holding each GPU; a device the kubelet names that this node
+    /// does not have is logged once per change, never per sample.
+    fn attach_pods(&mut self, out: &mut Sample) {
+        let Some(view) = &self.pods else { return };
+        let holders = view.read().unwrap_or_else(|e| e.into_inner()).clone();
+        crate::pods::attach(&holders, &self.info, out);
+        let unknown = holders.unknown_devices(&self.info, out);
+        if unknown != self.unknown_devices {
+            if !unknown.is_empty() {
+                tracing::warn!(
+                    "the kubelet gives pods GPU devices this node does not list: {}",
+                    unknown.join(", ")
+                );
+            }
+            self.unknown_devices = unknown.into_iter().map(String::from).collect();
+        }
     }
 
     /// Drops the second report of an XID both NVML and the kernel log saw

@@ -55,6 +55,9 @@ pub struct AgentOptions {
     /// The ring's bound in bytes of memory, beside its bound in samples: a
     /// short interval or a long history cannot talk it past this.
     pub max_ring_bytes: usize,
+    /// Ask the kubelet which pods hold the GPUs (`--kubelet-socket`);
+    /// `None`: never.
+    pub pods: Option<crate::pods::PodsOptions>,
 }
 
 /// Default bound of the ring in bytes of memory: ten minutes of a big node
@@ -94,6 +97,7 @@ impl Default for AgentOptions {
             insecure: false,
             limits: Limits::default(),
             max_ring_bytes: DEFAULT_MAX_RING_BYTES,
+            pods: None,
         }
     }
 }
@@ -275,7 +279,11 @@ pub const MAX_RING_SAMPLES: usize = 1_000_000;
 /// Starts sampling with `collector` and serving on `listener`. Refuses a
 /// bench token on a plaintext listener unless `opts.insecure`: the token
 /// would cross the network in clear.
-pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListener) -> std::io::Result<AgentHandle> {
+pub async fn serve(
+    mut collector: Collector,
+    opts: AgentOptions,
+    listener: TcpListener,
+) -> std::io::Result<AgentHandle> {
     if opts.bench.is_some() && opts.tls.is_none() && !opts.insecure {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -321,6 +329,13 @@ pub async fn serve(collector: Collector, opts: AgentOptions, listener: TcpListen
         ready,
     });
     let (stop, stop_rx) = watch::channel(false);
+    // The kubelet is asked on a task of its own: a slow or hung kubelet
+    // never delays a sample.
+    if let Some(p) = &opts.pods {
+        let view = crate::pods::HoldersView::default();
+        collector.set_pods(view.clone());
+        crate::pods::spawn(p.clone(), view, stop_rx.clone());
+    }
 
     // The history is invented while the agent already listens (a demo of a
     // thousand nodes is on screen at once, filling in), then sampling starts.

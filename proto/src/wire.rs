@@ -64,6 +64,7 @@ fn same_shape(prev: &Sample, cur: &Sample) -> bool {
                 && can_elide(&a.fabric_state, &b.fabric_state)
                 && can_elide(&a.fabric_status, &b.fabric_status)
                 && can_elide(&a.persistence, &b.persistence)
+                && can_elide(&a.pods, &b.pods)
                 && owners_can_elide(&a.processes, &b.processes)
         })
         && prev.ib_ports.iter().zip(&cur.ib_ports).all(|(a, b)| {
@@ -116,6 +117,7 @@ pub fn encode(prev: Option<&Sample>, cur: &Sample) -> Sample {
         elide(&mut c.fabric_state, &p.fabric_state);
         elide(&mut c.fabric_status, &p.fabric_status);
         elide(&mut c.persistence, &p.persistence);
+        elide(&mut c.pods, &p.pods);
         if !c.processes.is_empty() && c.processes == p.processes {
             c.processes.clear();
             c.processes_unchanged = true;
@@ -172,6 +174,7 @@ pub fn decode(prev: Option<&Sample>, mut got: Sample) -> Result<Sample, OutOfSeq
         restore(&mut c.fabric_state, &p.fabric_state);
         restore(&mut c.fabric_status, &p.fabric_status);
         restore(&mut c.persistence, &p.persistence);
+        restore(&mut c.pods, &p.pods);
         if std::mem::take(&mut c.processes_unchanged) {
             c.processes.clone_from(&p.processes);
         } else {
@@ -345,6 +348,57 @@ mod tests {
         b.seq = 2;
         b.gpus[0].fabric_status = 0;
         assert_eq!(decode(Some(&a), encode(Some(&a), &b)).expect("decodes"), b);
+    }
+
+    #[test]
+    fn a_steady_pod_set_costs_nothing_and_changes_travel() {
+        use crate::pb::{GpuSample, PodRef};
+        use prost::Message;
+        let pod = |name: &str| PodRef {
+            namespace: "ml".into(),
+            pod: name.into(),
+            container: "train".into(),
+            mig_uuid: String::new(),
+        };
+        let a = Sample {
+            seq: 1,
+            gpus: vec![GpuSample {
+                energy_mj: 1_000,
+                pods: vec![pod("a")],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.seq = 2;
+        b.gpus[0].energy_mj = 2_000;
+        let wire = encode(Some(&a), &b);
+        assert_eq!(wire.delta_from_seq, 1, "a delta");
+        assert!(wire.gpus[0].pods.is_empty(), "unchanged: elided");
+        // Byte for byte what the same delta costs for a GPU no pod holds.
+        let bare = |s: &Sample| {
+            let mut s = s.clone();
+            s.gpus[0].pods.clear();
+            s
+        };
+        assert_eq!(wire.encoded_len(), encode(Some(&bare(&a)), &bare(&b)).encoded_len());
+        assert_eq!(decode(Some(&a), wire).expect("decodes"), b);
+        // Another pod, a second one sharing the GPU: carried.
+        for pods in [vec![pod("b")], vec![pod("a"), pod("b")]] {
+            let mut c = b.clone();
+            c.seq = 3;
+            c.gpus[0].pods = pods;
+            let wire = encode(Some(&b), &c);
+            assert_eq!(wire.delta_from_seq, 2);
+            assert_eq!(decode(Some(&b), wire).expect("decodes"), c);
+        }
+        // The last pod goes: empty cannot be said in a delta, so whole.
+        let mut c = b.clone();
+        c.seq = 3;
+        c.gpus[0].pods.clear();
+        let wire = encode(Some(&b), &c);
+        assert_eq!(wire.delta_from_seq, 0);
+        assert_eq!(decode(Some(&b), wire).expect("whole"), c);
     }
 
     #[test]

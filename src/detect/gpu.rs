@@ -244,32 +244,38 @@ fn underused(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
 }
 
 /// Who holds a GPU, as an SRE asks: the job, its user, and how many GPUs it
-/// has here; the processes where no job is known.
+/// has here (or the Ray job of its processes); the Kubernetes pod(s)
+/// given it; the processes where none is known.
 fn holder(g: &GpuReading, cx: &Context) -> String {
     let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
     ids.dedup();
-    let named: Vec<String> = ids
+    let mut named: Vec<String> = ids
         .iter()
         .map(|id| match cx.jobs.iter().find(|j| j.id == *id) {
             Some(j) => format!("job {id} ({}, {} GPUs here)", j.user, j.gpus_per_node),
             None => format!("job {id}"),
         })
         .collect();
-    if !named.is_empty() {
-        return named.join(", ");
+    // Ray's work, by the pids Ray gives for it (where no Slurm job is).
+    if named.is_empty() {
+        let mut ray: Vec<String> = g
+            .processes
+            .iter()
+            .filter_map(|p| cx.ray.iter().find(|w| w.pid == Some(p.pid)))
+            .map(|w| format!("ray job {} ({})", w.job, w.what))
+            .collect();
+        ray.dedup();
+        named.extend(ray);
     }
-    // No Slurm job: Ray's work, by the pids Ray gives for it.
-    let mut ray: Vec<String> = g
-        .processes
-        .iter()
-        .filter_map(|p| cx.ray.iter().find(|w| w.pid == Some(p.pid)))
-        .map(|w| format!("ray job {} ({})", w.job, w.what))
-        .collect();
-    ray.dedup();
-    if ray.is_empty() {
+    let pods = g.pod_names();
+    if !pods.is_empty() {
+        let word = if pods.len() == 1 { "pod" } else { "pods" };
+        named.push(format!("{word} {}", pods.join(", ")));
+    }
+    if named.is_empty() {
         format!("{} process(es)", g.processes.len())
     } else {
-        ray.join(", ")
+        named.join(", ")
     }
 }
 
@@ -616,8 +622,10 @@ fn remap(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
 }
 
 fn idle(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
-    // Idle: held (a process on it) yet under the threshold for the whole window.
-    let held = !g.processes.is_empty();
+    // Idle: held (a process on it, or a Kubernetes pod given it: a pod
+    // that holds a GPU it does not use keeps it from everyone else) yet
+    // under the threshold for the whole window.
+    let held = !g.processes.is_empty() || !g.pods.is_empty();
     let util = g.util_pct;
     if held && util.is_some_and(|u| u < cx.th.idle_util_pct) {
         st.low_util_since.get_or_insert(cx.t);

@@ -541,6 +541,42 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_a_pod_holds_unused_is_idle_and_names_the_pod() {
+        use crate::model::sample::PodRef;
+        let th = Thresholds {
+            idle_window: Duration::from_secs(10),
+            ..Default::default()
+        };
+        let pod = |name: &str| PodRef {
+            namespace: "ml".into(),
+            pod: name.into(),
+            container: "c".into(),
+            mig_uuid: None,
+        };
+        // No process on it: the pod was given the GPU and runs nothing there.
+        for (pods, says) in [
+            (vec![pod("train-0")], "pod ml/train-0 holds it at 0%"),
+            (vec![pod("a"), pod("b")], "pods ml/a, ml/b holds it at 0%"),
+        ] {
+            let mut d = NodeDetector::default();
+            for t in 0..12 {
+                let s = NodeSample {
+                    time_ms: t * 1000,
+                    gpus: vec![gpu(|g| {
+                        g.util_pct = Some(0);
+                        g.pods = pods.clone();
+                    })],
+                    ..Default::default()
+                };
+                d.on_sample(&info(), &s, &Derived::default(), &[], &th);
+            }
+            let f = d.active().next().expect("idle");
+            assert_eq!(f.kind, FlagKind::Idle);
+            assert!(f.detail.starts_with(says), "{}", f.detail);
+        }
+    }
+
+    #[test]
     fn ib_errors_hold_for_a_while_then_clear() {
         use crate::model::rates::Delta;
         let th = Thresholds {

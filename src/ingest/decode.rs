@@ -8,7 +8,7 @@ use fleetop_proto::wire::{self, OutOfSequence};
 
 use crate::model::sample::{
     Fabric, FaultRecord, Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading,
-    MigReading, NodeDesc, NodeHealth, NodeSample, NvLinkDesc, PcieLink, Sxid, Xid,
+    MigReading, NodeDesc, NodeHealth, NodeSample, NvLinkDesc, PcieLink, PodRef, Sxid, Xid,
 };
 
 fn text(s: String) -> Option<String> {
@@ -156,6 +156,7 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
             index: g.index,
             error,
             xids,
+            pods: pods(&g.pods),
             ..Default::default()
         };
     }
@@ -242,7 +243,26 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
             2 => Some(true),
             _ => None,
         },
+        pods: pods(&g.pods),
     }
+}
+
+/// The containers holding a GPU, as the agent read them from the kubelet:
+/// names made printable (they reach the screen) and bounded (Kubernetes
+/// allows 253 characters for a pod's name, 63 for a namespace or container).
+fn pods(got: &[pb::PodRef]) -> Vec<PodRef> {
+    let mut v: Vec<PodRef> = got
+        .iter()
+        .map(|p| PodRef {
+            namespace: fleetop_proto::input::printable(&p.namespace, 63),
+            pod: fleetop_proto::input::printable(&p.pod, 253),
+            container: fleetop_proto::input::printable(&p.container, 63),
+            mig_uuid: (!p.mig_uuid.is_empty()).then(|| fleetop_proto::input::printable(&p.mig_uuid, 64)),
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// GPM metrics: hundredths of a percent on the wire.
@@ -353,6 +373,28 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pods_are_decoded_once_printable_and_kept_on_a_gpu_that_did_not_answer() {
+        let p = |pod: &str, mig: &str| pb::PodRef {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "c".into(),
+            mig_uuid: mig.into(),
+        };
+        let g = pb::GpuSample {
+            error: "gpu_lost".into(),
+            pods: vec![p("b\x1b[2J", ""), p("a", "MIG-1")],
+            ..Default::default()
+        };
+        let r = gpu_reading(&g, 0);
+        let got: Vec<(String, Option<String>)> = r.pods.iter().map(|x| (x.pod.clone(), x.mig_uuid.clone())).collect();
+        assert_eq!(
+            got,
+            [("a".into(), Some("MIG-1".into())), ("b\\u{1b}[2J".into(), None)],
+            "sorted, MIG instance kept, no escape sequence reaches the screen"
+        );
+    }
 
     #[test]
     fn zero_means_unknown_only_where_the_wire_says_so() {

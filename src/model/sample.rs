@@ -282,6 +282,38 @@ pub struct GpuReading {
     pub fabric: Option<Fabric>,
     #[serde(skip)]
     pub persistence: Option<bool>,
+    /// The Kubernetes containers holding this GPU or one of its MIG
+    /// instances (the kubelet's PodResources API, through the agent);
+    /// sorted, empty off Kubernetes. Not recorded (schema 2 predates it).
+    #[serde(skip)]
+    pub pods: Vec<PodRef>,
+}
+
+/// A Kubernetes container that holds a GPU, or a MIG instance of it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodRef {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// The MIG instance it holds (its UUID); `None`: the whole GPU, or a
+    /// replica of a shared one.
+    pub mig_uuid: Option<String>,
+}
+
+impl PodRef {
+    /// "namespace/pod", as kubectl names a pod.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.namespace, self.pod)
+    }
+}
+
+impl GpuReading {
+    /// The pods holding this GPU ("namespace/pod"), each once, in order.
+    pub fn pod_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.pods.iter().map(PodRef::name).collect();
+        v.dedup();
+        v
+    }
 }
 
 /// One MIG instance of a GPU.

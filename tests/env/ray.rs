@@ -242,7 +242,8 @@ pub fn ray_nodes_and_their_gpu_work_show_and_a_drain_goes_through_rays_gcs() {
         let args = format!("--hosts {hosts} --ray {} --ray-gcs {}", ray.dashboard(), ray.gcs());
         let t = Tmux::start(&crate::e2e_tmux::bin(), &args, (160, 40));
         t.wait_for(&ray.head_name, Duration::from_secs(30));
-        t.keys(&["J", "b"]);
+        // b: job, partition, rack, pod, then Ray job.
+        t.keys(&["J", "b", "b", "b", "b"]);
         let s = t.wait_for("ray jobs · 1 holding 2 GPUs", Duration::from_secs(30));
         assert!(s.contains(&job) && s.contains("driver.py"), "{s}");
         t.keys(&["Escape", ":"]);

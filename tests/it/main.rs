@@ -8,6 +8,7 @@ mod dcgm_exporter;
 mod export_demo;
 mod export_errors;
 mod export_live;
+mod export_pods;
 mod export_summary;
 mod fuzz_regressions;
 mod layers;

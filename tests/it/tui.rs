@@ -3434,3 +3434,69 @@ fn capital_a_in_node_detail_lists_that_nodes_alerts_only() {
     assert!(rows.len() >= 2, "{screen}");
     assert!(rows.iter().all(|l| l.contains("gpu02")), "{screen}");
 }
+
+/// The fleet of `fleet_updates` with Kubernetes pods on gpu01's and
+/// gpu02's GPUs, as their agents would send them from the kubelet: a
+/// training pod on gpu01's GPUs 0 and 1 and all of gpu02's, two notebooks
+/// on replicas of gpu01's GPU 5.
+fn fleet_with_pods() -> (Vec<Target>, Vec<Update>) {
+    use fleetop::model::sample::PodRef;
+    let pod = |ns: &str, name: &str, c: &str| PodRef {
+        namespace: ns.into(),
+        pod: name.into(),
+        container: c.into(),
+        mig_uuid: None,
+    };
+    let (targets, mut updates) = fleet_updates(16, 8, 60);
+    for u in &mut updates {
+        let Update::Node {
+            node,
+            event: Event::Sample(s),
+        } = u
+        else {
+            continue;
+        };
+        for g in &mut s.gpus {
+            g.pods = match (*node, g.index) {
+                (0, 0 | 1) | (1, _) => vec![pod("ml", "train-0", "trainer")],
+                (0, 5) => vec![pod("a", "notebook-1", "jupyter"), pod("b", "notebook-2", "jupyter")],
+                _ => vec![],
+            };
+        }
+    }
+    (targets, updates)
+}
+
+#[test]
+fn node_detail_names_the_pods_holding_its_gpus() {
+    let (buf, _) = drive_steps(theme(), fleet_with_pods(), (120, 30), detail_of("gpu01"), |_| {});
+    let screen = text(&buf);
+    assert!(
+        screen.contains("pods gpu0,1 ml/train-0 (trainer) · gpu5 a/notebook-1 (jupyter), b/notebook-2 (jupyter)"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("detail_pods_120x30", screen);
+    // A node no pod holds a GPU of: no such line.
+    let (buf, _) = drive_steps(theme(), fleet_with_pods(), (120, 30), detail_of("gpu03"), |_| {});
+    assert!(!text(&buf).contains("pods "), "{}", text(&buf));
+}
+
+#[test]
+fn the_group_view_groups_gpus_by_pod_and_the_rest_in_none() {
+    // b cycles job, partition, rack, pod.
+    let mut steps = vec![Step::Do(key(KeyCode::Char('J')))];
+    steps.extend((0..3).map(|_| Step::Do(key(KeyCode::Char('b')))));
+    let (buf, _) = drive_steps(theme(), fleet_with_pods(), (100, 24), steps, |_| {});
+    let screen = text(&buf);
+    assert!(screen.contains("pods · 4 · least busy first"), "{screen}");
+    let rows = group_rows(&screen);
+    // (group, nodes, GPUs, ...): train-0 on 2 nodes, 10 GPUs.
+    assert_eq!(row(&rows, "ml/train-0")[1..3], ["2", "10"], "{screen}");
+    assert_eq!(row(&rows, "ml/train-0").last().map(String::as_str), Some("gpu[01-02]"));
+    assert_eq!(row(&rows, "a/notebook-1")[1..3], ["1", "1"], "{screen}");
+    assert_eq!(row(&rows, "b/notebook-2")[1..3], ["1", "1"], "{screen}");
+    // Every other GPU the fleet reports (120, one node not connected):
+    // gpu01's 5 others and the rest, on 14 nodes.
+    assert_eq!(row(&rows, "(none)")[1..3], ["14", "109"], "{screen}");
+    insta::assert_snapshot!("groups_by_pod_100x24", screen);
+}

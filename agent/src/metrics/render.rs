@@ -17,10 +17,14 @@ const MIB: u64 = 1 << 20;
 struct Gpu<'a> {
     s: &'a GpuSample,
     info: Option<&'a GpuInfo>,
-    /// dcgm-exporter's labels for this GPU, escaped, without braces.
-    labels: String,
-    /// The same plus GPU_I_PROFILE and GPU_I_ID, per MIG instance.
-    mig_labels: Vec<String>,
+    /// dcgm-exporter's labels for this GPU, escaped, without braces: one
+    /// label set per container holding the GPU (its pod, namespace and
+    /// container), so each GPU series is written once per holder; one set
+    /// without them when no pod holds it.
+    labels: Vec<String>,
+    /// The same plus GPU_I_PROFILE and GPU_I_ID, per MIG instance, one set
+    /// per container holding the instance.
+    mig_labels: Vec<Vec<String>>,
 }
 
 impl Gpu<'_> {
@@ -66,6 +70,39 @@ fn gpu_labels(info: Option<&GpuInfo>, index: u32, host: &str, job: Option<&str>)
     l
 }
 
+/// `labels` once per container holding the device (`mig_uuid` empty: the
+/// whole GPU or a replica of it; else that MIG instance), with
+/// dcgm-exporter's `pod`, `namespace` and `container` labels; `labels`
+/// alone when none holds it. A GPU shared by several pods (time-slicing
+/// replicas) has its series once per pod, as dcgm-exporter's
+/// `--kubernetes-virtual-gpus` gives them (without its `vgpu` label: one
+/// container holding two replicas of the GPU is one series).
+fn with_pods(labels: &str, g: &GpuSample, mig_uuid: &str) -> Vec<String> {
+    let mut out: Vec<String> = g
+        .pods
+        .iter()
+        .filter(|p| p.mig_uuid == mig_uuid)
+        .map(|p| {
+            let mut l = String::with_capacity(labels.len() + 64);
+            l.push_str(labels);
+            for (k, v) in [
+                ("pod", &p.pod),
+                ("namespace", &p.namespace),
+                ("container", &p.container),
+            ] {
+                l.push(',');
+                push_label(&mut l, k, v);
+            }
+            l
+        })
+        .collect();
+    out.dedup();
+    if out.is_empty() {
+        out.push(labels.to_string());
+    }
+    out
+}
+
 /// The Slurm jobs of a GPU's processes, as dcgm-exporter's `hpc_job` label:
 /// one job id, or several joined by commas when jobs share the GPU.
 fn jobs(g: &GpuSample) -> Option<String> {
@@ -109,17 +146,18 @@ pub fn render(info: &NodeInfo, snap: &Snapshot, now_ms: i64, out: &mut String) {
         .iter()
         .map(|g| {
             let gi = info.gpus.iter().find(|i| i.index == g.index);
-            let labels = gpu_labels(gi, g.index, &info.hostname, jobs(g).as_deref());
+            let bare = gpu_labels(gi, g.index, &info.hostname, jobs(g).as_deref());
+            let labels = with_pods(&bare, g, "");
             let mig_labels = g
                 .mig
                 .iter()
                 .map(|m| {
-                    let mut l = labels.clone();
+                    let mut l = bare.clone();
                     l.push(',');
                     push_label(&mut l, "GPU_I_PROFILE", &m.profile);
                     l.push(',');
                     push_label(&mut l, "GPU_I_ID", &m.gpu_instance_id.to_string());
-                    l
+                    with_pods(&l, g, &m.uuid)
                 })
                 .collect();
             Gpu {
@@ -285,7 +323,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
         w.family(name, kind, help);
         for g in gpus {
             if let Some(v) = field(g) {
-                w.sample(&g.labels, &[], v);
+                w.each(&g.labels, &[], v);
             }
         }
     }
@@ -296,7 +334,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     );
     for g in gpus {
         if let Some(v) = g.opt(a::REMAPPED_ROWS, u8::from(g.s.remapped_rows_pending != 0)) {
-            w.sample(&g.labels, &[], v);
+            w.each(&g.labels, &[], v);
         }
     }
     // DCGM reads 0 until the first XID, and then the last one.
@@ -306,7 +344,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
         "Value of the last XID error encountered.",
     );
     for g in gpus {
-        w.sample(&g.labels, &[], snap.last_xid.get(&g.s.index).copied().unwrap_or(0));
+        w.each(&g.labels, &[], snap.last_xid.get(&g.s.index).copied().unwrap_or(0));
     }
     w.family(
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
@@ -316,7 +354,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     for g in gpus {
         if let Some(c) = snap.nvlink.get(&g.s.index) {
             let total: u64 = c.tx_kib.iter().chain(&c.rx_kib).fold(0u64, |t, v| t.wrapping_add(*v));
-            w.sample(&g.labels, &[], total);
+            w.each(&g.labels, &[], total);
         }
     }
     // Framebuffer: per MIG instance on a GPU in MIG mode (as dcgm-exporter
@@ -340,7 +378,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
                     } else {
                         m.mem_total_bytes.saturating_sub(m.mem_used_bytes)
                     };
-                    w.sample(l, &[], v / MIB);
+                    w.each(l, &[], v / MIB);
                 }
             } else if let Some(u) = g.opt(a::MEM_USED, g.s.mem_used_bytes) {
                 let v = if used {
@@ -349,7 +387,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
                     g.mem_total().map(|t| t.saturating_sub(u))
                 };
                 if let Some(v) = v {
-                    w.sample(&g.labels, &[], v / MIB);
+                    w.each(&g.labels, &[], v / MIB);
                 }
             }
         }
@@ -364,7 +402,7 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     );
     for g in gpus {
         if let Some(u) = g.opt(a::UTIL, g.s.util_pct) {
-            w.sample(&g.labels, &[], f64::from(u) / 100.0);
+            w.each(&g.labels, &[], f64::from(u) / 100.0);
         }
     }
     type Prof = fn(&crate::proto::Gpm) -> u32;
@@ -394,11 +432,11 @@ fn dcgm(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
         w.family(name, Kind::Gauge, help);
         for g in gpus.iter().filter(|g| g.answered()) {
             if let Some(m) = &g.s.gpm {
-                w.sample(&g.labels, &[], f64::from(field(m)) / 10_000.0);
+                w.each(&g.labels, &[], f64::from(field(m)) / 10_000.0);
             }
             for (m, l) in g.s.mig.iter().zip(&g.mig_labels) {
                 if let Some(m) = &m.gpm {
-                    w.sample(l, &[], f64::from(field(m)) / 10_000.0);
+                    w.each(l, &[], f64::from(field(m)) / 10_000.0);
                 }
             }
         }
@@ -431,11 +469,11 @@ fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
         for bit in REASONS {
             let name = throttle::names(bit);
             let name = name.first().map_or("", String::as_str);
-            w.sample(&g.labels, &[("reason", name)], u8::from(mask & bit != 0));
+            w.each(&g.labels, &[("reason", name)], u8::from(mask & bit != 0));
         }
         let known = REASONS.iter().fold(0, |m, b| m | b);
         for name in throttle::names(mask & !known) {
-            w.sample(&g.labels, &[("reason", &name)], 1);
+            w.each(&g.labels, &[("reason", &name)], 1);
         }
     }
     w.family(
@@ -445,7 +483,7 @@ fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     );
     for g in gpus {
         if let Some(v) = g.opt(a::PCIE_THROUGHPUT, g.s.pcie_tx_kbps) {
-            w.sample(&g.labels, &[], u64::from(v) * 1000);
+            w.each(&g.labels, &[], u64::from(v) * 1000);
         }
     }
     w.family(
@@ -455,7 +493,7 @@ fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     );
     for g in gpus {
         if let Some(v) = g.opt(a::PCIE_THROUGHPUT, g.s.pcie_rx_kbps) {
-            w.sample(&g.labels, &[], u64::from(v) * 1000);
+            w.each(&g.labels, &[], u64::from(v) * 1000);
         }
     }
     w.family(
@@ -468,7 +506,7 @@ fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
         for (pos, link) in info.nvlinks.iter().enumerate() {
             // An empty list means every link is active (the common case).
             let state = g.s.nvlink_state.get(pos).copied().unwrap_or(1);
-            w.sample(&g.labels, &[("link", &link.link.to_string())], state);
+            w.each(&g.labels, &[("link", &link.link.to_string())], state);
         }
     }
     for (name, help, tx) in [
@@ -490,7 +528,7 @@ fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
             };
             let values = if tx { &c.tx_kib } else { &c.rx_kib };
             for (v, link) in values.iter().zip(&info.nvlinks) {
-                w.sample(&g.labels, &[("link", &link.link.to_string())], v.wrapping_mul(1024));
+                w.each(&g.labels, &[("link", &link.link.to_string())], v.wrapping_mul(1024));
             }
         }
     }
@@ -501,7 +539,7 @@ fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     );
     for g in gpus.iter().filter(|g| !g.answered()) {
         let kind = g.s.error.split(':').next().unwrap_or_default();
-        w.sample(&g.labels, &[("error", kind)], 1);
+        w.each(&g.labels, &[("error", kind)], 1);
     }
 }
 
@@ -668,7 +706,7 @@ fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSample]) -> S
                 _ => Severity::Info,
             };
             worst = worst.max(level);
-            w.sample(
+            w.each(
                 &g.labels,
                 &[("kind", kind), ("severity", sev), ("action", action.name())],
                 1,

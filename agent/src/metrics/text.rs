@@ -75,6 +75,14 @@ impl<'a> Writer<'a> {
         }
         let _ = writeln!(self.out, " {value}");
     }
+
+    /// The same sample once per label list of `each` (a GPU that several
+    /// pods hold has its series once per pod).
+    pub fn each(&mut self, each: &[String], extra: &[(&str, &str)], value: impl Display) {
+        for labels in each {
+            self.sample(labels, extra, &value);
+        }
+    }
 }
 
 /// Appends `key="value"` to `out`, escaping the value as the format asks

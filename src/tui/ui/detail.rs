@@ -56,16 +56,19 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
     let ray = app.store.ray.as_ref();
     let sched_h = u16::from(n.scheduler.is_some()) + u16::from(ray.is_some());
+    let pods = n.last.as_ref().and_then(pods_line);
+    let pods_h = u16::from(pods.is_some());
     // The diagnosis: the node's most urgent action, then every flag (kind,
     // subject, action, detail) as far as room allows, so a node crit for a
     // node-level reason never looks healthy and no flag name is cut.
     let flags: Vec<&Flag> = n.detector.active().collect();
-    let room = inner.height.saturating_sub(1 + sched_h + table_h + 4);
+    let room = inner.height.saturating_sub(1 + sched_h + pods_h + table_h + 4);
     let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(1));
     let diag_h = u16::from(!flags.is_empty()) + flags_h;
-    let [host, sched, diag, table, lower] = Layout::vertical([
+    let [host, sched, pods_at, diag, table, lower] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(sched_h),
+        Constraint::Length(pods_h),
         Constraint::Length(diag_h),
         Constraint::Length(table_h),
         Constraint::Min(0),
@@ -93,6 +96,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ray_line(t, r, app.detail_node, app.now_ms),
             sched,
             u16::from(n.scheduler.is_some()),
+            buf,
+        );
+    }
+    if let Some(p) = pods {
+        line_at(
+            Line::from(vec![Span::styled("pods ", t.title), Span::styled(p, t.muted)]),
+            pods_at,
+            0,
             buf,
         );
     }
@@ -264,6 +275,43 @@ fn ray_line<'a>(t: &Theme, ray: &crate::store::ray::RayState, node: usize, now_m
         spans.push(Span::styled(" · no GPU work", t.muted));
     }
     Line::from(spans)
+}
+
+/// Which Kubernetes pods hold the node's GPUs, GPUs held alike together:
+/// "gpu0,1 ml/train-0 (trainer) · gpu3 gi1 ml/infer (server) · gpu5
+/// a/nb-1 (jupyter), b/nb-2 (jupyter)"; `None` where no pod holds one.
+fn pods_line(s: &crate::model::sample::NodeSample) -> Option<String> {
+    let mut parts: Vec<(Vec<u32>, String)> = Vec::new();
+    for g in s.gpus.iter().filter(|g| !g.pods.is_empty()) {
+        let holders: Vec<String> = g
+            .pods
+            .iter()
+            .map(|p| {
+                let gi = p
+                    .mig_uuid
+                    .as_ref()
+                    .and_then(|u| g.mig.iter().find(|m| &m.uuid == u))
+                    .map(|m| format!("gi{} ", m.gpu_instance_id))
+                    .unwrap_or_default();
+                format!("{gi}{} ({})", p.name(), p.container)
+            })
+            .collect();
+        let text = holders.join(", ");
+        match parts.last_mut() {
+            Some((gpus, t)) if *t == text => gpus.push(g.index),
+            _ => parts.push((vec![g.index], text)),
+        }
+    }
+    (!parts.is_empty()).then(|| {
+        parts
+            .iter()
+            .map(|(gpus, t)| {
+                let ids: Vec<String> = gpus.iter().map(u32::to_string).collect();
+                format!("gpu{} {t}", ids.join(","))
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    })
 }
 
 fn host_summary(n: &NodeState) -> String {

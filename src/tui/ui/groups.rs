@@ -1,5 +1,5 @@
-//! The group view (`J`): one line per Slurm job, partition or rack (`b`
-//! cycles) on the shown nodes, the least busy first, so "job 4152 holds 64
+//! The group view (`J`): one line per Slurm job, partition, rack,
+//! Kubernetes pod or Ray job (`b` cycles) on the shown nodes, the least busy first, so "job 4152 holds 64
 //! idle GPUs" is one line. Enter shows the group's nodes on the heatmap.
 
 use ratatui::buffer::Buffer;
@@ -17,14 +17,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let by = app.group_by;
     let rows = view::groups(&app.store, &app.visible(), by);
     let what = match by {
-        GroupBy::Job => {
+        GroupBy::Job | GroupBy::RayJob => {
             let gpus: usize = rows.iter().map(|r| r.gpus).sum();
-            format!("jobs · {} holding {}", rows.len(), view::count(gpus, "GPU"))
+            let jobs = if by == GroupBy::Job { "jobs" } else { "ray jobs" };
+            format!("{jobs} · {} holding {}", rows.len(), view::count(gpus, "GPU"))
         }
-        GroupBy::RayJob => {
-            let gpus: usize = rows.iter().map(|r| r.gpus).sum();
-            format!("ray jobs · {} holding {}", rows.len(), view::count(gpus, "GPU"))
-        }
+        GroupBy::Pod => format!("pods · {}", rows.len()),
         GroupBy::Partition => format!("partitions · {}", rows.len()),
         GroupBy::Rack => format!("racks · {}", rows.len()),
     };

@@ -1,5 +1,5 @@
-//! The group view's rows (`J`): the shown nodes grouped by job, partition
-//! or rack, each with what its GPUs do and the flags on them. Apart from
+//! The group view's rows (`J`): the shown nodes grouped by Slurm job,
+//! partition, rack, Kubernetes pod or Ray job, each with what its GPUs do and the flags on them. Apart from
 //! the rest of `view` because only that screen and its keys use it.
 
 use crate::model::flag::Severity;
@@ -12,6 +12,9 @@ pub enum GroupBy {
     /// The Slurm job of each GPU's processes: a job's GPUs only.
     #[default]
     Job,
+    /// The Kubernetes pod ("namespace/pod") given each GPU: a pod's GPUs
+    /// only, and the GPUs no pod holds in `(none)`.
+    Pod,
     /// The Ray job of each GPU's processes (`--ray`: by the pids Ray gives
     /// for its actors and tasks): a job's GPUs only.
     RayJob,
@@ -30,16 +33,20 @@ impl GroupBy {
 
     pub fn next(self) -> GroupBy {
         match self {
-            GroupBy::Job => GroupBy::RayJob,
-            GroupBy::RayJob => GroupBy::Partition,
+            GroupBy::Job => GroupBy::Partition,
             GroupBy::Partition => GroupBy::Rack,
-            GroupBy::Rack => GroupBy::Job,
+            // Added after the others, at the end of the cycle (the keys to
+            // the older ones stay).
+            GroupBy::Rack => GroupBy::Pod,
+            GroupBy::Pod => GroupBy::RayJob,
+            GroupBy::RayJob => GroupBy::Job,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             GroupBy::Job => "job",
+            GroupBy::Pod => "pod",
             GroupBy::RayJob => "ray job",
             GroupBy::Partition => "partition",
             GroupBy::Rack => "rack",
@@ -157,45 +164,52 @@ pub fn groups(store: &Store, shown: &[usize], by: GroupBy) -> Vec<GroupRow> {
         let n = &store.nodes[i];
         let gpus = n.last.iter().flat_map(|s| &s.gpus);
         match by {
-            GroupBy::Job => {
+            GroupBy::Job | GroupBy::RayJob | GroupBy::Pod => {
                 for g in gpus {
-                    let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
-                    ids.sort_unstable();
-                    ids.dedup();
-                    for id in ids {
-                        let a = groups.entry((id, String::new())).or_insert_with(|| {
-                            let job = n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == id));
-                            let mut row = GroupRow::new(id.to_string());
-                            row.user = job.map(|j| j.user.clone());
-                            row.name = job.map(|j| j.name.clone());
-                            Acc::new(row)
-                        });
-                        if a.row.nodes.last() != Some(&i) {
-                            a.row.nodes.push(i);
-                            a.row.count_flags(n, |f| f.subject == Subject::Node);
+                    // Who holds this GPU, each a (sort key, row) of its own.
+                    let holders: Vec<((u64, String), GroupRow)> = match by {
+                        GroupBy::Job => {
+                            let mut ids: Vec<u64> = g.processes.iter().filter_map(|p| p.job_id).collect();
+                            ids.sort_unstable();
+                            ids.dedup();
+                            ids.into_iter()
+                                .map(|id| {
+                                    let job = n.scheduler.as_ref().and_then(|s| s.jobs.iter().find(|j| j.id == id));
+                                    let mut row = GroupRow::new(id.to_string());
+                                    row.user = job.map(|j| j.user.clone());
+                                    row.name = job.map(|j| j.name.clone());
+                                    ((id, String::new()), row)
+                                })
+                                .collect()
                         }
-                        a.row.count_flags(n, |f| f.subject == Subject::Gpu(g.index));
-                        a.gpu(g, idle_below);
-                    }
-                }
-            }
-            GroupBy::RayJob => {
-                let Some(ray) = &store.ray else { continue };
-                for g in gpus {
-                    let mut ids: Vec<&str> = g
-                        .processes
-                        .iter()
-                        .filter_map(|p| ray.work_of_pid(i, p.pid))
-                        .map(|w| w.job.as_str())
-                        .collect();
-                    ids.sort_unstable();
-                    ids.dedup();
-                    for id in ids {
-                        let a = groups.entry((0, id.to_string())).or_insert_with(|| {
-                            let mut row = GroupRow::new(id.to_string());
-                            row.name = ray.snap.job(id).and_then(|j| j.short_entrypoint());
-                            Acc::new(row)
-                        });
+                        GroupBy::RayJob => {
+                            let Some(ray) = &store.ray else { continue };
+                            let mut ids: Vec<&str> = g
+                                .processes
+                                .iter()
+                                .filter_map(|p| ray.work_of_pid(i, p.pid))
+                                .map(|w| w.job.as_str())
+                                .collect();
+                            ids.sort_unstable();
+                            ids.dedup();
+                            ids.into_iter()
+                                .map(|id| {
+                                    let mut row = GroupRow::new(id.to_string());
+                                    row.name = ray.snap.job(id).and_then(|j| j.short_entrypoint());
+                                    ((0, id.to_string()), row)
+                                })
+                                .collect()
+                        }
+                        _ => {
+                            let mut keys = g.pod_names();
+                            if keys.is_empty() {
+                                keys.push(NO_GROUP.to_string());
+                            }
+                            keys.into_iter().map(|k| ((0, k.clone()), GroupRow::new(k))).collect()
+                        }
+                    };
+                    for (key, row) in holders {
+                        let a = groups.entry(key).or_insert_with(|| Acc::new(row));
                         if a.row.nodes.last() != Some(&i) {
                             a.row.nodes.push(i);
                             a.row.count_flags(n, |f| f.subject == Subject::Node);
