@@ -10,6 +10,7 @@ mod export_errors;
 mod export_live;
 mod export_summary;
 mod fuzz_regressions;
+mod kube;
 mod layers;
 mod limits;
 mod metrics;
