@@ -38,6 +38,26 @@ pub struct Session {
     pub scheduler: bool,
     /// The agents' bench token, when known (config, or the demo's own).
     pub bench_token: Option<String>,
+    /// Kubernetes is read and acted on (`--kubernetes`).
+    pub kubernetes: bool,
+}
+
+/// Reads Kubernetes' GPU nodes every `every`, and at once when poked
+/// (after an action), as `poll_scheduler` reads Slurm.
+async fn poll_kube(kube: crate::ingest::kube::Kube, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+    loop {
+        let update = match kube.gpu_nodes().await {
+            Ok(snap) => Update::Kube(Arc::new(snap)),
+            Err(e) => Update::KubeError(e.to_string()),
+        };
+        if tx.send(update).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = poke.notified() => {}
+        }
+    }
 }
 
 /// Reads the scheduler every `every`, and at once when poked (after an action).
@@ -90,6 +110,7 @@ async fn run_actions(
     targets: Vec<Target>,
     bench_token: Option<String>,
     access: agent::Access,
+    kube: Option<(crate::ingest::kube::Kube, Arc<Notify>)>,
 ) {
     let mut running: Option<(tokio::task::JoinHandle<()>, Vec<usize>)> = None;
     while let Some(ask) = asks.recv().await {
@@ -176,7 +197,21 @@ async fn run_actions(
                 continue;
             }
         };
-        let report = slurm::run_logged(&slurm, plan).await;
+        let report = match (plan.scheduler, &kube) {
+            (crate::model::action::Scheduler::Kubernetes, Some((k, kpoke))) => {
+                let r = crate::ops::kube::run_logged(k, plan).await;
+                kpoke.notify_one();
+                r
+            }
+            (crate::model::action::Scheduler::Kubernetes, None) => {
+                let r = audit::refused(&plan, "Kubernetes is not read (start with --kubernetes)");
+                if let Err(e) = audit::log(&r) {
+                    tracing::error!("{e}");
+                }
+                r
+            }
+            _ => slurm::run_logged(&slurm, plan).await,
+        };
         poke.notify_one();
         if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
             return;
@@ -190,11 +225,17 @@ impl Session {
         let slurm = targets::slurm(cfg);
         // Before anything starts: a bad rack hostlist is a config error.
         let racks = Racks::from_config(cfg)?;
+        // A kubeconfig that cannot be used stops the start, in one line.
+        let kube = match args.kube.kubernetes {
+            true => Some(crate::ingest::kube::connect(&args.kube).await?),
+            false => None,
+        };
         let resolved: Resolved = targets::resolve(args, cfg).await?;
         let bench_token = resolved.bench_token;
         let mut store = Store::new(resolved.targets, cfg.thresholds.clone());
         store.set_racks(|n| racks.rack_of(n));
         store.scheduler_known = args.slurm;
+        store.kube.known = kube.is_some();
         let (tx, updates) = mpsc::channel(8192);
         let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
         let sources = SourceOptions {
@@ -237,6 +278,13 @@ impl Session {
                 tx.clone(),
             ));
         }
+        let kube = kube.map(|k| {
+            let kpoke = Arc::new(Notify::new());
+            let every = args.kube.kube_refresh.unwrap_or(Duration::from_secs(10));
+            tokio::spawn(poll_kube(k.clone(), every, kpoke.clone(), tx.clone()));
+            (k, kpoke)
+        });
+        let kubernetes = kube.is_some();
         let (atx, arx) = mpsc::channel(8);
         tokio::spawn(run_actions(
             slurm,
@@ -246,6 +294,7 @@ impl Session {
             targets,
             bench_token.clone(),
             resolved.access,
+            kube,
         ));
         Ok(Session {
             store,
@@ -255,6 +304,7 @@ impl Session {
             actions: Some(atx),
             scheduler: args.slurm,
             bench_token,
+            kubernetes,
         })
     }
 

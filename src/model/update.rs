@@ -28,6 +28,10 @@ pub enum Update {
     /// The remediation policy's state as `fleetop watch` keeps it (read
     /// from the state directory when it changes), for the header.
     Remediation(Box<crate::model::remediation::State>),
+    /// Kubernetes' GPU nodes (`--kubernetes`), read just now.
+    Kube(Arc<crate::model::kube::KubeSnapshot>),
+    /// The Kubernetes API server could not be read, in one line.
+    KubeError(String),
 }
 
 /// What a node's connection brought.

@@ -4,6 +4,7 @@
 //! and the export; it does no I/O.
 
 pub mod history;
+pub mod kube;
 pub mod node;
 pub mod rates;
 pub mod skew;
@@ -45,6 +46,8 @@ pub struct Store {
     unsaved: Option<Vec<timeline::Event>>,
     /// The remediation policy's state, where one runs on this fleet.
     pub remediation: Option<crate::model::remediation::State>,
+    /// Kubernetes' view of the nodes (`--kubernetes`).
+    pub kube: kube::KubeOverlay,
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -63,6 +66,7 @@ impl Store {
             skew_dirty: false,
             unsaved: None,
             remediation: None,
+            kube: Default::default(),
         }
     }
 
@@ -117,6 +121,15 @@ impl Store {
             }
             Update::Bench { node, event } => {
                 self.apply_bench(node, event, now_ms);
+                return;
+            }
+            Update::Kube(snap) => {
+                let targets: Vec<&Target> = self.nodes.iter().map(|n| &n.target).collect();
+                self.kube.apply(&targets, &snap, now_ms);
+                return;
+            }
+            Update::KubeError(e) => {
+                self.kube.failed(e, now_ms);
                 return;
             }
         };

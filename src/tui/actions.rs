@@ -96,6 +96,43 @@ pub(crate) fn chosen(app: &App, n: usize) -> String {
     }
 }
 
+/// Kubernetes takes the console's drain and resume when it is read
+/// (`--kubernetes`) and Slurm is not (`--slurm`): with both, Slurm keeps
+/// them, and `fleetop node ... --kubernetes` acts on Kubernetes.
+pub(crate) fn to_kube(app: &App) -> bool {
+    app.store.kube.known && !app.store.scheduler_known
+}
+
+/// The plan for `action` on `nodes`, for the scheduler that takes it.
+fn plan_for(app: &App, action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Result<Plan, String> {
+    if to_kube(app) {
+        crate::model::kube::plan(action, nodes, reason, false)
+    } else {
+        action::plan(action, nodes, reason)
+    }
+}
+
+/// What is logged for an attempt refused before it was planned (read-only):
+/// the calls it would have made, whether or not a reason was typed.
+fn refused_plan(app: &App, action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Plan {
+    let mut plan = Plan::new(action, nodes, reason, Vec::new());
+    if to_kube(app) {
+        plan.scheduler = action::Scheduler::Kubernetes;
+        crate::model::kube::stamp(
+            &mut plan,
+            crate::model::kube::UNSTAMPED_BY,
+            crate::model::kube::UNSTAMPED_AT,
+        );
+    } else {
+        plan.commands = plan
+            .nodes
+            .iter()
+            .map(|n| action::command(action, n, plan.reason.as_deref()))
+            .collect();
+    }
+    plan
+}
+
 /// Read-only mode: `plan` is not run, but the attempt goes to the audit log,
 /// and the footer says what is off.
 pub(crate) fn refuse_read_only(app: &mut App, plan: Plan, what: &str) {
@@ -131,16 +168,15 @@ pub(crate) fn start_action(app: &mut App, key: char) {
         return;
     }
     if app.read_only {
-        let commands = nodes.iter().map(|n| action::command(action, n, None)).collect();
-        let plan = Plan::new(action, nodes, None, commands);
+        let plan = refused_plan(app, action, nodes, None);
         refuse_read_only(app, plan, action.verb());
         return;
     }
-    if !app.actions_enabled {
+    if !app.actions_enabled && !to_kube(app) {
         app.message = Some(format!("no scheduler: start with --slurm to {}", action.verb()));
         return;
     }
-    match action::plan(action, nodes, None) {
+    match plan_for(app, action, nodes, None) {
         Ok(mut plan) => {
             let guard = guard_for(app, &plan.nodes);
             // Only the typed names can send it, and then it is meant.
@@ -160,15 +196,11 @@ pub(crate) fn start_action(app: &mut App, key: char) {
 pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen: String) {
     if app.read_only {
         let reason = (!text.trim().is_empty()).then(|| action::owned_reason(text.trim()));
-        let commands = nodes
-            .iter()
-            .map(|n| action::command(NodeAction::Drain, n, reason.as_deref()))
-            .collect();
-        let plan = Plan::new(NodeAction::Drain, nodes, reason, commands);
+        let plan = refused_plan(app, NodeAction::Drain, nodes, reason);
         refuse_read_only(app, plan, "drain");
         return;
     }
-    if !app.actions_enabled {
+    if !app.actions_enabled && !to_kube(app) {
         app.message = Some("no scheduler: start with --slurm to drain".into());
         return;
     }
@@ -227,8 +259,12 @@ fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
     let held: Vec<(String, String)> = names
         .iter()
         .filter_map(|name| {
-            let n = app.store.nodes.iter().find(|n| &n.target.name == name)?;
-            let s = &n.scheduler.as_ref()?.node;
+            let i = app.store.nodes.iter().position(|n| &n.target.name == name)?;
+            if to_kube(app) {
+                let k = app.store.kube.of(i)?;
+                return matches!(k.hold(), Hold::Other).then(|| (name.clone(), k.held_by()));
+            }
+            let s = &app.store.nodes[i].scheduler.as_ref()?.node;
             matches!(s.hold(), Hold::Other).then(|| (name.clone(), s.held_by()))
         })
         .collect();
@@ -470,7 +506,7 @@ pub(crate) fn dialog_key(app: &mut App, k: KeyEvent) {
                 cancelled(app, action.verb());
                 None
             }
-            KeyCode::Enter => match action::plan(action, nodes.clone(), Some(text.clone())) {
+            KeyCode::Enter => match plan_for(app, action, nodes.clone(), Some(text.clone())) {
                 Ok(plan) => Some(Dialog::Confirm {
                     plan,
                     chosen,

@@ -377,3 +377,162 @@ fn gpu_pods_only_leaves_the_pods_without_gpus() {
         .expect("runs");
     assert!(String::from_utf8_lossy(&out.stderr).contains("cordon is a Kubernetes action: add --kubernetes"));
 }
+
+// The console: node detail's Kubernetes lines and the dialogs' plans, on
+// the real event loop (TestBackend, as tests/it/tui.rs drives it).
+
+mod console {
+    use std::sync::Arc;
+
+    use crossterm::event::KeyCode;
+    use fleetop::model::action::{NodeAction, Scheduler};
+    use fleetop::model::kube::{Annotation, Condition, KubeNode, KubeSnapshot, Taint};
+    use fleetop::model::request::Request;
+    use fleetop::model::update::Update;
+    use fleetop::tui::app::App;
+
+    use crate::tui::{Step, drive_steps, fleet_updates, key, keys, text, theme};
+
+    fn kube_node(name: &str) -> KubeNode {
+        KubeNode {
+            name: name.into(),
+            addresses: vec![format!("10.9.0.{}", &name[name.len() - 1..])],
+            gpu_capacity: Some(8),
+            gpu_allocatable: Some(8),
+            conditions: vec![Condition {
+                kind: "Ready".into(),
+                status: "True".into(),
+                reason: Some("KubeletReady".into()),
+                message: None,
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// gpu01 cordoned by fleetop, not Ready, one GPU short, tainted;
+    /// gpu03 cordoned by someone else; gpu02 and gpu04 schedulable.
+    fn snapshot() -> KubeSnapshot {
+        let mut a = kube_node("gpu01");
+        a.unschedulable = true;
+        a.gpu_allocatable = Some(7);
+        a.fleetop = Some(Annotation {
+            reason: "fleetop: xid 79".into(),
+            by: Some("alice".into()),
+            at: Some("2026-01-01T00:00:00Z".into()),
+        });
+        a.conditions = vec![Condition {
+            kind: "Ready".into(),
+            status: "False".into(),
+            reason: Some("KubeletNotReady".into()),
+            message: Some("PLEG is not healthy".into()),
+        }];
+        a.taints = vec![Taint {
+            key: "node.kubernetes.io/unschedulable".into(),
+            value: None,
+            effect: "NoSchedule".into(),
+        }];
+        let mut c = kube_node("gpu03");
+        c.unschedulable = true;
+        KubeSnapshot {
+            nodes: vec![a, kube_node("gpu02"), c, kube_node("gpu04")],
+        }
+    }
+
+    fn with_kube(app: &mut App) {
+        app.store.kube.known = true;
+    }
+
+    fn arrive() -> Step {
+        Step::Arrive(Update::Kube(Arc::new(snapshot())))
+    }
+
+    #[test]
+    fn node_detail_shows_the_nodes_kubernetes_state() {
+        let steps = vec![arrive(), Step::Do(key(KeyCode::Enter))];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, with_kube);
+        let screen = text(&buf);
+        assert!(
+            screen.contains(
+                "kubernetes 7/8 GPUs allocatable · cordoned by fleetop (alice, 2026-01-01T00:00:00Z): fleetop: xid 79"
+            ),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("not OK: Ready=False (KubeletNotReady: PLEG is not healthy)"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("taints: node.kubernetes.io/unschedulable:NoSchedule"),
+            "{screen}"
+        );
+        insta::assert_snapshot!("kube_detail_100x30", screen);
+        // The API server stops answering: said first, with the age of what is shown.
+        let steps = vec![
+            arrive(),
+            Step::Arrive(Update::KubeError(
+                "cannot reach the API server at https://k8s:6443/".into(),
+            )),
+            Step::Do(key(KeyCode::Enter)),
+        ];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, with_kube);
+        assert!(
+            text(&buf)
+                .contains("kubernetes last read 0s ago: cannot reach the API server at https://k8s:6443/ │ 7/8 GPUs"),
+            "{}",
+            text(&buf)
+        );
+        // Without --kubernetes: no such line.
+        let steps = vec![arrive(), Step::Do(key(KeyCode::Enter))];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, |_| {});
+        assert!(!text(&buf).contains("kubernetes"), "{}", text(&buf));
+    }
+
+    #[test]
+    fn the_drain_dialog_sends_a_kubernetes_plan_when_kubernetes_is_read_and_slurm_is_not() {
+        let steps = || {
+            let mut v = vec![
+                arrive(),
+                Step::Do(key(KeyCode::Char('j'))),
+                Step::Do(key(KeyCode::Char('D'))),
+            ];
+            v.extend(keys("fan").into_iter().map(Step::Do));
+            v.push(Step::Do(key(KeyCode::Enter)));
+            v
+        };
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps(), with_kube);
+        let screen = text(&buf);
+        assert!(screen.contains("PATCH /api/v1/nodes/"), "{screen}");
+        assert!(screen.contains("evicts the pods"), "{screen}");
+        assert!(asked.is_empty(), "nothing before the y");
+        let mut yes = steps();
+        yes.push(Step::Do(key(KeyCode::Char('y'))));
+        let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), yes, with_kube);
+        let Some(Request::Run(plan)) = asked.first() else {
+            panic!("{asked:?}")
+        };
+        assert_eq!(
+            (plan.action, plan.scheduler),
+            (NodeAction::Drain, Scheduler::Kubernetes)
+        );
+        assert_eq!(plan.reason.as_deref(), Some("fleetop: fan"));
+        assert_eq!(plan.commands[0][0], "PATCH");
+    }
+
+    #[test]
+    fn resuming_someone_elses_cordon_needs_its_name_typed() {
+        // gpu03 is someone else's: y alone does not send it.
+        let find_gpu03 = |app: &mut App| {
+            with_kube(app);
+            app.marked.insert(2);
+        };
+        let steps = vec![
+            arrive(),
+            Step::Do(key(KeyCode::Char('R'))),
+            Step::Do(key(KeyCode::Char('y'))),
+        ];
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, find_gpu03);
+        assert!(asked.is_empty(), "{asked:?}");
+        let screen = text(&buf);
+        assert!(screen.contains("cordoned, not by fleetop"), "{screen}");
+    }
+}
