@@ -102,6 +102,9 @@ async fn poll_remediation(tx: mpsc::Sender<Update>) {
 
 /// Runs confirmed plans one at a time, logs them (and refusals), starts
 /// burn-in suites, and reports back.
+// One argument per scheduler and what the burn-ins need: a struct would
+// only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn run_actions(
     slurm: Slurm,
     mut asks: mpsc::Receiver<Request>,
@@ -226,9 +229,10 @@ impl Session {
         // Before anything starts: a bad rack hostlist is a config error.
         let racks = Racks::from_config(cfg)?;
         // A kubeconfig that cannot be used stops the start, in one line.
-        let kube = match args.kube.kubernetes {
-            true => Some(crate::ingest::kube::connect(&args.kube).await?),
-            false => None,
+        let kube = if args.kube.kubernetes {
+            Some(crate::ingest::kube::connect(&args.kube).await?)
+        } else {
+            None
         };
         let resolved: Resolved = targets::resolve(args, cfg).await?;
         let bench_token = resolved.bench_token;

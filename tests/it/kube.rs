@@ -536,3 +536,99 @@ mod console {
         assert!(screen.contains("cordoned, not by fleetop"), "{screen}");
     }
 }
+
+/// The console's session with `--kubernetes`: the poller's snapshot reaches
+/// the store (matched by name), and a Kubernetes plan sent from the screen
+/// goes through `session::run_actions` to the API server and comes back
+/// as `ActionDone`.
+#[test]
+fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() {
+    use clap::Parser;
+    use fleetop::model::update::Update;
+    // The audit log is found through the environment: the test runs
+    // again in a process of its own with FLEETOP_AUDIT_LOG set, rather
+    // than changing the environment of this one under the other tests.
+    const CHILD: &str = "FLEETOP_TEST_KUBE_SESSION_LOG";
+    let Some(log) = std::env::var_os(CHILD).map(PathBuf::from) else {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("audit.jsonl");
+        let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+            .args([
+                "--exact",
+                "kube::the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server",
+            ])
+            .env(CHILD, &log)
+            .env("FLEETOP_AUDIT_LOG", &log)
+            .output()
+            .expect("runs");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("1 passed"),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    };
+    let (api, dir, kc, _) = setup(ADMIN_TOKEN);
+    let port = crate::free_port();
+    let cli = fleetop::cli::Cli::parse_from([
+        "fleetop".to_string(),
+        "--hosts".into(),
+        format!("gpu01:{port}"),
+        "--kubernetes".into(),
+        "--kubeconfig".into(),
+        kc.display().to_string(),
+    ]);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let cfg = fleetop::config::Config::default();
+        let mut s = fleetop::session::Session::start(&cli.source, &cfg)
+            .await
+            .expect("session");
+        assert!(s.kubernetes && s.store.kube.known);
+        let within = std::time::Duration::from_secs(20);
+        let snap = tokio::time::timeout(within, async {
+            loop {
+                if let Some(Update::Kube(k)) = s.updates.recv().await {
+                    break k;
+                }
+            }
+        })
+        .await
+        .expect("the nodes are read");
+        s.store.apply(Update::Kube(snap.clone()), 0);
+        assert_eq!(s.store.kube.of(0).map(|k| k.name.as_str()), Some("gpu01"));
+        assert_eq!(
+            snap.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["gpu01", "gpu02"]
+        );
+        let plan = fleetop::model::kube::plan(
+            fleetop::model::action::NodeAction::Cordon,
+            vec!["gpu01".into()],
+            Some("xid 79".into()),
+            false,
+        )
+        .expect("plan");
+        let ask = s.actions.clone().expect("actions");
+        ask.send(fleetop::model::request::Request::Run(plan))
+            .await
+            .expect("sent");
+        let report = tokio::time::timeout(within, async {
+            loop {
+                if let Some(Update::ActionDone(r)) = s.updates.recv().await {
+                    break r;
+                }
+            }
+        })
+        .await
+        .expect("the action is done");
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.scheduler, Scheduler::Kubernetes);
+    });
+    assert_eq!(api.node("gpu01")["spec"]["unschedulable"], true);
+    let a = annotations(&api.node("gpu01")).clone();
+    assert_eq!(a["fleetop/reason"], "fleetop: xid 79");
+    assert_ne!(a["fleetop/cordoned-by"], "(this user)", "stamped before it was sent");
+    assert_eq!(audit(&log).len(), 2);
+    drop(dir);
+}
