@@ -147,6 +147,28 @@ pub struct SourceArgs {
     /// ...and end after this long (default: never), so flags clear.
     #[arg(long, hide = true, value_parser = parse_interval, requires = "demo_scenarios")]
     pub demo_fault_for: Option<Duration>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+}
+
+/// Kubernetes (docs/kubernetes.md): with the console, each node's
+/// Kubernetes state beside its GPUs and cordon/drain from the dialogs; with
+/// `fleetop node`, the actions go to the API server instead of Slurm.
+#[derive(Debug, Clone, Default, Args)]
+pub struct KubeArgs {
+    /// Read (and act on) the GPU nodes through the Kubernetes API: the
+    /// kubeconfig ($KUBECONFIG, ~/.kube/config) or, inside a pod, its service account.
+    #[arg(long)]
+    pub kubernetes: bool,
+    /// With --kubernetes: this kubeconfig instead of $KUBECONFIG or ~/.kube/config.
+    #[arg(long, value_name = "FILE", requires = "kubernetes")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --kubernetes: this kubeconfig context instead of the current one.
+    #[arg(long, value_name = "NAME", requires = "kubernetes")]
+    pub kube_context: Option<String>,
+    /// With --kubernetes in the console: how often the nodes are read (default 10s).
+    #[arg(long, value_name = "INTERVAL", requires = "kubernetes", value_parser = parse_interval)]
+    pub kube_refresh: Option<Duration>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -166,8 +188,9 @@ pub enum Command {
     },
     /// Print snapshots of the fleet as JSON on stdout (logs go to stderr).
     Export(ExportArgs),
-    /// Drain, resume, undrain or return nodes in Slurm (asks first on a
-    /// terminal), or show a node's history.
+    /// Drain, resume, undrain or return nodes in Slurm, or cordon, drain or
+    /// resume (uncordon) them in Kubernetes with --kubernetes (asks first
+    /// on a terminal), or show a node's history.
     Node(NodeCmd),
     /// Cancel a Slurm job (`fleetop job cancel JOBID`; asks first on a terminal).
     Job(JobCmd),
@@ -293,6 +316,12 @@ pub struct NodeCmd {
     /// history: how far back (7d, 12h, 30m).
     #[arg(long, default_value = "7d", value_parser = parse_interval)]
     pub since: Duration,
+    /// With --kubernetes, drain: evict only the pods that hold GPUs
+    /// (nvidia.com/gpu or nvidia.com/mig-*); the others stay.
+    #[arg(long, requires = "kubernetes")]
+    pub gpu_pods_only: bool,
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }
 
 /// What `fleetop node` does.
@@ -311,6 +340,8 @@ pub enum NodeVerb {
     Return,
     /// The node's timeline: flags, drains, resumes, burn-ins, who and when.
     History,
+    /// Kubernetes only (--kubernetes): mark the nodes unschedulable, evicting nothing.
+    Cordon,
 }
 
 impl NodeVerb {
@@ -322,6 +353,7 @@ impl NodeVerb {
             NodeVerb::Undrain => Some(NodeAction::Undrain),
             NodeVerb::Return => Some(NodeAction::Return),
             NodeVerb::History => None,
+            NodeVerb::Cordon => Some(NodeAction::Cordon),
         }
     }
 }

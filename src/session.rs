@@ -40,6 +40,26 @@ pub struct Session {
     pub scheduler: bool,
     /// The agents' bench token, when known (config, or the demo's own).
     pub bench_token: Option<String>,
+    /// Kubernetes is read and acted on (`--kubernetes`).
+    pub kubernetes: bool,
+}
+
+/// Reads Kubernetes' GPU nodes every `every`, and at once when poked
+/// (after an action), as `poll_scheduler` reads Slurm.
+async fn poll_kube(kube: crate::ingest::kube::Kube, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+    loop {
+        let update = match kube.gpu_nodes().await {
+            Ok(snap) => Update::Kube(Arc::new(snap)),
+            Err(e) => Update::KubeError(e.to_string()),
+        };
+        if tx.send(update).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = poke.notified() => {}
+        }
+    }
 }
 
 /// Reads the scheduler every `every`, and at once when poked (after an action).
@@ -101,17 +121,19 @@ async fn poll_ray(ray: Ray, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender
 
 /// Runs confirmed plans one at a time, logs them (and refusals), starts
 /// burn-in suites, and reports back.
+// One argument per scheduler and what the burn-ins need: a struct would
+// only rename them.
 #[allow(clippy::too_many_arguments)]
 async fn run_actions(
     slurm: Slurm,
-    ray: Option<Ray>,
-    ray_poke: Arc<Notify>,
     mut asks: mpsc::Receiver<Request>,
     poke: Arc<Notify>,
     tx: mpsc::Sender<Update>,
     targets: Vec<Target>,
     bench_token: Option<String>,
     access: agent::Access,
+    kube: Option<(crate::ingest::kube::Kube, Arc<Notify>)>,
+    ray: Option<(Ray, Arc<Notify>)>,
 ) {
     let mut running: Option<(tokio::task::JoinHandle<()>, Vec<usize>)> = None;
     while let Some(ask) = asks.recv().await {
@@ -198,14 +220,33 @@ async fn run_actions(
                 continue;
             }
         };
-        let report = match (plan.scheduler, &ray) {
-            (Scheduler::Ray, Some(ray)) => {
-                let r = crate::ops::ray::run_logged(ray, plan).await;
-                ray_poke.notify_one();
-                r
+        // Each plan goes to the scheduler it names; one whose scheduler is
+        // not read here is refused (and logged), never sent elsewhere.
+        let refused = |why: &str| {
+            let r = audit::refused(&plan, why);
+            if let Err(e) = audit::log(&r) {
+                tracing::error!("{e}");
             }
-            (Scheduler::Ray, None) => audit::refused(&plan, "no Ray cluster is read (--ray)"),
-            _ => slurm::run_logged(&slurm, plan).await,
+            r
+        };
+        let report = match plan.scheduler {
+            Scheduler::Kubernetes => match &kube {
+                Some((k, kpoke)) => {
+                    let r = crate::ops::kube::run_logged(k, plan).await;
+                    kpoke.notify_one();
+                    r
+                }
+                None => refused("Kubernetes is not read (start with --kubernetes)"),
+            },
+            Scheduler::Ray => match &ray {
+                Some((r, rpoke)) => {
+                    let report = crate::ops::ray::run_logged(r, plan).await;
+                    rpoke.notify_one();
+                    report
+                }
+                None => refused("Ray is not read (start with --ray URL)"),
+            },
+            Scheduler::Slurm => slurm::run_logged(&slurm, plan).await,
         };
         poke.notify_one();
         if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
@@ -220,11 +261,20 @@ impl Session {
         let slurm = targets::slurm(cfg);
         // Before anything starts: a bad rack hostlist is a config error.
         let racks = Racks::from_config(cfg)?;
+        // A kubeconfig that cannot be used stops the start, in one line.
+        let kube = if args.kube.kubernetes {
+            Some(crate::ingest::kube::connect(&args.kube).await?)
+        } else {
+            None
+        };
+        // So is a --ray that is not a dashboard's URL.
+        let ray = targets::ray(args, cfg)?;
         let resolved: Resolved = targets::resolve(args, cfg).await?;
         let bench_token = resolved.bench_token;
         let mut store = Store::new(resolved.targets, cfg.thresholds.clone());
         store.set_racks(|n| racks.rack_of(n));
         store.scheduler_known = args.slurm;
+        store.kube.known = kube.is_some();
         let (tx, updates) = mpsc::channel(8192);
         let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
         let sources = SourceOptions {
@@ -267,23 +317,30 @@ impl Session {
                 tx.clone(),
             ));
         }
-        let ray = targets::ray(args, cfg)?;
-        let ray_poke = Arc::new(Notify::new());
-        if let Some(ray) = &ray {
-            store.ray = Some(crate::store::ray::RayState::new(ray.gcs.clone()));
-            tokio::spawn(poll_ray(ray.clone(), cfg.ray.refresh, ray_poke.clone(), tx.clone()));
-        }
+        let ray = ray.map(|r| {
+            let rpoke = Arc::new(Notify::new());
+            store.ray = Some(crate::store::ray::RayState::new(r.gcs.clone()));
+            tokio::spawn(poll_ray(r.clone(), cfg.ray.refresh, rpoke.clone(), tx.clone()));
+            (r, rpoke)
+        });
+        let kube = kube.map(|k| {
+            let kpoke = Arc::new(Notify::new());
+            let every = args.kube.kube_refresh.unwrap_or(Duration::from_secs(10));
+            tokio::spawn(poll_kube(k.clone(), every, kpoke.clone(), tx.clone()));
+            (k, kpoke)
+        });
+        let kubernetes = kube.is_some();
         let (atx, arx) = mpsc::channel(8);
         tokio::spawn(run_actions(
             slurm,
-            ray,
-            ray_poke,
             arx,
             poke,
             tx,
             targets,
             bench_token.clone(),
             resolved.access,
+            kube,
+            ray,
         ));
         Ok(Session {
             store,
@@ -293,6 +350,7 @@ impl Session {
             actions: Some(atx),
             scheduler: args.slurm,
             bench_token,
+            kubernetes,
         })
     }
 

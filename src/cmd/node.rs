@@ -22,29 +22,65 @@ pub fn run(
     rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<()> {
     let nodes = hostlist::expand(&args.nodes)?;
+    if args.kube.kubernetes && args.action.action().is_some() {
+        return run_kube(nodes, &args, read_only, rt);
+    }
     let action = match args.action.action() {
         None => return history(&nodes, &args, source, cfg, rt),
         Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, source, cfg, read_only)),
+        Some(NodeAction::Cordon) => anyhow::bail!("cordon is a Kubernetes action: add --kubernetes"),
         Some(a) => a,
     };
     if source.ray.is_some() {
-        return rt.block_on(run_ray(action, nodes, &args, source, cfg, read_only));
+        return run_ray(action, nodes, &args, source, cfg, read_only, rt);
     }
     let mut plan = action::plan(action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
     plan.force = args.force;
-    run_plan(plan, &args.nodes, args.yes, args.format, cfg, read_only)
+    let slurm = targets::slurm(cfg);
+    run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| {
+        slurm::execute(&slurm, p)
+    })
 }
 
-/// `fleetop node drain NODES --ray`: Ray is read first, so that the plan
-/// names each node's Ray id (a node Ray does not know is refused before
-/// anything is asked).
-async fn run_ray(
+/// `fleetop node cordon|drain|resume NODES --kubernetes`: the same path as
+/// Slurm's (read-only refusal, the calls shown, confirmation, the audit
+/// log, the exit status), the calls going to the API server
+/// (`ops::kube`). Read-only refuses before any client is made.
+fn run_kube(nodes: Vec<String>, args: &NodeCmd, read_only: bool, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+    let action = match args.action.action() {
+        Some(NodeAction::Return) => {
+            anyhow::bail!("return runs a burn-in and resumes in Slurm; with --kubernetes: resume (uncordon)")
+        }
+        Some(a) => a,
+        None => anyhow::bail!("{:?} has no Kubernetes action", args.action),
+    };
+    let mut plan = crate::model::kube::plan(action, nodes, args.reason.clone(), args.gpu_pods_only)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    plan.force = args.force;
+    let kube = if read_only {
+        None
+    } else {
+        Some(rt.block_on(crate::ingest::kube::connect(&args.kube))?)
+    };
+    // Who and when are known here: the calls shown are those sent.
+    crate::ops::kube::stamp(&mut plan);
+    run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| match &kube {
+        Some(k) => rt.block_on(crate::ops::kube::execute(k, p)),
+        None => audit::refused(p, "read-only mode"),
+    })
+}
+
+/// `fleetop --ray URL node drain NODES`: Ray is read first, so that the
+/// plan names each node's Ray id (a node Ray does not know is refused
+/// before anything is asked); then the path every action takes.
+fn run_ray(
     action: NodeAction,
     nodes: Vec<String>,
     args: &NodeCmd,
     source: &SourceArgs,
     cfg: &Config,
     read_only: bool,
+    rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<()> {
     if action != NodeAction::Drain {
         anyhow::bail!("{} --ray: {}", action.verb(), crate::ops::ray::NO_RESUME);
@@ -52,7 +88,7 @@ async fn run_ray(
     let Some(ray) = targets::ray(source, cfg)? else {
         anyhow::bail!("--ray: no Ray cluster given");
     };
-    let snap = ray.read().await?;
+    let snap = rt.block_on(ray.read())?;
     let how = crate::ops::ray::RayDrain {
         deadline: args.deadline,
         if_idle: args.if_idle,
@@ -63,18 +99,9 @@ async fn run_ray(
         .collect();
     let plan = crate::ops::ray::drain_plan(&ray.gcs, matched, args.reason.clone(), &how, now_ms())
         .map_err(|e| anyhow::anyhow!(e))?;
-    let verb = plan.action.verb();
-    if read_only {
-        audit::log(&audit::refused(&plan, "read-only mode"))?;
-        anyhow::bail!("read-only mode: {verb} refused (nothing was sent to Ray)");
-    }
-    show_plan(&plan, &args.nodes)?;
-    if !args.yes {
-        super::confirm(&plan, "Send these drains to Ray?")?;
-    }
-    audit::started(&plan)?;
-    let report = crate::ops::ray::execute(&ray, &plan).await;
-    finish(report, args.format)
+    run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| {
+        rt.block_on(crate::ops::ray::execute(&ray, p))
+    })
 }
 
 /// The plan on stderr: what will run, exactly.
@@ -251,16 +278,21 @@ pub fn run_job(args: JobCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()
     let user = (!user.is_empty()).then_some(user);
     let what = format!("job {}", args.job);
     let plan = action::scancel_plan(args.job, user.as_deref(), nodes);
-    run_plan(plan, &what, args.yes, args.format, cfg, read_only)
+    let slurm = targets::slurm(cfg);
+    run_plan(plan, &what, args.yes, args.format, read_only, |p| {
+        slurm::execute(&slurm, p)
+    })
 }
 
+/// Shows, confirms, logs and runs `plan` through `execute`, prints the
+/// report; an error when any node failed.
 fn run_plan(
     plan: action::Plan,
     what: &str,
     yes: bool,
     format: ActionFormat,
-    cfg: &Config,
     read_only: bool,
+    execute: impl FnOnce(&action::Plan) -> ActionReport,
 ) -> anyhow::Result<()> {
     let verb = plan.action.verb();
     if read_only {
@@ -272,12 +304,7 @@ fn run_plan(
         super::confirm(&plan, "Run these commands?")?;
     }
     audit::started(&plan)?;
-    finish(slurm::execute(&targets::slurm(cfg), &plan), format)
-}
-
-/// Logs and prints a report; an error (the exit status) if any node failed.
-fn finish(report: ActionReport, format: ActionFormat) -> anyhow::Result<()> {
-    let verb = report.action.verb();
+    let report = execute(&plan);
     let logged = audit::append(&report);
     print_report(&report, format)?;
     let path = logged.map_err(|e| anyhow::anyhow!("{verb} ran, but the audit log could not be written: {e}"))?;

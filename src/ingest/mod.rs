@@ -8,6 +8,7 @@ pub mod decode;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod hostlist;
+pub mod kube;
 pub mod prometheus;
 pub mod promjson;
 pub mod promtext;

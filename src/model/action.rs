@@ -120,6 +120,9 @@ pub struct Plan {
     pub policy: Option<String>,
     /// Where the commands go (Slurm unless said otherwise).
     pub scheduler: Scheduler,
+    /// A Kubernetes drain evicts only the pods that hold GPUs
+    /// (`--gpu-pods-only`); its eviction call says so in words.
+    pub gpu_pods_only: bool,
 }
 
 impl Plan {
@@ -133,6 +136,7 @@ impl Plan {
             force: false,
             policy: None,
             scheduler: Scheduler::Slurm,
+            gpu_pods_only: false,
         }
     }
 }

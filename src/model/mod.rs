@@ -8,6 +8,7 @@
 pub mod action;
 pub mod bench;
 pub mod flag;
+pub mod kube;
 pub mod rates;
 pub mod ray;
 pub mod remediation;

@@ -32,6 +32,10 @@ pub enum Update {
     Ray(Arc<crate::model::ray::RaySnapshot>),
     /// Ray could not be read.
     RayError(String),
+    /// Kubernetes' GPU nodes (`--kubernetes`), read just now.
+    Kube(Arc<crate::model::kube::KubeSnapshot>),
+    /// The Kubernetes API server could not be read, in one line.
+    KubeError(String),
 }
 
 /// What a node's connection brought.

@@ -4,6 +4,7 @@
 //! and the export; it does no I/O.
 
 pub mod history;
+pub mod kube;
 pub mod node;
 pub mod rates;
 pub mod ray;
@@ -48,6 +49,8 @@ pub struct Store {
     pub remediation: Option<crate::model::remediation::State>,
     /// The Ray cluster, where one is read (`--ray`).
     pub ray: Option<ray::RayState>,
+    /// Kubernetes' view of the nodes (`--kubernetes`).
+    pub kube: kube::KubeOverlay,
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -67,6 +70,7 @@ impl Store {
             unsaved: None,
             remediation: None,
             ray: None,
+            kube: Default::default(),
         }
     }
 
@@ -129,6 +133,15 @@ impl Store {
             }
             Update::Bench { node, event } => {
                 self.apply_bench(node, event, now_ms);
+                return;
+            }
+            Update::Kube(snap) => {
+                let targets: Vec<&Target> = self.nodes.iter().map(|n| &n.target).collect();
+                self.kube.apply(&targets, &snap, now_ms);
+                return;
+            }
+            Update::KubeError(e) => {
+                self.kube.failed(e, now_ms);
                 return;
             }
         };

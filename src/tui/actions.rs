@@ -96,6 +96,76 @@ pub(crate) fn chosen(app: &App, n: usize) -> String {
     }
 }
 
+/// Kubernetes takes the console's drain and resume when it is read
+/// (`--kubernetes`) and Slurm is not (`--slurm`): with both, Slurm keeps
+/// them, and `fleetop node ... --kubernetes` acts on Kubernetes.
+pub(crate) fn to_kube(app: &App) -> bool {
+    app.store.kube.known && !app.store.scheduler_known
+}
+
+/// Whether drains go to Ray: it is read, and neither Slurm nor Kubernetes
+/// is (Ray has only a drain: its nodes come back by starting again).
+pub(crate) fn to_ray(app: &App) -> bool {
+    app.store.ray.is_some() && !app.store.scheduler_known && !app.store.kube.known
+}
+
+/// The plan for `action` on `nodes`, for the scheduler that takes it:
+/// Slurm where it is read, else Kubernetes, else Ray (each node's Ray id
+/// from the last read).
+fn plan_for(app: &App, action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Result<Plan, String> {
+    if to_kube(app) {
+        return crate::model::kube::plan(action, nodes, reason, false);
+    }
+    match &app.store.ray {
+        Some(ray) if to_ray(app) => {
+            if action != NodeAction::Drain {
+                return Err(crate::ops::ray::NO_RESUME.into());
+            }
+            let matched = nodes
+                .into_iter()
+                .map(|name| {
+                    let i = app.store.nodes.iter().position(|n| n.target.name == name);
+                    (name, i.and_then(|i| ray.node(i)))
+                })
+                .collect();
+            let how = crate::ops::ray::RayDrain {
+                deadline: None,
+                if_idle: false,
+            };
+            crate::ops::ray::drain_plan(&ray.gcs, matched, reason, &how, app.now_ms)
+        }
+        _ => action::plan(action, nodes, reason),
+    }
+}
+
+/// What is logged for an attempt refused before it was planned (read-only):
+/// the calls it would have made, whether or not a reason was typed.
+fn refused_plan(app: &App, action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Plan {
+    if to_ray(app)
+        && let Ok(plan) = plan_for(app, action, nodes.clone(), reason.clone())
+    {
+        return plan;
+    }
+    let mut plan = Plan::new(action, nodes, reason, Vec::new());
+    if to_ray(app) {
+        plan.scheduler = action::Scheduler::Ray;
+    } else if to_kube(app) {
+        plan.scheduler = action::Scheduler::Kubernetes;
+        crate::model::kube::stamp(
+            &mut plan,
+            crate::model::kube::UNSTAMPED_BY,
+            crate::model::kube::UNSTAMPED_AT,
+        );
+    } else {
+        plan.commands = plan
+            .nodes
+            .iter()
+            .map(|n| action::command(action, n, plan.reason.as_deref()))
+            .collect();
+    }
+    plan
+}
+
 /// Read-only mode: `plan` is not run, but the attempt goes to the audit log,
 /// and the footer says what is off.
 pub(crate) fn refuse_read_only(app: &mut App, plan: Plan, what: &str) {
@@ -131,16 +201,15 @@ pub(crate) fn start_action(app: &mut App, key: char) {
         return;
     }
     if app.read_only {
-        let commands = nodes.iter().map(|n| action::command(action, n, None)).collect();
-        let plan = Plan::new(action, nodes, None, commands);
+        let plan = refused_plan(app, action, nodes, None);
         refuse_read_only(app, plan, action.verb());
         return;
     }
-    if !app.actions_enabled {
+    if !app.actions_enabled && !to_kube(app) {
         app.message = Some(format!("no scheduler: start with --slurm to {}", action.verb()));
         return;
     }
-    match action::plan(action, nodes, None) {
+    match plan_for(app, action, nodes, None) {
         Ok(mut plan) => {
             let guard = guard_for(app, &plan.nodes);
             // Only the typed names can send it, and then it is meant.
@@ -160,16 +229,12 @@ pub(crate) fn start_action(app: &mut App, key: char) {
 pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen: String) {
     if app.read_only {
         let reason = (!text.trim().is_empty()).then(|| action::owned_reason(text.trim()));
-        let commands = nodes
-            .iter()
-            .map(|n| action::command(NodeAction::Drain, n, reason.as_deref()))
-            .collect();
-        let plan = Plan::new(NodeAction::Drain, nodes, reason, commands);
+        let plan = refused_plan(app, NodeAction::Drain, nodes, reason);
         refuse_read_only(app, plan, "drain");
         return;
     }
-    if !app.actions_enabled && app.store.ray.is_none() {
-        app.message = Some("no scheduler: start with --slurm (or --ray) to drain".into());
+    if !app.actions_enabled && !to_kube(app) && !to_ray(app) {
+        app.message = Some("no scheduler: start with --slurm, --kubernetes or --ray to drain".into());
         return;
     }
     app.dialog = Some(Dialog::Reason {
@@ -178,29 +243,6 @@ pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen
         text,
         chosen,
     });
-}
-
-/// The plan of a confirmed reason: Slurm's where Slurm is read, else a
-/// drain in Ray where Ray is (each node's Ray id from the last read).
-fn plan_for(app: &App, action: NodeAction, nodes: Vec<String>, reason: String) -> Result<Plan, String> {
-    match &app.store.ray {
-        Some(ray) if !app.actions_enabled && action == NodeAction::Drain => {
-            let matched = nodes
-                .into_iter()
-                .map(|name| {
-                    let i = app.store.nodes.iter().position(|n| n.target.name == name);
-                    let r = i.and_then(|i| ray.node(i));
-                    (name, r)
-                })
-                .collect();
-            let how = crate::ops::ray::RayDrain {
-                deadline: None,
-                if_idle: false,
-            };
-            crate::ops::ray::drain_plan(&ray.gcs, matched, Some(reason), &how, app.now_ms)
-        }
-        _ => action::plan(action, nodes, Some(reason)),
-    }
 }
 
 /// `D` on the alerts screen: drain the selected alert's node, the catalog's
@@ -250,8 +292,12 @@ fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
     let held: Vec<(String, String)> = names
         .iter()
         .filter_map(|name| {
-            let n = app.store.nodes.iter().find(|n| &n.target.name == name)?;
-            let s = &n.scheduler.as_ref()?.node;
+            let i = app.store.nodes.iter().position(|n| &n.target.name == name)?;
+            if to_kube(app) {
+                let k = app.store.kube.of(i)?;
+                return matches!(k.hold(), Hold::Other).then(|| (name.clone(), k.held_by()));
+            }
+            let s = &app.store.nodes[i].scheduler.as_ref()?.node;
             matches!(s.hold(), Hold::Other).then(|| (name.clone(), s.held_by()))
         })
         .collect();
@@ -493,7 +539,7 @@ pub(crate) fn dialog_key(app: &mut App, k: KeyEvent) {
                 cancelled(app, action.verb());
                 None
             }
-            KeyCode::Enter => match plan_for(app, action, nodes.clone(), text.clone()) {
+            KeyCode::Enter => match plan_for(app, action, nodes.clone(), Some(text.clone())) {
                 Ok(plan) => Some(Dialog::Confirm {
                     plan,
                     chosen,

@@ -11,6 +11,7 @@ mod export_live;
 mod export_pods;
 mod export_summary;
 mod fuzz_regressions;
+mod kube;
 mod layers;
 mod limits;
 mod metrics;

@@ -21,11 +21,11 @@ use ratatui::style::Color;
 use tokio::sync::mpsc;
 
 /// The fixed "now" of every test (2026-01-01T00:00:00Z).
-const NOW: i64 = 1_767_225_600_000;
+pub(crate) const NOW: i64 = 1_767_225_600_000;
 
 /// Every update a console would receive from `nodes` simulated agents with
 /// `history_s` seconds of history ending at NOW.
-fn fleet_updates(nodes: u32, gpus: u32, history_s: i64) -> (Vec<Target>, Vec<Update>) {
+pub(crate) fn fleet_updates(nodes: u32, gpus: u32, history_s: i64) -> (Vec<Target>, Vec<Update>) {
     let start = NOW - 600_000;
     let mut sims = SimFleet::new(demo::plan(nodes, gpus, 7, start));
     let targets = sims
@@ -48,16 +48,16 @@ fn fleet_updates(nodes: u32, gpus: u32, history_s: i64) -> (Vec<Target>, Vec<Upd
     (targets, updates)
 }
 
-fn key(code: KeyCode) -> Action {
+pub(crate) fn key(code: KeyCode) -> Action {
     Action::Key(KeyEvent::new(code, KeyModifiers::NONE))
 }
 
-fn keys(s: &str) -> Vec<Action> {
+pub(crate) fn keys(s: &str) -> Vec<Action> {
     s.chars().map(|c| key(KeyCode::Char(c))).collect()
 }
 
 /// One thing that happens to the app, in order.
-enum Step {
+pub(crate) enum Step {
     Do(Action),
     /// An update arriving (then a frame passes, so it is drawn).
     Arrive(Update),
@@ -71,7 +71,7 @@ fn drive(theme: Theme, fleet: (Vec<Target>, Vec<Update>), size: (u16, u16), acti
 
 /// The same with steps after the fleet's updates, the app set up by
 /// `setup`, and what the app asked the action task to do.
-fn drive_steps(
+pub(crate) fn drive_steps(
     theme: Theme,
     fleet: (Vec<Target>, Vec<Update>),
     size: (u16, u16),
@@ -131,7 +131,7 @@ fn drive_steps(
     })
 }
 
-fn text(buf: &Buffer) -> String {
+pub(crate) fn text(buf: &Buffer) -> String {
     let area = buf.area;
     (0..area.height)
         .map(|y| {
@@ -142,7 +142,7 @@ fn text(buf: &Buffer) -> String {
         .join("\n")
 }
 
-fn theme() -> Theme {
+pub(crate) fn theme() -> Theme {
     Theme::load("default", None, ColorDepth::TrueColor).expect("default theme")
 }
 

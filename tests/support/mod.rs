@@ -4,6 +4,7 @@
 // Not every test binary uses every helper.
 #![allow(dead_code)]
 
+pub mod fake_kube;
 pub mod receiver;
 pub mod watch;
 

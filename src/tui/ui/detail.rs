@@ -54,20 +54,25 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         host_line = format!("rack {r} · {host_line}");
     }
     let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
+    // What the schedulers say of the node, a line each (Kubernetes up to
+    // three), then the pods on its GPUs.
     let ray = app.store.ray.as_ref();
     let sched_h = u16::from(n.scheduler.is_some()) + u16::from(ray.is_some());
+    let kube_lines = super::kube::lines(t, &app.store.kube, app.detail_node, app.now_ms);
+    let kube_h = kube_lines.len() as u16;
     let pods = n.last.as_ref().and_then(pods_line);
     let pods_h = u16::from(pods.is_some());
     // The diagnosis: the node's most urgent action, then every flag (kind,
     // subject, action, detail) as far as room allows, so a node crit for a
     // node-level reason never looks healthy and no flag name is cut.
     let flags: Vec<&Flag> = n.detector.active().collect();
-    let room = inner.height.saturating_sub(1 + sched_h + pods_h + table_h + 4);
+    let room = inner.height.saturating_sub(1 + sched_h + kube_h + pods_h + table_h + 4);
     let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(1));
     let diag_h = u16::from(!flags.is_empty()) + flags_h;
-    let [host, sched, pods_at, diag, table, lower] = Layout::vertical([
+    let [host, sched, kube, pods_at, diag, table, lower] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(sched_h),
+        Constraint::Length(kube_h),
         Constraint::Length(pods_h),
         Constraint::Length(diag_h),
         Constraint::Length(table_h),
@@ -106,6 +111,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             0,
             buf,
         );
+    }
+    for (i, l) in kube_lines.into_iter().enumerate() {
+        line_at(l, kube, i as u16, buf);
     }
     render_gpu_table(app, n, table, buf);
     if lower.height < 3 {

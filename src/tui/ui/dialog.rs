@@ -162,8 +162,12 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                     )),
                 ],
                 a => vec![Line::from(format!(
-                    " {} {n}… then reading the result back from Slurm",
-                    a.verb()
+                    " {} {n}… then reading the result back from {}",
+                    a.verb(),
+                    match plan.scheduler {
+                        crate::model::action::Scheduler::Kubernetes => "Kubernetes",
+                        _ => "Slurm",
+                    }
                 ))],
             };
             popup(t, "running", lines, width, area, buf);
@@ -316,6 +320,14 @@ fn reason_lines(t: &Theme, text: &str, width: usize) -> Vec<Line<'static>> {
 /// their end, and nothing new starts.
 fn job_lines(app: &App, nodes: &[String], width: usize) -> Vec<Line<'static>> {
     let t = &app.theme;
+    if crate::tui::actions::to_kube(app) {
+        let what = " Kubernetes: the drain cordons, then evicts the pods (not DaemonSet or mirror pods); \
+                    a PodDisruptionBudget may refuse some: the result names them.";
+        return wrap(what, width, " ")
+            .into_iter()
+            .map(|l| Line::from(Span::styled(l, t.muted)))
+            .collect();
+    }
     let views: Vec<_> = nodes
         .iter()
         .filter_map(|name| app.store.nodes.iter().find(|n| &n.target.name == name))

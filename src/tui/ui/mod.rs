@@ -8,6 +8,7 @@ mod dialog;
 mod groups;
 mod heatmap;
 mod help;
+mod kube;
 mod marks;
 mod timeline;
 

@@ -1,0 +1,252 @@
+//! Cordon, drain and uncordon in Kubernetes. The plan's calls (stamped
+//! with who and when just before they are logged) are what is sent: each
+//! node is read first, so that a cordon someone else made is never
+//! overwritten nor its annotations touched, and read back after (the
+//! PATCH's answer) for the report. A drain cordons, then evicts the node's
+//! pods through the Eviction subresource, which honours PodDisruptionBudgets:
+//! an eviction refused is reported with the API server's own words and
+//! makes the node's result a failure.
+
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::ingest::kube::{Kube, KubeError, decode_node};
+use crate::model::action::{ActionReport, NodeAction, NodeResult, Plan, Stage};
+use crate::model::kube::{self as km, KubeNode, KubePod};
+use crate::model::sched::Hold;
+use crate::model::time::{now_ms, rfc3339};
+use crate::ops::audit;
+
+/// The body the plan holds for `method path` (exactly what was logged).
+fn planned_body(plan: &Plan, method: &str, path: &str) -> Option<serde_json::Value> {
+    plan.commands
+        .iter()
+        .find(|c| c.len() >= 3 && c[0] == method && c[1] == path)
+        .and_then(|c| serde_json::from_str(&c[2]).ok())
+}
+
+fn result(node: &str, ok: bool, message: String, before: Option<&KubeNode>, after: Option<&KubeNode>) -> NodeResult {
+    NodeResult {
+        node: node.to_string(),
+        ok,
+        message,
+        state_before: before.map(|b| b.label().to_string()),
+        state_after: after.map(|a| a.label().to_string()),
+    }
+}
+
+/// Sends the planned merge patch for `node`; the node as it is after.
+async fn patch(kube: &Kube, plan: &Plan, node: &str) -> Result<KubeNode, String> {
+    let path = km::node_path(node);
+    let body = planned_body(plan, "PATCH", &path).ok_or_else(|| format!("the plan has no PATCH {path}"))?;
+    let api: Api<Node> = Api::all(kube.client.clone());
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map(|n| decode_node(&n))
+        .map_err(|e| kube.explain(&e, "patch", "nodes"))
+}
+
+/// How the evictions on one node went.
+#[derive(Default)]
+struct Evictions {
+    evicted: Vec<String>,
+    gone: Vec<String>,
+    left: Vec<String>,
+    refused: Vec<String>,
+}
+
+impl Evictions {
+    fn words(&self) -> String {
+        let list = |v: &[String]| v.join(", ");
+        let mut parts = Vec::new();
+        if !self.refused.is_empty() {
+            parts.push(format!("NOT evicted: {}", self.refused.join("; ")));
+        }
+        parts.push(match self.evicted.len() {
+            0 => "no pod to evict".to_string(),
+            n => format!("{n} pod(s) evicted ({})", list(&self.evicted)),
+        });
+        if !self.gone.is_empty() {
+            parts.push(format!("already gone: {}", list(&self.gone)));
+        }
+        if !self.left.is_empty() {
+            parts.push(format!("left: {}", list(&self.left)));
+        }
+        parts.join("; ")
+    }
+}
+
+/// Evicts the pods on `node` a drain takes (policy/v1 Eviction), one at a
+/// time; a pod already gone (404) is no failure.
+async fn evict_pods(kube: &Kube, node: &str, gpu_pods_only: bool) -> Result<Evictions, KubeError> {
+    let pods: Vec<KubePod> = kube.pods_on(node).await?;
+    let mut out = Evictions::default();
+    for p in pods {
+        if let Some(why) = p.left_by_drain(gpu_pods_only) {
+            out.left.push(format!("{} ({why})", p.id()));
+            continue;
+        }
+        let api: Api<Pod> = Api::namespaced(kube.client.clone(), &p.namespace);
+        let body = km::eviction_body(&p.namespace, &p.name);
+        let sent: Result<serde_json::Value, kube::Error> = api
+            .create_subresource("eviction", &p.name, &PostParams::default(), &body)
+            .await;
+        match sent {
+            Ok(_) => out.evicted.push(p.id()),
+            Err(kube::Error::Api(s)) if s.code == 404 => out.gone.push(p.id()),
+            // 429: a PodDisruptionBudget allows no disruption now; the
+            // API server's message says which budget.
+            Err(e) => out
+                .refused
+                .push(format!("{}: {}", p.id(), kube.explain(&e, "create", "pods/eviction"))),
+        }
+    }
+    Ok(out)
+}
+
+/// One node of a confirmed plan.
+async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
+    let before = match kube.node(node).await {
+        Ok(Some(b)) => b,
+        Ok(None) => return result(node, false, "Kubernetes has no node of this name".into(), None, None),
+        Err(e) => return result(node, false, format!("cannot read the node: {e}"), None, None),
+    };
+    let b = Some(&before);
+    match (plan.action, before.hold()) {
+        (NodeAction::Cordon, Hold::InService) => match patch(kube, plan, node).await {
+            Ok(after) => {
+                let ok = matches!(after.hold(), Hold::Fleetop { .. });
+                let msg = if ok {
+                    format!("now {}", after.held_by())
+                } else {
+                    format!("the API server accepted it, but the node is {}", after.held_by())
+                };
+                result(node, ok, msg, b, Some(&after))
+            }
+            Err(e) => result(node, false, e, b, None),
+        },
+        (NodeAction::Cordon, _) => result(node, true, format!("already {}; left as it is", before.held_by()), b, b),
+        (NodeAction::Drain, hold) => {
+            let (cordon_words, after) = match hold {
+                Hold::InService => match patch(kube, plan, node).await {
+                    Ok(a) if a.unschedulable => (format!("now {}", a.held_by()), a),
+                    Ok(a) => {
+                        return result(
+                            node,
+                            false,
+                            "the cordon did not hold: the node is schedulable".into(),
+                            b,
+                            Some(&a),
+                        );
+                    }
+                    Err(e) => return result(node, false, format!("not cordoned, nothing evicted: {e}"), b, None),
+                },
+                Hold::Fleetop { .. } => (format!("already {}", before.held_by()), before.clone()),
+                Hold::Other if !plan.force => {
+                    return result(
+                        node,
+                        true,
+                        format!(
+                            "already {}; left as it is, its pods too (--force to evict them anyway)",
+                            before.held_by()
+                        ),
+                        b,
+                        b,
+                    );
+                }
+                Hold::Other => (
+                    format!("already {} (cordon left as it is)", before.held_by()),
+                    before.clone(),
+                ),
+            };
+            match evict_pods(kube, node, plan.gpu_pods_only).await {
+                Ok(ev) => result(
+                    node,
+                    ev.refused.is_empty(),
+                    format!("{cordon_words}; {}", ev.words()),
+                    b,
+                    Some(&after),
+                ),
+                Err(e) => result(
+                    node,
+                    false,
+                    format!("{cordon_words}; its pods could not be listed, nothing evicted: {e}"),
+                    b,
+                    Some(&after),
+                ),
+            }
+        }
+        (NodeAction::Resume, Hold::InService) => {
+            result(node, true, "already schedulable; nothing to uncordon".into(), b, b)
+        }
+        (NodeAction::Resume, Hold::Other) if !plan.force => result(
+            node,
+            false,
+            format!(
+                "{}: left as it is (--force to {} it anyway)",
+                before.held_by(),
+                plan.action.verb()
+            ),
+            b,
+            b,
+        ),
+        (NodeAction::Resume, _) => match patch(kube, plan, node).await {
+            Ok(after) => {
+                let ok = !after.unschedulable;
+                let msg = if ok {
+                    "now schedulable".to_string()
+                } else {
+                    format!("the API server accepted it, but the node is {}", after.held_by())
+                };
+                result(node, ok, msg, b, Some(&after))
+            }
+            Err(e) => result(node, false, e, b, None),
+        },
+        (other, _) => result(
+            node,
+            false,
+            format!("{} is not a Kubernetes action", other.verb()),
+            b,
+            b,
+        ),
+    }
+}
+
+/// Runs a confirmed, stamped plan node by node. An API server that cannot
+/// be reached is tried once: the nodes after say so at once.
+pub async fn execute(kube: &Kube, plan: &Plan) -> ActionReport {
+    let mut results = Vec::new();
+    let mut unreachable: Option<String> = None;
+    for node in &plan.nodes {
+        if let Some(why) = &unreachable {
+            results.push(result(node, false, format!("not run: {why}"), None, None));
+            continue;
+        }
+        let r = execute_node(kube, plan, node).await;
+        if r.message.contains("cannot reach the API server") {
+            unreachable = Some(r.message.clone());
+        }
+        results.push(r);
+    }
+    audit::report(plan, Stage::Done, None, results)
+}
+
+/// Fills in who and when (the cordon's annotations), as late as can be.
+pub fn stamp(plan: &mut Plan) {
+    km::stamp(plan, &audit::actor().display(), &rfc3339(now_ms()));
+}
+
+/// Runs a confirmed plan as every caller must: stamped, logged before it
+/// runs (not run if it cannot be logged), executed, logged with its results.
+pub async fn run_logged(kube: &Kube, mut plan: Plan) -> ActionReport {
+    stamp(&mut plan);
+    if let Err(e) = audit::started(&plan) {
+        return audit::refused(&plan, &e.to_string());
+    }
+    let report = execute(kube, &plan).await;
+    if let Err(e) = audit::log(&report) {
+        tracing::error!("{e}");
+    }
+    report
+}

@@ -1,0 +1,634 @@
+//! `fleetop node cordon|drain|resume --kubernetes` against the in-process
+//! fake API server (`support::kube`): failures first (unreachable, a bad
+//! kubeconfig, RBAC, someone else's cordon, a PodDisruptionBudget,
+//! read-only), then the audit line, then the happy paths.
+
+use std::path::{Path, PathBuf};
+
+use fleetop::model::action::{AuditLine, Scheduler, Stage};
+use serde_json::Value;
+
+use crate::support::fake_kube::{ADMIN_TOKEN, FakeApi, VIEWER_TOKEN, kubeconfig};
+
+struct Run {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// `fleetop node ARGS --kubernetes --kubeconfig KC --yes` with its own audit log.
+fn node(kc: &Path, log: &Path, args: &[&str]) -> Run {
+    let out = crate::fleetop()
+        .arg("node")
+        .args(args)
+        .args(["--kubernetes", "--yes", "--kubeconfig"])
+        .arg(kc)
+        .env("FLEETOP_AUDIT_LOG", log)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("runs");
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn audit(log: &Path) -> Vec<AuditLine> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an audit line"))
+        .collect()
+}
+
+fn setup(token: &str) -> (FakeApi, tempfile::TempDir, PathBuf, PathBuf) {
+    let api = FakeApi::fleet();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = kubeconfig(dir.path(), &api.url(), token);
+    let log = dir.path().join("audit.jsonl");
+    (api, dir, kc, log)
+}
+
+fn annotations(n: &Value) -> &serde_json::Map<String, Value> {
+    n["metadata"]["annotations"].as_object().expect("annotations")
+}
+
+#[test]
+fn an_api_server_that_does_not_answer_fails_in_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = crate::free_port();
+    let kc = kubeconfig(dir.path(), &format!("http://127.0.0.1:{port}"), ADMIN_TOKEN);
+    let log = dir.path().join("audit.jsonl");
+    let r = node(&kc, &log, &["cordon", "gpu[01-02]", "--reason", "xid 79"]);
+    assert!(!r.ok);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("gpu01"))
+        .expect("gpu01's result");
+    assert!(
+        line.contains("FAIL") && line.contains(&format!("cannot reach the API server at http://127.0.0.1:{port}/")),
+        "{}",
+        r.stdout
+    );
+    // Tried once: the next node says so without trying again.
+    assert!(
+        r.stdout.contains("gpu02  FAIL  not run: cannot read the node"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        r.stderr.lines().count(),
+        r.stderr.lines().filter(|l| !l.trim().is_empty()).count()
+    );
+    assert!(
+        r.stderr
+            .contains("fleetop: cordon failed on 2 of 2 node(s): gpu01,gpu02"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_bad_kubeconfig_is_one_line_naming_the_file_and_nothing_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("broken-kubeconfig");
+    std::fs::write(&kc, "apiVersion: v1\nclusters: [ {name: x\n").expect("write");
+    let log = dir.path().join("audit.jsonl");
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "x"]);
+    assert!(!r.ok);
+    let last = r.stderr.lines().last().expect("an error");
+    assert!(
+        last.starts_with("fleetop: kubeconfig ") && last.contains(&kc.display().to_string()),
+        "{}",
+        r.stderr
+    );
+    assert!(audit(&log).is_empty(), "nothing ran, so nothing was started");
+    // A context the kubeconfig does not have.
+    let api = FakeApi::fleet();
+    let kc = kubeconfig(dir.path(), &api.url(), ADMIN_TOKEN);
+    let r = node(
+        &kc,
+        &log,
+        &["cordon", "gpu01", "--reason", "x", "--kube-context", "nosuch"],
+    );
+    assert!(!r.ok);
+    assert!(
+        r.stderr.contains("nosuch") && r.stderr.contains("kubeconfig"),
+        "{}",
+        r.stderr
+    );
+    assert!(api.requests().is_empty());
+}
+
+#[test]
+fn rbac_that_lacks_patch_is_named() {
+    let (api, _dir, kc, log) = setup(VIEWER_TOKEN);
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "xid 79"]);
+    assert!(!r.ok);
+    assert!(
+        r.stdout.contains("403 Forbidden: RBAC must allow 'patch' on 'nodes'")
+            && r.stdout.contains("cannot patch resource \"nodes\""),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(api.node("gpu01")["spec"].get("unschedulable"), None);
+    let (_api, _dir, kc, log) = setup("not-a-token");
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "xid 79"]);
+    assert!(
+        r.stdout.contains("401 Unauthorized from http://127.0.0.1:"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn someone_elses_cordon_is_left_alone_unless_forced() {
+    let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
+    let theirs = api.node("gpu02");
+    // Uncordon: refused, exit non-zero.
+    let r = node(&kc, &log, &["resume", "gpu02"]);
+    assert!(!r.ok, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("cordoned, not by fleetop") && r.stdout.contains("--force"),
+        "{}",
+        r.stdout
+    );
+    // Cordon and drain: it is cordoned already; its annotation, its pods stay.
+    let r = node(&kc, &log, &["cordon", "gpu02", "--reason", "fan"]);
+    assert!(r.ok && r.stdout.contains("left as it is"), "{}", r.stdout);
+    let r = node(&kc, &log, &["drain", "gpu02", "--reason", "fan"]);
+    assert!(r.ok && r.stdout.contains("its pods too"), "{}", r.stdout);
+    assert!(api.writes().is_empty(), "{:?}", api.writes());
+    assert_eq!(api.node("gpu02"), theirs);
+    // Forced: uncordoned; their annotation is not fleetop's to remove.
+    let r = node(&kc, &log, &["resume", "gpu02", "--force"]);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    let n = api.node("gpu02");
+    assert_eq!(n["spec"]["unschedulable"], false);
+    assert_eq!(annotations(&n)["example.com/maintenance"], "alice: PSU swap");
+    let forced = audit(&log).into_iter().last().expect("logged");
+    assert!(forced.forced && forced.report.stage == Stage::Done);
+}
+
+#[test]
+fn a_disruption_budget_refusing_one_eviction_is_reported_and_the_rest_evicted() {
+    let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
+    api.state.lock().expect("lock").pdb.insert("ml/train-1".into());
+    let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79"]);
+    assert!(!r.ok, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("NOT evicted: ml/train-1: 429 TooManyRequests: Cannot evict pod as it would violate the pod's disruption budget. (The disruption budget train-pdb needs 2 healthy pods and has 2 currently)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("drain failed on 1 of 1 node(s): gpu01"),
+        "{}",
+        r.stderr
+    );
+    // The others went; DaemonSet and mirror pods were never asked to.
+    let mut left = api.pods_on("gpu01");
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "kube-system/dcgm-exporter-x",
+            "kube-system/kube-proxy-gpu01",
+            "ml/train-1"
+        ]
+    );
+    let posted: Vec<String> = api
+        .writes()
+        .iter()
+        .filter(|w| w.method == "POST")
+        .map(|w| w.target.clone())
+        .collect();
+    assert_eq!(posted.len(), 3, "{posted:?}");
+    assert!(posted.iter().all(|p| !p.contains("kube-system")), "{posted:?}");
+    let ev = api
+        .writes()
+        .into_iter()
+        .find(|w| w.method == "POST")
+        .expect("an eviction");
+    assert_eq!(ev.body.as_ref().expect("body")["kind"], "Eviction");
+    assert_eq!(ev.body.as_ref().expect("body")["apiVersion"], "policy/v1");
+    let done = audit(&log).into_iter().last().expect("logged");
+    assert!(!done.report.results[0].ok);
+}
+
+#[test]
+fn read_only_refuses_before_any_request() {
+    let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
+    let out = crate::fleetop()
+        .args([
+            "--read-only",
+            "node",
+            "drain",
+            "gpu01",
+            "--reason",
+            "x",
+            "--kubernetes",
+            "--yes",
+            "--kubeconfig",
+        ])
+        .arg(&kc)
+        .env("FLEETOP_AUDIT_LOG", &log)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only mode: drain refused"));
+    assert!(api.requests().is_empty(), "{:?}", api.requests());
+    let l = audit(&log);
+    assert_eq!(l.len(), 1);
+    assert_eq!(
+        (l[0].report.stage, l[0].scheduler),
+        (Stage::Refused, Scheduler::Kubernetes)
+    );
+}
+
+#[test]
+fn the_audit_log_names_kubernetes_and_each_node() {
+    let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
+    let r = node(
+        &kc,
+        &log,
+        &["cordon", "gpu01,gpu02", "--reason", "xid 79", "--format", "json"],
+    );
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    let raw = std::fs::read_to_string(&log).expect("log");
+    assert!(raw.lines().all(|l| l.contains(r#""scheduler":"kubernetes""#)), "{raw}");
+    let l = audit(&log);
+    assert_eq!(
+        l.iter().map(|l| l.report.stage).collect::<Vec<_>>(),
+        [Stage::Started, Stage::Done]
+    );
+    let done = &l[1].report;
+    assert_eq!(done.results.len(), 2);
+    assert_eq!(done.results[0].state_before.as_deref(), Some("schedulable"));
+    assert_eq!(done.results[0].state_after.as_deref(), Some("cordoned"));
+    assert!(
+        done.results[1].message.contains("left as it is"),
+        "{:?}",
+        done.results[1]
+    );
+    // The calls logged are those sent: the same body, who and when filled in.
+    let patch = &api.writes()[0];
+    let logged = done.commands.iter().find(|c| c[0] == "PATCH").expect("a PATCH");
+    assert_eq!(logged[1], "/api/v1/nodes/gpu01");
+    assert_eq!(
+        Some(serde_json::from_str::<Value>(&logged[2]).expect("json")),
+        patch.body
+    );
+    assert!(!logged[2].contains("(this user)"), "{}", logged[2]);
+    // stdout is the report as JSON.
+    let printed: AuditLine = serde_json::from_str(&r.stdout).expect("json report");
+    assert_eq!(printed.scheduler, Scheduler::Kubernetes);
+}
+
+#[test]
+fn cordon_then_uncordon_sets_and_clears_fleetops_annotations() {
+    let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "xid 79"]);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    let n = api.node("gpu01");
+    assert_eq!(n["spec"]["unschedulable"], true);
+    let a = annotations(&n);
+    assert_eq!(a["fleetop/reason"], "fleetop: xid 79");
+    assert!(a.contains_key("fleetop/cordoned-by") && a.contains_key("fleetop/cordoned-at"));
+    assert_eq!(a["node.alpha.kubernetes.io/ttl"], "0", "others' annotations stay");
+    assert_eq!(
+        api.writes()[0].content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert!(api.pods_on("gpu01").len() == 5, "a cordon evicts nothing");
+    // Cordoning again keeps the first reason.
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "other words"]);
+    assert!(r.ok && r.stdout.contains("already cordoned by fleetop"), "{}", r.stdout);
+    assert_eq!(annotations(&api.node("gpu01"))["fleetop/reason"], "fleetop: xid 79");
+    let r = node(&kc, &log, &["resume", "gpu01"]);
+    assert!(r.ok && r.stdout.contains("now schedulable"), "{}", r.stdout);
+    let n = api.node("gpu01");
+    assert_eq!(n["spec"]["unschedulable"], false);
+    assert!(annotations(&n).keys().all(|k| !k.starts_with("fleetop/")), "{n}");
+    assert_eq!(annotations(&n)["node.alpha.kubernetes.io/ttl"], "0");
+}
+
+#[test]
+fn drain_cordons_and_evicts_all_but_daemonset_and_mirror_pods() {
+    let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
+    let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79"]);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("3 pod(s) evicted (ml/train-0, ml/train-1, web/cache)")
+            && r.stdout.contains("kube-system/dcgm-exporter-x (DaemonSet pod)")
+            && r.stdout.contains("kube-system/kube-proxy-gpu01 (mirror pod)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(api.node("gpu01")["spec"]["unschedulable"], true);
+    // The order: the cordon first, then the node's pods, then evictions.
+    let methods: Vec<String> = api.requests().iter().map(|r| r.method.clone()).collect();
+    let first_post = methods.iter().position(|m| m == "POST").expect("posts");
+    assert!(methods[..first_post].contains(&"PATCH".to_string()), "{methods:?}");
+    let list = api
+        .requests()
+        .into_iter()
+        .find(|r| r.target.starts_with("/api/v1/pods"))
+        .expect("listed");
+    assert!(
+        list.target.contains("fieldSelector=spec.nodeName%3Dgpu01"),
+        "{}",
+        list.target
+    );
+    // The plan on stderr shows the calls.
+    assert!(r.stderr.contains("PATCH /api/v1/nodes/gpu01"), "{}", r.stderr);
+}
+
+#[test]
+fn gpu_pods_only_leaves_the_pods_without_gpus() {
+    let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
+    let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79", "--gpu-pods-only"]);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    let mut left = api.pods_on("gpu01");
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "kube-system/dcgm-exporter-x",
+            "kube-system/kube-proxy-gpu01",
+            "web/cache"
+        ]
+    );
+    assert!(r.stdout.contains("web/cache (holds no GPU)"), "{}", r.stdout);
+    // Not a Kubernetes flag without --kubernetes.
+    let out = crate::fleetop()
+        .args(["node", "drain", "gpu01", "--reason", "x", "--gpu-pods-only"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    // Cordon is Kubernetes' only.
+    let out = crate::fleetop()
+        .args(["node", "cordon", "gpu01", "--reason", "x", "--yes"])
+        .env("FLEETOP_AUDIT_LOG", &log)
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cordon is a Kubernetes action: add --kubernetes"));
+}
+
+// The console: node detail's Kubernetes lines and the dialogs' plans, on
+// the real event loop (TestBackend, as tests/it/tui.rs drives it).
+
+mod console {
+    use std::sync::Arc;
+
+    use crossterm::event::KeyCode;
+    use fleetop::model::action::{NodeAction, Scheduler};
+    use fleetop::model::kube::{Annotation, Condition, KubeNode, KubeSnapshot, Taint};
+    use fleetop::model::request::Request;
+    use fleetop::model::update::Update;
+    use fleetop::tui::app::App;
+
+    use crate::tui::{Step, drive_steps, fleet_updates, key, keys, text, theme};
+
+    fn kube_node(name: &str) -> KubeNode {
+        KubeNode {
+            name: name.into(),
+            addresses: vec![format!("10.9.0.{}", &name[name.len() - 1..])],
+            gpu_capacity: Some(8),
+            gpu_allocatable: Some(8),
+            conditions: vec![Condition {
+                kind: "Ready".into(),
+                status: "True".into(),
+                reason: Some("KubeletReady".into()),
+                message: None,
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// gpu01 cordoned by fleetop, not Ready, one GPU short, tainted;
+    /// gpu03 cordoned by someone else; gpu02 and gpu04 schedulable.
+    fn snapshot() -> KubeSnapshot {
+        let mut a = kube_node("gpu01");
+        a.unschedulable = true;
+        a.gpu_allocatable = Some(7);
+        a.fleetop = Some(Annotation {
+            reason: "fleetop: xid 79".into(),
+            by: Some("alice".into()),
+            at: Some("2026-01-01T00:00:00Z".into()),
+        });
+        a.conditions = vec![Condition {
+            kind: "Ready".into(),
+            status: "False".into(),
+            reason: Some("KubeletNotReady".into()),
+            message: Some("PLEG is not healthy".into()),
+        }];
+        a.taints = vec![Taint {
+            key: "node.kubernetes.io/unschedulable".into(),
+            value: None,
+            effect: "NoSchedule".into(),
+        }];
+        let mut c = kube_node("gpu03");
+        c.unschedulable = true;
+        KubeSnapshot {
+            nodes: vec![a, kube_node("gpu02"), c, kube_node("gpu04")],
+        }
+    }
+
+    fn with_kube(app: &mut App) {
+        app.store.kube.known = true;
+    }
+
+    fn arrive() -> Step {
+        Step::Arrive(Update::Kube(Arc::new(snapshot())))
+    }
+
+    #[test]
+    fn node_detail_shows_the_nodes_kubernetes_state() {
+        let steps = vec![arrive(), Step::Do(key(KeyCode::Enter))];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, with_kube);
+        let screen = text(&buf);
+        assert!(
+            screen.contains(
+                "kubernetes 7/8 GPUs allocatable · cordoned by fleetop (alice, 2026-01-01T00:00:00Z): fleetop: xid 79"
+            ),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("not OK: Ready=False (KubeletNotReady: PLEG is not healthy)"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("taints: node.kubernetes.io/unschedulable:NoSchedule"),
+            "{screen}"
+        );
+        insta::assert_snapshot!("kube_detail_100x30", screen);
+        // The API server stops answering: said first, with the age of what is shown.
+        let steps = vec![
+            arrive(),
+            Step::Arrive(Update::KubeError(
+                "cannot reach the API server at https://k8s:6443/".into(),
+            )),
+            Step::Do(key(KeyCode::Enter)),
+        ];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, with_kube);
+        assert!(
+            text(&buf)
+                .contains("kubernetes last read 0s ago: cannot reach the API server at https://k8s:6443/ │ 7/8 GPUs"),
+            "{}",
+            text(&buf)
+        );
+        // Without --kubernetes: no such line.
+        let steps = vec![arrive(), Step::Do(key(KeyCode::Enter))];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, |_| {});
+        assert!(!text(&buf).contains("kubernetes"), "{}", text(&buf));
+    }
+
+    #[test]
+    fn the_drain_dialog_sends_a_kubernetes_plan_when_kubernetes_is_read_and_slurm_is_not() {
+        let steps = || {
+            let mut v = vec![
+                arrive(),
+                Step::Do(key(KeyCode::Char('j'))),
+                Step::Do(key(KeyCode::Char('D'))),
+            ];
+            v.extend(keys("fan").into_iter().map(Step::Do));
+            v.push(Step::Do(key(KeyCode::Enter)));
+            v
+        };
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps(), with_kube);
+        let screen = text(&buf);
+        assert!(screen.contains("PATCH /api/v1/nodes/"), "{screen}");
+        assert!(screen.contains("evicts the pods"), "{screen}");
+        assert!(asked.is_empty(), "nothing before the y");
+        let mut yes = steps();
+        yes.push(Step::Do(key(KeyCode::Char('y'))));
+        let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), yes, with_kube);
+        let Some(Request::Run(plan)) = asked.first() else {
+            panic!("{asked:?}")
+        };
+        assert_eq!(
+            (plan.action, plan.scheduler),
+            (NodeAction::Drain, Scheduler::Kubernetes)
+        );
+        assert_eq!(plan.reason.as_deref(), Some("fleetop: fan"));
+        assert_eq!(plan.commands[0][0], "PATCH");
+    }
+
+    #[test]
+    fn resuming_someone_elses_cordon_needs_its_name_typed() {
+        // gpu03 is someone else's: y alone does not send it.
+        let find_gpu03 = |app: &mut App| {
+            with_kube(app);
+            app.marked.insert(2);
+        };
+        let steps = vec![
+            arrive(),
+            Step::Do(key(KeyCode::Char('R'))),
+            Step::Do(key(KeyCode::Char('y'))),
+        ];
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, find_gpu03);
+        assert!(asked.is_empty(), "{asked:?}");
+        let screen = text(&buf);
+        assert!(screen.contains("cordoned, not by fleetop"), "{screen}");
+    }
+}
+
+/// The console's session with `--kubernetes`: the poller's snapshot reaches
+/// the store (matched by name), and a Kubernetes plan sent from the screen
+/// goes through `session::run_actions` to the API server and comes back
+/// as `ActionDone`.
+#[test]
+fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() {
+    use clap::Parser;
+    use fleetop::model::update::Update;
+    // The audit log is found through the environment: the test runs
+    // again in a process of its own with FLEETOP_AUDIT_LOG set, rather
+    // than changing the environment of this one under the other tests.
+    const CHILD: &str = "FLEETOP_TEST_KUBE_SESSION_LOG";
+    let Some(log) = std::env::var_os(CHILD).map(PathBuf::from) else {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("audit.jsonl");
+        let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+            .args([
+                "--exact",
+                "kube::the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server",
+            ])
+            .env(CHILD, &log)
+            .env("FLEETOP_AUDIT_LOG", &log)
+            .output()
+            .expect("runs");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("1 passed"),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    };
+    let (api, dir, kc, _) = setup(ADMIN_TOKEN);
+    let port = crate::free_port();
+    let cli = fleetop::cli::Cli::parse_from([
+        "fleetop".to_string(),
+        "--hosts".into(),
+        format!("gpu01:{port}"),
+        "--kubernetes".into(),
+        "--kubeconfig".into(),
+        kc.display().to_string(),
+    ]);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let cfg = fleetop::config::Config::default();
+        let mut s = fleetop::session::Session::start(&cli.source, &cfg)
+            .await
+            .expect("session");
+        assert!(s.kubernetes && s.store.kube.known);
+        let within = std::time::Duration::from_secs(20);
+        let snap = tokio::time::timeout(within, async {
+            loop {
+                if let Some(Update::Kube(k)) = s.updates.recv().await {
+                    break k;
+                }
+            }
+        })
+        .await
+        .expect("the nodes are read");
+        s.store.apply(Update::Kube(snap.clone()), 0);
+        assert_eq!(s.store.kube.of(0).map(|k| k.name.as_str()), Some("gpu01"));
+        assert_eq!(
+            snap.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["gpu01", "gpu02"]
+        );
+        let plan = fleetop::model::kube::plan(
+            fleetop::model::action::NodeAction::Cordon,
+            vec!["gpu01".into()],
+            Some("xid 79".into()),
+            false,
+        )
+        .expect("plan");
+        let ask = s.actions.clone().expect("actions");
+        ask.send(fleetop::model::request::Request::Run(plan))
+            .await
+            .expect("sent");
+        let report = tokio::time::timeout(within, async {
+            loop {
+                if let Some(Update::ActionDone(r)) = s.updates.recv().await {
+                    break r;
+                }
+            }
+        })
+        .await
+        .expect("the action is done");
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.scheduler, Scheduler::Kubernetes);
+    });
+    assert_eq!(api.node("gpu01")["spec"]["unschedulable"], true);
+    let a = annotations(&api.node("gpu01")).clone();
+    assert_eq!(a["fleetop/reason"], "fleetop: xid 79");
+    assert_ne!(a["fleetop/cordoned-by"], "(this user)", "stamped before it was sent");
+    assert_eq!(audit(&log).len(), 2);
+    drop(dir);
+}
