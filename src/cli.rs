@@ -92,15 +92,6 @@ pub struct SourceArgs {
     /// instances ('job="dcgm"' or '{job="dcgm",instance=~"gpu0.*"}').
     #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
     pub prometheus_match: Option<String>,
-    /// The Ray cluster the nodes are in: its dashboard's HTTP address
-    /// ("http://ray-head:8265"; alone, the config's `[ray] dashboard`). The
-    /// console shows each node's Ray state and the Ray jobs on its GPUs, and
-    /// `fleetop node drain` drains in Ray.
-    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
-    pub ray: Option<String>,
-    /// With --ray: the GCS's host:port, where it is not the dashboard's host at 6379.
-    #[arg(long, value_name = "HOST:PORT", requires = "ray")]
-    pub ray_gcs: Option<String>,
     /// How often --dcgm-exporter endpoints or --prometheus are read.
     #[arg(long, default_value = "5s", value_parser = parse_interval)]
     pub scrape_interval: Duration,
@@ -149,6 +140,21 @@ pub struct SourceArgs {
     pub demo_fault_for: Option<Duration>,
     #[command(flatten)]
     pub kube: KubeArgs,
+    #[command(flatten)]
+    pub ray: RayArgs,
+}
+
+/// Ray (docs/ray.md): with the console, each node's Ray state and the Ray
+/// jobs on its GPUs; with `fleetop node drain`, the drain goes to Ray.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RayArgs {
+    /// The Ray cluster the nodes are in: its dashboard's HTTP address
+    /// ("http://ray-head:8265"; alone, the config's `[ray] dashboard`).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub ray: Option<String>,
+    /// With --ray: the GCS's host:port, where it is not the dashboard's host at 6379.
+    #[arg(long, value_name = "HOST:PORT", requires = "ray")]
+    pub ray_gcs: Option<String>,
 }
 
 /// Kubernetes (docs/kubernetes.md): with the console, each node's
@@ -322,6 +328,8 @@ pub struct NodeCmd {
     pub gpu_pods_only: bool,
     #[command(flatten)]
     pub kube: KubeArgs,
+    #[command(flatten)]
+    pub ray: RayArgs,
 }
 
 /// What `fleetop node` does.

@@ -297,6 +297,10 @@ pub struct MigInstance {
     pub tensor_active_pct: Option<f64>,
     #[serde(default)]
     pub dram_bw_pct: Option<f64>,
+    /// Its graphics engine's busy share, where a dcgm-exporter gives it per
+    /// instance (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_pct: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -695,6 +699,7 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
                         sm_occupancy_pct: m.gpm.map(|x| x.sm_occupancy_pct),
                         tensor_active_pct: m.gpm.map(|x| x.tensor_active_pct),
                         dram_bw_pct: m.gpm.map(|x| x.dram_bw_pct),
+                        util_pct: m.util_pct,
                     })
                     .collect()
             })

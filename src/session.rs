@@ -268,7 +268,7 @@ impl Session {
             None
         };
         // So is a --ray that is not a dashboard's URL.
-        let ray = targets::ray(args, cfg)?;
+        let ray = targets::ray(&args.ray, cfg)?;
         let resolved: Resolved = targets::resolve(args, cfg).await?;
         let bench_token = resolved.bench_token;
         let mut store = Store::new(resolved.targets, cfg.thresholds.clone());

@@ -31,8 +31,10 @@ pub fn run(
         Some(NodeAction::Cordon) => anyhow::bail!("cordon is a Kubernetes action: add --kubernetes"),
         Some(a) => a,
     };
-    if source.ray.is_some() {
-        return run_ray(action, nodes, &args, source, cfg, read_only, rt);
+    // --ray after `node drain`, or before `node` as for the console.
+    let ray_args = if args.ray.ray.is_some() { &args.ray } else { &source.ray };
+    if ray_args.ray.is_some() {
+        return run_ray(action, nodes, &args, ray_args, cfg, read_only, rt);
     }
     let mut plan = action::plan(action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
     plan.force = args.force;
@@ -77,7 +79,7 @@ fn run_ray(
     action: NodeAction,
     nodes: Vec<String>,
     args: &NodeCmd,
-    source: &SourceArgs,
+    ray_args: &crate::cli::RayArgs,
     cfg: &Config,
     read_only: bool,
     rt: &tokio::runtime::Runtime,
@@ -85,7 +87,7 @@ fn run_ray(
     if action != NodeAction::Drain {
         anyhow::bail!("{} --ray: {}", action.verb(), crate::ops::ray::NO_RESUME);
     }
-    let Some(ray) = targets::ray(source, cfg)? else {
+    let Some(ray) = targets::ray(ray_args, cfg)? else {
         anyhow::bail!("--ray: no Ray cluster given");
     };
     let snap = rt.block_on(ray.read())?;

@@ -533,6 +533,45 @@ mod tests {
         assert_eq!(gpu::split_holder("job 44110 holds it at 0%", 4411), None);
         assert_eq!(gpu::split_holder("job 4411, job 4412 at 90%", 4411), None);
         assert_eq!(gpu::split_holder("2 process(es) holds it", 4411), None);
+        // No Slurm job, but Ray's worker with that pid: its Ray job is named.
+        let mut d = NodeDetector {
+            ray: vec![crate::model::ray::RayWork {
+                kind: crate::model::ray::RayWorkKind::Actor,
+                job: "01000000".into(),
+                what: "Trainer trainer0".into(),
+                node: "ab".into(),
+                pid: Some(1),
+                gpus: 1.0,
+            }],
+            ..NodeDetector::default()
+        };
+        let ray_held = || {
+            gpu(|g| {
+                g.util_pct = Some(0);
+                g.processes.push(GpuProcess {
+                    pid: 1,
+                    used_mem_bytes: 1,
+                    job_id: None,
+                    owner: None,
+                    command: None,
+                });
+            })
+        };
+        for t in 0..12 {
+            let s = NodeSample {
+                time_ms: t * 1000,
+                gpus: vec![ray_held()],
+                ..Default::default()
+            };
+            d.on_sample(&info(), &s, &Derived::default(), &[], &th);
+        }
+        let f = d.active().next().expect("idle");
+        assert!(
+            f.detail
+                .starts_with("ray job 01000000 (Trainer trainer0) holds it at 0%"),
+            "{}",
+            f.detail
+        );
         assert_eq!(
             gpu::split_holder("job 4411 (alice", 4411),
             None,

@@ -225,6 +225,8 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
                 mem_used_bytes: nz(m.mem_total_bytes).map(|_| m.mem_used_bytes),
                 mem_total_bytes: nz(m.mem_total_bytes),
                 gpm: m.gpm.as_ref().map(gpm),
+                // NVML gives no utilization per MIG instance.
+                util_pct: None,
             })
             .collect(),
         gpm: g.gpm.as_ref().map(gpm),

@@ -39,7 +39,9 @@ use crate::model::update::{Event, Update};
 const HOST_LABELS: &str = "Hostname,hostname,instance";
 
 /// The labels that say which node, GPU and MIG instance a series is of.
-const KEY_LABELS: &str = "Hostname,hostname,instance,gpu,GPU_I_ID,GPU_I_PROFILE";
+/// With dcgm-exporter's Kubernetes labels: a GPU shared by pods is one
+/// series per pod, as the exporter serves it (the mapping keeps the pods).
+const KEY_LABELS: &str = "Hostname,hostname,instance,gpu,GPU_I_ID,GPU_I_PROFILE,pod,namespace,container";
 
 /// The labels that describe a GPU, asked with the inventory.
 const DESC_LABELS: &str = "UUID,modelName,pci_bus_id,DCGM_FI_DRIVER_VERSION";
@@ -54,8 +56,9 @@ const INVENTORY_NAMES: [&str; 4] = [
 ];
 
 /// Names per query: the regex stays short and each answer small (at 4,096
-/// nodes x 8 GPUs, six names are ~25 MB of JSON).
-const NAMES_PER_QUERY: usize = 6;
+/// nodes x 8 GPUs, six names were ~25 MB of JSON; seven keep the fast
+/// fields in three queries since the profiling module's utilization joined).
+const NAMES_PER_QUERY: usize = 7;
 
 /// Queries in flight at once: each answer is read and dropped as it
 /// arrives, so the console holds at most this many answers.

@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn series_stream_out_with_their_known_labels_only() {
         let body = br#"{"status":"success","data":{"resultType":"vector","result":[
-            {"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"0","Hostname":"n\"1","pod":"x"},"value":[1700000000.5,"87"]},
+            {"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"0","Hostname":"n\"1","exported_job":"x"},"value":[1700000000.5,"87"]},
             {"metric":{"gpu":"1","instance":"n2:9400"},"value":[1700000000.5,"NaN"]}
         ]}}"#;
         let mut got = Vec::new();
@@ -318,7 +318,7 @@ mod tests {
             got.push((
                 s.name().to_string(),
                 l.host().map(str::to_string),
-                l.get("pod").is_none(),
+                l.get("exported_job").is_none(),
                 s.value.as_ref().and_then(|(_, v)| number(v)).map(|v| v.is_nan()),
             ));
         })

@@ -57,7 +57,7 @@ pub fn slurm(cfg: &Config) -> Slurm {
 
 /// The Ray cluster of `--ray URL` (or `--ray` alone, or no flag, with the
 /// config's `[ray] dashboard`); `None` without either.
-pub fn ray(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Option<crate::ingest::ray::Ray>> {
+pub fn ray(args: &crate::cli::RayArgs, cfg: &Config) -> anyhow::Result<Option<crate::ingest::ray::Ray>> {
     let url = match args.ray.as_deref() {
         Some("") => match &cfg.ray.dashboard {
             Some(u) => u.as_str(),

@@ -116,19 +116,27 @@ pub struct RaySnapshot {
 }
 
 impl RaySnapshot {
-    /// The Ray node that is fleetop's node `names` (its name, the host of
-    /// its agent, the host name its agent reports): by Ray's node name
-    /// first, then by its IP address. A dead node is matched only where no
-    /// live one is (a node that rejoined has a new id).
+    /// The Ray node named `names` (its name as Ray knows it: `ray start
+    /// --node-name`), else the one at address `names` (for a person naming
+    /// a node by its IP). A dead node is taken only where no live one is (a
+    /// node that rejoined has a new id).
     pub fn node_for(&self, names: &[&str]) -> Option<&RayNode> {
-        let best = |hit: &dyn Fn(&RayNode) -> bool| {
-            let hits: Vec<&RayNode> = self.nodes.iter().filter(|n| hit(n)).collect();
-            hits.iter()
-                .find(|n| n.status != RayNodeStatus::Dead)
-                .or(hits.first())
-                .copied()
-        };
-        best(&|n| names.contains(&n.name.as_str())).or_else(|| best(&|n| names.contains(&n.ip.as_str())))
+        let i = self
+            .position(|n| names.contains(&n.name.as_str()))
+            .or_else(|| self.position(|n| names.contains(&n.ip.as_str())))?;
+        self.nodes.get(i)
+    }
+
+    /// The index of the node `hit` takes, a live one first.
+    pub fn position(&self, hit: impl Fn(&RayNode) -> bool) -> Option<usize> {
+        let mut dead = None;
+        for (i, n) in self.nodes.iter().enumerate().filter(|(_, n)| hit(n)) {
+            if n.status != RayNodeStatus::Dead {
+                return Some(i);
+            }
+            dead = dead.or(Some(i));
+        }
+        dead
     }
 
     /// The work holding GPUs on Ray node `id`.

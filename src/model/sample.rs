@@ -327,6 +327,11 @@ pub struct MigReading {
     pub mem_total_bytes: Option<u64>,
     /// This instance's GPM metrics; `None` without GPM.
     pub gpm: Option<Gpm>,
+    /// Its graphics engine's busy share, where a dcgm-exporter gives it per
+    /// instance (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`); NVML gives none. Not in
+    /// the positional (recorded) form, which predates it.
+    #[serde(skip)]
+    pub util_pct: Option<u32>,
 }
 
 /// What share of the GPU the work really used, percent of the interval.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::model::ray::{RayNode, RaySnapshot, RayWork};
 use crate::model::sched::SchedHealth;
-use crate::store::{NodeState, Store};
+use crate::store::Store;
 
 #[derive(Debug, Clone, Default)]
 pub struct RayState {
@@ -45,16 +45,6 @@ impl RayState {
     }
 }
 
-/// The names a node goes by, for matching it to another scheduler's node:
-/// its name, its agent's host, the host name its agent reports.
-pub fn names(n: &NodeState) -> Vec<&str> {
-    let mut v = vec![n.target.name.as_str(), n.target.host.as_str()];
-    if let Some(i) = &n.info {
-        v.push(i.hostname.as_str());
-    }
-    v
-}
-
 impl Store {
     pub(super) fn apply_ray(&mut self, snap: Arc<RaySnapshot>, now_ms: i64) {
         let ray = self.ray.get_or_insert_with(RayState::default);
@@ -69,17 +59,38 @@ impl Store {
 
     /// Which Ray node each node is, again: after a Ray read, and after node
     /// descriptions arrive (the host names agents report are names too).
+    /// By name first (the node's, or its agent's host name, against Ray's
+    /// node name); then by address, only for a node whose agent's address
+    /// is its own (not shared with another node's agent) and a Ray node no
+    /// other node took: one Ray node is never two of fleetop's.
     pub(super) fn match_ray(&mut self) {
         let Some(ray) = self.ray.as_mut() else { return };
         let snap = ray.snap.clone();
-        ray.of_node = self
+        let mut claimed = vec![false; snap.nodes.len()];
+        let mut of_node: Vec<Option<usize>> = self
             .nodes
             .iter()
             .map(|n| {
-                let r = snap.node_for(&names(n))?;
-                snap.nodes.iter().position(|x| std::ptr::eq(x, r))
+                let hostname = n.info.as_ref().map(|i| i.hostname.as_str());
+                let r = snap.position(|r| r.name == n.target.name || Some(r.name.as_str()) == hostname)?;
+                claimed[r] = true;
+                Some(r)
             })
             .collect();
+        let mut hosts: std::collections::HashMap<&str, usize> = Default::default();
+        for n in &self.nodes {
+            *hosts.entry(n.target.host.as_str()).or_default() += 1;
+        }
+        for (n, of) in self.nodes.iter().zip(of_node.iter_mut()) {
+            if of.is_some() || hosts.get(n.target.host.as_str()) != Some(&1) {
+                continue;
+            }
+            if let Some(r) = snap.position(|r| r.ip == n.target.host).filter(|&r| !claimed[r]) {
+                claimed[r] = true;
+                *of = Some(r);
+            }
+        }
+        ray.of_node = of_node;
         for (n, r) in self.nodes.iter_mut().zip(&ray.of_node) {
             n.detector.ray = r
                 .map(|r| snap.work_on(&snap.nodes[r].id).cloned().collect())

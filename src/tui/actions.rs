@@ -205,7 +205,7 @@ pub(crate) fn start_action(app: &mut App, key: char) {
         refuse_read_only(app, plan, action.verb());
         return;
     }
-    if !app.actions_enabled && !to_kube(app) {
+    if !app.actions_enabled && !to_kube(app) && !to_ray(app) {
         app.message = Some(format!("no scheduler: start with --slurm to {}", action.verb()));
         return;
     }

@@ -126,3 +126,80 @@ fn when_no_exporter_answers_export_fails_naming_why() {
     let snap = export(&["--dcgm-exporter", &server.addr()]);
     assert_eq!(node(&snap, &server.addr()).hostname.as_deref(), Some("gpu-back"));
 }
+
+/// A dcgm-exporter as the GPU Operator often runs it: its own counters
+/// file with profiling fields only, per MIG instance, and the Kubernetes
+/// mapping's `pod`/`namespace`/`container` labels (the shape of
+/// dcgm-exporter's output for `DCGM_FI_PROF_*` fields on a MIG GPU), plus a
+/// field fleetop does not read.
+fn profiling_only_text() -> String {
+    let base = |gpu: u32, gi: u32, profile: &str| {
+        format!(
+            "gpu=\"{gpu}\",UUID=\"GPU-5c1ab0e6-0000-4000-8000-00000000000{gpu}\",pci_bus_id=\"00000000:0{gpu}:00.0\",\
+             device=\"nvidia{gpu}\",modelName=\"NVIDIA A100-SXM4-80GB\",GPU_I_PROFILE=\"{profile}\",GPU_I_ID=\"{gi}\",\
+             Hostname=\"gpu-k8s-1\",DCGM_FI_DRIVER_VERSION=\"550.90.07\""
+        )
+    };
+    let pod = |ns: &str, pod: &str, c: &str| format!(",container=\"{c}\",namespace=\"{ns}\",pod=\"{pod}\"");
+    let mut t = String::new();
+    t.push_str("# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio of time the graphics engine is active.\n");
+    t.push_str("# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n");
+    t.push_str(&format!(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{}{}}} 0.815\n",
+        base(0, 1, "3g.40gb"),
+        pod("ml", "train-0", "trainer")
+    ));
+    t.push_str(&format!(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{}}} 0.000000\n",
+        base(0, 2, "3g.40gb")
+    ));
+    t.push_str("# HELP DCGM_FI_PROF_PIPE_FP16_ACTIVE Ratio of cycles the fp16 pipes are active.\n");
+    t.push_str("# TYPE DCGM_FI_PROF_PIPE_FP16_ACTIVE gauge\n");
+    t.push_str(&format!(
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE{{{}{}}} 0.31\n",
+        base(0, 1, "3g.40gb"),
+        pod("ml", "train-0", "trainer")
+    ));
+    // A whole GPU (no MIG) held by one pod.
+    let whole = |gpu: u32| {
+        format!(
+            "gpu=\"{gpu}\",UUID=\"GPU-5c1ab0e6-0000-4000-8000-00000000000{gpu}\",pci_bus_id=\"00000000:0{gpu}:00.0\",\
+             device=\"nvidia{gpu}\",modelName=\"NVIDIA A100-SXM4-80GB\",Hostname=\"gpu-k8s-1\""
+        )
+    };
+    t.push_str(&format!(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{}{}}} 0.42\n",
+        whole(1),
+        pod("infer", "server-7d9", "triton")
+    ));
+    t
+}
+
+#[test]
+fn a_profiling_only_exporter_shows_what_it_has_the_rest_absent_and_its_pods() {
+    let server = HttpServer::start(Reply::Metrics(profiling_only_text()));
+    let snap = export(&["--dcgm-exporter", &server.addr()]);
+    let n = node(&snap, &server.addr());
+    assert_eq!(n.status, Status::Ok, "refused: {:?}", n.status_detail);
+    assert_eq!(n.gpus.len(), 2, "{:?}", n.gpus);
+    let (g0, g1) = (&n.gpus[0], &n.gpus[1]);
+    // The MIG GPU: each instance's activity; what was not exported is absent.
+    let gi: Vec<(u32, Option<u32>)> = g0.mig.iter().map(|m| (m.gpu_instance_id, m.util_pct)).collect();
+    assert_eq!(gi, [(1, Some(82)), (2, Some(0))]);
+    assert_eq!(
+        (g0.util_pct, g0.temp_c, g0.power_w, g0.mem_used_bytes),
+        (None, None, None, None)
+    );
+    // The whole GPU: the profiling module's activity as its utilization.
+    assert_eq!(g1.util_pct, Some(42));
+    assert_eq!(g1.temp_c, None);
+    // The pods, from the exporter's Kubernetes labels.
+    let pods = |g: &fleetop::export::Gpu| -> Vec<String> {
+        g.pods
+            .iter()
+            .map(|p| format!("{}/{} ({})", p.namespace, p.pod, p.container))
+            .collect()
+    };
+    assert_eq!(pods(g0), ["ml/train-0 (trainer)"]);
+    assert_eq!(pods(g1), ["infer/server-7d9 (triton)"]);
+}

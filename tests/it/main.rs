@@ -17,6 +17,7 @@ mod limits;
 mod metrics;
 mod notify;
 mod nvml_fake;
+mod ray;
 mod record;
 mod replay;
 mod security;

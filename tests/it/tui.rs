@@ -921,6 +921,7 @@ fn mig_fleet(nodes: u32) -> (Vec<Target>, Vec<Update>) {
                         tensor_active_pct: 10.0,
                         dram_bw_pct: 5.0,
                     }),
+                    util_pct: None,
                 },
                 MigReading {
                     gpu_instance_id: 2,
@@ -929,6 +930,7 @@ fn mig_fleet(nodes: u32) -> (Vec<Target>, Vec<Update>) {
                     mem_used_bytes: Some(0),
                     mem_total_bytes: Some(20 << 30),
                     gpm: None,
+                    util_pct: None,
                 },
             ];
         }
@@ -2194,7 +2196,7 @@ fn capital_d_on_an_alert_drains_its_node_with_the_catalog_reason_and_names_its_j
     let (buf, asked) = drive_steps(theme(), fleet_updates(16, 8, 600), (80, 24), on_alerts(), |_| {});
     assert!(asked.is_empty());
     assert!(
-        text(&buf).contains("no scheduler: start with --slurm to drain"),
+        text(&buf).contains("no scheduler: start with --slurm, --kubernetes or --ray to drain"),
         "{}",
         text(&buf)
     );

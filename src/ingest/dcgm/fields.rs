@@ -42,6 +42,13 @@ pub(super) enum Field {
     SmOccupancy,
     TensorActive,
     DramActive,
+    /// `DCGM_FI_PROF_GR_ENGINE_ACTIVE`: the share of time the graphics
+    /// engine was busy (the profiling module's utilization), per GPU or MIG
+    /// instance.
+    GrActive,
+    /// Any other `DCGM_FI_*` series with a `gpu` label: not read, but it
+    /// says the GPU is there (an exporter with its own counters file).
+    OtherDcgm,
     // fleetop's own series (a fleetop agent's /metrics).
     /// `fleetop_gpu_throttle_reason{reason}`: one series per reason (0/1).
     ThrottleReason,
@@ -131,6 +138,7 @@ pub(super) const FIELDS: &[(&str, Field, Pace, Group)] = &[
     ("DCGM_FI_PROF_SM_OCCUPANCY", F::SmOccupancy, Q, G),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", F::TensorActive, Q, G),
     ("DCGM_FI_PROF_DRAM_ACTIVE", F::DramActive, Q, G),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", F::GrActive, Q, G),
     // Asked per GPU without its `reason` (max: 1 when any reason is set,
     // and the GPU has a throttle reading at all); the set reasons come
     // by their own query.
@@ -185,8 +193,14 @@ pub fn ib_error_names() -> impl Iterator<Item = &'static str> {
         .map(|(n, ..)| *n)
 }
 
+/// The field of series `name`; any `DCGM_FI_*` name not in `FIELDS` is
+/// `OtherDcgm`.
 pub(super) fn field(name: &str) -> Option<Field> {
-    FIELDS.iter().find(|(n, ..)| *n == name).map(|(_, f, ..)| *f)
+    FIELDS
+        .iter()
+        .find(|(n, ..)| *n == name)
+        .map(|(_, f, ..)| *f)
+        .or_else(|| name.starts_with("DCGM_FI_").then_some(F::OtherDcgm))
 }
 
 /// Fields read every refresh (`--prometheus` keeps the rest from its
@@ -196,7 +210,7 @@ pub(super) fn is_fast(f: Field) -> bool {
 }
 
 /// The labels the mapping reads, in a fixed order (`Labels` is indexed by it).
-pub const KEYS: [&str; 21] = [
+pub const KEYS: [&str; 24] = [
     "__name__",
     "Hostname",
     "hostname",
@@ -218,6 +232,10 @@ pub const KEYS: [&str; 21] = [
     "version",
     "backend",
     "driver_version",
+    // dcgm-exporter's Kubernetes mapping (the GPU Operator turns it on).
+    "pod",
+    "namespace",
+    "container",
 ];
 
 /// A series' labels that the mapping reads, borrowed from wherever the

@@ -11,7 +11,7 @@ use super::fields::Field as F;
 use super::fields::*;
 use crate::ingest::promtext::Sample;
 use crate::model::sample::{
-    Gpm, GpuDesc, GpuError, GpuReading, IbPortDesc, IbReading, MigReading, NodeDesc, NodeSample, Xid,
+    Gpm, GpuDesc, GpuError, GpuReading, IbPortDesc, IbReading, MigReading, NodeDesc, NodeSample, PodRef, Xid,
 };
 
 /// One GPU's (or one MIG instance's) values: a short list, searched in
@@ -89,6 +89,9 @@ pub(super) struct GpuAcc {
     links_inactive: Vec<u32>,
     /// The agent flags a link that went down (not one unused by design).
     nvlink_down: bool,
+    /// The pods dcgm-exporter names on this GPU's series (`pod`,
+    /// `namespace`, `container`), each once.
+    pods: Vec<PodRef>,
 }
 
 impl GpuAcc {
@@ -102,6 +105,7 @@ impl GpuAcc {
         self.error = None;
         self.links_inactive.clear();
         self.nvlink_down = false;
+        self.pods.clear();
     }
 }
 
@@ -225,7 +229,23 @@ impl NodeAcc {
         self.describe(l);
         let g = self.gpus.entry(idx).or_default();
         fill_desc(g, l);
+        if let (Some(pod), Some(namespace)) = (
+            l.get("pod").filter(|p| !p.is_empty()),
+            l.get("namespace").filter(|n| !n.is_empty()),
+        ) {
+            let p = PodRef {
+                namespace: namespace.to_string(),
+                pod: pod.to_string(),
+                container: l.get("container").unwrap_or_default().to_string(),
+                mig_uuid: None,
+            };
+            if !g.pods.contains(&p) {
+                g.pods.push(p);
+            }
+        }
         match f {
+            // Known to be there, nothing more.
+            F::OtherDcgm => return,
             F::ThrottleReason => {
                 if value.is_nan() {
                     return;
@@ -441,7 +461,13 @@ pub(super) fn is_per_instance(f: Field) -> bool {
             | F::SmOccupancy
             | F::TensorActive
             | F::DramActive
+            | F::GrActive
     )
+}
+
+/// A profiling ratio (0-1) as a whole percent.
+fn ratio_pct(r: f64) -> u32 {
+    (r * 100.0).clamp(0.0, 100.0).round() as u32
 }
 
 /// Framebuffer total: DCGM's FB_TOTAL, else used + free (+ reserved).
@@ -477,6 +503,7 @@ pub(super) fn gpu(index: u32, g: GpuAcc, now_ms: i64) -> (GpuDesc, GpuReading) {
             mem_used_bytes: m.mib(F::FbUsed),
             mem_total_bytes: fb_total_mib(m).map(|t| t << 20),
             gpm: m.gpm(),
+            util_pct: m.get(F::GrActive).map(ratio_pct),
         })
         .collect();
     // In MIG mode the GPU's memory is its instances' sum, where only they give it.
@@ -540,7 +567,9 @@ pub(super) fn gpu(index: u32, g: GpuAcc, now_ms: i64) -> (GpuDesc, GpuReading) {
     let reading = GpuReading {
         index,
         error: None,
-        util_pct: a.u32(F::GpuUtil),
+        // DCGM's utilization, else the profiling module's (an exporter
+        // with a profiling-only counters file).
+        util_pct: a.u32(F::GpuUtil).or(a.get(F::GrActive).map(ratio_pct)),
         mem_util_pct: a.u32(F::MemCopyUtil),
         mem_used_bytes,
         temp_c: a.u32(F::GpuTemp),
@@ -568,6 +597,7 @@ pub(super) fn gpu(index: u32, g: GpuAcc, now_ms: i64) -> (GpuDesc, GpuReading) {
         processes: Vec::new(),
         gpm: a.gpm(),
         mig,
+        pods: g.pods,
         // dcgm-exporter's default counters carry no PCIe link, fabric or
         // persistence state.
         ..Default::default()

@@ -1,0 +1,199 @@
+//! `--ray` where no Ray answers, or where the answer is given to the
+//! console directly: bad addresses are one-line errors, an unreachable Ray
+//! leaves the export whole with `ray_error` saying why, and the console's
+//! drain dialog sends Ray's DrainNode for the node's Ray id (no resume). A
+//! real Ray (head, worker, GPU actors, drains through its GCS) is in
+//! tests/env/ray.rs.
+
+use std::time::Duration;
+
+use fleetop::export::Snapshot;
+
+use crate::{fleetop, free_port, start_agent};
+
+/// A loopback port nothing listens on.
+fn closed() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
+
+#[test]
+fn a_bad_or_unreachable_ray_is_one_line_and_nothing_is_sent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.jsonl");
+    let drain = |url: &str, gcs: &str| {
+        fleetop()
+            .env("FLEETOP_AUDIT_LOG", &audit)
+            .args([
+                "--ray",
+                url,
+                "--ray-gcs",
+                gcs,
+                "node",
+                "drain",
+                "gpu01",
+                "--reason",
+                "r",
+                "--yes",
+            ])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("runs")
+    };
+    let out = drain("ftp://head:8265", &closed());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--ray ftp://head:8265: not an http(s) URL"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let out = drain(&format!("http://{}", closed()), &closed());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("Ray's dashboard at") || err.contains("Ray's GCS at"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // Nothing was planned, so nothing was logged as sent.
+    assert!(!audit.exists(), "{:?}", std::fs::read_to_string(&audit));
+
+    // Ray has no undrain: said before anything is read.
+    let out = fleetop()
+        .args(["--ray", "http://head:8265", "node", "resume", "gpu01", "--yes"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Ray has no undrain"));
+}
+
+#[test]
+fn an_unreachable_ray_leaves_the_export_whole_and_says_why() {
+    let port = free_port();
+    let _agent = start_agent(port, &crate::HERMETIC_AGENT);
+    let out = fleetop()
+        .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
+        .args(["--ray", &format!("http://{}", closed()), "--ray-gcs", &closed()])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("export JSON");
+    let why = snap.ray_error.unwrap_or_default();
+    assert!(why.starts_with("Ray's"), "{why}");
+    assert!(snap.ray_read_at.is_none());
+    assert_eq!(snap.nodes.len(), 1);
+    assert!(snap.nodes[0].ray.is_none());
+    assert!(!snap.nodes[0].gpus.is_empty(), "the node's own data is all there");
+}
+
+mod console {
+    use std::sync::Arc;
+
+    use crossterm::event::KeyCode;
+    use fleetop::model::action::{NodeAction, Scheduler};
+    use fleetop::model::ray::{RayNode, RayNodeStatus, RaySnapshot};
+    use fleetop::model::request::Request;
+    use fleetop::model::update::Update;
+    use fleetop::store::ray::RayState;
+    use fleetop::tui::app::App;
+
+    use crate::tui::{Step, drive_steps, fleet_updates, key, keys, text, theme};
+
+    fn ray_node(i: u8, name: &str, status: RayNodeStatus) -> RayNode {
+        RayNode {
+            id: format!("{i:02x}").repeat(28),
+            name: name.into(),
+            ip: format!("10.0.0.{i}"),
+            head: i == 1,
+            status,
+            gpus_total: Some(8.0),
+            gpus_used: Some(6.0),
+            activity: Vec::new(),
+        }
+    }
+
+    /// gpu01 (head) and gpu02 running in Ray, gpu03 draining; gpu04 not in Ray.
+    fn arrive() -> Step {
+        Step::Arrive(Update::Ray(Arc::new(RaySnapshot {
+            nodes: vec![
+                ray_node(1, "gpu01", RayNodeStatus::Running),
+                ray_node(2, "gpu02", RayNodeStatus::Running),
+                ray_node(3, "gpu03", RayNodeStatus::Draining),
+            ],
+            ..RaySnapshot::default()
+        })))
+    }
+
+    fn with_ray(app: &mut App) {
+        app.store.ray = Some(RayState::new("head:6379".into()));
+    }
+
+    #[test]
+    fn node_detail_says_what_ray_says_of_the_node() {
+        // gpu03 (the third): draining.
+        let steps = vec![
+            arrive(),
+            Step::Do(key(KeyCode::Char('j'))),
+            Step::Do(key(KeyCode::Char('j'))),
+            Step::Do(key(KeyCode::Enter)),
+        ];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, with_ray);
+        let screen = text(&buf);
+        assert!(screen.contains("ray draining · 6/8 GPUs in use"), "{screen}");
+        // A Ray that cannot be read says so where Ray's line goes.
+        let steps = vec![
+            Step::Arrive(Update::RayError("Ray's GCS at head:6379: cannot connect".into())),
+            Step::Do(key(KeyCode::Enter)),
+        ];
+        let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, with_ray);
+        assert!(
+            text(&buf).contains("ray not read (0s ago): Ray's GCS at head:6379: cannot connect"),
+            "{}",
+            text(&buf)
+        );
+    }
+
+    #[test]
+    fn the_drain_dialog_sends_rays_drain_for_the_nodes_ray_id_and_offers_no_resume() {
+        let steps = |yes: bool| {
+            let mut v = vec![
+                arrive(),
+                Step::Do(key(KeyCode::Char('j'))),
+                Step::Do(key(KeyCode::Char('D'))),
+            ];
+            v.extend(keys("xid 79").into_iter().map(Step::Do));
+            v.push(Step::Do(key(KeyCode::Enter)));
+            if yes {
+                v.push(Step::Do(key(KeyCode::Char('y'))));
+            }
+            v
+        };
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), steps(false), with_ray);
+        let screen = text(&buf);
+        assert!(screen.contains("AutoscalerStateService/DrainNode"), "{screen}");
+        assert!(screen.contains(&format!("node_id={}", "02".repeat(28))), "{screen}");
+        assert!(asked.is_empty(), "nothing before the y: {asked:?}");
+        let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), steps(true), with_ray);
+        let Some(Request::Run(plan)) = asked.first() else {
+            panic!("{asked:?}")
+        };
+        assert_eq!((plan.action, plan.scheduler), (NodeAction::Drain, Scheduler::Ray));
+        assert_eq!(plan.nodes, ["gpu02"]);
+        assert!(plan.commands[0].contains(&"reason_message=fleetop: xid 79".to_string()));
+
+        // gpu04 is not in Ray: refused before anything is asked.
+        let mut v = vec![arrive()];
+        v.extend(keys("jjjD").into_iter().map(Step::Do));
+        v.extend(keys("x").into_iter().map(Step::Do));
+        v.push(Step::Do(key(KeyCode::Enter)));
+        v.push(Step::Do(key(KeyCode::Char('y'))));
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), v, with_ray);
+        assert!(asked.is_empty(), "{asked:?}");
+        assert!(text(&buf).contains("Ray has no node named gpu04"), "{}", text(&buf));
+
+        // Resume: Ray has none, and says why.
+        let v = vec![arrive(), Step::Do(key(KeyCode::Char('R')))];
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), v, with_ray);
+        assert!(asked.is_empty(), "{asked:?}");
+        assert!(text(&buf).contains("Ray has no undrain"), "{}", text(&buf));
+    }
+}
