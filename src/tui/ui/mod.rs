@@ -10,6 +10,7 @@ mod heatmap;
 mod help;
 mod kube;
 mod marks;
+mod ray;
 mod timeline;
 
 use std::collections::BTreeMap;
