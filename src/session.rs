@@ -44,15 +44,15 @@ pub struct Session {
     pub kubernetes: bool,
 }
 
-/// Reads Kubernetes' GPU nodes every `every`, and at once when poked
-/// (after an action), as `poll_scheduler` reads Slurm.
-async fn poll_kube(kube: crate::ingest::kube::Kube, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
+/// Reads a scheduler (Slurm, Kubernetes, Ray) with `read` every `every`,
+/// and at once when poked (after an action), sending each read's update.
+async fn poll<F, R>(mut read: F, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>)
+where
+    F: FnMut() -> R,
+    R: std::future::Future<Output = Update>,
+{
     loop {
-        let update = match kube.gpu_nodes().await {
-            Ok(snap) => Update::Kube(Arc::new(snap)),
-            Err(e) => Update::KubeError(e.to_string()),
-        };
-        if tx.send(update).await.is_err() {
+        if tx.send(read().await).await.is_err() {
             return;
         }
         tokio::select! {
@@ -62,22 +62,12 @@ async fn poll_kube(kube: crate::ingest::kube::Kube, every: Duration, poke: Arc<N
     }
 }
 
-/// Reads the scheduler every `every`, and at once when poked (after an action).
-async fn poll_scheduler(slurm: Slurm, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
-    loop {
-        let s = slurm.clone();
-        let update = match tokio::task::spawn_blocking(move || s.query()).await {
-            Ok(Ok(snap)) => Update::Scheduler(Arc::new(snap)),
-            Ok(Err(e)) => Update::SchedulerError(e.to_string()),
-            Err(e) => Update::SchedulerError(e.to_string()),
-        };
-        if tx.send(update).await.is_err() {
-            return;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = poke.notified() => {}
-        }
+/// One read of Slurm, off the async threads (its tools block).
+async fn read_slurm(slurm: Slurm) -> Update {
+    match tokio::task::spawn_blocking(move || slurm.query()).await {
+        Ok(Ok(snap)) => Update::Scheduler(Arc::new(snap)),
+        Ok(Err(e)) => Update::SchedulerError(e.to_string()),
+        Err(e) => Update::SchedulerError(e.to_string()),
     }
 }
 
@@ -99,23 +89,6 @@ async fn poll_remediation(tx: mpsc::Sender<Update>) {
             }
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
-    }
-}
-
-/// Reads Ray every `every`, and at once when poked (after an action).
-async fn poll_ray(ray: Ray, every: Duration, poke: Arc<Notify>, tx: mpsc::Sender<Update>) {
-    loop {
-        let update = match ray.read().await {
-            Ok(snap) => Update::Ray(Arc::new(snap)),
-            Err(e) => Update::RayError(e.to_string()),
-        };
-        if tx.send(update).await.is_err() {
-            return;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = poke.notified() => {}
-        }
     }
 }
 
@@ -310,23 +283,40 @@ impl Session {
         }
         let poke = Arc::new(Notify::new());
         if args.slurm {
-            tokio::spawn(poll_scheduler(
-                slurm.clone(),
-                cfg.slurm.refresh,
-                poke.clone(),
-                tx.clone(),
-            ));
+            let s = slurm.clone();
+            let read = move || read_slurm(s.clone());
+            tokio::spawn(poll(read, cfg.slurm.refresh, poke.clone(), tx.clone()));
         }
         let ray = ray.map(|r| {
             let rpoke = Arc::new(Notify::new());
             store.ray = Some(crate::store::ray::RayState::new(r.gcs.clone()));
-            tokio::spawn(poll_ray(r.clone(), cfg.ray.refresh, rpoke.clone(), tx.clone()));
+            let ray = r.clone();
+            let read = move || {
+                let ray = ray.clone();
+                async move {
+                    match ray.read().await {
+                        Ok(snap) => Update::Ray(Arc::new(snap)),
+                        Err(e) => Update::RayError(e.to_string()),
+                    }
+                }
+            };
+            tokio::spawn(poll(read, cfg.ray.refresh, rpoke.clone(), tx.clone()));
             (r, rpoke)
         });
         let kube = kube.map(|k| {
             let kpoke = Arc::new(Notify::new());
             let every = args.kube.kube_refresh.unwrap_or(Duration::from_secs(10));
-            tokio::spawn(poll_kube(k.clone(), every, kpoke.clone(), tx.clone()));
+            let kube = k.clone();
+            let read = move || {
+                let kube = kube.clone();
+                async move {
+                    match kube.gpu_nodes().await {
+                        Ok(snap) => Update::Kube(Arc::new(snap)),
+                        Err(e) => Update::KubeError(e.to_string()),
+                    }
+                }
+            };
+            tokio::spawn(poll(read, every, kpoke.clone(), tx.clone()));
             (k, kpoke)
         });
         let kubernetes = kube.is_some();

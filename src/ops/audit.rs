@@ -50,6 +50,24 @@ pub fn started(plan: &Plan) -> anyhow::Result<()> {
     log(&report(plan, Stage::Started, None, Vec::new())).map(|_| ())
 }
 
+/// Runs a confirmed plan as every scheduler's actions must: logged before
+/// it runs (not run if it cannot be logged: the report then says why), run,
+/// logged with its results.
+pub async fn run_logged<F, R>(plan: &Plan, run: F) -> ActionReport
+where
+    F: FnOnce() -> R,
+    R: std::future::Future<Output = ActionReport>,
+{
+    if let Err(e) = started(plan) {
+        return refused(plan, &e.to_string());
+    }
+    let report = run().await;
+    if let Err(e) = log(&report) {
+        tracing::error!("{e}");
+    }
+    report
+}
+
 /// The audit log: `$FLEETOP_AUDIT_LOG`, or `$XDG_STATE_HOME/fleetop/audit.jsonl`.
 pub fn audit_path() -> PathBuf {
     if let Some(p) = std::env::var_os("FLEETOP_AUDIT_LOG") {

@@ -241,12 +241,5 @@ pub fn stamp(plan: &mut Plan) {
 /// runs (not run if it cannot be logged), executed, logged with its results.
 pub async fn run_logged(kube: &Kube, mut plan: Plan) -> ActionReport {
     stamp(&mut plan);
-    if let Err(e) = audit::started(&plan) {
-        return audit::refused(&plan, &e.to_string());
-    }
-    let report = execute(kube, &plan).await;
-    if let Err(e) = audit::log(&report) {
-        tracing::error!("{e}");
-    }
-    report
+    audit::run_logged(&plan, || execute(kube, &plan)).await
 }

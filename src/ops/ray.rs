@@ -31,16 +31,17 @@ const READ_BACK: Duration = Duration::from_secs(10);
 pub const NO_RESUME: &str = "Ray has no undrain: a drained Ray node leaves the cluster (at its deadline, or when \
      its raylet stops) and comes back when its raylet is started again (`ray start --address ...`)";
 
-/// Plans draining fleetop's nodes in Ray: `nodes` pairs each node's name
-/// with the Ray node it is (`RaySnapshot::node_for`), `None` where Ray has
-/// no such node (refused here: nothing is planned for a node Ray does not
-/// know). `deadline` tells Ray when the node will go; `if_idle` asks Ray to
-/// drain only a node where nothing runs.
+/// How a Ray drain is asked for.
 pub struct RayDrain {
+    /// Tells Ray when the node will go (none: no deadline).
     pub deadline: Option<Duration>,
+    /// Drain only a node where nothing runs (Ray refuses it otherwise).
     pub if_idle: bool,
 }
 
+/// Plans draining fleetop's nodes in Ray: `nodes` pairs each node's name
+/// with the Ray node it is, `None` where Ray has no such node (refused
+/// here: nothing is planned for a node Ray does not know).
 pub fn drain_plan(
     gcs: &str,
     nodes: Vec<(String, Option<&RayNode>)>,
@@ -212,14 +213,7 @@ pub async fn execute(ray: &Ray, plan: &Plan) -> ActionReport {
 /// Runs a confirmed plan as every caller must: logged before it runs (not
 /// run if it cannot be logged), logged with its results.
 pub async fn run_logged(ray: &Ray, plan: Plan) -> ActionReport {
-    if let Err(e) = audit::started(&plan) {
-        return audit::refused(&plan, &e.to_string());
-    }
-    let report = execute(ray, &plan).await;
-    if let Err(e) = audit::log(&report) {
-        tracing::error!("{e}");
-    }
-    report
+    audit::run_logged(&plan, || execute(ray, &plan)).await
 }
 
 #[cfg(test)]

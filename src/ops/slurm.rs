@@ -162,24 +162,19 @@ pub fn execute(slurm: &Slurm, plan: &Plan) -> ActionReport {
 /// run if it cannot be logged: the report then says why), executed off the
 /// async threads, logged with its results.
 pub async fn run_logged(slurm: &Slurm, plan: Plan) -> ActionReport {
-    if let Err(e) = audit::started(&plan) {
-        return audit::refused(&plan, &e.to_string());
-    }
-    let s = slurm.clone();
-    let p = plan.clone();
-    let report = match tokio::task::spawn_blocking(move || execute(&s, &p)).await {
-        Ok(r) => r,
-        Err(e) => audit::report(
-            &plan,
-            Stage::Done,
-            Some(format!("the action task failed: {e}")),
-            Vec::new(),
-        ),
-    };
-    if let Err(e) = audit::log(&report) {
-        tracing::error!("{e}");
-    }
-    report
+    let (s, p) = (slurm.clone(), plan.clone());
+    audit::run_logged(&plan, || async {
+        match tokio::task::spawn_blocking(move || execute(&s, &p)).await {
+            Ok(r) => r,
+            Err(e) => audit::report(
+                &plan,
+                Stage::Done,
+                Some(format!("the action task failed: {e}")),
+                Vec::new(),
+            ),
+        }
+    })
+    .await
 }
 
 /// `scancel JOBID`, then squeue read back: the result is the job's, by what
