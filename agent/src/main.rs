@@ -163,7 +163,10 @@ enum Command {
     /// their addresses to a hostfile and, on exit, what they sent to stderr.
     #[command(hide = true)]
     Swarm {
-        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        /// Agents in the swarm: up to 16,384 (each listens on a loopback
+        /// port of its own; a console's connections take as many again from
+        /// the same ephemeral range).
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=16384))]
         count: u32,
         /// Where to write the agents' addresses, one per line.
         #[arg(long)]

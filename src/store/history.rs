@@ -52,10 +52,15 @@ impl History {
                 g.pop_front();
             }
         }
+        // Exactly `cap` from the start: grown by doubling, a ring of 600
+        // would end with room for 1,024 (40% of a fleet's history unused).
+        if self.times.capacity() < cap {
+            self.times.reserve_exact(cap - self.times.len());
+        }
         self.times.push_back(s.time_ms);
         let n = self.times.len();
         if self.gpus.len() < s.gpus.len() {
-            self.gpus.resize_with(s.gpus.len(), VecDeque::new);
+            self.gpus.resize_with(s.gpus.len(), || VecDeque::with_capacity(cap));
         }
         for (i, ring) in self.gpus.iter_mut().enumerate() {
             let p = s

@@ -49,8 +49,50 @@ pub struct Store {
     pub remediation: Option<crate::model::remediation::State>,
     /// The Ray cluster, where one is read (`--ray`).
     pub ray: Option<ray::RayState>,
+    /// How far behind the console is in taking in what arrived (see `Lag`).
+    pub lag: Lag,
     /// Kubernetes' view of the nodes (`--kubernetes`).
     pub kube: kube::KubeOverlay,
+}
+
+/// How far behind the console is: the freshest live sample it took in over
+/// the last second, by its age when taken in. Every sample is old only when
+/// the console (not an agent, nor the network) has fallen behind: updates
+/// waiting in its queue, a starved process. Below `LAG_SAID` it is the
+/// network's ordinary delay and counts as none.
+#[derive(Debug, Clone, Default)]
+pub struct Lag {
+    /// The youngest sample's age in the current window.
+    freshest_ms: Option<i64>,
+    window_start_ms: i64,
+    /// What the last whole window found: 0 when not behind.
+    pub behind_ms: i64,
+}
+
+/// A lag under this is no lag: agents' clocks are matched to the console's
+/// to within a few hundred milliseconds, and a sample takes that to arrive.
+pub const LAG_SAID: i64 = 2_000;
+
+impl Lag {
+    fn saw(&mut self, age_ms: i64, now_ms: i64) {
+        if self.freshest_ms.is_none() && now_ms - self.window_start_ms > 1_000 {
+            self.window_start_ms = now_ms;
+        }
+        self.freshest_ms = Some(self.freshest_ms.map_or(age_ms, |f| f.min(age_ms)));
+    }
+
+    /// At the end of a window of at least a second: the new lag, if the
+    /// window saw any live sample (none seen: nothing learned, the last
+    /// judgment stands until samples come).
+    fn judge(&mut self, now_ms: i64) -> Option<i64> {
+        if now_ms - self.window_start_ms < 1_000 {
+            return None;
+        }
+        let fresh = self.freshest_ms.take()?;
+        self.window_start_ms = now_ms;
+        self.behind_ms = if fresh >= LAG_SAID { fresh } else { 0 };
+        Some(self.behind_ms)
+    }
 }
 
 /// Samples of history kept per node (ten minutes at 1 Hz).
@@ -70,6 +112,7 @@ impl Store {
             unsaved: None,
             remediation: None,
             ray: None,
+            lag: Lag::default(),
             kube: Default::default(),
         }
     }
@@ -166,6 +209,7 @@ impl Store {
                 // Live samples only: history says nothing of the node now.
                 if n.caught_up {
                     n.received_ms = Some(now_ms);
+                    self.lag.saw(now_ms - s.time_ms, now_ms);
                 }
                 n.ingest(*s, self.history_len, th);
                 n.take_flag_changes(self.unsaved.as_mut());
@@ -301,6 +345,13 @@ impl Store {
     /// for a few intervals, warn) and `unreachable` (its agent cannot be
     /// reached, or never could be, for `unreachable_after`: crit, with why).
     pub fn tick(&mut self, now_ms: i64) {
+        // The console's own lag first: a node whose samples wait in its
+        // queue is not a silent node (`NodeState::status` discounts it).
+        if let Some(behind) = self.lag.judge(now_ms) {
+            for n in &mut self.nodes {
+                n.console_lag_ms = behind;
+            }
+        }
         // Node descriptions arrived: the host names their agents report
         // are names other schedulers may know the nodes by.
         if self.skew_dirty {
@@ -373,6 +424,48 @@ mod tests {
 
     fn feed(st: &mut Store, s: NodeSample) {
         on(st, Event::Sample(Box::new(s)), 0);
+    }
+
+    #[test]
+    fn a_console_behind_says_so_and_calls_no_node_silent_for_it() {
+        let mut st = Store::new(vec![target()], Thresholds::default());
+        let t0 = 1_700_000_000_000;
+        let desc = NodeDesc {
+            hostname: "n1".into(),
+            interval_ms: 1_000,
+            ..Default::default()
+        };
+        on(&mut st, Event::Info(Box::new(desc)), t0);
+        on(&mut st, Event::CaughtUp, t0);
+        let sample = |time_ms| {
+            Event::Sample(Box::new(NodeSample {
+                time_ms,
+                ..Default::default()
+            }))
+        };
+        // Samples taken in as they come: no lag.
+        on(&mut st, sample(t0 - 200), t0);
+        st.tick(t0 + 1_000);
+        assert_eq!(st.lag.behind_ms, 0);
+        // Then every sample taken in is 8 s old: they waited in the queue.
+        let now = t0 + 10_000;
+        on(&mut st, sample(now - 8_000), now);
+        st.tick(now);
+        st.tick(now + 1_000);
+        assert_eq!(st.lag.behind_ms, 8_000);
+        // Nothing more taken in for 5 s: the node's next samples may wait in
+        // the queue, so it is not stale for the console's own lag...
+        let th = Thresholds::default();
+        assert_eq!(st.nodes[0].status(now + 5_000, &th), NodeStatus::Ok);
+        // ...but it is once the silence outlasts the lag too.
+        assert_eq!(st.nodes[0].status(now + 12_000, &th), NodeStatus::Stale);
+        // Caught up again: after a whole second of fresh samples, the lag goes.
+        on(&mut st, sample(now + 13_000), now + 13_100);
+        st.tick(now + 13_100);
+        on(&mut st, sample(now + 14_000), now + 14_100);
+        st.tick(now + 14_100);
+        assert_eq!(st.lag.behind_ms, 0);
+        assert_eq!(st.nodes[0].console_lag_ms, 0);
     }
 
     #[test]

@@ -73,6 +73,10 @@ pub struct NodeState {
     seen: Option<(u64, u64)>,
     /// Per GPU position: the last NVLink counters seen.
     nvlink_base: Vec<Option<NvlinkReading>>,
+    /// How far behind the console itself is (`Store::lag`): the node's
+    /// samples may be waiting in its queue, so its silence is judged that
+    /// much later.
+    pub console_lag_ms: i64,
     /// Per GPU index: the Slurm jobs its processes belonged to when it last
     /// answered, taken when it stopped. A GPU that falls off the bus lists no
     /// processes; its page should still say whose work was on it.
@@ -90,6 +94,7 @@ impl NodeState {
             link: Link::Connecting,
             caught_up: false,
             received_ms: None,
+            console_lag_ms: 0,
             detector: NodeDetector::default(),
             timeline: Timeline::default(),
             scheduler: None,
@@ -141,6 +146,8 @@ impl NodeState {
 
     /// The node's status at console time `now_ms`.
     pub fn status(&self, now_ms: i64, th: &Thresholds) -> NodeStatus {
+        // What arrived may still wait in the console's queue.
+        let now_ms = now_ms - self.console_lag_ms;
         let stale_after = self.interval_ms() * i64::from(th.stale_intervals.max(1));
         match (self.sample_age_ms(now_ms), &self.link) {
             // A node never reached is still connecting (a fleet starting

@@ -3502,3 +3502,15 @@ fn the_group_view_groups_gpus_by_pod_and_the_rest_in_none() {
     assert_eq!(row(&rows, "(none)")[1..3], ["14", "109"], "{screen}");
     insta::assert_snapshot!("groups_by_pod_100x24", screen);
 }
+
+#[test]
+fn a_console_behind_says_so_in_the_header() {
+    let behind = |app: &mut App| app.store.lag.behind_ms = 8_000;
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), vec![], behind);
+    let screen = text(&buf);
+    let header = screen.lines().nth(1).unwrap_or_default();
+    assert!(header.starts_with(" console behind 8s │"), "{screen}");
+    // Not behind: nothing said.
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), vec![], |_| {});
+    assert!(!text(&buf).contains("behind"), "{}", text(&buf));
+}

@@ -193,6 +193,13 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
         }
         line2.push(Span::styled("│", t.border));
     }
+    // The console itself has fallen behind (its queue, its CPU): what it
+    // shows is that old, and no node is called silent for it.
+    if app.store.lag.behind_ms > 0 {
+        let behind = view::human_age(app.store.lag.behind_ms);
+        line2.push(Span::styled(format!(" console behind {behind} "), t.warn));
+        line2.push(Span::styled("│", t.border));
+    }
     // A scheduler that cannot be read comes first: every Slurm state on
     // screen is then as old as its last good read.
     if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {

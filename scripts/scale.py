@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""One console against N simulated agents: the figures of issue 22's table.
+
+    cargo build --release --workspace
+    python3 scripts/scale.py --nodes 1024 [--gpus 8] [--window 60] [--bin target/release]
+
+What it does:
+  - starts `fleetop-agent swarm --count N` (simulated H100 nodes, 8 GPUs,
+    1 Hz, plaintext on loopback) and waits for its hostfile;
+  - starts the console (`fleetop --hostfile ...`) in tmux at 200x50;
+  - times the first frame and the moment every node is shown ok;
+  - after a warm-up, over a window of --window seconds: the console's CPU
+    (user + system, from /proc) and its RSS, the swarm's CPU too (a swarm
+    at 100% of a core is the agents falling behind, not the console), the
+    swarm's protobuf bytes (SIGUSR1 makes it print its totals) and, from
+    the kernel's per-socket counters, nothing else: the bytes figure is the
+    payload the agents sent, divided by the GPU-samples they took;
+  - reads the console's header every second: the most nodes it ever showed
+    stale, unreachable or connecting once all had been shown (false alarms:
+    every agent here is healthy), and whether it said it was behind.
+
+Prints one line per figure and a Markdown table row for docs/PERFORMANCE.md.
+A figure, never a test: it depends on the machine (write the machine and the
+date beside it).
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def tmux(*args):
+    return subprocess.run(["tmux", *args], capture_output=True, text=True).stdout
+
+
+def cpu_seconds(pid):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def rss_mib(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def swarm_totals(proc, log_path):
+    """SIGUSR1, then the last totals line the swarm printed."""
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(0.5)
+    lines = [l for l in open(log_path).read().splitlines() if l.startswith("swarm:")]
+    if not lines:
+        return None
+    return dict(kv.split("=") for kv in lines[-1].split()[1:])
+
+
+def socket_bytes_sent(pid):
+    """What the process's TCP sockets have sent (`ss -ti`'s bytes_sent: the
+    HTTP/2 and gRPC framing included, the TCP/IP headers not)."""
+    out = subprocess.run(["ss", "-tinpH", "state", "established"], capture_output=True, text=True).stdout
+    total, mine = 0, False
+    for line in out.splitlines():
+        if not line.startswith((" ", "\t")):
+            mine = f"pid={pid}," in line
+            continue
+        m = re.search(r"bytes_sent:(\d+)", line)
+        if mine and m:
+            total += int(m.group(1))
+    return total
+
+
+def header(session):
+    screen = tmux("capture-pane", "-p", "-t", session)
+    return next((l for l in screen.splitlines() if "fleetop" in l and "nodes" in l), "")
+
+
+def count(words, text):
+    return sum(int(m) for m in re.findall(r"(\d+) (?:%s)" % "|".join(words), text))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=1024)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--window", type=float, default=60.0, help="seconds measured, after the warm-up")
+    ap.add_argument("--warmup", type=float, default=20.0, help="seconds after every node is shown")
+    ap.add_argument("--timeout", type=float, default=180.0, help="for every node to be shown")
+    ap.add_argument("--bin", default="target/release")
+    a = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="fleetop-scale-")
+    hostfile = os.path.join(tmp, "hosts")
+    swarm_log = os.path.join(tmp, "swarm.log")
+    swarm = subprocess.Popen(
+        [os.path.join(a.bin, "fleetop-agent"), "swarm", "--count", str(a.nodes), "--hostfile", hostfile,
+         "--backend", "sim", "--sim-gpus", str(a.gpus), "--interval", "1s"],
+        stdout=subprocess.DEVNULL, stderr=open(swarm_log, "w"), env={**os.environ, "FLEETOP_LOG": "warn"})
+    session = f"fleetop-scale-{os.getpid()}"
+    try:
+        t = time.monotonic()
+        while not os.path.exists(hostfile):
+            if swarm.poll() is not None:
+                sys.exit(f"the swarm ended: {open(swarm_log).read()[-2000:]}")
+            if time.monotonic() - t > a.timeout:
+                sys.exit("the swarm did not write its hostfile")
+            time.sleep(0.2)
+        print(f"swarm: {a.nodes} agents up in {time.monotonic() - t:.1f} s")
+
+        console = os.path.join(a.bin, "fleetop")
+        t0 = time.monotonic()
+        tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50",
+             f"exec env XDG_CONFIG_HOME=/nonexistent {console} --hostfile {hostfile}")
+        pid = tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip()
+        first = shown = None
+        while time.monotonic() - t0 < a.timeout:
+            h = header(session)
+            now = time.monotonic() - t0
+            if h and first is None:
+                first = now
+            ok = re.search(r"(\d+) ok", h)
+            if ok and int(ok.group(1)) >= a.nodes:
+                shown = now
+                break
+            time.sleep(0.1)
+        fmt = lambda v: "never" if v is None else f"{v:.1f} s"
+        print(f"console: first frame {fmt(first)}, every node shown ok {fmt(shown)}")
+        if shown is None:
+            print(f"header at the end: {header(session)}")
+
+        time.sleep(a.warmup)
+        c0, s0 = cpu_seconds(pid), cpu_seconds(swarm.pid)
+        b0 = swarm_totals(swarm, swarm_log)
+        k0 = socket_bytes_sent(swarm.pid)
+        w0 = time.monotonic()
+        worst_alarm, worst_behind, rss = 0, "", []
+        while time.monotonic() - w0 < a.window:
+            h = header(session)
+            worst_alarm = max(worst_alarm, count(["stale", "unreachable", "conn"], h))
+            m = re.search(r"behind \S+", h)
+            if m:
+                worst_behind = m.group(0)
+            r = rss_mib(pid)
+            if r:
+                rss.append(r)
+            time.sleep(1)
+        elapsed = time.monotonic() - w0
+        c1, s1 = cpu_seconds(pid), cpu_seconds(swarm.pid)
+        b1 = swarm_totals(swarm, swarm_log)
+        k1 = socket_bytes_sent(swarm.pid)
+
+        console_pct = (c1 - c0) / elapsed * 100 if c0 is not None and c1 is not None else None
+        swarm_pct = (s1 - s0) / elapsed * 100 if s0 is not None and s1 is not None else None
+        bytes_per = ms_per = wire_per = None
+        if b0 and b1:
+            gpu_samples = int(b1["gpu_samples"]) - int(b0["gpu_samples"])
+            sent = int(b1["protobuf_bytes_sent"]) - int(b0["protobuf_bytes_sent"])
+            node_samples = int(b1["samples"]) - int(b0["samples"])
+            if gpu_samples:
+                bytes_per = sent / gpu_samples
+                wire_per = (k1 - k0) / gpu_samples
+            if node_samples and console_pct is not None:
+                ms_per = (c1 - c0) * 1000 / node_samples
+        top_rss = max(rss) if rss else None
+        print(f"console CPU: {console_pct:.1f}% of one core" if console_pct is not None else "console CPU: ?")
+        print(f"swarm CPU: {swarm_pct:.1f}% of one core" if swarm_pct is not None else "swarm CPU: ?")
+        print(f"console RSS: {top_rss:.0f} MiB ({top_rss * 1024 / a.nodes:.0f} KiB a node)" if top_rss else "RSS: ?")
+        print(f"console CPU per node-sample: {ms_per:.3f} ms" if ms_per else "CPU per node-sample: ?")
+        print(f"protobuf bytes per GPU-sample: {bytes_per:.0f} B" if bytes_per else "bytes: ?")
+        print(f"TCP payload per GPU-sample (HTTP/2, gRPC framing): {wire_per:.0f} B" if wire_per else "TCP: ?")
+        print(f"false alarms (most nodes shown stale/unreachable/connecting): {worst_alarm}")
+        print(f"behind: {worst_behind or 'never said'}")
+        cell = lambda v, f: "?" if v is None else f.format(v)
+        print("| nodes | console CPU | RSS | CPU per node-sample | bytes per GPU-sample (protobuf / TCP payload) "
+              "| first frame | all shown | false alarms | swarm CPU |")
+        print(f"| {a.nodes:,} | {cell(console_pct, '{:.1f}%')} | {cell(top_rss, '{:.0f} MiB')} | "
+              f"{cell(ms_per, '{:.3f} ms')} | {cell(bytes_per, '{:.0f}')} / {cell(wire_per, '{:.0f} B')} | "
+              f"{cell(first, '{:.1f} s')} | "
+              f"{cell(shown, '{:.1f} s')} | {worst_alarm} | {cell(swarm_pct, '{:.0f}%')} |")
+    finally:
+        tmux("kill-session", "-t", session)
+        swarm.send_signal(signal.SIGTERM)
+        try:
+            swarm.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            swarm.kill()
+
+
+if __name__ == "__main__":
+    main()
