@@ -81,16 +81,19 @@ impl Lag {
         self.freshest_ms = Some(self.freshest_ms.map_or(age_ms, |f| f.min(age_ms)));
     }
 
-    /// At the end of a window of at least a second: the new lag, if the
-    /// window saw any live sample (none seen: nothing learned, the last
-    /// judgment stands until samples come).
+    /// At the end of a window of at least a second that saw live samples:
+    /// the new lag. Two seconds with none taken in at all: nothing waits in
+    /// the queue, so the console is not behind (a node that went silent is
+    /// judged without a discount).
     fn judge(&mut self, now_ms: i64) -> Option<i64> {
-        if now_ms - self.window_start_ms < 1_000 {
-            return None;
-        }
-        let fresh = self.freshest_ms.take()?;
+        let elapsed = now_ms - self.window_start_ms;
+        let fresh = match self.freshest_ms {
+            Some(_) if elapsed >= 1_000 => self.freshest_ms.take(),
+            None if elapsed >= 2_000 && self.behind_ms > 0 => None,
+            _ => return None,
+        };
         self.window_start_ms = now_ms;
-        self.behind_ms = if fresh >= LAG_SAID { fresh } else { 0 };
+        self.behind_ms = fresh.filter(|&f| f >= LAG_SAID).unwrap_or(0);
         Some(self.behind_ms)
     }
 }
@@ -428,41 +431,54 @@ mod tests {
 
     #[test]
     fn a_console_behind_says_so_and_calls_no_node_silent_for_it() {
-        let mut st = Store::new(vec![target()], Thresholds::default());
-        let t0 = 1_700_000_000_000;
-        let desc = NodeDesc {
-            hostname: "n1".into(),
-            interval_ms: 1_000,
-            ..Default::default()
+        let t = |name: &str| Target {
+            name: name.into(),
+            ..target()
         };
-        on(&mut st, Event::Info(Box::new(desc)), t0);
-        on(&mut st, Event::CaughtUp, t0);
+        let th = Thresholds::default();
+        let mut st = Store::new(vec![t("a"), t("b")], th.clone());
+        let t0 = 1_700_000_000_000;
+        let at =
+            |st: &mut Store, node: usize, event: Event, now_ms: i64| st.apply(Update::Node { node, event }, now_ms);
         let sample = |time_ms| {
             Event::Sample(Box::new(NodeSample {
                 time_ms,
                 ..Default::default()
             }))
         };
+        for node in 0..2 {
+            let desc = NodeDesc {
+                interval_ms: 1_000,
+                ..Default::default()
+            };
+            at(&mut st, node, Event::Info(Box::new(desc)), t0);
+            at(&mut st, node, Event::CaughtUp, t0);
+        }
         // Samples taken in as they come: no lag.
-        on(&mut st, sample(t0 - 200), t0);
+        at(&mut st, 0, sample(t0 - 200), t0);
+        at(&mut st, 1, sample(t0 - 200), t0);
         st.tick(t0 + 1_000);
         assert_eq!(st.lag.behind_ms, 0);
-        // Then every sample taken in is 8 s old: they waited in the queue.
+        // Then what is taken in is 8 s old (it waited in the queue): a's
+        // next samples have not come out of it yet, b's keep coming.
         let now = t0 + 10_000;
-        on(&mut st, sample(now - 8_000), now);
-        st.tick(now);
-        st.tick(now + 1_000);
-        assert_eq!(st.lag.behind_ms, 8_000);
-        // Nothing more taken in for 5 s: the node's next samples may wait in
-        // the queue, so it is not stale for the console's own lag...
-        let th = Thresholds::default();
-        assert_eq!(st.nodes[0].status(now + 5_000, &th), NodeStatus::Ok);
-        // ...but it is once the silence outlasts the lag too.
+        at(&mut st, 0, sample(now - 8_000), now);
+        for s in 0..=12 {
+            let ms = now + s * 1_000;
+            at(&mut st, 1, sample(ms - 8_000), ms);
+            st.tick(ms);
+            if s == 5 {
+                assert_eq!(st.lag.behind_ms, 8_000);
+                // a is not stale for the console's own lag...
+                assert_eq!(st.nodes[0].status(ms, &th), NodeStatus::Ok);
+            }
+        }
+        // ...but it is once its silence outlasts the lag too.
         assert_eq!(st.nodes[0].status(now + 12_000, &th), NodeStatus::Stale);
         // Caught up again: after a whole second of fresh samples, the lag goes.
-        on(&mut st, sample(now + 13_000), now + 13_100);
+        at(&mut st, 1, sample(now + 13_000), now + 13_100);
         st.tick(now + 13_100);
-        on(&mut st, sample(now + 14_000), now + 14_100);
+        at(&mut st, 1, sample(now + 14_000), now + 14_100);
         st.tick(now + 14_100);
         assert_eq!(st.lag.behind_ms, 0);
         assert_eq!(st.nodes[0].console_lag_ms, 0);
@@ -654,7 +670,9 @@ mod tests {
             assert_eq!(st.nodes[0].status(t + 20_000, &th), NodeStatus::Ok, "{seq}");
         }
         assert_eq!(st.nodes[0].detector.active().count(), 0, "no stale flag");
-        // Then nothing comes at all: stale, a few intervals after the last one came.
+        // Then nothing comes at all: the console, idle, is no longer behind,
+        // and the node is stale a few intervals after the last one came.
+        st.tick(34_000 + 3_000);
         assert_eq!(st.nodes[0].status(34_000 + 3_000, &th), NodeStatus::Ok);
         assert_eq!(st.nodes[0].status(34_000 + 3_001, &th), NodeStatus::Stale);
     }
