@@ -74,6 +74,16 @@ pub struct Lag {
 pub const LAG_SAID: i64 = 2_000;
 
 impl Lag {
+    /// A lag of `behind_ms` as judged at `at_ms` (a console's header in a
+    /// test, a replay).
+    pub fn judged(behind_ms: i64, at_ms: i64) -> Lag {
+        Lag {
+            freshest_ms: None,
+            window_start_ms: at_ms,
+            behind_ms,
+        }
+    }
+
     fn saw(&mut self, age_ms: i64, now_ms: i64) {
         if self.freshest_ms.is_none() && now_ms - self.window_start_ms > 1_000 {
             self.window_start_ms = now_ms;

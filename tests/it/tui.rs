@@ -3505,7 +3505,7 @@ fn the_group_view_groups_gpus_by_pod_and_the_rest_in_none() {
 
 #[test]
 fn a_console_behind_says_so_in_the_header() {
-    let behind = |app: &mut App| app.store.lag.behind_ms = 8_000;
+    let behind = |app: &mut App| app.store.lag = fleetop::store::Lag::judged(8_000, NOW);
     let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), vec![], behind);
     let screen = text(&buf);
     let header = screen.lines().nth(1).unwrap_or_default();

@@ -22,7 +22,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         (":", "command: node NAME, filter F, sort K, drain [why], resume,"),
         ("", "  return, help, q; Tab completes names, Esc cancels"),
         ("m", "metric: util, memory, temperature, power, SM clock"),
-        ("J", "group the shown nodes by Slurm job, partition or rack"),
+        ("J", "group by Slurm or Ray job, partition, rack or pod"),
     ];
     match screen {
         Screen::Heatmap | Screen::Detail => v.extend([
@@ -78,7 +78,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
         ]),
         Screen::Groups => v.extend([
             ("j k  ↓ ↑", "move"),
-            ("b", "group by Slurm job, partition or rack (cycles)"),
+            ("b", "by job, partition, rack, pod, Ray job (cycles)"),
             ("", "  the least busy first; nodes in none: \"(none)\""),
             ("", "  flags: 3 crit 1 warn, or 3c 1w where the words do not fit"),
             ("Enter", "show the group's nodes on the heatmap (Esc clears)"),
