@@ -4,7 +4,7 @@
 
 use crate::model::kube::{KubeNode, KubeSnapshot};
 use crate::model::sched::SchedHealth;
-use crate::model::target::Target;
+use crate::store::NodeState;
 
 #[derive(Debug, Clone, Default)]
 pub struct KubeOverlay {
@@ -23,19 +23,18 @@ impl KubeOverlay {
         self.nodes.get(i).and_then(Option::as_ref)
     }
 
-    /// Gives each target the Kubernetes node of its name, else the one
-    /// with its address (a node given by IP, or named otherwise there).
-    pub fn apply(&mut self, targets: &[&Target], snap: &KubeSnapshot, now_ms: i64) {
-        self.nodes = targets
-            .iter()
-            .map(|t| {
-                snap.nodes
-                    .iter()
-                    .find(|k| k.name == t.name)
-                    .or_else(|| snap.nodes.iter().find(|k| k.matches(&t.name) || k.matches(&t.host)))
-                    .cloned()
-            })
-            .collect();
+    /// Gives each node the Kubernetes node of its name (or with its name
+    /// among its addresses), else the one with its agent's address where
+    /// that address is the node's alone (`matching::match_nodes`).
+    pub fn apply(&mut self, nodes: &[NodeState], snap: &KubeSnapshot, now_ms: i64) {
+        let position = |hit: &dyn Fn(&KubeNode) -> bool| snap.nodes.iter().position(hit);
+        let matched = super::matching::match_nodes(
+            nodes,
+            snap.nodes.len(),
+            |n| position(&|k| k.name == n.target.name).or_else(|| position(&|k| k.matches(&n.target.name))),
+            |host| position(&|k| k.matches(host)),
+        );
+        self.nodes = matched.into_iter().map(|j| j.map(|j| snap.nodes[j].clone())).collect();
         self.health = SchedHealth {
             read_ms: Some(now_ms),
             error: None,

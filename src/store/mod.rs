@@ -5,6 +5,7 @@
 
 pub mod history;
 pub mod kube;
+mod matching;
 pub mod node;
 pub mod rates;
 pub mod ray;
@@ -192,8 +193,7 @@ impl Store {
                 return;
             }
             Update::Kube(snap) => {
-                let targets: Vec<&Target> = self.nodes.iter().map(|n| &n.target).collect();
-                self.kube.apply(&targets, &snap, now_ms);
+                self.kube.apply(&self.nodes, &snap, now_ms);
                 return;
             }
             Update::KubeError(e) => {

@@ -59,37 +59,20 @@ impl Store {
 
     /// Which Ray node each node is, again: after a Ray read, and after node
     /// descriptions arrive (the host names agents report are names too).
-    /// By name first (the node's, or its agent's host name, against Ray's
-    /// node name); then by address, only for a node whose agent's address
-    /// is its own (not shared with another node's agent) and a Ray node no
-    /// other node took: one Ray node is never two of fleetop's.
+    /// By name (the node's, or its agent's host name, against Ray's node
+    /// name), then by IP (`matching::match_nodes`).
     pub(super) fn match_ray(&mut self) {
         let Some(ray) = self.ray.as_mut() else { return };
         let snap = ray.snap.clone();
-        let mut claimed = vec![false; snap.nodes.len()];
-        let mut of_node: Vec<Option<usize>> = self
-            .nodes
-            .iter()
-            .map(|n| {
+        let of_node = super::matching::match_nodes(
+            &self.nodes,
+            snap.nodes.len(),
+            |n| {
                 let hostname = n.info.as_ref().map(|i| i.hostname.as_str());
-                let r = snap.position(|r| r.name == n.target.name || Some(r.name.as_str()) == hostname)?;
-                claimed[r] = true;
-                Some(r)
-            })
-            .collect();
-        let mut hosts: std::collections::HashMap<&str, usize> = Default::default();
-        for n in &self.nodes {
-            *hosts.entry(n.target.host.as_str()).or_default() += 1;
-        }
-        for (n, of) in self.nodes.iter().zip(of_node.iter_mut()) {
-            if of.is_some() || hosts.get(n.target.host.as_str()) != Some(&1) {
-                continue;
-            }
-            if let Some(r) = snap.position(|r| r.ip == n.target.host).filter(|&r| !claimed[r]) {
-                claimed[r] = true;
-                *of = Some(r);
-            }
-        }
+                snap.position(|r| r.name == n.target.name || Some(r.name.as_str()) == hostname)
+            },
+            |host| snap.position(|r| r.ip == host),
+        );
         ray.of_node = of_node;
         for (n, r) in self.nodes.iter_mut().zip(&ray.of_node) {
             n.detector.ray = r

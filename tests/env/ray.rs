@@ -82,38 +82,44 @@ fn head_agent(dir: &Path, port: u16, pids: &[u64]) -> Killed {
     }
     let profile = dir.join("head.toml");
     std::fs::write(&profile, text).expect("write profile");
-    let child = Command::new(agent_bin())
-        .args(["--backend", "nvml", "--interval", "500ms", "--ib-sysfs", "/nonexistent"])
-        .args(crate::HERMETIC_AGENT)
+    let mut cmd = Command::new(agent_bin());
+    cmd.args(["--backend", "nvml", "--interval", "500ms", "--ib-sysfs", "/nonexistent"])
         .arg("--nvml-lib")
         .arg(fake_lib())
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("FAKE_NVML_PROFILE", &profile)
+        .env("FAKE_NVML_PROFILE", &profile);
+    listening(cmd, "127.0.0.1", port)
+}
+
+/// `cmd` (an agent) listening on `host:port`, quiet, ended with the test.
+fn listening(mut cmd: Command, host: &str, port: u16) -> Killed {
+    let child = cmd
+        .args(crate::HERMETIC_AGENT)
+        .args(["--listen", &format!("{host}:{port}")])
         .env("FLEETOP_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("agent starts");
     let k = Killed(child);
-    wait_listening("127.0.0.1", port);
+    wait_listening(host, port);
     k
 }
 
 /// The worker's agent: simulated, on the worker's IP, reporting a host name
 /// Ray does not know (so only the IP matches it).
 fn worker_agent(port: u16) -> Killed {
-    let child = Command::new(agent_bin())
-        .args(["--backend", "sim", "--sim-gpus", "2", "--sim-hostname", "gpu-w1"])
-        .args(["--interval", "500ms", "--listen", &format!("127.0.0.2:{port}")])
-        .args(crate::HERMETIC_AGENT)
-        .env("FLEETOP_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let k = Killed(child);
-    wait_listening("127.0.0.2", port);
-    k
+    let mut cmd = Command::new(agent_bin());
+    cmd.args([
+        "--backend",
+        "sim",
+        "--sim-gpus",
+        "2",
+        "--sim-hostname",
+        "gpu-w1",
+        "--interval",
+        "500ms",
+    ]);
+    listening(cmd, "127.0.0.2", port)
 }
 
 fn export(hosts: &str, ray: &RayCluster) -> Snapshot {
