@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         // `fleetop-agent sample --format json` prints the wire types as they are.
         .type_attribute(".", "#[derive(serde::Serialize)]")
+        // prost's codec with small stream buffers (see src/codec.rs).
+        .codec_path("crate::codec::SmallBufferCodec")
         .compile_fds(fds)?;
     // Ray's autoscaler state service (a subset, see the file): the console
     // reads Ray's node states and drains Ray nodes through it; the tests

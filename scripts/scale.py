@@ -6,7 +6,9 @@
 
 What it does:
   - starts `fleetop-agent swarm --count N` (simulated H100 nodes, 8 GPUs,
-    1 Hz, plaintext on loopback) and waits for its hostfile;
+    1 Hz, plaintext on loopback) and waits for its hostfile; as several
+    swarm processes of at most --per-swarm agents where N is larger (each
+    agent holds two open files, and a process may hold 20,000 here);
   - starts the console (`fleetop --hostfile ...`) in tmux at 200x50;
   - times the first frame and the moment every node is shown ok;
   - after a warm-up, over a window of --window seconds: the console's CPU
@@ -24,12 +26,16 @@ A figure, never a test: it depends on the machine (write the machine and the
 date beside it).
 """
 import argparse
+import http.server
+import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -55,24 +61,34 @@ def rss_mib(pid):
     return None
 
 
-def swarm_totals(proc, log_path):
-    """SIGUSR1, then the last totals line the swarm printed."""
-    proc.send_signal(signal.SIGUSR1)
+def swarm_totals(swarms):
+    """SIGUSR1, then the last totals line each swarm printed, summed."""
+    for proc, _ in swarms:
+        proc.send_signal(signal.SIGUSR1)
     time.sleep(0.5)
-    lines = [l for l in open(log_path).read().splitlines() if l.startswith("swarm:")]
-    if not lines:
-        return None
-    return dict(kv.split("=") for kv in lines[-1].split()[1:])
+    total = {}
+    for _, log_path in swarms:
+        lines = [l for l in open(log_path).read().splitlines() if l.startswith("swarm:")]
+        if not lines:
+            return None
+        for k, v in (kv.split("=") for kv in lines[-1].split()[1:]):
+            total[k] = total.get(k, 0) + int(v)
+    return total
 
 
-def socket_bytes_sent(pid):
+def swarms_cpu(swarms):
+    each = [cpu_seconds(p.pid) for p, _ in swarms]
+    return None if None in each else sum(each)
+
+
+def socket_bytes_sent(pids):
     """What the process's TCP sockets have sent (`ss -ti`'s bytes_sent: the
     HTTP/2 and gRPC framing included, the TCP/IP headers not)."""
     out = subprocess.run(["ss", "-tinpH", "state", "established"], capture_output=True, text=True).stdout
     total, mine = 0, False
     for line in out.splitlines():
         if not line.startswith((" ", "\t")):
-            mine = f"pid={pid}," in line
+            mine = any(f"pid={pid}," in line for pid in pids)
             continue
         m = re.search(r"bytes_sent:(\d+)", line)
         if mine and m:
@@ -89,6 +105,65 @@ def count(words, text):
     return sum(int(m) for m in re.findall(r"(\d+) (?:%s)" % "|".join(words), text))
 
 
+def export_once(console, hostfile, a):
+    """`fleetop export --once` after the warm-up: wall time, CPU, peak RSS,
+    and how many nodes the snapshot holds with a sample."""
+    time.sleep(a.warmup)
+    out = tempfile.NamedTemporaryFile(prefix="fleetop-export-", suffix=".json", delete=False)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.monotonic()
+    rc = subprocess.run([console, "export", "--hostfile", hostfile, "--once", "--timeout", "60s"],
+                        stdout=out, stderr=subprocess.DEVNULL, env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent"}).returncode
+    wall = time.monotonic() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    doc = json.load(open(out.name))
+    nodes = doc.get("nodes", [])
+    sampled = sum(1 for n in nodes if n.get("gpus"))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    size = os.path.getsize(out.name)
+    os.unlink(out.name)
+    print(f"export --once: exit {rc}, {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {after.ru_maxrss / 1024:.0f} MiB, "
+          f"{len(nodes)} nodes ({sampled} with GPUs), {size / 1e6:.1f} MB of JSON")
+
+
+def watch(console, hostfile, swarms, a):
+    """`fleetop watch` posting to a local webhook: its CPU and RSS over the
+    window after the warm-up, and the alerts it posted."""
+    posted = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            posted.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    proc = subprocess.Popen([console, "watch", "--hostfile", hostfile,
+                             "--webhook", f"http://127.0.0.1:{server.server_port}/"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent"})
+    try:
+        time.sleep(a.warmup)
+        c0, n0 = cpu_seconds(proc.pid), len(posted)
+        t = time.monotonic()
+        rss = []
+        while time.monotonic() - t < a.window:
+            rss.append(rss_mib(proc.pid) or 0)
+            time.sleep(1)
+        c1 = cpu_seconds(proc.pid)
+        pct = (c1 - c0) / (time.monotonic() - t) * 100
+        print(f"watch: {pct:.1f}% of one core, RSS {max(rss):.0f} MiB, "
+              f"{len(posted)} webhook posts ({len(posted) - n0} in the window)")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        server.shutdown()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1024)
@@ -97,27 +172,48 @@ def main():
     ap.add_argument("--warmup", type=float, default=20.0, help="seconds after every node is shown")
     ap.add_argument("--timeout", type=float, default=180.0, help="for every node to be shown")
     ap.add_argument("--bin", default="target/release")
+    ap.add_argument("--per-swarm", type=int, default=8000, help="agents in one swarm process at most")
+    ap.add_argument("--mode", choices=["tui", "export", "watch"], default="tui",
+                    help="the console in tmux; one `export --once` after the warm-up; or `watch` over the window")
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="fleetop-scale-")
     hostfile = os.path.join(tmp, "hosts")
-    swarm_log = os.path.join(tmp, "swarm.log")
-    swarm = subprocess.Popen(
-        [os.path.join(a.bin, "fleetop-agent"), "swarm", "--count", str(a.nodes), "--hostfile", hostfile,
-         "--backend", "sim", "--sim-gpus", str(a.gpus), "--interval", "1s"],
-        stdout=subprocess.DEVNULL, stderr=open(swarm_log, "w"), env={**os.environ, "FLEETOP_LOG": "warn"})
+    swarms, counts = [], []
+    parts = -(-a.nodes // a.per_swarm)
     session = f"fleetop-scale-{os.getpid()}"
     try:
         t = time.monotonic()
-        while not os.path.exists(hostfile):
-            if swarm.poll() is not None:
-                sys.exit(f"the swarm ended: {open(swarm_log).read()[-2000:]}")
-            if time.monotonic() - t > a.timeout:
-                sys.exit("the swarm did not write its hostfile")
-            time.sleep(0.2)
-        print(f"swarm: {a.nodes} agents up in {time.monotonic() - t:.1f} s")
+        for i in range(parts):
+            first = 1 + i * a.nodes // parts
+            size = (i + 1) * a.nodes // parts - i * a.nodes // parts
+            counts.append(size)
+            log = os.path.join(tmp, f"swarm{i}.log")
+            proc = subprocess.Popen(
+                [os.path.join(a.bin, "fleetop-agent"), "swarm", "--count", str(size), "--first", str(first),
+                 "--hostfile", f"{hostfile}.{i}", "--backend", "sim", "--sim-gpus", str(a.gpus),
+                 "--interval", "1s"],
+                stdout=subprocess.DEVNULL, stderr=open(log, "w"), env={**os.environ, "FLEETOP_LOG": "warn"})
+            swarms.append((proc, log))
+        for i, (proc, log) in enumerate(swarms):
+            # Whole once it has every agent's line.
+            while not os.path.exists(f"{hostfile}.{i}") or \
+                    len(open(f"{hostfile}.{i}").read().splitlines()) < counts[i]:
+                if proc.poll() is not None:
+                    sys.exit(f"a swarm ended: {open(log).read()[-2000:]}")
+                if time.monotonic() - t > a.timeout:
+                    sys.exit("a swarm did not write its hostfile")
+                time.sleep(0.2)
+        with open(hostfile, "w") as out:
+            for i in range(parts):
+                out.write(open(f"{hostfile}.{i}").read())
+        print(f"swarm: {a.nodes} agents up in {time.monotonic() - t:.1f} s ({parts} processes)")
 
         console = os.path.join(a.bin, "fleetop")
+        if a.mode == "export":
+            return export_once(console, hostfile, a)
+        if a.mode == "watch":
+            return watch(console, hostfile, swarms, a)
         t0 = time.monotonic()
         tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50",
              f"exec env XDG_CONFIG_HOME=/nonexistent {console} --hostfile {hostfile}")
@@ -139,9 +235,10 @@ def main():
             print(f"header at the end: {header(session)}")
 
         time.sleep(a.warmup)
-        c0, s0 = cpu_seconds(pid), cpu_seconds(swarm.pid)
-        b0 = swarm_totals(swarm, swarm_log)
-        k0 = socket_bytes_sent(swarm.pid)
+        swarm_pids = [p.pid for p, _ in swarms]
+        c0, s0 = cpu_seconds(pid), swarms_cpu(swarms)
+        b0 = swarm_totals(swarms)
+        k0 = socket_bytes_sent(swarm_pids)
         w0 = time.monotonic()
         worst_alarm, worst_behind, rss = 0, "", []
         while time.monotonic() - w0 < a.window:
@@ -155,17 +252,17 @@ def main():
                 rss.append(r)
             time.sleep(1)
         elapsed = time.monotonic() - w0
-        c1, s1 = cpu_seconds(pid), cpu_seconds(swarm.pid)
-        b1 = swarm_totals(swarm, swarm_log)
-        k1 = socket_bytes_sent(swarm.pid)
+        c1, s1 = cpu_seconds(pid), swarms_cpu(swarms)
+        b1 = swarm_totals(swarms)
+        k1 = socket_bytes_sent(swarm_pids)
 
         console_pct = (c1 - c0) / elapsed * 100 if c0 is not None and c1 is not None else None
         swarm_pct = (s1 - s0) / elapsed * 100 if s0 is not None and s1 is not None else None
         bytes_per = ms_per = wire_per = None
         if b0 and b1:
-            gpu_samples = int(b1["gpu_samples"]) - int(b0["gpu_samples"])
-            sent = int(b1["protobuf_bytes_sent"]) - int(b0["protobuf_bytes_sent"])
-            node_samples = int(b1["samples"]) - int(b0["samples"])
+            gpu_samples = b1["gpu_samples"] - b0["gpu_samples"]
+            sent = b1["protobuf_bytes_sent"] - b0["protobuf_bytes_sent"]
+            node_samples = b1["samples"] - b0["samples"]
             if gpu_samples:
                 bytes_per = sent / gpu_samples
                 wire_per = (k1 - k0) / gpu_samples
@@ -189,11 +286,13 @@ def main():
               f"{cell(shown, '{:.1f} s')} | {worst_alarm} | {cell(swarm_pct, '{:.0f}%')} |")
     finally:
         tmux("kill-session", "-t", session)
-        swarm.send_signal(signal.SIGTERM)
-        try:
-            swarm.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            swarm.kill()
+        for proc, _ in swarms:
+            proc.send_signal(signal.SIGTERM)
+        for proc, _ in swarms:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 if __name__ == "__main__":

@@ -103,6 +103,12 @@ pub struct SourceArgs {
     /// Agent port where a host gives none.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
+    /// How much of each agent's history to read on connect (default: all it
+    /// holds, ten minutes). Less starts a large fleet sooner (`export --once`
+    /// against 10,000 agents); flags that need a window of history (idle,
+    /// power-capped, underused: five minutes) are then judged on what was read.
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub backfill: Option<Duration>,
     /// Demo: number of nodes.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nodes: u32,

@@ -252,6 +252,10 @@ impl Session {
         let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
         let sources = SourceOptions {
             access: resolved.access.clone(),
+            // 0 asks for everything: a second is the least that can be asked.
+            backfill_s: args
+                .backfill
+                .map_or(0, |d| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32),
             ..SourceOptions::default()
         };
         match &resolved.feed {

@@ -168,6 +168,11 @@ enum Command {
         /// the same ephemeral range).
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=16384))]
         count: u32,
+        /// The number in the first agent's host name (sim0001, ...): several
+        /// swarms, each under the per-process limit of open files, make one
+        /// fleet with names of their own.
+        #[arg(long, default_value_t = 1)]
+        first: u32,
         /// Where to write the agents' addresses, one per line.
         #[arg(long)]
         hostfile: PathBuf,
@@ -311,6 +316,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Sample { node, .. }) => return sample_once(node),
         Some(Command::Swarm {
             count,
+            first,
             hostfile,
             metrics_hostfile,
             node,
@@ -320,7 +326,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 grpc: hostfile,
                 metrics: metrics_hostfile.as_deref(),
             };
-            return swarm(*count, files, node, bench_settings(&cli)?, sec, &cli);
+            let agents = *first..first.saturating_add(*count);
+            return swarm(agents, files, node, bench_settings(&cli)?, sec, &cli);
         }
         None => {}
     }
@@ -518,27 +525,65 @@ struct SwarmFiles<'a> {
     metrics: Option<&'a std::path::Path>,
 }
 
+/// Each agent of a swarm holds a listener and its subscriber's connection
+/// (and a /metrics listener and Prometheus' connection where asked): past
+/// the limit of open files, agents would fail one by one, unseen, and a
+/// console count them unreachable. Refused up front instead.
+fn check_open_files(count: u32, metrics: bool) -> anyhow::Result<()> {
+    let per_agent = if metrics { 4 } else { 2 };
+    let need = u64::from(count) * per_agent + 64;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Ok(());
+    }
+    if lim.rlim_cur >= need {
+        return Ok(());
+    }
+    if lim.rlim_max >= need {
+        let raised = libc::rlimit {
+            rlim_cur: need,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(());
+        }
+    }
+    anyhow::bail!(
+        "{count} agents need {need} open files and this process may have {}: run several swarms \
+         (--count, --first) or raise the limit",
+        lim.rlim_max
+    )
+}
+
 fn swarm(
-    count: u32,
+    agents: std::ops::Range<u32>,
     files: SwarmFiles,
     node: &NodeArgs,
     bench: Option<server::BenchSettings>,
     sec: Security,
     cli: &Cli,
 ) -> anyhow::Result<()> {
+    let count = agents.len() as u32;
+    check_open_files(count, files.metrics.is_some())?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
-        let mut agents = Vec::new();
         let mut lines = String::new();
         let mut metrics_lines = String::new();
-        for i in 0..count {
+        let mut agents_up = Vec::new();
+        for n in agents {
             let mut opts = node.options(fleetop_agent::now_ms(), Mode::Serve);
             opts.backend = Backend::Sim;
             // Many simulated nodes in one process: no kernel log, no journal.
             opts.kmsg = None;
             opts.state_dir = None;
-            opts.sim.hostname = format!("sim{:04}", i + 1);
-            opts.sim.seed = node.sim_seed.wrapping_add(u64::from(i));
+            opts.sim.hostname = format!("sim{n:04}");
+            // As many seeds as names: sim0001 is the same node in any swarm.
+            opts.sim.seed = node.sim_seed.wrapping_add(u64::from(n).wrapping_sub(1));
             let (collector, _) = backend::build(&opts)?;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let opts = AgentOptions {
@@ -561,8 +606,9 @@ fn swarm(
                 };
                 metrics_lines.push_str(&format!("{}\n", h.serve_metrics(l, limits)?));
             }
-            agents.push(h);
+            agents_up.push(h);
         }
+        let agents = agents_up;
         // The metrics file first: the gRPC hostfile's existence says both are whole.
         if let Some(path) = files.metrics {
             std::fs::write(path, metrics_lines)?;
@@ -608,4 +654,15 @@ fn sample_once(node: &NodeArgs) -> anyhow::Result<()> {
     let doc = serde_json::json!({ "info": collector.info(), "sample": sample });
     println!("{}", serde_json::to_string_pretty(&doc)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_swarm_past_the_open_files_limit_is_refused_up_front() {
+        let e = super::check_open_files(u32::MAX, true).expect_err("no process may hold that many files");
+        let e = e.to_string();
+        assert!(e.contains("run several swarms"), "{e}");
+        assert!(super::check_open_files(1, false).is_ok(), "one agent fits anywhere");
+    }
 }

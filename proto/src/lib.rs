@@ -9,6 +9,7 @@
 
 pub mod absent;
 pub mod bench;
+pub mod codec;
 pub mod counters;
 pub mod ib;
 pub mod input;

@@ -262,3 +262,24 @@ fn the_committed_schema_matches_the_export_types() {
         "regenerate with: cargo run -- export --print-schema > docs/export.schema.json"
     );
 }
+
+/// `--backfill`: the idle flag needs five minutes of history. Read whole,
+/// the demo's history has them; read for ten seconds, it does not, and the
+/// GPUs are not yet called idle (a large fleet's quick `--once` pays that).
+#[test]
+fn a_short_backfill_reads_too_little_history_to_call_a_gpu_idle() {
+    let idle_flags = |extra: &[&str]| {
+        let out = fleetop()
+            .args(["export", "--demo", "--once", "--nodes", "1", "--gpus", "2"])
+            .args(["--demo-scenarios", "idle"])
+            .args(extra)
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+        let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("one JSON snapshot");
+        assert!(!snap.nodes[0].gpus.is_empty(), "the node answered: {:?}", snap.nodes[0]);
+        snap.nodes[0].flags.iter().filter(|f| f.kind == FlagKind::Idle).count()
+    };
+    assert!(idle_flags(&[]) > 0, "the whole history: idle");
+    assert_eq!(idle_flags(&["--backfill", "10s"]), 0, "ten seconds of it: not yet");
+}
