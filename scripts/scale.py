@@ -112,7 +112,8 @@ def export_once(console, hostfile, a):
     out = tempfile.NamedTemporaryFile(prefix="fleetop-export-", suffix=".json", delete=False)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.monotonic()
-    rc = subprocess.run([console, "export", "--hostfile", hostfile, "--once", "--timeout", "60s"],
+    extra = ["--backfill", a.backfill] if a.backfill else []
+    rc = subprocess.run([console, "export", "--hostfile", hostfile, "--once", "--timeout", "60s", *extra],
                         stdout=out, stderr=subprocess.DEVNULL, env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent"}).returncode
     wall = time.monotonic() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -122,7 +123,7 @@ def export_once(console, hostfile, a):
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     size = os.path.getsize(out.name)
     os.unlink(out.name)
-    print(f"export --once: exit {rc}, {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {after.ru_maxrss / 1024:.0f} MiB, "
+    print(f"export --once{' --backfill ' + a.backfill if a.backfill else ''}: exit {rc}, {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {after.ru_maxrss / 1024:.0f} MiB, "
           f"{len(nodes)} nodes ({sampled} with GPUs), {size / 1e6:.1f} MB of JSON")
 
 
@@ -175,6 +176,9 @@ def main():
     ap.add_argument("--per-swarm", type=int, default=8000, help="agents in one swarm process at most")
     ap.add_argument("--mode", choices=["tui", "export", "watch"], default="tui",
                     help="the console in tmux; one `export --once` after the warm-up; or `watch` over the window")
+    ap.add_argument("--backfill", help="export: its --backfill (default: all the agents hold)")
+    ap.add_argument("--history", type=float, default=0,
+                    help="seconds the agents run before the console starts: the history it is sent first")
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="fleetop-scale-")
@@ -208,6 +212,7 @@ def main():
             for i in range(parts):
                 out.write(open(f"{hostfile}.{i}").read())
         print(f"swarm: {a.nodes} agents up in {time.monotonic() - t:.1f} s ({parts} processes)")
+        time.sleep(a.history)
 
         console = os.path.join(a.bin, "fleetop")
         if a.mode == "export":

@@ -58,6 +58,8 @@ const HANDSHAKE_BYTES: usize = 24;
 #[derive(Default)]
 pub struct Connections {
     open: AtomicUsize,
+    /// Connections accepted since the agent started.
+    accepted: AtomicUsize,
     by_peer: Mutex<HashMap<SocketAddr, Arc<Streams>>>,
 }
 
@@ -81,6 +83,11 @@ impl Connections {
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.open.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted since the agent started.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Counts a stream on the connection from `peer` (the request's remote
@@ -362,6 +369,7 @@ pub fn incoming(
                 drop(io);
                 continue;
             }
+            conns.accepted.fetch_add(1, Ordering::SeqCst);
             let _ = io.set_nodelay(true);
             let streams = Arc::new(Streams(Mutex::new((0, tokio::time::Instant::now()))));
             conns

@@ -201,6 +201,11 @@ impl AgentHandle {
         self.shared.connections.open()
     }
 
+    /// Connections accepted since the agent started.
+    pub fn connections_accepted(&self) -> usize {
+        self.shared.connections.accepted()
+    }
+
     /// Samples the ring holds now, and the memory they take.
     pub fn ring_size(&self) -> (usize, usize) {
         let ring = self.shared.ring.lock().unwrap_or_else(|e| e.into_inner());

@@ -308,7 +308,24 @@ fn refused(access: &Access, what: &str, s: &tonic::Status) -> String {
     line
 }
 
-/// One connection: subscribe and forward until the stream ends or breaks.
+/// A history of at least this many samples is read on a connection of its
+/// own (see `stream_once`).
+const HISTORY_OWN_CONNECTION: u64 = 16;
+
+/// What the live stream asks for again after the history's connection: the
+/// samples taken while it was replaced (each taken in once, by its seq).
+const REJOIN_BACKFILL_S: u32 = 5;
+
+/// One session with an agent: subscribe and forward until the stream ends
+/// or breaks.
+///
+/// A history arrives in batches of tens of KiB, and the connection's and
+/// the stream's read buffers grow to hold them and never shrink: a console
+/// started against a fleet whose agents had run a few minutes held
+/// ~100 KiB more a node than one whose agents had just started (see
+/// docs/PERFORMANCE.md). So a history of any size is read on a connection
+/// that is closed once it is in, and the live samples come on a fresh one,
+/// whose buffers only ever hold a sample.
 async fn stream_once(
     node: usize,
     target: &Target,
@@ -316,64 +333,169 @@ async fn stream_once(
     tx: &mpsc::Sender<Update>,
     backoff: &mut Backoff,
 ) -> Result<(), String> {
+    let mut fwd = Forwarder {
+        node,
+        tx,
+        backoff,
+        delivered: false,
+        instance: None,
+        last_seq: None,
+    };
     let mut client = connect(target, &opts.access).await?;
+    let mut stream = subscribe(&mut client, opts, opts.backfill_s).await?;
+    // Each stream is decoded on its own (deltas are against its own samples).
+    let mut decoder = decode::Stream::default();
+    let history = match fwd.pump(&mut stream, &mut decoder, opts, Phase::First).await? {
+        Pumped::Ended => return Ok(()),
+        Pumped::CaughtUp { history } => history,
+    };
+    if history < HISTORY_OWN_CONNECTION {
+        return fwd.pump(&mut stream, &mut decoder, opts, Phase::Live).await.map(drop);
+    }
+    drop((stream, client));
+    let mut client = connect(target, &opts.access).await?;
+    let mut stream = subscribe(&mut client, opts, REJOIN_BACKFILL_S).await?;
+    let mut decoder = decode::Stream::default();
+    fwd.pump(&mut stream, &mut decoder, opts, Phase::Rejoin).await.map(drop)
+}
+
+async fn subscribe(
+    client: &mut Client,
+    opts: &SourceOptions,
+    backfill_s: u32,
+) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, String> {
     let req = SubscribeRequest {
-        backfill_s: opts.backfill_s,
+        backfill_s,
         no_backfill: false,
         // Many history samples a message: a fleet's history is most of
         // what a console takes in at start.
         history_batches: true,
     };
-    let mut stream = tokio::time::timeout(opts.connect_timeout, client.subscribe(req))
+    Ok(tokio::time::timeout(opts.connect_timeout, client.subscribe(req))
         .await
         .map_err(|_| "no answer to subscribe".to_string())?
         .map_err(|s| refused(&opts.access, "subscribe refused", &s))?
-        .into_inner();
-    let mut first = true;
-    let mut decoder = decode::Stream::default();
-    loop {
-        let msg = stream
-            .message()
-            .await
-            .map_err(|s| refused(&opts.access, "stream broke", &s))?;
-        let Some(msg) = msg else { return Ok(()) };
-        let event = match msg.kind {
-            Some(Kind::Info(info)) => Event::Info(Box::new(decoder.info(info, now_ms()))),
-            Some(Kind::Sample(s)) => {
-                let s = decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
-                Event::Sample(Box::new(s))
-            }
-            Some(Kind::History(h)) => {
-                let samples = decoder.history(h, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
-                backoff.reset();
-                first = false;
-                for s in samples {
-                    if tx
-                        .send(Update::Node {
-                            node,
-                            event: Event::Sample(Box::new(s)),
-                        })
-                        .await
-                        .is_err()
-                    {
-                        return Ok(());
-                    }
-                }
-                continue;
-            }
-            Some(Kind::CaughtUp(_)) => {
-                decoder.caught_up();
-                Event::CaughtUp
-            }
-            None => continue,
-        };
-        if first {
+        .into_inner())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The session's first stream: its description and history, to its end
+    /// (`CaughtUp`) or on (`Live`).
+    First,
+    Live,
+    /// The live stream that follows a history read on its own connection:
+    /// the same agent's description and caught-up are the store's already,
+    /// and samples it has are not sent twice.
+    Rejoin,
+}
+
+enum Pumped {
+    /// The stream ended, or the console is going.
+    Ended,
+    /// The history is in (`Phase::First` only): this many samples.
+    CaughtUp { history: u64 },
+}
+
+/// Forwards one session's streams to the store.
+struct Forwarder<'a> {
+    node: usize,
+    tx: &'a mpsc::Sender<Update>,
+    backoff: &'a mut Backoff,
+    /// Something reached the store: the connection counts as a recovery.
+    delivered: bool,
+    /// The agent process of the session's first stream, and the newest seq sent on.
+    instance: Option<u64>,
+    last_seq: Option<u64>,
+}
+
+impl Forwarder<'_> {
+    /// False when the console is going.
+    async fn send(&mut self, event: Event) -> bool {
+        if !self.delivered {
             // Only a connection that delivers counts as a recovery.
-            backoff.reset();
-            first = false;
+            self.backoff.reset();
+            self.delivered = true;
         }
-        if tx.send(Update::Node { node, event }).await.is_err() {
-            return Ok(());
+        if let Event::Sample(s) = &event {
+            self.last_seq = Some(s.seq);
+        }
+        self.tx.send(Update::Node { node: self.node, event }).await.is_ok()
+    }
+
+    async fn pump(
+        &mut self,
+        stream: &mut tonic::Streaming<fleetop_proto::pb::AgentMessage>,
+        decoder: &mut decode::Stream,
+        opts: &SourceOptions,
+        mut phase: Phase,
+    ) -> Result<Pumped, String> {
+        let mut history = 0u64;
+        loop {
+            let msg = stream
+                .message()
+                .await
+                .map_err(|s| refused(&opts.access, "stream broke", &s))?;
+            let Some(msg) = msg else { return Ok(Pumped::Ended) };
+            let samples = match msg.kind {
+                Some(Kind::Info(info)) => {
+                    let instance = info.agent_instance;
+                    let desc = decoder.info(info, now_ms());
+                    if phase == Phase::Rejoin && self.instance == Some(instance) {
+                        continue;
+                    }
+                    // Another agent process (it restarted between the two
+                    // streams): everything it sends is news.
+                    phase = phase.min_live();
+                    self.instance = Some(instance);
+                    self.last_seq = None;
+                    if !self.send(Event::Info(Box::new(desc))).await {
+                        return Ok(Pumped::Ended);
+                    }
+                    continue;
+                }
+                Some(Kind::Sample(s)) => {
+                    vec![decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?]
+                }
+                Some(Kind::History(h)) => {
+                    let samples = decoder.history(h, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
+                    history += samples.len() as u64;
+                    samples
+                }
+                Some(Kind::CaughtUp(_)) => {
+                    decoder.caught_up();
+                    if phase == Phase::Rejoin {
+                        continue;
+                    }
+                    if !self.send(Event::CaughtUp).await {
+                        return Ok(Pumped::Ended);
+                    }
+                    if phase == Phase::First {
+                        return Ok(Pumped::CaughtUp { history });
+                    }
+                    continue;
+                }
+                None => continue,
+            };
+            for s in samples {
+                if phase == Phase::Rejoin && self.last_seq.is_some_and(|last| s.seq <= last) {
+                    continue;
+                }
+                if !self.send(Event::Sample(Box::new(s))).await {
+                    return Ok(Pumped::Ended);
+                }
+            }
+        }
+    }
+}
+
+impl Phase {
+    /// After a description the rest of the stream is news: a first
+    /// stream stays first (it ends at its history), a rejoin becomes live.
+    fn min_live(self) -> Phase {
+        match self {
+            Phase::Rejoin => Phase::Live,
+            p => p,
         }
     }
 }

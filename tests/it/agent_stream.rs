@@ -288,3 +288,75 @@ async fn history_in_batches_is_the_same_history_in_a_few_messages() {
     assert!(recent.windows(2).all(|w| w[1].seq == w[0].seq + 1), "in order, no gaps");
     agent.stop().await;
 }
+
+/// A console that connects to an agent with history reads the history on a
+/// connection it then closes (its buffers grew to hold the batches), and the
+/// live samples on a fresh one: the store sees the description and
+/// caught-up once, and every sample once, in order, none lost between the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_is_read_on_its_own_connection_and_nothing_falls_between() {
+    use fleetop::ingest::agent::{SourceOptions, spawn_all};
+    use fleetop::model::update::{Event, Update};
+    let now = fleetop_agent::now_ms();
+    let mut sim = sim(100);
+    sim.start_ms = now - 120_000;
+    let opts = AgentOptions {
+        interval: Duration::from_millis(100),
+        history: Duration::from_secs(60),
+        backfill_from_ms: Some(now - 60_000),
+        ..Default::default()
+    };
+    let agent = server::serve_sim(sim, opts).await.expect("serves");
+    let target = fleetop::model::target::Target {
+        name: "s1".into(),
+        host: agent.addr.ip().to_string(),
+        port: agent.addr.port(),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(100_000);
+    let tasks = spawn_all(&[target], &SourceOptions::default(), tx);
+    let (mut infos, mut caught_up, mut seqs, mut live) = (0, 0, Vec::new(), 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while live < 20 {
+        let u = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("live samples follow the history")
+            .expect("the source runs");
+        let Update::Node { event, .. } = u else { continue };
+        match event {
+            Event::Info(_) => infos += 1,
+            Event::CaughtUp => caught_up += 1,
+            Event::Sample(s) => {
+                if caught_up > 0 {
+                    live += 1;
+                }
+                seqs.push(s.seq);
+            }
+            Event::Down(e) => panic!("the stream broke: {e}"),
+        }
+    }
+    assert_eq!((infos, caught_up), (1, 1), "described and caught up once");
+    assert!(seqs.len() > 500, "the history came first: {} samples", seqs.len());
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "every sample once, in order, none lost: {:?}",
+        seqs.windows(2).find(|w| w[1] != w[0] + 1)
+    );
+    // The history's connection is closed; the live samples came on another.
+    let waited = std::time::Instant::now();
+    while agent.subscribers() != 1 || agent.connections() != 1 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(20),
+            "one live stream on one connection"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        agent.connections_accepted(),
+        2,
+        "the history on a connection of its own"
+    );
+    for t in tasks {
+        t.abort();
+    }
+    agent.stop().await;
+}
