@@ -253,11 +253,19 @@ impl Session {
         let sources = SourceOptions {
             access: resolved.access.clone(),
             // 0 asks for everything: a second is the least that can be asked.
-            backfill_s: args
-                .backfill
-                .map_or(0, |d| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32),
+            backfill_s: args.backfill.map_or_else(
+                || agent::default_backfill_s(targets.len()),
+                |d| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32,
+            ),
             ..SourceOptions::default()
         };
+        if args.backfill.is_none() && sources.backfill_s > 0 && matches!(resolved.feed, Feed::Agents) {
+            tracing::info!(
+                "{} nodes: {} s of each agent's history read at start (--backfill to choose)",
+                targets.len(),
+                sources.backfill_s
+            );
+        }
         match &resolved.feed {
             Feed::Agents => {
                 agent::spawn_all(&targets, &sources, tx.clone());

@@ -17,6 +17,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::ingest::decode;
+use crate::model::sample::NodeSample;
 use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::{Event, Update};
@@ -188,6 +189,22 @@ impl Default for SourceOptions {
             backfill_s: 0,
             access: Access::default(),
         }
+    }
+}
+
+/// The history asked of each agent at start where `--backfill` does not
+/// say: all of it (ten minutes at 1 Hz) up to 1,000 nodes; past that about
+/// `FLEET_HISTORY_SAMPLES` for the whole fleet (60 s each at 10,000 nodes).
+/// Replaying ten minutes of 10,000 agents was ~3 minutes of CPU on two
+/// cores before the last node was shown, and the replay's peak memory
+/// stayed with the process; the history fills up as the console runs.
+/// 0 asks for everything.
+pub fn default_backfill_s(nodes: usize) -> u32 {
+    const FLEET_HISTORY_SAMPLES: usize = 600_000;
+    const WHOLE_S: usize = 600;
+    match FLEET_HISTORY_SAMPLES / nodes.max(1) {
+        s if s >= WHOLE_S => 0,
+        s => s.max(30) as u32,
     }
 }
 
@@ -437,7 +454,7 @@ impl Forwarder<'_> {
                 .await
                 .map_err(|s| refused(&opts.access, "stream broke", &s))?;
             let Some(msg) = msg else { return Ok(Pumped::Ended) };
-            let samples = match msg.kind {
+            match msg.kind {
                 Some(Kind::Info(info)) => {
                     let instance = info.agent_instance;
                     let desc = decoder.info(info, now_ms());
@@ -452,15 +469,23 @@ impl Forwarder<'_> {
                     if !self.send(Event::Info(Box::new(desc))).await {
                         return Ok(Pumped::Ended);
                     }
-                    continue;
                 }
                 Some(Kind::Sample(s)) => {
-                    vec![decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?]
+                    let s = decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
+                    if !self.sample(phase, s).await {
+                        return Ok(Pumped::Ended);
+                    }
                 }
                 Some(Kind::History(h)) => {
-                    let samples = decoder.history(h, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
-                    history += samples.len() as u64;
-                    samples
+                    for bytes in &h.samples {
+                        let s = decoder
+                            .history_sample(bytes, now_ms())
+                            .map_err(|e| format!("bad stream: {e}"))?;
+                        history += 1;
+                        if !self.sample(phase, s).await {
+                            return Ok(Pumped::Ended);
+                        }
+                    }
                 }
                 Some(Kind::CaughtUp(_)) => {
                     decoder.caught_up();
@@ -473,19 +498,19 @@ impl Forwarder<'_> {
                     if phase == Phase::First {
                         return Ok(Pumped::CaughtUp { history });
                     }
-                    continue;
                 }
-                None => continue,
-            };
-            for s in samples {
-                if phase == Phase::Rejoin && self.last_seq.is_some_and(|last| s.seq <= last) {
-                    continue;
-                }
-                if !self.send(Event::Sample(Box::new(s))).await {
-                    return Ok(Pumped::Ended);
-                }
+                None => {}
             }
         }
+    }
+
+    /// A sample on; on a rejoining stream, only one the store has not had.
+    /// False when the console is going.
+    async fn sample(&mut self, phase: Phase, s: NodeSample) -> bool {
+        if phase == Phase::Rejoin && self.last_seq.is_some_and(|last| s.seq <= last) {
+            return true;
+        }
+        self.send(Event::Sample(Box::new(s))).await
     }
 }
 
@@ -503,6 +528,15 @@ impl Phase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_fleet_asks_for_a_shorter_history() {
+        assert_eq!(default_backfill_s(1), 0, "all of it");
+        assert_eq!(default_backfill_s(1000), 0, "all of it");
+        assert_eq!(default_backfill_s(2000), 300);
+        assert_eq!(default_backfill_s(10_240), 58);
+        assert_eq!(default_backfill_s(100_000), 30, "never less than half a minute");
+    }
 
     #[test]
     fn backoff_grows_to_its_cap_with_jitter() {

@@ -364,11 +364,18 @@ impl Stream {
     /// encoded sample, a delta against the one before as on the live
     /// stream), at console time `now_ms`.
     pub fn history(&mut self, h: pb::History, now_ms: i64) -> Result<Vec<NodeSample>, HistoryError> {
-        use prost::Message;
         h.samples
             .iter()
-            .map(|bytes| Ok(self.sample(pb::Sample::decode(&bytes[..])?, now_ms)?))
+            .map(|bytes| self.history_sample(bytes, now_ms))
             .collect()
+    }
+
+    /// One entry of a `History` message. A source hands each on before it
+    /// decodes the next: a batch decoded whole, in every node's task at
+    /// once, was most of a large console's memory at start.
+    pub fn history_sample(&mut self, bytes: &[u8], now_ms: i64) -> Result<NodeSample, HistoryError> {
+        use prost::Message;
+        Ok(self.sample(pb::Sample::decode(bytes)?, now_ms)?)
     }
 }
 
