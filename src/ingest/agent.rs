@@ -366,14 +366,30 @@ async fn stream_once(
         Pumped::Ended => return Ok(()),
         Pumped::CaughtUp { history } => history,
     };
-    if history < HISTORY_OWN_CONNECTION {
-        return fwd.pump(&mut stream, &mut decoder, opts, Phase::Live).await.map(drop);
+    if history >= HISTORY_OWN_CONNECTION {
+        // Made before the first is broken: a console or agent too busy to
+        // answer the second within the connect timeout (a large fleet's
+        // start) leaves the node on its first stream, never down.
+        match rejoin(target, opts).await {
+            Ok((_client, mut live)) => {
+                drop((stream, client));
+                let mut decoder = decode::Stream::default();
+                return fwd.pump(&mut live, &mut decoder, opts, Phase::Rejoin).await.map(drop);
+            }
+            Err(e) => tracing::debug!("{}: staying on the history's connection: {e}", target.name),
+        }
     }
-    drop((stream, client));
+    fwd.pump(&mut stream, &mut decoder, opts, Phase::Live).await.map(drop)
+}
+
+/// The live stream's connection.
+async fn rejoin(
+    target: &Target,
+    opts: &SourceOptions,
+) -> Result<(Client, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
     let mut client = connect(target, &opts.access).await?;
-    let mut stream = subscribe(&mut client, opts, REJOIN_BACKFILL_S).await?;
-    let mut decoder = decode::Stream::default();
-    fwd.pump(&mut stream, &mut decoder, opts, Phase::Rejoin).await.map(drop)
+    let stream = subscribe(&mut client, opts, REJOIN_BACKFILL_S).await?;
+    Ok((client, stream))
 }
 
 async fn subscribe(

@@ -289,12 +289,12 @@ async fn history_in_batches_is_the_same_history_in_a_few_messages() {
     agent.stop().await;
 }
 
-/// A console that connects to an agent with history reads the history on a
-/// connection it then closes (its buffers grew to hold the batches), and the
-/// live samples on a fresh one: the store sees the description and
-/// caught-up once, and every sample once, in order, none lost between the two.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_history_is_read_on_its_own_connection_and_nothing_falls_between() {
+/// What a console's source task sent the store for one agent with a minute
+/// of history, until 20 live samples: descriptions, caught-ups, seqs.
+/// The source task is still running (and connected) when this returns.
+async fn a_session_with_history(
+    limits: fleetop_agent::server::Limits,
+) -> (AgentHandle, Vec<tokio::task::JoinHandle<()>>, usize, usize, Vec<u64>) {
     use fleetop::ingest::agent::{SourceOptions, spawn_all};
     use fleetop::model::update::{Event, Update};
     let now = fleetop_agent::now_ms();
@@ -304,6 +304,7 @@ async fn a_history_is_read_on_its_own_connection_and_nothing_falls_between() {
         interval: Duration::from_millis(100),
         history: Duration::from_secs(60),
         backfill_from_ms: Some(now - 60_000),
+        limits,
         ..Default::default()
     };
     let agent = server::serve_sim(sim, opts).await.expect("serves");
@@ -334,13 +335,27 @@ async fn a_history_is_read_on_its_own_connection_and_nothing_falls_between() {
             Event::Down(e) => panic!("the stream broke: {e}"),
         }
     }
-    assert_eq!((infos, caught_up), (1, 1), "described and caught up once");
+    (agent, tasks, infos, caught_up, seqs)
+}
+
+fn once_in_order(seqs: &[u64]) {
     assert!(seqs.len() > 500, "the history came first: {} samples", seqs.len());
     assert!(
         seqs.windows(2).all(|w| w[1] == w[0] + 1),
         "every sample once, in order, none lost: {:?}",
         seqs.windows(2).find(|w| w[1] != w[0] + 1)
     );
+}
+
+/// A console that connects to an agent with history reads the history on a
+/// connection it then closes (its buffers grew to hold the batches), and the
+/// live samples on a fresh one: the store sees the description and
+/// caught-up once, and every sample once, in order, none lost between the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_is_read_on_its_own_connection_and_nothing_falls_between() {
+    let (agent, tasks, infos, caught_up, seqs) = a_session_with_history(Default::default()).await;
+    assert_eq!((infos, caught_up), (1, 1), "described and caught up once");
+    once_in_order(&seqs);
     // The history's connection is closed; the live samples came on another.
     let waited = std::time::Instant::now();
     while agent.subscribers() != 1 || agent.connections() != 1 {
@@ -355,8 +370,23 @@ async fn a_history_is_read_on_its_own_connection_and_nothing_falls_between() {
         2,
         "the history on a connection of its own"
     );
-    for t in tasks {
-        t.abort();
-    }
+    tasks.iter().for_each(|t| t.abort());
+    agent.stop().await;
+}
+
+/// The second connection refused (here: the agent takes one at a time, as
+/// an overloaded one answers too late): the node stays on its first stream,
+/// never down, and still gets every sample once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_second_connection_leaves_the_node_on_its_first() {
+    let limits = fleetop_agent::server::Limits {
+        max_connections: 1,
+        ..Default::default()
+    };
+    let (agent, tasks, infos, caught_up, seqs) = a_session_with_history(limits).await;
+    assert_eq!((infos, caught_up), (1, 1));
+    once_in_order(&seqs);
+    assert_eq!(agent.connections_accepted(), 1, "the second was refused");
+    tasks.iter().for_each(|t| t.abort());
     agent.stop().await;
 }
