@@ -5,13 +5,14 @@
 //! reconnect in lockstep.
 
 use std::hash::BuildHasher;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fleetop_proto::input::error_line;
 use fleetop_proto::pb::SubscribeRequest;
 use fleetop_proto::pb::agent_client::AgentClient;
 use fleetop_proto::pb::agent_message::Kind;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -173,6 +174,13 @@ pub struct SourceOptions {
     pub backoff_max: Duration,
     /// History to ask for on connect (0: all the agent has).
     pub backfill_s: u32,
+    /// How many nodes' histories are read at once. A fleet's start is as
+    /// fast as the store takes samples in, whatever this is; read all at
+    /// once, 10,240 agents' histories queued minutes of samples ahead of
+    /// the live ones of nodes already caught up (shown stale), slowed
+    /// connections past their timeouts (shown unreachable), and held every
+    /// stream's buffers at their largest at the same time.
+    pub histories_at_once: usize,
     pub access: Access,
 }
 
@@ -187,6 +195,7 @@ impl Default for SourceOptions {
             // few attempts a second.
             backoff_max: Duration::from_secs(2),
             backfill_s: 0,
+            histories_at_once: 64,
             access: Access::default(),
         }
     }
@@ -241,18 +250,37 @@ impl Backoff {
 
 /// Starts one source task per target; node `i` of the store is `targets[i]`.
 pub fn spawn_all(targets: &[Target], opts: &SourceOptions, tx: mpsc::Sender<Update>) -> Vec<JoinHandle<()>> {
+    let histories = Arc::new(Semaphore::new(opts.histories_at_once.max(1)));
     targets
         .iter()
         .enumerate()
-        .map(|(i, t)| tokio::spawn(run_node(i, t.clone(), opts.clone(), tx.clone())))
+        .map(|(i, t)| {
+            let session = Session {
+                node: i,
+                target: t.clone(),
+                opts: opts.clone(),
+                histories: histories.clone(),
+            };
+            tokio::spawn(run_node(session, tx.clone()))
+        })
         .collect()
 }
 
-async fn run_node(node: usize, target: Target, opts: SourceOptions, tx: mpsc::Sender<Update>) {
+/// What one node's task works with.
+struct Session {
+    node: usize,
+    target: Target,
+    opts: SourceOptions,
+    /// Permits to read a history (see `SourceOptions::histories_at_once`).
+    histories: Arc<Semaphore>,
+}
+
+async fn run_node(session: Session, tx: mpsc::Sender<Update>) {
+    let (node, target, opts) = (session.node, &session.target, &session.opts);
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     let send = |event| tx.send(Update::Node { node, event });
     loop {
-        match stream_once(node, &target, &opts, &tx, &mut backoff).await {
+        match stream_once(&session, &tx, &mut backoff).await {
             Ok(()) => {
                 if send(Event::Down("agent closed the stream".into())).await.is_err() {
                     return;
@@ -325,6 +353,10 @@ fn refused(access: &Access, what: &str, s: &tonic::Status) -> String {
     line
 }
 
+/// A connection that waited this long for its permit to read a history is
+/// made again before it is used (agents close idle ones after a minute).
+const PERMIT_WAIT_RECONNECT: Duration = Duration::from_secs(30);
+
 /// A history of at least this many samples is read on a connection of its
 /// own (see `stream_once`).
 const HISTORY_OWN_CONNECTION: u64 = 16;
@@ -337,28 +369,34 @@ const REJOIN_BACKFILL_S: u32 = 5;
 /// or breaks.
 ///
 /// A history arrives in batches of tens of KiB, and the connection's and
-/// the stream's read buffers grow to hold them and never shrink: a console
-/// started against a fleet whose agents had run a few minutes held
-/// ~100 KiB more a node than one whose agents had just started (see
-/// docs/PERFORMANCE.md). So a history of any size is read on a connection
-/// that is closed once it is in, and the live samples come on a fresh one,
-/// whose buffers only ever hold a sample.
-async fn stream_once(
-    node: usize,
-    target: &Target,
-    opts: &SourceOptions,
-    tx: &mpsc::Sender<Update>,
-    backoff: &mut Backoff,
-) -> Result<(), String> {
+/// the stream's read buffers grow to hold them and never shrink (h2 and
+/// tonic keep them for the connection's life). So a history of more than a
+/// few samples is read on a connection that is closed once it is in, and
+/// the live samples come on a fresh one, whose buffers only ever hold a
+/// sample (docs/PERFORMANCE.md has the figures).
+async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut Backoff) -> Result<(), String> {
+    let (target, opts) = (&session.target, &session.opts);
     let mut fwd = Forwarder {
-        node,
+        node: session.node,
         tx,
         backoff,
         delivered: false,
         instance: None,
         last_seq: None,
     };
+    // Connected first, without a permit: a dead node's connect timeout
+    // holds no one up.
+    let asked = tokio::time::Instant::now();
     let mut client = connect(target, &opts.access).await?;
+    let permit = session
+        .histories
+        .acquire()
+        .await
+        .map_err(|_| "the console is going".to_string())?;
+    if asked.elapsed() > PERMIT_WAIT_RECONNECT {
+        // An agent closes a connection that opened no stream for a minute.
+        client = connect(target, &opts.access).await?;
+    }
     let mut stream = subscribe(&mut client, opts, opts.backfill_s).await?;
     // Each stream is decoded on its own (deltas are against its own samples).
     let mut decoder = decode::Stream::default();
@@ -366,6 +404,7 @@ async fn stream_once(
         Pumped::Ended => return Ok(()),
         Pumped::CaughtUp { history } => history,
     };
+    drop(permit);
     if history >= HISTORY_OWN_CONNECTION {
         // Made before the first is broken: a console or agent too busy to
         // answer the second within the connect timeout (a large fleet's

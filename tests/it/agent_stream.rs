@@ -390,3 +390,68 @@ async fn a_refused_second_connection_leaves_the_node_on_its_first() {
     tasks.iter().for_each(|t| t.abort());
     agent.stop().await;
 }
+
+/// Histories are read a few nodes at a time (`histories_at_once`): with
+/// one, the second node's history starts only once the first's is in, so
+/// that a large fleet's start does not queue minutes of history ahead of
+/// the live samples of nodes already caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn histories_are_read_a_few_nodes_at_a_time() {
+    use fleetop::ingest::agent::{SourceOptions, spawn_all};
+    use fleetop::model::update::{Event, Update};
+    let now = fleetop_agent::now_ms();
+    let mut agents = Vec::new();
+    for _ in 0..2 {
+        let mut sim = sim(100);
+        sim.start_ms = now - 120_000;
+        let opts = AgentOptions {
+            interval: Duration::from_millis(100),
+            history: Duration::from_secs(60),
+            backfill_from_ms: Some(now - 60_000),
+            ..Default::default()
+        };
+        agents.push(server::serve_sim(sim, opts).await.expect("serves"));
+    }
+    let targets: Vec<_> = agents
+        .iter()
+        .enumerate()
+        .map(|(i, a)| fleetop::model::target::Target {
+            name: format!("s{i}"),
+            host: a.addr.ip().to_string(),
+            port: a.addr.port(),
+        })
+        .collect();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(100_000);
+    let opts = SourceOptions {
+        histories_at_once: 1,
+        ..SourceOptions::default()
+    };
+    let tasks = spawn_all(&targets, &opts, tx);
+    // (node, caught up yet) of every sample, in the order the store gets them.
+    let (mut order, mut caught_up) = (Vec::new(), [false; 2]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !caught_up.iter().all(|c| *c) {
+        let u = tokio::time::timeout_at(deadline, rx.recv()).await.expect("both catch up").expect("runs");
+        let Update::Node { node, event } = u else { continue };
+        match event {
+            Event::CaughtUp => caught_up[node] = true,
+            Event::Sample(_) => order.push((node, caught_up[node])),
+            Event::Down(e) => panic!("the stream broke: {e}"),
+            Event::Info(_) => {}
+        }
+    }
+    let first = order[0].0;
+    let other_history = order.iter().position(|&(n, live)| n != first && !live).expect("both had history");
+    assert!(
+        order[..other_history].iter().filter(|&&(n, live)| n == first && !live).count() > 500,
+        "the first node's whole history came before the second's began"
+    );
+    assert!(
+        order[other_history..].iter().all(|&(n, live)| n != first || live),
+        "none of the first node's history after the second's began"
+    );
+    tasks.iter().for_each(|t| t.abort());
+    for a in agents {
+        a.stop().await;
+    }
+}
