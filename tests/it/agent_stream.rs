@@ -431,7 +431,10 @@ async fn histories_are_read_a_few_nodes_at_a_time() {
     let (mut order, mut caught_up) = (Vec::new(), [false; 2]);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !caught_up.iter().all(|c| *c) {
-        let u = tokio::time::timeout_at(deadline, rx.recv()).await.expect("both catch up").expect("runs");
+        let u = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("both catch up")
+            .expect("runs");
         let Update::Node { node, event } = u else { continue };
         match event {
             Event::CaughtUp => caught_up[node] = true,
@@ -441,9 +444,16 @@ async fn histories_are_read_a_few_nodes_at_a_time() {
         }
     }
     let first = order[0].0;
-    let other_history = order.iter().position(|&(n, live)| n != first && !live).expect("both had history");
+    let other_history = order
+        .iter()
+        .position(|&(n, live)| n != first && !live)
+        .expect("both had history");
     assert!(
-        order[..other_history].iter().filter(|&&(n, live)| n == first && !live).count() > 500,
+        order[..other_history]
+            .iter()
+            .filter(|&&(n, live)| n == first && !live)
+            .count()
+            > 500,
         "the first node's whole history came before the second's began"
     );
     assert!(
