@@ -289,14 +289,8 @@ async fn history_in_batches_is_the_same_history_in_a_few_messages() {
     agent.stop().await;
 }
 
-/// What a console's source task sent the store for one agent with a minute
-/// of history, until 20 live samples: descriptions, caught-ups, seqs.
-/// The source task is still running (and connected) when this returns.
-async fn a_session_with_history(
-    limits: fleetop_agent::server::Limits,
-) -> (AgentHandle, Vec<tokio::task::JoinHandle<()>>, usize, usize, Vec<u64>) {
-    use fleetop::ingest::agent::{SourceOptions, spawn_all};
-    use fleetop::model::update::{Event, Update};
+/// An agent sampling every 100 ms that has a minute of history (600 samples).
+async fn with_a_minute_of_history(limits: fleetop_agent::server::Limits) -> AgentHandle {
     let now = fleetop_agent::now_ms();
     let mut sim = sim(100);
     sim.start_ms = now - 120_000;
@@ -307,14 +301,28 @@ async fn a_session_with_history(
         limits,
         ..Default::default()
     };
-    let agent = server::serve_sim(sim, opts).await.expect("serves");
-    let target = fleetop::model::target::Target {
-        name: "s1".into(),
+    server::serve_sim(sim, opts).await.expect("serves")
+}
+
+fn target_of(agent: &AgentHandle, name: &str) -> fleetop::model::target::Target {
+    fleetop::model::target::Target {
+        name: name.into(),
         host: agent.addr.ip().to_string(),
         port: agent.addr.port(),
-    };
+    }
+}
+
+/// What a console's source task sent the store for one agent with a minute
+/// of history, until 20 live samples: descriptions, caught-ups, seqs.
+/// The source task is still running (and connected) when this returns.
+async fn a_session_with_history(
+    limits: fleetop_agent::server::Limits,
+) -> (AgentHandle, Vec<tokio::task::JoinHandle<()>>, usize, usize, Vec<u64>) {
+    use fleetop::ingest::agent::{SourceOptions, spawn_all};
+    use fleetop::model::update::{Event, Update};
+    let agent = with_a_minute_of_history(limits).await;
     let (tx, mut rx) = tokio::sync::mpsc::channel(100_000);
-    let tasks = spawn_all(&[target], &SourceOptions::default(), tx);
+    let tasks = spawn_all(&[target_of(&agent, "s1")], &SourceOptions::default(), tx);
     let (mut infos, mut caught_up, mut seqs, mut live) = (0, 0, Vec::new(), 0);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while live < 20 {
@@ -399,27 +407,14 @@ async fn a_refused_second_connection_leaves_the_node_on_its_first() {
 async fn histories_are_read_a_few_nodes_at_a_time() {
     use fleetop::ingest::agent::{SourceOptions, spawn_all};
     use fleetop::model::update::{Event, Update};
-    let now = fleetop_agent::now_ms();
     let mut agents = Vec::new();
     for _ in 0..2 {
-        let mut sim = sim(100);
-        sim.start_ms = now - 120_000;
-        let opts = AgentOptions {
-            interval: Duration::from_millis(100),
-            history: Duration::from_secs(60),
-            backfill_from_ms: Some(now - 60_000),
-            ..Default::default()
-        };
-        agents.push(server::serve_sim(sim, opts).await.expect("serves"));
+        agents.push(with_a_minute_of_history(Default::default()).await);
     }
     let targets: Vec<_> = agents
         .iter()
         .enumerate()
-        .map(|(i, a)| fleetop::model::target::Target {
-            name: format!("s{i}"),
-            host: a.addr.ip().to_string(),
-            port: a.addr.port(),
-        })
+        .map(|(i, a)| target_of(a, &format!("s{i}")))
         .collect();
     let (tx, mut rx) = tokio::sync::mpsc::channel(100_000);
     let opts = SourceOptions {
