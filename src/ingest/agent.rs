@@ -518,7 +518,9 @@ impl Forwarder<'_> {
                     }
                     // Another agent process (it restarted between the two
                     // streams): everything it sends is news.
-                    phase = phase.min_live();
+                    if phase == Phase::Rejoin {
+                        phase = Phase::Live;
+                    }
                     self.instance = Some(instance);
                     self.last_seq = None;
                     if !self.send(Event::Info(Box::new(desc))).await {
@@ -566,17 +568,6 @@ impl Forwarder<'_> {
             return true;
         }
         self.send(Event::Sample(Box::new(s))).await
-    }
-}
-
-impl Phase {
-    /// After a description the rest of the stream is news: a first
-    /// stream stays first (it ends at its history), a rejoin becomes live.
-    fn min_live(self) -> Phase {
-        match self {
-            Phase::Rejoin => Phase::Live,
-            p => p,
-        }
     }
 }
 
