@@ -326,8 +326,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 grpc: hostfile,
                 metrics: metrics_hostfile.as_deref(),
             };
-            let agents = *first..first.saturating_add(*count);
-            return swarm(agents, files, node, bench_settings(&cli)?, sec, &cli);
+            let numbers = *first..first.saturating_add(*count);
+            return swarm(numbers, files, node, bench_settings(&cli)?, sec, &cli);
         }
         None => {}
     }
@@ -561,21 +561,21 @@ fn check_open_files(count: u32, metrics: bool) -> anyhow::Result<()> {
 }
 
 fn swarm(
-    agents: std::ops::Range<u32>,
+    numbers: std::ops::Range<u32>,
     files: SwarmFiles,
     node: &NodeArgs,
     bench: Option<server::BenchSettings>,
     sec: Security,
     cli: &Cli,
 ) -> anyhow::Result<()> {
-    let count = agents.len() as u32;
+    let count = numbers.len() as u32;
     check_open_files(count, files.metrics.is_some())?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let mut lines = String::new();
         let mut metrics_lines = String::new();
-        let mut agents_up = Vec::new();
-        for n in agents {
+        let mut agents = Vec::new();
+        for n in numbers {
             let mut opts = node.options(fleetop_agent::now_ms(), Mode::Serve);
             opts.backend = Backend::Sim;
             // Many simulated nodes in one process: no kernel log, no journal.
@@ -606,9 +606,8 @@ fn swarm(
                 };
                 metrics_lines.push_str(&format!("{}\n", h.serve_metrics(l, limits)?));
             }
-            agents_up.push(h);
+            agents.push(h);
         }
-        let agents = agents_up;
         // The metrics file first: the gRPC hostfile's existence says both are whole.
         if let Some(path) = files.metrics {
             std::fs::write(path, metrics_lines)?;
