@@ -53,11 +53,11 @@ pub fn wire(data: &[u8]) {
     use fleetop_proto::pb::Sample;
     let cut = data.first().map(|&b| usize::from(b)).unwrap_or(0).min(data.len());
     let (a, b) = data.split_at(cut);
-    let (Ok(a), Ok(b)) = (Sample::decode(a), Sample::decode(b)) else {
+    let (Ok(mut a), Ok(b)) = (Sample::decode(a), Sample::decode(b)) else {
         return;
     };
     let _ = fleetop_proto::wire::decode(None, b.clone());
-    let _ = fleetop_proto::wire::decode(Some(&a), b);
+    let _ = fleetop_proto::wire::decode(Some(&mut a), b);
 }
 
 /// What a console takes from an agent, all the way to the screen: a stream

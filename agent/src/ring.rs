@@ -82,7 +82,7 @@ impl Backlog {
             // The entries before the first sent only make it whole.
             let mut base: Option<Sample> = None;
             let rebuilt = self.entries[..=self.skip].iter().try_for_each(|bytes| {
-                base = Some(whole(base.as_ref(), Sample::decode(&bytes[..])?));
+                base = Some(whole(base.as_mut(), Sample::decode(&bytes[..])?));
                 Ok(())
             });
             Some(rebuilt.map(|()| base.unwrap_or_default().encode_to_vec().into()))
@@ -99,7 +99,7 @@ impl Backlog {
 
 /// `got` undone against `base`; the ring only holds chains it made itself,
 /// so a delta always finds its base.
-fn whole(base: Option<&Sample>, got: Sample) -> Sample {
+fn whole(base: Option<&mut Sample>, got: Sample) -> Sample {
     // An error is unreachable with a chain the ring built; an empty sample
     // (which the console takes as one with no readings) rather than a panic.
     wire::decode(base, got).unwrap_or_default()
@@ -136,12 +136,12 @@ impl Ring {
                 let Some(old) = self.entries.pop_front() else { return };
                 self.bytes -= old.bytes.len() + ENTRY_OVERHEAD;
                 if let Ok(got) = Sample::decode(&old.bytes[..]) {
-                    base = Some(whole(base.as_ref(), got));
+                    base = Some(whole(base.as_mut(), got));
                 }
             }
             let Some(front) = self.entries.front_mut() else { return };
             if let Ok(got) = Sample::decode(&front.bytes[..]) {
-                let made = whole(base.as_ref(), got);
+                let made = whole(base.as_mut(), got);
                 let bytes: Arc<[u8]> = made.encode_to_vec().into();
                 self.bytes = self.bytes - front.bytes.len() + bytes.len();
                 front.bytes = bytes;
@@ -189,7 +189,7 @@ impl Ring {
             .iter()
             .filter_map(|e| Sample::decode(&e.bytes[..]).ok())
             .map(|got| {
-                let s = whole(base.as_ref(), got);
+                let s = whole(base.as_mut(), got);
                 base = Some(s.clone());
                 s
             })
@@ -233,7 +233,7 @@ mod tests {
         let mut last: Option<Sample> = None;
         b.samples()
             .map(|got| {
-                let s = wire::decode(last.as_ref(), got.expect("decodes")).expect("in sequence");
+                let s = wire::decode(last.as_mut(), got.expect("decodes")).expect("in sequence");
                 last = Some(s.clone());
                 s
             })

@@ -509,9 +509,18 @@ impl AgentService {
     }
 }
 
-/// The most bytes of encoded samples in one History message: a few dozen
-/// samples of a big node, so a subscriber's queue of messages stays small.
-const HISTORY_BATCH_BYTES: usize = 32 * 1024;
+/// The most bytes of encoded samples in one History message (unless one
+/// sample is larger): a few samples of a big node. A console's stream keeps
+/// a read buffer the size of the largest message it was sent for as long
+/// as the stream lasts, 10,000 of them in a large console; 4 KiB is about
+/// the size of the node's description, which every stream starts with.
+const HISTORY_BATCH_BYTES: usize = 4 * 1024;
+
+fn history(batch: &mut crate::proto::History) -> AgentMessage {
+    AgentMessage {
+        kind: Some(Kind::History(std::mem::take(batch))),
+    }
+}
 
 /// Sends `backlog` as History messages; the number of samples sent, or
 /// `None` when the subscriber went (or an entry could not be read).
@@ -523,8 +532,7 @@ where
     let mut sent = 0u64;
     let mut batch = crate::proto::History::default();
     let mut bytes = 0;
-    let mut entries = backlog.encoded().peekable();
-    while let Some(e) = entries.next() {
+    for e in backlog.encoded() {
         let e = match e {
             Ok(e) => e,
             Err(e) => {
@@ -532,16 +540,17 @@ where
                 return None;
             }
         };
-        bytes += e.len();
-        batch.samples.push(e.to_vec());
-        if bytes >= HISTORY_BATCH_BYTES || entries.peek().is_none() {
+        if !batch.samples.is_empty() && bytes + e.len() > HISTORY_BATCH_BYTES {
             sent += batch.samples.len() as u64;
-            let msg = AgentMessage {
-                kind: Some(Kind::History(std::mem::take(&mut batch))),
-            };
-            send(msg).await.ok()?;
+            send(history(&mut batch)).await.ok()?;
             bytes = 0;
         }
+        bytes += e.len();
+        batch.samples.push(e.to_vec());
+    }
+    if !batch.samples.is_empty() {
+        sent += batch.samples.len() as u64;
+        send(history(&mut batch)).await.ok()?;
     }
     Some(sent)
 }

@@ -462,7 +462,7 @@ async fn stream_until(port: u16, want: &dyn Fn(&fleetop_agent::proto::Sample) ->
         loop {
             let m = stream.message().await.expect("stream").expect("a message");
             if let Some(Kind::Sample(s)) = m.kind {
-                let s = fleetop_agent::wire::decode(prev.as_ref(), s).expect("decodes");
+                let s = fleetop_agent::wire::decode(prev.as_mut(), s).expect("decodes");
                 if want(&s) {
                     return s;
                 }

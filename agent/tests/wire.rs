@@ -49,7 +49,7 @@ fn round_trip_is_exact_and_smaller() {
                     s.encoded_len()
                 );
             }
-            let back = decode(received.as_ref(), wire).expect("in sequence");
+            let back = decode(received.as_mut(), wire).expect("in sequence");
             assert_eq!(back, s, "{scenario:?} at {t}");
             sent = Some(s);
             received = Some(back);

@@ -4,7 +4,9 @@
 //! console holds one stream per node: at 10,000 nodes that is 80 MB of
 //! buffers for samples of a few hundred bytes. A buffer still grows to
 //! hold the largest message it meets (a history batch, a node's first
-//! whole sample), so starting small costs nothing but a reallocation.
+//! whole sample), so starting small costs nothing but a reallocation; and
+//! the sender hands each message on alone, so that the largest message,
+//! not the largest burst of them, is what a buffer grows to.
 
 use std::marker::PhantomData;
 
@@ -15,8 +17,12 @@ use tonic_prost::ProstCodec;
 pub const BUFFER_BYTES: usize = 1024;
 
 /// How much the encoder gathers before it hands bytes to the transport:
-/// tonic's default.
-const YIELD_BYTES: usize = 32 * 1024;
+/// nothing, each message goes as it is encoded. A console's read buffers
+/// (h2's and the stream's, kept for the connection's life) grow to the
+/// largest chunk they are handed: an agent's first messages gathered into
+/// tonic's default 32 KiB left every node's connection with 40 KiB of
+/// buffers for samples of under 1 KiB.
+const YIELD_BYTES: usize = 1;
 
 #[derive(Debug, Clone)]
 pub struct SmallBufferCodec<T, U>(PhantomData<(T, U)>);

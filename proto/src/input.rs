@@ -39,17 +39,27 @@ pub fn truncate_to(s: &mut String, max: usize) {
     }
 }
 
+fn needs_escape(c: char) -> bool {
+    c.is_control() || c == '\u{feff}'
+}
+
 /// `s` for a one-line message: control characters escaped (`\x1b`, `\n`),
 /// and at most `max_chars` characters, the rest counted.
 pub fn printable(s: &str, max_chars: usize) -> String {
-    let mut out = String::new();
+    // Nearly every name is printable and short already (a console converts
+    // each GPU's process and pod names every second): one copy, no walk
+    // that grows a string a character at a time.
+    if s.len() <= max_chars && !s.chars().any(needs_escape) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
     for (n, c) in s.chars().enumerate() {
         if n == max_chars {
             let rest = s.chars().count() - n;
             out.push_str(&format!("… ({rest} more characters)"));
             break;
         }
-        if c.is_control() || c == '\u{feff}' {
+        if needs_escape(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);

@@ -165,19 +165,21 @@ fn fabric_unhealthy(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut V
     } else {
         st.fabric_pending_since = None;
     }
-    let (bad, detail) = match g.fabric {
-        Some(Fabric::Completed { status }) if status != 0 => (
-            true,
-            format!("fabric registration failed (NVML error {status}): CUDA will not start"),
-        ),
-        _ if st.fabric_pending_since.is_some_and(|s| cx.t - s >= FABRIC_PENDING_MS) => (
-            true,
-            "fabric registration not finished after 60 s: CUDA will not start".to_string(),
-        ),
-        _ => (false, "fabric registered (clearing)".to_string()),
+    let failed = match g.fabric {
+        Some(Fabric::Completed { status }) if status != 0 => Some(status),
+        _ => None,
     };
-    let Some(since) = st.fabric.update(bad, cx.t, 1, cx.th.clear_samples) else {
+    let stuck = st.fabric_pending_since.is_some_and(|s| cx.t - s >= FABRIC_PENDING_MS);
+    let Some(since) = st
+        .fabric
+        .update(failed.is_some() || stuck, cx.t, 1, cx.th.clear_samples)
+    else {
         return;
+    };
+    let detail = match failed {
+        Some(status) => format!("fabric registration failed (NVML error {status}): CUDA will not start"),
+        None if stuck => "fabric registration not finished after 60 s: CUDA will not start".to_string(),
+        None => "fabric registered (clearing)".to_string(),
     };
     out.push(flag(
         FlagKind::FabricUnhealthy,

@@ -7,7 +7,7 @@ use crate::detect::thresholds::Thresholds;
 use crate::detect::{flag, ms};
 use crate::model::flag::{Flag, FlagKind, Severity, Subject};
 use crate::model::rates::Delta;
-use crate::model::sample::IbReading;
+use crate::model::sample::{IbReading, NodeDesc};
 
 #[derive(Debug, Default, Clone)]
 pub struct IbState {
@@ -20,8 +20,9 @@ pub struct IbState {
 /// What a port's flags are judged against.
 pub struct Context<'a> {
     pub t: i64,
-    /// How people call the port ("mlx5_0/1").
-    pub name: &'a str,
+    /// The node, for the port's name: made only for a flag's text, not for
+    /// every port of every sample.
+    pub info: &'a NodeDesc,
     /// Its error counters' changes since the previous sample.
     pub deltas: &'a [Option<Delta>],
     pub th: &'a Thresholds,
@@ -53,7 +54,12 @@ fn ib_down(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>) {
         Severity::Crit,
         Subject::IbPort(p.port),
         since,
-        format!("{} {} ({}{says})", cx.name, word(&p.state), word(&p.phys_state)),
+        format!(
+            "{} {} ({}{says})",
+            cx.info.ib_port_name(p.port),
+            word(&p.state),
+            word(&p.phys_state)
+        ),
         &ev,
     ));
 }
@@ -86,7 +92,7 @@ fn ib_errors(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>)
         // The window the deltas cover: from the episode's first rise to now.
         format!(
             "{}: {} in the last {} s",
-            cx.name,
+            cx.info.ib_port_name(p.port),
             list.join(", "),
             (cx.t - first).max(0) / 1000
         ),

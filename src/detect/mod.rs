@@ -132,18 +132,12 @@ impl NodeDetector {
             let Some(st) = self.ib.get_mut(p.port as usize) else {
                 continue;
             };
-            let name = info.ib_port_name(p.port);
             let deltas = derived
                 .ib
                 .get(p.port as usize)
                 .map(|r| r.errors.as_slice())
                 .unwrap_or(&[]);
-            let cx = ib::Context {
-                t,
-                name: &name,
-                deltas,
-                th,
-            };
+            let cx = ib::Context { t, info, deltas, th };
             ib::flags(st, p, &cx, &mut want);
         }
         node::flags(&mut self.node, info, s, t, th, &mut want);

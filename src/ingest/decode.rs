@@ -346,7 +346,7 @@ impl Stream {
     /// sample dated before the previous one, or in the future, re-measures
     /// the skew from itself (it was taken just now).
     pub fn sample(&mut self, got: pb::Sample, now_ms: i64) -> Result<NodeSample, OutOfSequence> {
-        let whole = wire::decode(self.last.as_ref(), got)?;
+        let whole = wire::decode(self.last.as_mut(), got)?;
         if self.live {
             let went_back = self.last.as_ref().is_some_and(|p| whole.time_ms <= p.time_ms);
             let ahead = whole.time_ms - self.skew_ms - now_ms > STEP_MS;

@@ -183,31 +183,33 @@ async fn a_simulated_agent_refuses_to_signal_its_invented_processes() {
 }
 
 /// Everything one subscription delivers up to `CaughtUp`, through the
-/// console's decoder: the samples (each history batch unpacked), how many
-/// messages carried them, and the count the agent says it sent.
+/// console's decoder: the samples (each history batch unpacked), the
+/// encoded size of each message that carried them, and the count the agent
+/// says it sent.
 async fn history_through_the_console(
     agent: &AgentHandle,
     req: SubscribeRequest,
 ) -> (
     Vec<fleetop::model::sample::NodeSample>,
-    usize,
+    Vec<usize>,
     u64,
     tonic::Streaming<fleetop_agent::proto::AgentMessage>,
 ) {
+    use prost::Message;
     let mut stream = client(agent).await.subscribe(req).await.expect("ok").into_inner();
     let mut decoder = fleetop::ingest::decode::Stream::default();
-    let (mut samples, mut messages) = (Vec::new(), 0);
+    let (mut samples, mut messages) = (Vec::new(), Vec::new());
     loop {
         match stream.message().await.expect("ok").and_then(|m| m.kind) {
             Some(Kind::Info(i)) => {
                 decoder.info(i, 0);
             }
             Some(Kind::Sample(s)) => {
-                messages += 1;
+                messages.push(s.encoded_len());
                 samples.push(decoder.sample(s, 0).expect("in sequence"));
             }
             Some(Kind::History(h)) => {
-                messages += 1;
+                messages.push(h.encoded_len());
                 samples.extend(decoder.history(h, 0).expect("in sequence"));
             }
             Some(Kind::CaughtUp(n)) => {
@@ -240,7 +242,7 @@ async fn history_in_batches_is_the_same_history_in_a_few_messages() {
     };
     let agent = server::serve_sim(sim, opts).await.expect("serves");
     let (one_by_one, messages, sent, _a) = history_through_the_console(&agent, SubscribeRequest::default()).await;
-    assert_eq!(messages as u64, sent, "one message a sample without batches");
+    assert_eq!(messages.len() as u64, sent, "one message a sample without batches");
     let batched_req = SubscribeRequest {
         history_batches: true,
         ..Default::default()
@@ -249,10 +251,15 @@ async fn history_in_batches_is_the_same_history_in_a_few_messages() {
     assert!(sent >= 590, "the whole history: {sent} samples");
     assert_eq!(batched.len() as u64, sent + 1, "every sample, then a live one");
     assert!(
-        messages * 10 < batched.len(),
-        "{} samples in {messages} messages",
-        batched.len()
+        messages.len() * 3 < batched.len(),
+        "{} samples in {} messages",
+        batched.len(),
+        messages.len()
     );
+    // Small enough that a console's buffers for the stream stay small: a
+    // batch of 4 KiB of samples and their entries' framing.
+    let largest = messages.iter().max().copied().unwrap_or(0);
+    assert!(largest <= 4096 + 64, "a history message of {largest} B");
     assert!(
         batched.windows(2).all(|w| w[1].seq == w[0].seq + 1),
         "in order, no gaps"

@@ -697,7 +697,7 @@ fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
                 Some(Kind::Info(i)) => info = Some(i),
                 Some(Kind::Sample(s)) => {
                     wire.push(s.clone());
-                    let whole = fleetop_agent::wire::decode(prev.as_ref(), s).expect("in sequence");
+                    let whole = fleetop_agent::wire::decode(prev.as_mut(), s).expect("in sequence");
                     prev = Some(whole.clone());
                     decoded.push(whole);
                 }
