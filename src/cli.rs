@@ -104,8 +104,8 @@ pub struct SourceArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
     /// How much of each agent's history to read on connect (default: all it
-    /// holds, ten minutes, up to 1,000 nodes; past that about 600,000 samples
-    /// for the whole fleet: 60 s at 10,000 nodes). Less starts a large fleet
+    /// holds, ten minutes, up to 416 nodes; past that about 250,000 samples
+    /// for the whole fleet: 25 s at 10,000 nodes). Less starts a large fleet
     /// sooner; flags that need a window of history (idle, power-capped,
     /// underused: five minutes) are judged on what was read until the
     /// console has run that long.

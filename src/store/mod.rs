@@ -11,7 +11,7 @@ pub mod rates;
 pub mod ray;
 pub mod skew;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::detect::Thresholds;
@@ -54,6 +54,11 @@ pub struct Store {
     pub lag: Lag,
     /// Kubernetes' view of the nodes (`--kubernetes`).
     pub kube: kube::KubeOverlay,
+    /// How many nodes go by each name: a node given by address takes its
+    /// agent's host name where no other has it, asked on every connection
+    /// (a scan of the fleet each time was 10,000 x 10,000 comparisons at a
+    /// large console's start).
+    names: HashMap<String, usize>,
 }
 
 /// How far behind the console is: the freshest live sample it took in over
@@ -114,7 +119,12 @@ pub const DEFAULT_HISTORY: usize = 600;
 
 impl Store {
     pub fn new(targets: Vec<Target>, thresholds: Thresholds) -> Self {
+        let mut names = HashMap::new();
+        for t in &targets {
+            *names.entry(t.name.clone()).or_default() += 1;
+        }
         Store {
+            names,
             nodes: targets.into_iter().map(NodeState::new).collect(),
             thresholds,
             history_len: DEFAULT_HISTORY,
@@ -282,19 +292,19 @@ impl Store {
         if !by_address || hostname.is_empty() || hostname == t.name {
             return;
         }
-        let taken = |name: &str| {
-            self.nodes
-                .iter()
-                .enumerate()
-                .any(|(i, o)| i != node && o.target.name == name)
-        };
+        // By another node than this one.
+        let taken = |name: &str| self.names.get(name).copied().unwrap_or(0) > usize::from(name == t.name);
         let name = if taken(&hostname) {
             format!("{hostname}:{}", t.port)
         } else {
             hostname
         };
         if !taken(&name) {
-            self.nodes[node].target.name = name;
+            let old = std::mem::replace(&mut self.nodes[node].target.name, name.clone());
+            if let Some(n) = self.names.get_mut(&old) {
+                *n -= 1;
+            }
+            *self.names.entry(name).or_default() += 1;
         }
     }
 
