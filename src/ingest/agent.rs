@@ -147,15 +147,21 @@ pub fn endpoint(target: &Target, access: &Access) -> Result<Endpoint, String> {
 
 /// A connected client for `target`'s agent, errors in one line.
 pub async fn connect(target: &Target, access: &Access) -> Result<Client, String> {
-    let channel = endpoint(target, access)?.connect().await.map_err(|e| {
-        let why = error_line(&e);
-        // rustls's words for "that was not TLS": say what it likely means.
-        if access.tls.is_some() && why.contains("InvalidContentType") {
-            format!("{why} (is the agent serving TLS? start it with --tls-cert and --tls-key)")
-        } else {
-            why
-        }
-    })?;
+    let connecting = async {
+        endpoint(target, access)?.connect().await.map_err(|e| {
+            let why = error_line(&e);
+            // rustls's words for "that was not TLS": say what it likely means.
+            if access.tls.is_some() && why.contains("InvalidContentType") {
+                format!("{why} (is the agent serving TLS? start it with --tls-cert and --tls-key)")
+            } else {
+                why
+            }
+        })
+    };
+    // On the heap while it runs: the endpoint and tonic's connect future
+    // are ~3 KiB, and a node's task is as large as the largest future it
+    // ever awaits, for its whole life (10,000 of them in a large console).
+    let channel = Box::pin(connecting).await?;
     let token = match &access.telemetry_token {
         Some(t) => Some(
             format!("Bearer {t}")
@@ -253,6 +259,7 @@ impl Backoff {
 /// Starts one source task per target; node `i` of the store is `targets[i]`.
 pub fn spawn_all(targets: &[Target], opts: &SourceOptions, tx: mpsc::Sender<Update>) -> Vec<JoinHandle<()>> {
     let histories = Arc::new(Semaphore::new(opts.histories_at_once.max(1)));
+    let opts = Arc::new(opts.clone());
     targets
         .iter()
         .enumerate()
@@ -272,7 +279,8 @@ pub fn spawn_all(targets: &[Target], opts: &SourceOptions, tx: mpsc::Sender<Upda
 struct Session {
     node: usize,
     target: Target,
-    opts: SourceOptions,
+    /// One for the fleet: with TLS it holds the certificates.
+    opts: Arc<SourceOptions>,
     /// Permits to read a history (see `SourceOptions::histories_at_once`).
     histories: Arc<Semaphore>,
 }
@@ -445,11 +453,14 @@ async fn subscribe(
         // what a console takes in at start.
         history_batches: true,
     };
-    Ok(tokio::time::timeout(opts.connect_timeout, client.subscribe(req))
-        .await
-        .map_err(|_| "no answer to subscribe".to_string())?
-        .map_err(|s| refused(&opts.access, "subscribe refused", &s))?
-        .into_inner())
+    // On the heap while it runs, as in `connect`.
+    Ok(
+        tokio::time::timeout(opts.connect_timeout, Box::pin(client.subscribe(req)))
+            .await
+            .map_err(|_| "no answer to subscribe".to_string())?
+            .map_err(|s| refused(&opts.access, "subscribe refused", &s))?
+            .into_inner(),
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -748,7 +748,7 @@ mod tests {
             on(&mut st, Event::Sample(Box::new(s)), 0);
         }
         let h = &st.nodes[0].history;
-        assert_eq!(h.times, [3000, 4000, 5000]);
+        assert_eq!(h.times_ms().collect::<Vec<_>>(), [3000, 4000, 5000]);
         assert!(h.gpus.iter().all(|g| g.len() == 3));
         assert_eq!(h.gpus[0].back().map(|p| p.util_pct), Some(50));
         // A replayed sample (one the agent sent before) changes nothing,
@@ -759,6 +759,6 @@ mod tests {
             ..Default::default()
         };
         on(&mut st, Event::Sample(Box::new(old)), 0);
-        assert_eq!(st.nodes[0].history.times.back(), Some(&5000));
+        assert_eq!(st.nodes[0].history.newest_ms(), Some(5000));
     }
 }

@@ -589,15 +589,14 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let width = area.width.saturating_sub(label_w) as usize;
     // The points inside the zoom's window (the whole ring for "all"),
     // each column the highest of its points when there are more than columns.
-    let newest = n.history.times.back().copied().unwrap_or(0);
+    let newest = n.history.newest_ms().unwrap_or(0);
     let first = n
         .history
-        .times
-        .iter()
-        .position(|&at| newest - at < app.history_zoom.window_ms())
+        .times_ms()
+        .position(|at| newest - at < app.history_zoom.window_ms())
         .unwrap_or(0);
-    let first = first.max(n.history.times.len().saturating_sub(ring.len()));
-    let oldest = n.history.times.get(first).copied().unwrap_or(newest);
+    let first = first.max(n.history.len().saturating_sub(ring.len()));
+    let oldest = n.history.time_ms(first).unwrap_or(newest);
     let shown: Vec<Point> = ring.iter().skip(first.min(ring.len())).copied().collect();
     let per_col = shown.len().div_ceil(width.max(1)).max(1);
     // Four series, each as tall as the pane allows, a blank row between
