@@ -84,11 +84,12 @@ impl History {
         let offset = match u32::try_from(t - self.base_ms).ok().filter(|_| !self.is_empty()) {
             Some(o) => o,
             None => {
-                let oldest = self.time_ms(0).unwrap_or(t).min(t);
-                let times: Vec<i64> = self.times_ms().collect();
+                let (was, oldest) = (self.base_ms, self.time_ms(0).unwrap_or(t).min(t));
                 let offset = |x: i64| u32::try_from(x - oldest).unwrap_or(u32::MAX);
+                for o in &mut self.offsets {
+                    *o = offset(was + i64::from(*o));
+                }
                 self.base_ms = oldest;
-                self.offsets = times.into_iter().map(offset).collect();
                 offset(t)
             }
         };
