@@ -378,9 +378,10 @@ const REJOIN_BACKFILL_S: u32 = 5;
 /// One session with an agent: subscribe and forward until the stream ends
 /// or breaks.
 ///
-/// A history arrives in batches of tens of KiB, and the connection's and
-/// the stream's read buffers grow to hold them and never shrink (h2 and
-/// tonic keep them for the connection's life). So a history of more than a
+/// The connection's and the stream's read buffers grow to the largest
+/// chunk they are handed and never shrink (h2 and tonic keep them for the
+/// connection's life); agents before 4 KiB history batches and one message
+/// a chunk send histories 32 KiB at a time. So a history of more than a
 /// few samples is read on a connection that is closed once it is in, and
 /// the live samples come on a fresh one, whose buffers only ever hold a
 /// sample (docs/PERFORMANCE.md has the figures).
