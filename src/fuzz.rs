@@ -57,6 +57,10 @@ pub fn wire(data: &[u8]) {
         return;
     };
     let _ = fleetop_proto::wire::decode(None, b.clone());
+    // A stream's decoder, which also keeps NVLink counters for column deltas.
+    let mut rx = fleetop_proto::wire::Decoder::default();
+    let _ = rx.decode(a.clone());
+    let _ = rx.decode(b.clone());
     let _ = fleetop_proto::wire::decode(Some(&mut a), b);
 }
 

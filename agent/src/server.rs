@@ -798,6 +798,7 @@ impl Agent for AgentService {
             Some(self.shared.now_ms() - i64::from(req.backfill_s) * 1000)
         };
         let batches = req.history_batches;
+        let columns = req.columns;
         let mut info = self.shared.info.clone();
         info.agent_time_ms = self.shared.now_ms();
         if let Some(j) = &self.shared.fault_journal {
@@ -848,10 +849,20 @@ impl Agent for AgentService {
                 }
                 last_sent = backlog.last;
             }
+            // The last sample sent live that carried NVLink counters: the
+            // base of the next ones in a column delta.
+            let mut last_links: Option<Arc<Sample>> = None;
             let mut wrap = |s: &Arc<Sample>| {
-                let msg = AgentMessage {
-                    kind: Some(Kind::Sample(crate::wire::encode(last_sent.as_deref(), s))),
+                let delta = match columns {
+                    true => crate::wire::encode_columns(last_sent.as_deref(), last_links.as_deref(), s),
+                    false => crate::wire::encode(last_sent.as_deref(), s),
                 };
+                let msg = AgentMessage {
+                    kind: Some(Kind::Sample(delta)),
+                };
+                if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+                    last_links = Some(s.clone());
+                }
                 last_sent = Some(s.clone());
                 msg
             };

@@ -4,7 +4,7 @@
 use fleetop_agent::proto::Sample;
 use fleetop_agent::sampler::{Collector, Sampler};
 use fleetop_agent::sim::{Model, Scenario, SimConfig, SimNode};
-use fleetop_agent::wire::{decode, encode};
+use fleetop_agent::wire::{Decoder, decode, encode, encode_columns};
 use prost::Message;
 
 fn node(scenario: Scenario) -> Collector {
@@ -70,4 +70,86 @@ fn a_busy_h100_node_costs_under_100_bytes_per_gpu_sample() {
     }
     let per = total / gpu_samples;
     assert!(per < 100, "{per} bytes per GPU-sample");
+}
+
+/// `s` with its InfiniBand packet counters as column deltas leave them: at
+/// the figures of `base`, the last sample that carried them.
+fn packets_as_in(s: &Sample, base: &Sample) -> Sample {
+    let mut s = s.clone();
+    for (p, b) in s.ib_ports.iter_mut().zip(&base.ib_ports) {
+        (p.tx_packets, p.rx_packets) = (b.tx_packets, b.rx_packets);
+    }
+    s
+}
+
+#[test]
+fn column_deltas_round_trip_every_scenario_through_a_lagging_stream() {
+    let mut listed = 0;
+    for &scenario in Scenario::all() {
+        let mut n = node(scenario);
+        let (mut sent, mut links) = (None::<Sample>, None::<Sample>);
+        // The last sample sent otherwise than as a column delta.
+        let mut packets: Option<Sample> = None;
+        let mut rx = Decoder::default();
+        // Across the problem's onset, when XIDs, links and states change.
+        let window = (fleetop_agent::sim::ONSET_MS - 30_000..fleetop_agent::sim::ONSET_MS + 60_000).step_by(1000);
+        for (i, t) in window.enumerate() {
+            let Some(s) = n.sample(t) else { continue };
+            // A subscriber that lags skips samples: they are in neither
+            // end's chain (one of them carries NVLink counters).
+            if (40..43).contains(&i) {
+                continue;
+            }
+            let wire = encode_columns(sent.as_ref(), links.as_ref(), &s);
+            match &wire.columns {
+                None => {
+                    // Whole (a first sample, or one that no delta can say),
+                    // never a plain delta.
+                    assert_eq!(wire.delta_from_seq, 0, "{scenario:?} at {t}: every delta fits columns");
+                    packets = Some(s.clone());
+                }
+                Some(_) => listed += wire.gpus.len() + wire.ib_ports.len(),
+            }
+            let back = rx.decode(wire).expect("in sequence").clone();
+            let base = packets.as_ref().expect("the first sample is whole");
+            assert_eq!(back, packets_as_in(&s, base), "{scenario:?} at {t}");
+            if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+                links = Some(s.clone());
+            }
+            sent = Some(s);
+        }
+    }
+    // The problems changed something besides the readings, and it travelled.
+    assert!(listed > 10, "{listed} GPUs and ports listed");
+}
+
+#[test]
+fn a_busy_h100_node_costs_under_60_bytes_per_gpu_sample_in_column_deltas() {
+    // Not a timing: a size, which is deterministic for the simulation.
+    let mut n = node(Scenario::Training);
+    let (mut sent, mut links) = (None::<Sample>, None::<Sample>);
+    let (mut plain, mut columns, mut gpu_samples) = (0usize, 0usize, 0usize);
+    for t in (3_000_000..3_100_000).step_by(1000) {
+        let Some(s) = n.sample(t) else { continue };
+        let wire = encode_columns(sent.as_ref(), links.as_ref(), &s);
+        if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+            links = Some(s.clone());
+        }
+        // After the stream's first sample, which is whole.
+        if let Some(prev) = sent.replace(s.clone()) {
+            assert!(
+                wire.gpus.is_empty() && wire.ib_ports.is_empty(),
+                "nothing but readings changed"
+            );
+            columns += wire.encoded_len();
+            plain += encode(Some(&prev), &s).encoded_len();
+            gpu_samples += s.gpus.len();
+        }
+    }
+    let per = columns / gpu_samples;
+    assert!(per < 60, "{per} bytes per GPU-sample");
+    assert!(
+        columns * 10 < plain * 6,
+        "{columns} B as columns, {plain} B as plain deltas"
+    );
 }

@@ -453,6 +453,9 @@ async fn subscribe(
         // Many history samples a message: a fleet's history is most of
         // what a console takes in at start.
         history_batches: true,
+        // Live samples a third smaller; the console reads no IB packet
+        // counters, which column deltas leave out.
+        columns: true,
     };
     // On the heap while it runs, as in `connect`.
     Ok(

@@ -4,7 +4,7 @@
 //! undone. No other module reads a wire type's fields.
 
 use fleetop_proto::pb;
-use fleetop_proto::wire::{self, OutOfSequence};
+use fleetop_proto::wire::{self, BadDelta};
 
 use crate::model::sample::{
     Fabric, FaultRecord, Gpm, GpuDesc, GpuError, GpuProcess, GpuReading, HostReading, IbPortDesc, IbReading,
@@ -306,18 +306,18 @@ pub enum HistoryError {
     #[error("a history entry is not a sample: {0}")]
     Undecodable(#[from] prost::DecodeError),
     #[error(transparent)]
-    OutOfSequence(#[from] OutOfSequence),
+    BadDelta(#[from] BadDelta),
 }
 
 /// How far ahead of the console a live sample may seem before the agent's
 /// clock is taken to have stepped: more than network delay ever explains.
 const STEP_MS: i64 = 2000;
 
-/// The decoding state of one connection to one agent: the last whole wire
-/// sample (the base of the next delta) and the clock skew.
+/// The decoding state of one connection to one agent: the wire's (the last
+/// whole sample, the base of the next delta) and the clock skew.
 #[derive(Debug, Default)]
 pub struct Stream {
-    last: Option<pb::Sample>,
+    wire: wire::Decoder,
     /// Agent clock minus console clock, measured on this connection.
     skew_ms: i64,
     /// The history has arrived: samples now come as they are taken, so
@@ -330,7 +330,7 @@ impl Stream {
     /// from the agent's clock reading in it (`now_ms`: when it arrived).
     pub fn info(&mut self, info: pb::NodeInfo, now_ms: i64) -> NodeDesc {
         self.skew_ms = info.agent_time_ms - now_ms;
-        self.last = None;
+        self.wire = wire::Decoder::default();
         self.live = false;
         node_desc(info)
     }
@@ -345,19 +345,18 @@ impl Stream {
     /// samples dated wrongly for as long as the connection lasts: a live
     /// sample dated before the previous one, or in the future, re-measures
     /// the skew from itself (it was taken just now).
-    pub fn sample(&mut self, got: pb::Sample, now_ms: i64) -> Result<NodeSample, OutOfSequence> {
-        let whole = wire::decode(self.last.as_mut(), got)?;
+    pub fn sample(&mut self, got: pb::Sample, now_ms: i64) -> Result<NodeSample, BadDelta> {
+        let last_ms = self.wire.base().map(|p| p.time_ms);
+        let whole = self.wire.decode(got)?;
         if self.live {
-            let went_back = self.last.as_ref().is_some_and(|p| whole.time_ms <= p.time_ms);
+            let went_back = last_ms.is_some_and(|t| whole.time_ms <= t);
             let ahead = whole.time_ms - self.skew_ms - now_ms > STEP_MS;
             if went_back || ahead {
                 self.skew_ms = whole.time_ms - now_ms;
             }
         }
         // Converted from the kept base rather than from a copy of it.
-        let out = sample(&whole, self.skew_ms);
-        self.last = Some(whole);
-        Ok(out)
+        Ok(sample(whole, self.skew_ms))
     }
 
     /// Part of the history, many samples in one message (each entry an

@@ -393,6 +393,10 @@ pub struct IbReading {
     /// Octets (counters).
     pub tx_bytes: u64,
     pub rx_bytes: u64,
+    /// Packets (counters), as the agent last sent them: the column deltas a
+    /// console asks for leave them out, so on a live stream they are those
+    /// of the connection's history and first sample. Nothing judges or
+    /// shows them; recordings keep them for their format's sake.
     pub tx_packets: u64,
     pub rx_packets: u64,
     /// Per `fleetop_proto::ib::ERROR_COUNTERS` entry: the raw counter, `None`

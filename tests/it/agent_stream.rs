@@ -131,6 +131,66 @@ async fn a_subscriber_that_never_reads_blocks_neither_sampling_nor_others() {
     agent.stop().await;
 }
 
+/// The live samples of one subscription, decoded, by seq, with the bytes
+/// their messages took.
+async fn live_samples(
+    agent: &AgentHandle,
+    columns: bool,
+    n: usize,
+) -> (
+    std::collections::BTreeMap<u64, fleetop_agent::proto::Sample>,
+    usize,
+    usize,
+) {
+    use prost::Message;
+    let req = SubscribeRequest {
+        no_backfill: true,
+        columns,
+        ..Default::default()
+    };
+    let mut stream = client(agent).await.subscribe(req).await.expect("ok").into_inner();
+    let mut rx = fleetop_agent::wire::Decoder::default();
+    let (mut got, mut bytes, mut as_columns) = (std::collections::BTreeMap::new(), 0, 0);
+    while got.len() < n {
+        let msg = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("samples keep coming")
+            .expect("ok")
+            .expect("stream open");
+        if let Some(Kind::Sample(s)) = msg.kind {
+            bytes += s.encoded_len();
+            as_columns += usize::from(s.columns.is_some());
+            let mut whole = rx.decode(s).expect("in sequence").clone();
+            // Column deltas leave the packet counters behind (by design).
+            for p in &mut whole.ib_ports {
+                (p.tx_packets, p.rx_packets) = (0, 0);
+            }
+            got.insert(whole.seq, whole);
+        }
+    }
+    (got, bytes, as_columns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_deltas_are_asked_for_and_carry_the_same_samples_in_fewer_bytes() {
+    let agent = start(20, 60).await;
+    let (plain, columns) = tokio::join!(live_samples(&agent, false, 60), live_samples(&agent, true, 60));
+    let ((plain, plain_bytes, none), (columns, column_bytes, deltas)) = (plain, columns);
+    assert_eq!(none, 0, "not asked for, not sent");
+    assert!(deltas >= 50, "{deltas} column deltas of 60 samples");
+    let both: Vec<u64> = plain.keys().filter(|s| columns.contains_key(s)).copied().collect();
+    assert!(both.len() >= 30, "{} samples seen by both", both.len());
+    for seq in both {
+        assert_eq!(plain[&seq], columns[&seq], "sample {seq}");
+    }
+    let (per_plain, per_columns) = (plain_bytes / plain.len(), column_bytes / columns.len());
+    assert!(
+        per_columns * 10 < per_plain * 7,
+        "{per_columns} B a sample as columns, {per_plain} B plain"
+    );
+    agent.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_the_grpc_port_breaks_nothing() {
     use tokio::io::AsyncWriteExt;

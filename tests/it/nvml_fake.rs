@@ -668,7 +668,7 @@ fn persistence_off_shows_on_every_gpu_and_on_shows_as_on() {
     assert_eq!(on, vec![vec![2]; 8], "2: on");
 }
 
-/// On the agent's stream, delta-encoded after the first sample, the link,
+/// On the agent's stream, in column deltas after the first sample, the link,
 /// fabric and persistence readings arrive in every decoded sample: an
 /// unchanged reading is elided on the wire and restored by the decoder.
 #[test]
@@ -685,11 +685,12 @@ fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
             .expect("connects");
         let req = SubscribeRequest {
             no_backfill: true,
+            columns: true,
             ..Default::default()
         };
         let mut stream = c.subscribe(req).await.expect("subscribes").into_inner();
         let (mut info, mut wire, mut decoded) = (None, Vec::new(), Vec::new());
-        let mut prev = None;
+        let mut rx = fleetop_agent::wire::Decoder::default();
         let deadline = Instant::now() + Duration::from_secs(30);
         while decoded.len() < 4 {
             assert!(Instant::now() < deadline, "too few samples");
@@ -697,9 +698,7 @@ fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
                 Some(Kind::Info(i)) => info = Some(i),
                 Some(Kind::Sample(s)) => {
                     wire.push(s.clone());
-                    let whole = fleetop_agent::wire::decode(prev.as_mut(), s).expect("in sequence");
-                    prev = Some(whole.clone());
-                    decoded.push(whole);
+                    decoded.push(rx.decode(s).expect("in sequence").clone());
                 }
                 Some(_) => {}
                 None => panic!("the stream ended"),
@@ -711,8 +710,8 @@ fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
     assert_eq!(info.gpus[1].pcie_max_width, 16);
     assert_eq!(info.gpus[1].vbios_version, "96.00.74.00.1C");
     assert!(
-        wire[1..].iter().any(|s| s.delta_from_seq != 0),
-        "the stream sends deltas"
+        wire[1..].iter().any(|s| s.columns.is_some()),
+        "the stream sends column deltas"
     );
     for s in &decoded {
         let g = |i: usize| {

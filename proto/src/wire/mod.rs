@@ -9,14 +9,19 @@
 //! so counters still arrive as counters and rates are still derived from two
 //! known samples.
 
-use crate::pb::Sample;
+use crate::pb::{GpuSample, IbSample, Sample};
 
+pub mod columns;
+
+pub use columns::encode as encode_columns;
+
+/// Why a delta could not be made whole: the stream must start again.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("sample {seq} is encoded against sample {base}, but the last one received was {have}")]
-pub struct OutOfSequence {
-    pub seq: u64,
-    pub base: u64,
-    pub have: u64,
+pub enum BadDelta {
+    #[error("sample {seq} is encoded against sample {base}, but the last one received was {have}")]
+    OutOfSequence { seq: u64, base: u64, have: u64 },
+    #[error("sample {seq} is not a delta of its base: {what}")]
+    Malformed { seq: u64, what: &'static str },
 }
 
 /// In a delta, a rarely changing field equal to the base's travels as its
@@ -81,27 +86,104 @@ fn same_shape(prev: &Sample, cur: &Sample) -> bool {
         })
 }
 
-/// Applies `op` to every counter of `cur` with its counterpart in `prev`.
+/// Applies `op` to every counter of a GPU with its counterpart in `prev`.
 /// NVLink counters are not among them: they travel in every n-th sample
 /// only, so the previous sample usually has none to be a base.
-fn each_counter(prev: &Sample, cur: &mut Sample, op: fn(u64, u64) -> u64) {
-    for (p, c) in prev.gpus.iter().zip(cur.gpus.iter_mut()) {
-        c.energy_mj = op(c.energy_mj, p.energy_mj);
-        c.pcie_replay_count = op(c.pcie_replay_count, p.pcie_replay_count);
-        c.ecc_corrected_volatile = op(c.ecc_corrected_volatile, p.ecc_corrected_volatile);
-        c.ecc_uncorrected_volatile = op(c.ecc_uncorrected_volatile, p.ecc_uncorrected_volatile);
+fn gpu_counters(p: &GpuSample, c: &mut GpuSample, op: fn(u64, u64) -> u64) {
+    c.energy_mj = op(c.energy_mj, p.energy_mj);
+    c.pcie_replay_count = op(c.pcie_replay_count, p.pcie_replay_count);
+    c.ecc_corrected_volatile = op(c.ecc_corrected_volatile, p.ecc_corrected_volatile);
+    c.ecc_uncorrected_volatile = op(c.ecc_uncorrected_volatile, p.ecc_uncorrected_volatile);
+}
+
+fn port_counters(p: &IbSample, c: &mut IbSample, op: fn(u64, u64) -> u64) {
+    c.tx_bytes = op(c.tx_bytes, p.tx_bytes);
+    c.rx_bytes = op(c.rx_bytes, p.rx_bytes);
+    c.tx_packets = op(c.tx_packets, p.tx_packets);
+    c.rx_packets = op(c.rx_packets, p.rx_packets);
+    if !c.errors.is_empty() {
+        for (x, y) in c.errors.iter_mut().zip(&p.errors) {
+            *x = op(*x, *y);
+        }
     }
-    for (p, c) in prev.ib_ports.iter().zip(cur.ib_ports.iter_mut()) {
-        c.tx_bytes = op(c.tx_bytes, p.tx_bytes);
-        c.rx_bytes = op(c.rx_bytes, p.rx_bytes);
-        c.tx_packets = op(c.tx_packets, p.tx_packets);
-        c.rx_packets = op(c.rx_packets, p.rx_packets);
-        if !c.errors.is_empty() {
-            for (x, y) in c.errors.iter_mut().zip(&p.errors) {
-                *x = op(*x, *y);
+}
+
+/// A GPU of `cur` (`c`, a copy) as a delta against its base `p`.
+fn encode_gpu(p: &GpuSample, c: &mut GpuSample) {
+    gpu_counters(p, c, u64::wrapping_sub);
+    elide(&mut c.mem_used_bytes, &p.mem_used_bytes);
+    elide(&mut c.power_limit_mw, &p.power_limit_mw);
+    elide(&mut c.mem_clock_mhz, &p.mem_clock_mhz);
+    elide(&mut c.pcie_gen, &p.pcie_gen);
+    elide(&mut c.pcie_width, &p.pcie_width);
+    elide(&mut c.fabric_state, &p.fabric_state);
+    elide(&mut c.fabric_status, &p.fabric_status);
+    elide(&mut c.persistence, &p.persistence);
+    elide(&mut c.pods, &p.pods);
+    if !c.processes.is_empty() && c.processes == p.processes {
+        c.processes.clear();
+        c.processes_unchanged = true;
+    } else {
+        // A pid's owner and command were sent when it first appeared.
+        for q in &mut c.processes {
+            if let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
+                && was.user == q.user
+                && was.command == q.command
+            {
+                q.user.clear();
+                q.command.clear();
             }
         }
     }
+}
+
+fn encode_port(p: &IbSample, c: &mut IbSample) {
+    port_counters(p, c, u64::wrapping_sub);
+    elide(&mut c.state, &p.state);
+    elide(&mut c.phys_state, &p.phys_state);
+    elide(&mut c.rate_gbps, &p.rate_gbps);
+    elide(&mut c.errors_present_mask, &p.errors_present_mask);
+    // Error counters mostly stand still: no increase at all travels as nothing.
+    if c.errors.iter().all(|&d| d == 0) {
+        c.errors.clear();
+    }
+}
+
+/// A GPU of a delta (`c`) made whole again from its base `p`, whose
+/// repeated fields are moved into it.
+fn decode_gpu(p: &mut GpuSample, c: &mut GpuSample) {
+    gpu_counters(p, c, u64::wrapping_add);
+    restore(&mut c.mem_used_bytes, &mut p.mem_used_bytes);
+    restore(&mut c.power_limit_mw, &mut p.power_limit_mw);
+    restore(&mut c.mem_clock_mhz, &mut p.mem_clock_mhz);
+    restore(&mut c.pcie_gen, &mut p.pcie_gen);
+    restore(&mut c.pcie_width, &mut p.pcie_width);
+    restore(&mut c.fabric_state, &mut p.fabric_state);
+    restore(&mut c.fabric_status, &mut p.fabric_status);
+    restore(&mut c.persistence, &mut p.persistence);
+    restore(&mut c.pods, &mut p.pods);
+    if std::mem::take(&mut c.processes_unchanged) {
+        std::mem::swap(&mut c.processes, &mut p.processes);
+    } else {
+        for q in &mut c.processes {
+            if q.user.is_empty()
+                && q.command.is_empty()
+                && let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
+            {
+                q.user.clone_from(&was.user);
+                q.command.clone_from(&was.command);
+            }
+        }
+    }
+}
+
+fn decode_port(p: &mut IbSample, c: &mut IbSample) {
+    port_counters(p, c, u64::wrapping_add);
+    restore(&mut c.state, &mut p.state);
+    restore(&mut c.phys_state, &mut p.phys_state);
+    restore(&mut c.rate_gbps, &mut p.rate_gbps);
+    restore(&mut c.errors_present_mask, &mut p.errors_present_mask);
+    restore(&mut c.errors, &mut p.errors);
 }
 
 /// `cur` as sent after `prev` on the same stream: a delta when the two have
@@ -111,95 +193,85 @@ pub fn encode(prev: Option<&Sample>, cur: &Sample) -> Sample {
     let Some(prev) = prev.filter(|p| same_shape(p, cur)) else {
         return out;
     };
-    each_counter(prev, &mut out, u64::wrapping_sub);
     for (p, c) in prev.gpus.iter().zip(out.gpus.iter_mut()) {
-        elide(&mut c.mem_used_bytes, &p.mem_used_bytes);
-        elide(&mut c.power_limit_mw, &p.power_limit_mw);
-        elide(&mut c.mem_clock_mhz, &p.mem_clock_mhz);
-        elide(&mut c.pcie_gen, &p.pcie_gen);
-        elide(&mut c.pcie_width, &p.pcie_width);
-        elide(&mut c.fabric_state, &p.fabric_state);
-        elide(&mut c.fabric_status, &p.fabric_status);
-        elide(&mut c.persistence, &p.persistence);
-        elide(&mut c.pods, &p.pods);
-        if !c.processes.is_empty() && c.processes == p.processes {
-            c.processes.clear();
-            c.processes_unchanged = true;
-        } else {
-            // A pid's owner and command were sent when it first appeared.
-            for q in &mut c.processes {
-                if let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
-                    && was.user == q.user
-                    && was.command == q.command
-                {
-                    q.user.clear();
-                    q.command.clear();
-                }
-            }
-        }
+        encode_gpu(p, c);
     }
     for (p, c) in prev.ib_ports.iter().zip(out.ib_ports.iter_mut()) {
-        elide(&mut c.state, &p.state);
-        elide(&mut c.phys_state, &p.phys_state);
-        elide(&mut c.rate_gbps, &p.rate_gbps);
-        elide(&mut c.errors_present_mask, &p.errors_present_mask);
-        // Error counters mostly stand still: no increase at all travels as nothing.
-        if c.errors.iter().all(|&d| d == 0) {
-            c.errors.clear();
-        }
+        encode_port(p, c);
     }
     out.delta_from_seq = prev.seq;
     out
 }
 
+/// A stream's decoding state: the last whole sample, the base of the next
+/// delta, and the NVLink counters of the last sample that carried them,
+/// the base of the next ones in a column delta.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    base: Option<Sample>,
+    links: columns::Links,
+}
+
+impl Decoder {
+    /// The whole sample from what arrived; it stays as the next base.
+    pub fn decode(&mut self, got: Sample) -> Result<&Sample, BadDelta> {
+        let whole = decode_with(self.base.as_mut(), &self.links, got)?;
+        self.links.keep(&whole);
+        Ok(self.base.insert(whole))
+    }
+
+    /// The last whole sample.
+    pub fn base(&self) -> Option<&Sample> {
+        self.base.as_ref()
+    }
+}
+
 /// The whole sample from what arrived and the previous whole sample of the
 /// same stream. What the result repeats of `prev` is moved out of it, not
-/// copied: `prev` is left for the result to replace.
-pub fn decode(prev: Option<&mut Sample>, mut got: Sample) -> Result<Sample, OutOfSequence> {
+/// copied: `prev` is left for the result to replace. Column deltas whose
+/// NVLink counters are differences need a `Decoder`.
+pub fn decode(prev: Option<&mut Sample>, got: Sample) -> Result<Sample, BadDelta> {
+    decode_with(prev, &columns::Links::default(), got)
+}
+
+fn decode_with(prev: Option<&mut Sample>, links: &columns::Links, mut got: Sample) -> Result<Sample, BadDelta> {
+    let columns = got.columns.is_some();
     if got.delta_from_seq == 0 {
-        return Ok(got);
+        return match columns {
+            true => Err(BadDelta::Malformed {
+                seq: got.seq,
+                what: "columns in a whole sample",
+            }),
+            false => Ok(got),
+        };
     }
+    // A column delta's seq is a difference.
+    let seq = match columns {
+        true => got.delta_from_seq.wrapping_add(got.seq),
+        false => got.seq,
+    };
     let have = prev.as_ref().map(|p| p.seq).unwrap_or(0);
-    let Some(prev) = prev.filter(|p| {
-        p.seq == got.delta_from_seq && p.gpus.len() == got.gpus.len() && p.ib_ports.len() == got.ib_ports.len()
-    }) else {
-        return Err(OutOfSequence {
-            seq: got.seq,
+    let Some(prev) = prev.filter(|p| p.seq == got.delta_from_seq) else {
+        return Err(BadDelta::OutOfSequence {
+            seq,
             base: got.delta_from_seq,
             have,
         });
     };
-    each_counter(prev, &mut got, u64::wrapping_add);
+    if columns {
+        return columns::decode(prev, links, got);
+    }
+    if prev.gpus.len() != got.gpus.len() || prev.ib_ports.len() != got.ib_ports.len() {
+        return Err(BadDelta::Malformed {
+            seq: got.seq,
+            what: "not as many GPUs or ports as its base",
+        });
+    }
     for (p, c) in prev.gpus.iter_mut().zip(got.gpus.iter_mut()) {
-        restore(&mut c.mem_used_bytes, &mut p.mem_used_bytes);
-        restore(&mut c.power_limit_mw, &mut p.power_limit_mw);
-        restore(&mut c.mem_clock_mhz, &mut p.mem_clock_mhz);
-        restore(&mut c.pcie_gen, &mut p.pcie_gen);
-        restore(&mut c.pcie_width, &mut p.pcie_width);
-        restore(&mut c.fabric_state, &mut p.fabric_state);
-        restore(&mut c.fabric_status, &mut p.fabric_status);
-        restore(&mut c.persistence, &mut p.persistence);
-        restore(&mut c.pods, &mut p.pods);
-        if std::mem::take(&mut c.processes_unchanged) {
-            std::mem::swap(&mut c.processes, &mut p.processes);
-        } else {
-            for q in &mut c.processes {
-                if q.user.is_empty()
-                    && q.command.is_empty()
-                    && let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
-                {
-                    q.user.clone_from(&was.user);
-                    q.command.clone_from(&was.command);
-                }
-            }
-        }
+        decode_gpu(p, c);
     }
     for (p, c) in prev.ib_ports.iter_mut().zip(got.ib_ports.iter_mut()) {
-        restore(&mut c.state, &mut p.state);
-        restore(&mut c.phys_state, &mut p.phys_state);
-        restore(&mut c.rate_gbps, &mut p.rate_gbps);
-        restore(&mut c.errors_present_mask, &mut p.errors_present_mask);
-        restore(&mut c.errors, &mut p.errors);
+        decode_port(p, c);
     }
     got.delta_from_seq = 0;
     Ok(got)
@@ -208,7 +280,6 @@ pub fn decode(prev: Option<&mut Sample>, mut got: Sample) -> Result<Sample, OutO
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pb::IbSample;
 
     #[test]
     fn counters_that_go_backwards_survive() {
@@ -513,7 +584,7 @@ mod tests {
         let wire = encode(Some(&b), &c);
         assert_eq!(
             decode(Some(&mut a.clone()), wire),
-            Err(OutOfSequence {
+            Err(BadDelta::OutOfSequence {
                 seq: 3,
                 base: 2,
                 have: 1
