@@ -105,7 +105,20 @@ pub fn agent_stream(data: &[u8]) {
         }
     }
     store.tick(now);
-    let _ = crate::export::snapshot(&store, now);
+    // The export written node by node is the snapshot, byte for byte.
+    let streamed = crate::export::Streamed {
+        store: &store,
+        now_ms: now,
+    };
+    let (whole, streamed) = (
+        serde_json::to_string(&crate::export::snapshot(&store, now)),
+        serde_json::to_string(&streamed),
+    );
+    assert_eq!(
+        whole.ok(),
+        streamed.ok(),
+        "the streamed export differs from the snapshot"
+    );
     draw(store, now);
 }
 

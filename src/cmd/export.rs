@@ -34,10 +34,18 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
         session.drain();
         let now = now_ms();
         session.store.tick(now);
-        let snap = export::snapshot(&session.store, now);
         let written = match args.view {
-            View::Full => write_doc(&mut stdout, &snap, args.format),
-            View::Summary => write_doc(&mut stdout, &export::summary(&snap), args.format),
+            View::Full => {
+                let snap = export::Streamed {
+                    store: &session.store,
+                    now_ms: now,
+                };
+                write_doc(&mut stdout, &snap, args.format)
+            }
+            View::Summary => {
+                let snap = export::snapshot(&session.store, now);
+                write_doc(&mut stdout, &export::summary(&snap), args.format)
+            }
         };
         // A reader that has had enough (`| head`, `| jq -e ... | head`)
         // ends the export, quietly and successfully, as grep and jq do.
@@ -102,7 +110,10 @@ fn replay(file: &std::path::Path, at: Option<&str>, format: Format, cfg: &Config
     let mut store = player.new_store(cfg.thresholds.clone());
     store.set_racks(|n| racks.rack_of(n));
     player.feed_until(&mut store, t);
-    let snap = export::snapshot(&store, t);
+    let snap = export::Streamed {
+        store: &store,
+        now_ms: t,
+    };
     quiet_if_closed(write_doc(&mut std::io::stdout().lock(), &snap, format))
 }
 

@@ -32,7 +32,7 @@ fn every_input_the_fuzzers_found_is_handled() {
 }
 
 /// A real stream from the simulated backend (a node whose GPU falls off the
-/// bus, with XIDs, delta-encoded as agents send it), whole and cut at every
+/// bus, with XIDs, delta-encoded both ways agents send it), whole and cut at every
 /// few bytes, through decoding, the store, the export and every screen.
 #[test]
 fn a_real_agent_stream_and_its_truncations_never_panic_the_console() {
@@ -52,20 +52,34 @@ fn a_real_agent_stream_and_its_truncations_never_panic_the_console() {
         kind: Some(Kind::Info(info)),
     }
     .encode_length_delimited_to_vec();
-    let mut last: Option<Sample> = None;
+    let mut columns = bytes.clone();
+    let (mut last, mut links): (Option<Sample>, Option<Sample>) = (None, None);
     for t in (0..400).map(|i| 1_000_000 + i * 1000) {
         let Some(s) = c.sample(t) else { continue };
-        let wire = fleetop_agent::wire::encode(last.as_ref(), &s);
-        bytes.extend(
-            AgentMessage {
-                kind: Some(Kind::Sample(wire)),
-            }
-            .encode_length_delimited_to_vec(),
-        );
+        // As plain deltas, and as column deltas (what this console asks for).
+        for (out, wire) in [
+            (&mut bytes, fleetop_agent::wire::encode(last.as_ref(), &s)),
+            (
+                &mut columns,
+                fleetop_agent::wire::encode_columns(last.as_ref(), links.as_ref(), &s),
+            ),
+        ] {
+            out.extend(
+                AgentMessage {
+                    kind: Some(Kind::Sample(wire)),
+                }
+                .encode_length_delimited_to_vec(),
+            );
+        }
+        if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+            links = Some(s.clone());
+        }
         last = Some(s);
     }
-    fleetop::fuzz::agent_stream(&bytes);
-    for cut in (0..bytes.len()).step_by(997) {
-        fleetop::fuzz::agent_stream(&bytes[..cut]);
+    for bytes in [bytes, columns] {
+        fleetop::fuzz::agent_stream(&bytes);
+        for cut in (0..bytes.len()).step_by(997) {
+            fleetop::fuzz::agent_stream(&bytes[..cut]);
+        }
     }
 }
