@@ -3,7 +3,9 @@
 //! links each). The time reported is the sampling thread's CPU time
 //! (CLOCK_THREAD_CPUTIME_ID), not wall time. The fake answers from memory,
 //! so this is the agent's own cost plus a cheap library; a real driver's
-//! calls cost more (ioctls), which this cannot measure without a GPU.
+//! calls cost more (ioctls). On a GPU machine, `FLEETOP_BENCH_NVML_LIB=
+//! libnvidia-ml.so.1` samples the real driver's GPUs instead (however many
+//! it has), with the same clock.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -33,13 +35,16 @@ fn fake_lib() -> PathBuf {
 }
 
 fn nvml_sample(c: &mut Criterion) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // SAFETY: set before any thread of ours reads the environment.
-    unsafe {
-        std::env::set_var(
-            "FAKE_NVML_PROFILE",
-            root.join("tests/fake-nvml/profiles/h100-sxm5.toml"),
-        );
+    let real = std::env::var_os("FLEETOP_BENCH_NVML_LIB").map(PathBuf::from);
+    if real.is_none() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        // SAFETY: set before any thread of ours reads the environment.
+        unsafe {
+            std::env::set_var(
+                "FAKE_NVML_PROFILE",
+                root.join("tests/fake-nvml/profiles/h100-sxm5.toml"),
+            );
+        }
     }
     let mut opts = BackendOptions::sim(fleetop_agent::sim::SimConfig {
         hostname: "bench".into(),
@@ -53,12 +58,16 @@ fn nvml_sample(c: &mut Criterion) {
         interval_ms: 1000,
     });
     opts.backend = Backend::Nvml;
-    opts.nvml_lib = Some(fake_lib());
+    let name = match &real {
+        Some(_) => "nvml sample, every GPU of the real driver, CPU",
+        None => "nvml sample, 8 GPUs x 18 NVLink links (fake NVML), CPU",
+    };
+    opts.nvml_lib = Some(real.unwrap_or_else(fake_lib));
     opts.ib_sysfs = "/nonexistent".into();
     opts.proc_root = "/nonexistent".into();
     let (mut collector, _) = backend::build(&opts).expect("the fake NVML loads");
     let mut group = c.benchmark_group("agent");
-    group.bench_function("nvml sample, 8 GPUs x 18 NVLink links (fake NVML), CPU", |b| {
+    group.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let t0 = thread_cpu();
             for _ in 0..iters {
