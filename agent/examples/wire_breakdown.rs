@@ -115,7 +115,7 @@ fn main() {
         let Some(s) = n.sample(t) else { continue };
         let w = encode(sent.as_ref(), &s);
         let c = encode_columns(sent.as_ref(), links.as_ref(), &s);
-        if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+        if fleetop_agent::wire::columns::carries_links(&s) {
             links = Some(s.clone());
         }
         // A stream's first sample is whole: the figures are for what follows.

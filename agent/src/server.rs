@@ -860,7 +860,7 @@ impl Agent for AgentService {
                 let msg = AgentMessage {
                     kind: Some(Kind::Sample(delta)),
                 };
-                if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+                if crate::wire::columns::carries_links(s) {
                     last_links = Some(s.clone());
                 }
                 last_sent = Some(s.clone());

@@ -113,7 +113,7 @@ fn column_deltas_round_trip_every_scenario_through_a_lagging_stream() {
             let back = rx.decode(wire).expect("in sequence").clone();
             let base = packets.as_ref().expect("the first sample is whole");
             assert_eq!(back, packets_as_in(&s, base), "{scenario:?} at {t}");
-            if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+            if fleetop_agent::wire::columns::carries_links(&s) {
                 links = Some(s.clone());
             }
             sent = Some(s);
@@ -132,7 +132,7 @@ fn a_busy_h100_node_costs_under_60_bytes_per_gpu_sample_in_column_deltas() {
     for t in (3_000_000..3_100_000).step_by(1000) {
         let Some(s) = n.sample(t) else { continue };
         let wire = encode_columns(sent.as_ref(), links.as_ref(), &s);
-        if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+        if fleetop_agent::wire::columns::carries_links(&s) {
             links = Some(s.clone());
         }
         // After the stream's first sample, which is whole.

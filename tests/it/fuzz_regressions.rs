@@ -71,7 +71,7 @@ fn a_real_agent_stream_and_its_truncations_never_panic_the_console() {
                 .encode_length_delimited_to_vec(),
             );
         }
-        if s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty()) {
+        if fleetop_agent::wire::columns::carries_links(&s) {
             links = Some(s.clone());
         }
         last = Some(s);

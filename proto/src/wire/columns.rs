@@ -99,19 +99,13 @@ pub fn encode(prev: Option<&Sample>, links: Option<&Sample>, cur: &Sample) -> Sa
     }
     if carries_links(cur) {
         let base = links.filter(|l| same_links(l, cur));
-        let zero = GpuSample::default();
         for (i, g) in cur.gpus.iter().enumerate() {
-            let b = base.map_or(&zero, |l| &l.gpus[i]);
+            let held = base.map(|l| &l.gpus[i]);
             cols.nvlink_links.push(g.nvlink_tx_kib.len() as u32);
-            let diff = |c: &[u64], b: &[u64]| -> Vec<u64> {
-                let zeros = std::iter::repeat(&0);
-                c.iter()
-                    .zip(b.iter().chain(zeros))
-                    .map(|(c, b)| c.wrapping_sub(*b))
-                    .collect()
-            };
-            cols.nvlink_tx_kib.extend(diff(&g.nvlink_tx_kib, &b.nvlink_tx_kib));
-            cols.nvlink_rx_kib.extend(diff(&g.nvlink_rx_kib, &b.nvlink_rx_kib));
+            cols.nvlink_tx_kib
+                .extend(since(&g.nvlink_tx_kib, held.map(|h| &h.nvlink_tx_kib[..])));
+            cols.nvlink_rx_kib
+                .extend(since(&g.nvlink_rx_kib, held.map(|h| &h.nvlink_rx_kib[..])));
         }
         cols.nvlink_since_seq = base.map_or(0, |l| l.seq);
     }
@@ -149,7 +143,14 @@ pub fn encode(prev: Option<&Sample>, links: Option<&Sample>, cur: &Sample) -> Sa
     out
 }
 
-fn carries_links(s: &Sample) -> bool {
+/// Counters as differences from those `held` (whole without).
+fn since<'a>(cur: &'a [u64], held: Option<&'a [u64]>) -> impl Iterator<Item = u64> + 'a {
+    let held = held.unwrap_or_default().iter().chain(std::iter::repeat(&0));
+    cur.iter().zip(held).map(|(c, h)| c.wrapping_sub(*h))
+}
+
+/// Whether `s` carries NVLink counters (every n-th sample of an agent).
+pub fn carries_links(s: &Sample) -> bool {
     s.gpus.iter().any(|g| !g.nvlink_tx_kib.is_empty())
 }
 
