@@ -749,8 +749,8 @@ mod tests {
         }
         let h = &st.nodes[0].history;
         assert_eq!(h.times_ms().collect::<Vec<_>>(), [3000, 4000, 5000]);
-        assert!(h.gpus.iter().all(|g| g.len() == 3));
-        assert_eq!(h.gpus[0].back().map(|p| p.util_pct), Some(50));
+        assert_eq!(h.points(0).count(), 3);
+        assert_eq!(h.points(0).last().map(|p| p.1.util_pct), Some(50));
         // A replayed sample (one the agent sent before) changes nothing,
         // whatever its time says.
         let old = NodeSample {

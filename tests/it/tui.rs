@@ -1688,6 +1688,62 @@ fn the_history_has_a_time_axis_and_z_zooms_between_one_minute_ten_and_all() {
     );
 }
 
+#[test]
+fn ten_minutes_of_history_draw_without_gaps_and_an_old_spike_stays_on_screen() {
+    // One GPU at 10% for ten minutes but for one second at 97%, eight
+    // minutes ago: past the two minutes kept as they came, so it is folded
+    // with four other seconds into one point. The spike must still show
+    // where it was, and no column may be empty. (Columns narrower than a
+    // folded point: the unit test of `history_columns`.)
+    let (targets, mut updates) = fleet_updates(1, 1, 600);
+    let spike_at = NOW - 480_000;
+    for u in &mut updates {
+        if let Update::Node {
+            event: Event::Sample(s),
+            ..
+        } = u
+        {
+            let util = if s.time_ms == spike_at { 97 } else { 10 };
+            s.gpus[0].util_pct = Some(util);
+        }
+    }
+    let buf = drive(theme(), (targets, updates), (240, 60), vec![key(KeyCode::Enter)]);
+    let screen = text(&buf);
+    let rows: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+    let find = |label: &str| {
+        rows.iter()
+            .enumerate()
+            .find_map(|(y, r)| r.iter().collect::<String>().find(label).map(|x| (y, r[..x].len())))
+            .unwrap_or_else(|| panic!("no {label} row\n{screen}"))
+    };
+    let ((util_y, x), (mem_y, _), (axis_y, _)) = (find("util %"), find("mem %"), find("GPU 0 · 10 min"));
+    let from = x + 16;
+    // The data's columns end where the time axis says "now".
+    let axis: String = rows[axis_y][from..].iter().collect();
+    let width = axis
+        .find("now")
+        .map(|i| axis[..i].chars().count() + 3)
+        .expect("now on the axis");
+    let cells = |y: usize| -> String { rows[y][from..from + width].iter().collect() };
+    let (top, bottom) = (cells(util_y), cells(mem_y.saturating_sub(2).max(util_y)));
+    assert!(width >= 90, "the ten minutes fill the pane:\n{screen}");
+    assert!(!bottom.contains(' '), "no column without a point: {bottom:?}\n{screen}");
+    let high: Vec<usize> = (top.chars().enumerate())
+        .filter(|(_, c)| *c != ' ')
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        !high.is_empty() && high.len() <= 5,
+        "the spike, and only it, reaches the top: {top:?}\n{screen}"
+    );
+    // Eight minutes of ten from the left edge: about a fifth of the way.
+    let at = high[0] as f64 / width as f64;
+    assert!(
+        (0.15..0.25).contains(&at),
+        "the spike at {at:.2} of the width\n{screen}"
+    );
+}
+
 fn click(column: u16, row: u16) -> Action {
     use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
     Action::Mouse(MouseEvent {

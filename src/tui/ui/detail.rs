@@ -576,9 +576,9 @@ type PointField = fn(&Point) -> u8;
 /// Sparklines of the selected GPU over the kept history.
 fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let Some(ring) = n.history.gpus.get(app.detail_gpu) else {
+    if app.detail_gpu >= n.history.gpus() {
         return;
-    };
+    }
     let series: [(&str, PointField); 4] = [
         ("util %", |p| p.util_pct),
         ("mem %", |p| p.mem_pct),
@@ -587,18 +587,16 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     ];
     let label_w = 16u16;
     let width = area.width.saturating_sub(label_w) as usize;
-    // The points inside the zoom's window (the whole ring for "all"),
-    // each column the highest of its points when there are more than columns.
+    // The points inside the zoom's window (the whole history for "all").
     let newest = n.history.newest_ms().unwrap_or(0);
-    let first = n
+    let window = app.history_zoom.window_ms();
+    let shown: Vec<(i64, Point)> = n
         .history
-        .times_ms()
-        .position(|at| newest - at < app.history_zoom.window_ms())
-        .unwrap_or(0);
-    let first = first.max(n.history.len().saturating_sub(ring.len()));
-    let oldest = n.history.time_ms(first).unwrap_or(newest);
-    let shown: Vec<Point> = ring.iter().skip(first.min(ring.len())).copied().collect();
-    let per_col = shown.len().div_ceil(width.max(1)).max(1);
+        .points(app.detail_gpu)
+        .filter(|(at, _)| newest - at < window)
+        .collect();
+    let oldest = shown.first().map_or(newest, |p| p.0);
+    let cols = history_columns(&shown, width);
     // Four series, each as tall as the pane allows, a blank row between
     // where there is room, and a time axis at the bottom.
     let rows = area.height.saturating_sub(1).clamp(1, 4);
@@ -606,13 +604,13 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let h = if pitch > 1 { pitch - 1 } else { 1 };
     for (k, (name, get)) in series.iter().enumerate().take(rows as usize) {
         let y = area.y + k as u16 * pitch;
-        let data: Vec<Option<u64>> = shown
-            .chunks(per_col)
+        let data: Vec<Option<u64>> = cols
+            .iter()
             .map(|c| c.iter().map(get).filter(|&v| v != 255).max().map(u64::from))
             .collect();
         let now = shown
             .last()
-            .map(get)
+            .map(|p| get(&p.1))
             .filter(|&v| v != 255)
             .map(|v| v.to_string())
             .unwrap_or_else(|| "-".into());
@@ -634,7 +632,7 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             );
     }
     // The time axis: how long ago the left edge, the middle and the right are.
-    let cols = shown.len().div_ceil(per_col);
+    let cols = cols.len();
     let axis_y = area.height - 1;
     let span = newest - oldest;
     let mut axis = vec![' '; width];
@@ -656,6 +654,38 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     buf.set_stringn(area.x, area.y + axis_y, &label, label_w as usize, t.muted);
     let axis: String = axis.into_iter().collect();
     buf.set_stringn(area.x + label_w, area.y + axis_y, axis, width, t.muted);
+}
+
+/// The points of each column, oldest first: as many columns as there are
+/// seconds (the newest points' step) up to `width`, each the points of its
+/// stretch of time. Older history is kept five seconds to a point, so a
+/// column past the newest two minutes may get none of its own: it shows
+/// the point whose five seconds cover it.
+fn history_columns(shown: &[(i64, Point)], width: usize) -> Vec<Vec<Point>> {
+    let (Some(&(oldest, _)), Some(&(newest, _))) = (shown.first(), shown.last()) else {
+        return Vec::new();
+    };
+    // The newest points' average step (agents' times jitter by a few ms),
+    // and each point in the slot nearest its time.
+    let recent = &shown[shown.len().saturating_sub(11)..];
+    let step = ((newest - recent[0].0) / (recent.len() as i64 - 1).max(1)).max(1);
+    let slot = |at: i64| usize::try_from((at - oldest + step / 2) / step).unwrap_or(0);
+    let slots = slot(newest) + 1;
+    let per_col = slots.div_ceil(width.max(1)).max(1);
+    let mut cols = vec![Vec::new(); slots.div_ceil(per_col)];
+    for (at, p) in shown {
+        if let Some(c) = cols.get_mut(slot(*at) / per_col) {
+            c.push(*p);
+        }
+    }
+    let mut covering = None;
+    for c in &mut cols {
+        match c.last() {
+            Some(p) => covering = Some(*p),
+            None => c.extend(covering),
+        }
+    }
+    cols
 }
 
 fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
@@ -789,7 +819,28 @@ fn render_processes(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
 
 #[cfg(test)]
 mod tests {
-    use super::fit_names;
+    use super::{Point, fit_names, history_columns};
+
+    #[test]
+    fn columns_narrower_than_a_folded_point_show_that_point() {
+        // Ten minutes as the store keeps them: 5 s a point, then 1 s for the
+        // newest two minutes; 600 s over 200 columns is 3 s a column.
+        let at = |util: u8| Point {
+            util_pct: util,
+            ..Point::NONE
+        };
+        let mut shown: Vec<(i64, Point)> = (0..96).map(|i| (i * 5000, at(if i == 20 { 97 } else { 10 }))).collect();
+        shown.extend((480..600).map(|s| (s * 1000, at(10))));
+        let cols = history_columns(&shown, 200);
+        assert_eq!(cols.len(), 200);
+        assert!(cols.iter().all(|c| !c.is_empty()), "no column without a point");
+        let spike: Vec<usize> = (cols.iter().enumerate())
+            .filter(|(_, c)| c.iter().any(|p| p.util_pct == 97))
+            .map(|(i, _)| i)
+            .collect();
+        // 100 s to 105 s: columns 33 and 34 (3 s each).
+        assert_eq!(spike, [33, 34]);
+    }
 
     #[test]
     fn throttle_names_are_never_cut_mid_word() {
