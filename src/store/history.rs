@@ -45,34 +45,37 @@ struct Tier {
 }
 
 impl Tier {
-    fn pop_front(&mut self) -> Option<(u32, Vec<Point>)> {
-        let t = self.offsets.pop_front()?;
-        let points = self
-            .gpus
-            .iter_mut()
-            .map(|g| g.pop_front().unwrap_or(Point::NONE))
-            .collect();
-        Some((t, points))
+    fn pop_front(&mut self) {
+        self.offsets.pop_front();
+        for g in &mut self.gpus {
+            g.pop_front();
+        }
     }
 
-    /// Appends one entry, each ring held at exactly `cap` (grown by
-    /// doubling, a ring of 600 would end with room for 1,024).
-    fn push(&mut self, offset: u32, points: &[Point], cap: usize) {
+    /// Appends one entry, GPU position `i`'s point `point(i)` for `gpus`
+    /// positions (more where held), each ring held at exactly `cap` (grown
+    /// by doubling, a ring of 600 would end with room for 1,024).
+    fn push(&mut self, offset: u32, gpus: usize, point: impl Fn(usize) -> Point, cap: usize) {
         if self.offsets.capacity() < cap {
             self.offsets.reserve_exact(cap - self.offsets.len());
         }
         self.offsets.push_back(offset);
         let n = self.offsets.len();
-        if self.gpus.len() < points.len() {
-            self.gpus.resize_with(points.len(), || VecDeque::with_capacity(cap));
+        if self.gpus.len() < gpus {
+            self.gpus.resize_with(gpus, || VecDeque::with_capacity(cap));
         }
         for (i, ring) in self.gpus.iter_mut().enumerate() {
             // Keep every GPU ring aligned with the times.
             while ring.len() + 1 < n {
                 ring.push_back(Point::NONE);
             }
-            ring.push_back(points.get(i).copied().unwrap_or(Point::NONE));
+            ring.push_back(point(i));
         }
+    }
+
+    /// GPU position `i`'s oldest point.
+    fn front(&self, i: usize) -> Point {
+        self.gpus.get(i).and_then(|r| r.front()).copied().unwrap_or(Point::NONE)
     }
 }
 
@@ -162,12 +165,13 @@ impl History {
 
     /// Drops the oldest entry: a coarse one while there are any.
     fn pop_front(&mut self) {
-        if self.coarse.pop_front().is_some() {
+        if self.coarse.offsets.is_empty() {
+            self.fine.pop_front();
+        } else {
+            self.coarse.pop_front();
             if self.coarse.offsets.is_empty() {
                 self.filling = 0;
             }
-        } else {
-            self.fine.pop_front();
         }
     }
 
@@ -197,47 +201,48 @@ impl History {
             self.pop_front();
         }
         let offset = self.offset_of(s.time_ms);
-        let points: Vec<Point> = s
-            .gpus
-            .iter()
-            .map(|g| {
-                if g.error.is_some() {
-                    return Point::NONE;
-                }
-                let total = desc.and_then(|d| d.gpu(g.index)).and_then(|d| d.mem_total_bytes);
-                Point {
-                    util_pct: byte(g.util_pct.map(|u| u.min(100))),
-                    mem_pct: pct(g.mem_used_bytes.map(|b| b as f64), total.map(|t| t as f64)),
-                    temp_c: byte(g.temp_c),
-                    power_pct: pct(g.power_w, g.power_limit_w),
-                }
-            })
-            .collect();
+        let point = |i: usize| {
+            let Some(g) = s.gpus.get(i).filter(|g| g.error.is_none()) else {
+                return Point::NONE;
+            };
+            let total = desc.and_then(|d| d.gpu(g.index)).and_then(|d| d.mem_total_bytes);
+            Point {
+                util_pct: byte(g.util_pct.map(|u| u.min(100))),
+                mem_pct: pct(g.mem_used_bytes.map(|b| b as f64), total.map(|t| t as f64)),
+                temp_c: byte(g.temp_c),
+                power_pct: pct(g.power_w, g.power_limit_w),
+            }
+        };
         let fine = cap.min(FINE);
-        self.fine.push(offset, &points, fine);
+        self.fine.push(offset, s.gpus.len(), point, fine);
         while self.fine.offsets.len() > fine {
-            let Some((at, old)) = self.fine.pop_front() else { break };
-            self.fold(at, old, cap - fine);
+            self.fold_oldest_fine(cap - fine);
         }
         while self.samples() > cap {
             self.pop_front();
         }
     }
 
-    /// Folds one sample that has left the fine tier into the coarse one.
-    fn fold(&mut self, at: u32, points: Vec<Point>, samples: usize) {
-        let entries = samples.div_ceil(usize::from(COARSE)) + 1;
+    /// Moves the oldest fine sample into the coarse tier, which holds at
+    /// most `samples` samples.
+    fn fold_oldest_fine(&mut self, samples: usize) {
+        let Some(&at) = self.fine.offsets.front() else {
+            return;
+        };
+        let (fine, gpus) = (&self.fine, self.fine.gpus.len());
         if self.filling > 0 && self.filling < COARSE {
             for (i, ring) in self.coarse.gpus.iter_mut().enumerate() {
                 if let Some(p) = ring.back_mut() {
-                    *p = p.max(points.get(i).copied().unwrap_or(Point::NONE));
+                    *p = p.max(fine.front(i));
                 }
             }
             self.filling += 1;
         } else {
-            self.coarse.push(at, &points, entries);
+            let entries = samples.div_ceil(usize::from(COARSE)) + 1;
+            self.coarse.push(at, gpus, |i| fine.front(i), entries);
             self.filling = 1;
         }
+        self.fine.pop_front();
     }
 }
 
