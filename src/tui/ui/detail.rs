@@ -11,7 +11,7 @@ use ratatui::widgets::{Cell, Row, Sparkline, Table, Widget};
 use super::{block, line_at, severity_style, status_span};
 use crate::model::flag::{Flag, FlagKind, Subject};
 use crate::store::NodeState;
-use crate::store::history::Point;
+use crate::store::history::{COARSE, Point};
 use crate::tui::app::{App, Pane};
 use crate::tui::theme::Theme;
 use crate::tui::view::{gpu_info, human_age, human_rate, opt};
@@ -660,7 +660,8 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
 /// seconds (the newest points' step) up to `width`, each the points of its
 /// stretch of time. Older history is kept five seconds to a point, so a
 /// column past the newest two minutes may get none of its own: it shows
-/// the point whose five seconds cover it.
+/// the point whose five seconds cover it. A stretch with no sample at all
+/// (the node was silent) stays empty.
 fn history_columns(shown: &[(i64, Point)], width: usize) -> Vec<Vec<Point>> {
     let (Some(&(oldest, _)), Some(&(newest, _))) = (shown.first(), shown.last()) else {
         return Vec::new();
@@ -678,11 +679,17 @@ fn history_columns(shown: &[(i64, Point)], width: usize) -> Vec<Vec<Point>> {
             c.push(*p);
         }
     }
-    let mut covering = None;
-    for c in &mut cols {
-        match c.last() {
-            Some(p) => covering = Some(*p),
-            None => c.extend(covering),
+    // A folded point covers the seconds up to the next point; a longer
+    // silence (a node that sent nothing) stays empty.
+    for w in shown.windows(2) {
+        let (a, b) = (slot(w[0].0), slot(w[1].0));
+        // (Times held in order, except after a clock that stepped back.)
+        if b.checked_sub(a).is_some_and(|gap| gap <= usize::from(COARSE)) {
+            for c in cols.iter_mut().take(b / per_col).skip(a / per_col + 1) {
+                if c.is_empty() {
+                    c.push(w[0].1);
+                }
+            }
         }
     }
     cols
@@ -840,6 +847,15 @@ mod tests {
             .collect();
         // 100 s to 105 s: columns 33 and 34 (3 s each).
         assert_eq!(spike, [33, 34]);
+        // A node silent for 30 s of the newest two minutes: those columns
+        // stay empty rather than repeat the last point.
+        shown.retain(|(t, _)| !(540_000..570_000).contains(t));
+        let cols = history_columns(&shown, 200);
+        let empty: Vec<usize> = (cols.iter().enumerate())
+            .filter(|(_, c)| c.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(empty, (180..190).collect::<Vec<_>>());
     }
 
     #[test]
