@@ -65,7 +65,7 @@ fn nvml_sample(c: &mut Criterion) {
     opts.nvml_lib = Some(real.unwrap_or_else(fake_lib));
     opts.ib_sysfs = "/nonexistent".into();
     opts.proc_root = "/nonexistent".into();
-    let (mut collector, _) = backend::build(&opts).expect("the fake NVML loads");
+    let (mut collector, _) = backend::build(&opts).expect("the NVML library loads");
     let mut group = c.benchmark_group("agent");
     group.bench_function(name, |b| {
         b.iter_custom(|iters| {

@@ -21,6 +21,20 @@ impl Point {
         temp_c: 255,
         power_pct: 255,
     };
+
+    /// The higher of each reading, a missing one (255) giving way to any.
+    fn max(self, o: Point) -> Point {
+        let m = |a: u8, b: u8| match (a, b) {
+            (255, x) | (x, 255) => x,
+            (a, b) => a.max(b),
+        };
+        Point {
+            util_pct: m(self.util_pct, o.util_pct),
+            mem_pct: m(self.mem_pct, o.mem_pct),
+            temp_c: m(self.temp_c, o.temp_c),
+            power_pct: m(self.power_pct, o.power_pct),
+        }
+    }
 }
 
 /// How many of the newest samples are kept as they came: two minutes at
@@ -76,22 +90,6 @@ impl Tier {
     /// GPU position `i`'s oldest point.
     fn front(&self, i: usize) -> Point {
         self.gpus.get(i).and_then(|r| r.front()).copied().unwrap_or(Point::NONE)
-    }
-}
-
-impl Point {
-    /// The higher of each reading, a missing one (255) giving way to any.
-    fn max(self, o: Point) -> Point {
-        let m = |a: u8, b: u8| match (a, b) {
-            (255, x) | (x, 255) => x,
-            (a, b) => a.max(b),
-        };
-        Point {
-            util_pct: m(self.util_pct, o.util_pct),
-            mem_pct: m(self.mem_pct, o.mem_pct),
-            temp_c: m(self.temp_c, o.temp_c),
-            power_pct: m(self.power_pct, o.power_pct),
-        }
     }
 }
 
