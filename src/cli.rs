@@ -105,10 +105,11 @@ pub struct SourceArgs {
     pub port: Option<u16>,
     /// How much of each agent's history to read on connect (default: all it
     /// holds, ten minutes, up to 416 nodes; past that about 250,000 samples
-    /// for the whole fleet: 25 s at 10,000 nodes). Less starts a large fleet
-    /// sooner; flags that need a window of history (idle, power-capped,
-    /// underused: five minutes) are judged on what was read until the
-    /// console has run that long.
+    /// for the whole fleet, 25 s at 10,000 nodes, and for a one-shot export
+    /// about 100,000, at least 10 s). Less starts a large fleet sooner;
+    /// flags that need a window of history (idle, power-capped, underused:
+    /// five minutes) are judged on what was read until the console has run
+    /// that long.
     #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
     pub backfill: Option<Duration>,
     /// Demo: number of nodes.

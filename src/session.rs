@@ -229,8 +229,14 @@ async fn run_actions(
 }
 
 impl Session {
-    /// Starts the sources for `args` (and the demo agents for `--demo`).
+    /// Starts the sources for `args` (and the demo agents for `--demo`)
+    /// for a console that keeps running.
     pub async fn start(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Session> {
+        Session::start_for(args, cfg, agent::Reading::Running).await
+    }
+
+    /// As `start`, for what the session reads the fleet's history for.
+    pub async fn start_for(args: &SourceArgs, cfg: &Config, reading: agent::Reading) -> anyhow::Result<Session> {
         let slurm = targets::slurm(cfg);
         // Before anything starts: a bad rack hostlist is a config error.
         let racks = Racks::from_config(cfg)?;
@@ -254,7 +260,7 @@ impl Session {
             access: resolved.access.clone(),
             // 0 asks for everything: a second is the least that can be asked.
             backfill_s: args.backfill.map_or_else(
-                || agent::default_backfill_s(targets.len()),
+                || agent::default_backfill_s(targets.len(), reading),
                 |d| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32,
             ),
             ..SourceOptions::default()

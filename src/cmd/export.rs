@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::cli::{ExportArgs, Format, View};
 use crate::config::Config;
 use crate::export;
+use crate::ingest::agent;
 use crate::model::time::{now_ms, rfc3339};
 use crate::record::{Player, parse_at};
 use crate::session::Session;
@@ -21,11 +22,15 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     if let Some(file) = &args.replay {
         return replay(file, args.at.as_deref(), args.format, &cfg);
     }
-    let mut session = Session::start(&args.source, &cfg).await?;
+    let count = if args.once { Some(1) } else { args.count };
+    let reading = match count {
+        Some(1) => agent::Reading::Snapshot,
+        _ => agent::Reading::Running,
+    };
+    let mut session = Session::start_for(&args.source, &cfg, reading).await?;
     session.settle(args.timeout).await;
     ensure_some_answered(&session)?;
 
-    let count = if args.once { Some(1) } else { args.count };
     let mut stdout = std::io::stdout().lock();
     let mut emitted = 0u64;
     let mut tick = tokio::time::interval(args.interval);

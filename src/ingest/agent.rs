@@ -207,21 +207,45 @@ impl Default for SourceOptions {
     }
 }
 
+/// What a console reads the fleet's history for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// A console that keeps running (the TUI, `watch`, `record`, an
+    /// export of many snapshots): its history fills up as it runs.
+    Running,
+    /// One snapshot (`export --once`, `--count 1`) and gone.
+    Snapshot,
+}
+
 /// The history asked of each agent at start where `--backfill` does not
-/// say: all of it (ten minutes at 1 Hz) up to 416 nodes; past that about
-/// `FLEET_HISTORY_SAMPLES` for the whole fleet (25 s each at 10,000 nodes,
-/// four minutes at 1,000). A console takes a history in at about 10,000
-/// samples a second on two cores, and shows a node once its history is in:
-/// this budget shows the whole fleet within half a minute. Replaying ten
-/// minutes of 10,000 agents was ~3 minutes of CPU, 600,000 samples a
-/// minute; the history fills up as the console runs.
+/// say: all of it (ten minutes at 1 Hz) up to 416 nodes; past that a budget
+/// for the whole fleet. A console takes a history in at about 10,000
+/// samples a second on two cores, and shows a node once its history is in.
+/// - `Running`: about 250,000 samples (25 s each at 10,000 nodes, four
+///   minutes at 1,000), so the whole fleet is shown within half a minute.
+///   Replaying ten minutes of 10,000 agents was ~3 minutes of CPU; the
+///   history fills up as the console runs.
+/// - `Snapshot`: about 100,000 samples and at least 10 s (twice the
+///   samples a flag takes to clear, so every debounced flag is judged as a
+///   running console judges it), so one snapshot of 10,000 nodes takes
+///   seconds. What a larger budget adds past 416 nodes is a longer part of
+///   the five-minute windows (idle, power-capped, underused), which no
+///   budget past 416 nodes fills either way.
+///
 /// 0 asks for everything.
-pub fn default_backfill_s(nodes: usize) -> u32 {
-    const FLEET_HISTORY_SAMPLES: usize = 250_000;
-    const WHOLE_S: usize = 600;
-    match FLEET_HISTORY_SAMPLES / nodes.max(1) {
-        s if s >= WHOLE_S => 0,
-        s => s.max(20) as u32,
+pub fn default_backfill_s(nodes: usize, reading: Reading) -> u32 {
+    const WHOLE_FLEET_NODES: usize = 416;
+    const WHOLE_S: u32 = 600;
+    let (fleet_samples, least_s) = match reading {
+        Reading::Running => (250_000, 20),
+        Reading::Snapshot => (100_000, 10),
+    };
+    if nodes <= WHOLE_FLEET_NODES {
+        return 0;
+    }
+    match fleet_samples / nodes {
+        s if s >= WHOLE_S as usize => 0,
+        s => (s as u32).max(least_s),
     }
 }
 
@@ -594,11 +618,17 @@ mod tests {
 
     #[test]
     fn a_large_fleet_asks_for_a_shorter_history() {
-        assert_eq!(default_backfill_s(1), 0, "all of it");
-        assert_eq!(default_backfill_s(416), 0, "all of it");
-        assert_eq!(default_backfill_s(1000), 250);
-        assert_eq!(default_backfill_s(10_240), 24);
-        assert_eq!(default_backfill_s(100_000), 20, "never less than 20 s");
+        use Reading::*;
+        assert_eq!(default_backfill_s(1, Running), 0, "all of it");
+        assert_eq!(default_backfill_s(416, Running), 0, "all of it");
+        assert_eq!(default_backfill_s(1000, Running), 250);
+        assert_eq!(default_backfill_s(10_240, Running), 24);
+        assert_eq!(default_backfill_s(100_000, Running), 20, "never less than 20 s");
+        // One snapshot of a large fleet reads less; a small one all of it.
+        assert_eq!(default_backfill_s(416, Snapshot), 0, "all of it");
+        assert_eq!(default_backfill_s(417, Snapshot), 239);
+        assert_eq!(default_backfill_s(10_240, Snapshot), 10);
+        assert_eq!(default_backfill_s(100_000, Snapshot), 10, "never less than 10 s");
     }
 
     #[test]

@@ -167,3 +167,30 @@ fn two_agents_on_one_host_have_two_names_and_their_addresses() {
         assert_eq!(addrs, [format!("127.0.0.1:{a}"), format!("127.0.0.1:{b}")], "{view}");
     }
 }
+
+/// One snapshot of a large fleet reads less of each agent's history than a
+/// console that keeps running (so 10,000 nodes export in seconds); what it
+/// read is said in the log. The nodes need not answer: the budget is the
+/// fleet's size.
+#[test]
+fn a_one_shot_export_of_a_large_fleet_reads_a_shorter_history() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hostfile = dir.path().join("hosts");
+    // Nothing listens there: every node is refused at once.
+    let hosts: String = (0..417).map(|i| format!("127.0.0.1:{}\n", 1 + i)).collect();
+    std::fs::write(&hostfile, hosts).expect("hostfile");
+    let read = |extra: &[&str]| {
+        let out = fleetop()
+            .env("FLEETOP_LOG", "info")
+            .args(["export", "--timeout", "1s", "--view", "summary", "--hostfile"])
+            .arg(&hostfile)
+            .args(extra)
+            .output()
+            .expect("runs");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let once = read(&["--once"]);
+    assert!(once.contains("417 nodes: 239 s of each agent's history"), "{once}");
+    let two = read(&["--count", "2", "--interval", "1s"]);
+    assert!(two.contains("417 nodes: 599 s of each agent's history"), "{two}");
+}
