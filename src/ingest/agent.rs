@@ -15,8 +15,8 @@ use fleetop_proto::pb::agent_message::Kind;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+use crate::ingest::conn::{self, Conn, Tls};
 use crate::ingest::decode;
 use crate::model::sample::NodeSample;
 use crate::model::target::Target;
@@ -31,7 +31,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// agent of a session, for streams and control calls alike.
 #[derive(Clone, Default)]
 pub struct Access {
-    pub tls: Option<ClientTlsConfig>,
+    pub tls: Option<Tls>,
     /// Sent with every call as `authorization: Bearer ...`.
     pub telemetry_token: Option<String>,
     /// Send the bench token even without TLS (`--insecure`).
@@ -72,16 +72,21 @@ impl Access {
             None if files.cert.is_some() => return Err("a client certificate needs tls_ca (--tls-ca) too".into()),
             None => None,
             Some(ca) => {
-                let mut cfg = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "tls_ca")?));
-                if let (Some(c), Some(k)) = (files.cert, files.key) {
-                    cfg = cfg.identity(Identity::from_pem(read(c, "tls_cert")?, read(k, "tls_key")?));
-                } else if files.cert.is_some() || files.key.is_some() {
-                    return Err("tls_cert and tls_key go together".into());
-                }
-                if let Some(d) = files.domain {
-                    cfg = cfg.domain_name(d);
-                }
-                Some(cfg)
+                let identity = match (files.cert, files.key) {
+                    (Some(c), Some(k)) => Some((read(c, "tls_cert")?, read(k, "tls_key")?)),
+                    (None, None) => None,
+                    _ => return Err("tls_cert and tls_key go together".into()),
+                };
+                let what = |f: conn::File| {
+                    let (key, path) = match f {
+                        conn::File::Ca => ("tls_ca", Some(ca)),
+                        conn::File::Cert => ("tls_cert", files.cert),
+                        conn::File::Key => ("tls_key", files.key),
+                    };
+                    format!("{key} {}", path.map(|p| p.display().to_string()).unwrap_or_default())
+                };
+                let identity = identity.as_ref().map(|(c, k)| (&c[..], &k[..]));
+                Some(Tls::from_pem(&read(ca, "tls_ca")?, identity, files.domain, what)?)
             }
         };
         if tls.is_none() && telemetry_token.is_some() {
@@ -123,45 +128,88 @@ impl tonic::service::Interceptor for Auth {
 }
 
 /// A client of one agent, with the session's token on every call.
-pub type Client = AgentClient<InterceptedService<Channel, Auth>>;
+pub type Client = AgentClient<InterceptedService<Conn, Auth>>;
 
-/// The one way the console reaches an agent, for streams and control calls
-/// alike: TLS where configured, a bounded connect, HTTP/2 keepalive so a
-/// silent peer is noticed.
-pub fn endpoint(target: &Target, access: &Access) -> Result<Endpoint, String> {
-    let scheme = if access.tls.is_some() { "https" } else { "http" };
-    let uri = format!("{scheme}://{}", target.address());
-    let mut ep = Endpoint::from_shared(uri.clone())
-        .map_err(|e| format!("bad address {uri}: {e}"))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5));
-    if let Some(tls) = &access.tls {
-        ep = ep
-            .tls_config(tls.clone())
-            .map_err(|e| format!("TLS: {}", error_line(&e)))?;
-    }
-    Ok(ep)
+/// The largest message the console takes from an agent (a history batch,
+/// a node description with its fault journal).
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// One connection to an agent with the session's token on every call: the
+/// one way the console reaches an agent, for streams and control calls
+/// alike (see `conn`).
+#[derive(Clone)]
+pub struct Connection {
+    svc: InterceptedService<Conn, Auth>,
+    origin: tonic::codegen::http::Uri,
 }
 
-/// A connected client for `target`'s agent, errors in one line.
-pub async fn connect(target: &Target, access: &Access) -> Result<Client, String> {
-    let connecting = async {
-        endpoint(target, access)?.connect().await.map_err(|e| {
-            let why = error_line(&e);
+impl Connection {
+    /// tonic's client for the control calls (signal, bench).
+    pub fn client(&self) -> Client {
+        AgentClient::with_origin(self.svc.clone(), self.origin.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The sample stream. Its decode buffer starts at a sample's size, not
+    /// tonic's 8 KiB: it grows to the largest message it is handed and is
+    /// kept for the stream's life, one a node.
+    pub async fn subscribe(
+        &self,
+        req: SubscribeRequest,
+    ) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, tonic::Status> {
+        let mut grpc = tonic::client::Grpc::with_origin(self.svc.clone(), self.origin.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(error_line(&e)))?;
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static("/fleetop.v1.Agent/Subscribe");
+        Ok(grpc
+            .server_streaming(tonic::Request::new(req), path, SampleCodec)
+            .await?
+            .into_inner())
+    }
+}
+
+/// prost's codec with a decode buffer of a live sample's size.
+struct SampleCodec;
+
+impl tonic::codec::Codec for SampleCodec {
+    type Encode = SubscribeRequest;
+    type Decode = fleetop_proto::pb::AgentMessage;
+    type Encoder = tonic_prost::ProstEncoder<SubscribeRequest>;
+    type Decoder = tonic_prost::ProstDecoder<fleetop_proto::pb::AgentMessage>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        Self::Encoder::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        // A busy 8-GPU node's column delta is about 500 B. The yield
+        // threshold (which only the encoder reads) is tonic's default.
+        const START_BYTES: usize = 1024;
+        const YIELD_BYTES: usize = 32 << 10;
+        Self::Decoder::new(tonic::codec::BufferSettings::new(START_BYTES, YIELD_BYTES))
+    }
+}
+
+/// A connected client for `target`'s agent, errors in one line, within
+/// `CONNECT_TIMEOUT`.
+pub async fn connect(target: &Target, access: &Access) -> Result<Connection, String> {
+    let origin = conn::origin(target, access.tls.is_some())?;
+    // On the heap while it runs: a node's task is as large as the largest
+    // future it ever awaits, for its whole life (10,000 of them in a large
+    // console).
+    let opening = Box::pin(conn::open(target, access.tls.as_ref()));
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, opening)
+        .await
+        .map_err(|_| format!("no connection within {} s (timed out)", CONNECT_TIMEOUT.as_secs()))?
+        .map_err(|why| {
             // rustls's words for "that was not TLS": say what it likely means.
             if access.tls.is_some() && why.contains("InvalidContentType") {
                 format!("{why} (is the agent serving TLS? start it with --tls-cert and --tls-key)")
             } else {
                 why
             }
-        })
-    };
-    // On the heap while it runs: the endpoint and tonic's connect future
-    // are ~3 KiB, and a node's task is as large as the largest future it
-    // ever awaits, for its whole life (10,000 of them in a large console).
-    let channel = Box::pin(connecting).await?;
+        })?;
     let token = match &access.telemetry_token {
         Some(t) => Some(
             format!("Bearer {t}")
@@ -170,7 +218,10 @@ pub async fn connect(target: &Target, access: &Access) -> Result<Client, String>
         ),
         None => None,
     };
-    Ok(AgentClient::with_interceptor(channel, Auth(token)).max_decoding_message_size(64 << 20))
+    Ok(Connection {
+        svc: InterceptedService::new(conn, Auth(token)),
+        origin,
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -343,16 +394,15 @@ pub async fn describe(
     within: Duration,
 ) -> Result<crate::model::sample::NodeDesc, String> {
     let once = async {
-        let mut client = connect(target, access).await?;
+        let conn = connect(target, access).await?;
         let req = SubscribeRequest {
             no_backfill: true,
             ..Default::default()
         };
-        let mut stream = client
+        let mut stream = conn
             .subscribe(req)
             .await
-            .map_err(|s| format!("subscribe refused: {}", s.message()))?
-            .into_inner();
+            .map_err(|s| format!("subscribe refused: {}", s.message()))?;
         match stream
             .message()
             .await
@@ -422,7 +472,7 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
     // Connected first, without a permit: a dead node's connect timeout
     // holds no one up.
     let asked = tokio::time::Instant::now();
-    let mut client = connect(target, &opts.access).await?;
+    let mut conn = connect(target, &opts.access).await?;
     let permit = session
         .histories
         .acquire()
@@ -430,9 +480,9 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
         .map_err(|_| "the console is going".to_string())?;
     if asked.elapsed() > PERMIT_WAIT_RECONNECT {
         // An agent closes a connection that opened no stream for a minute.
-        client = connect(target, &opts.access).await?;
+        conn = connect(target, &opts.access).await?;
     }
-    let mut stream = subscribe(&mut client, opts, opts.backfill_s).await?;
+    let mut stream = subscribe(&conn, opts, opts.backfill_s).await?;
     // Each stream is decoded on its own (deltas are against its own samples).
     let mut decoder = decode::Stream::default();
     let history = match fwd.pump(&mut stream, &mut decoder, opts, Phase::First).await? {
@@ -445,8 +495,8 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
         // answer the second within the connect timeout (a large fleet's
         // start) leaves the node on its first stream, never down.
         match rejoin(target, opts).await {
-            Ok((_client, mut live)) => {
-                drop((stream, client));
+            Ok((_conn, mut live)) => {
+                drop((stream, conn));
                 let mut decoder = decode::Stream::default();
                 return fwd.pump(&mut live, &mut decoder, opts, Phase::Rejoin).await.map(drop);
             }
@@ -460,14 +510,14 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
 async fn rejoin(
     target: &Target,
     opts: &SourceOptions,
-) -> Result<(Client, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
-    let mut client = connect(target, &opts.access).await?;
-    let stream = subscribe(&mut client, opts, REJOIN_BACKFILL_S).await?;
-    Ok((client, stream))
+) -> Result<(Connection, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
+    let conn = connect(target, &opts.access).await?;
+    let stream = subscribe(&conn, opts, REJOIN_BACKFILL_S).await?;
+    Ok((conn, stream))
 }
 
 async fn subscribe(
-    client: &mut Client,
+    conn: &Connection,
     opts: &SourceOptions,
     backfill_s: u32,
 ) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, String> {
@@ -482,13 +532,10 @@ async fn subscribe(
         columns: true,
     };
     // On the heap while it runs, as in `connect`.
-    Ok(
-        tokio::time::timeout(opts.connect_timeout, Box::pin(client.subscribe(req)))
-            .await
-            .map_err(|_| "no answer to subscribe".to_string())?
-            .map_err(|s| refused(&opts.access, "subscribe refused", &s))?
-            .into_inner(),
-    )
+    tokio::time::timeout(opts.connect_timeout, Box::pin(conn.subscribe(req)))
+        .await
+        .map_err(|_| "no answer to subscribe".to_string())?
+        .map_err(|s| refused(&opts.access, "subscribe refused", &s))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -166,7 +166,7 @@ pub async fn run_suites(
     if n > 1 {
         for (i, t) in targets.iter().enumerate() {
             let from = (i + n - 1) % n;
-            let Ok(mut c) = agent::connect(t, access).await else {
+            let Ok(mut c) = agent::connect(t, access).await.map(|c| c.client()) else {
                 continue;
             };
             let req = NetSinkRequest {
@@ -213,7 +213,8 @@ pub async fn run_suites(
                 }
                 let mut c = agent::connect(t, access)
                     .await
-                    .map_err(|e| format!("cannot reach the agent at {}: {e}", t.address()))?;
+                    .map_err(|e| format!("cannot reach the agent at {}: {e}", t.address()))?
+                    .client();
                 let mut stream = c
                     .run_bench(req)
                     .await

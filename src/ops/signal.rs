@@ -36,7 +36,7 @@ pub async fn run(plan: &Plan, target: &Target, token: &str, access: &agent::Acce
         return audit::report(plan, Stage::Done, Some(why), Vec::new());
     }
     let mut results = Vec::new();
-    let mut client = agent::connect(target, access).await;
+    let mut client = agent::connect(target, access).await.map(|c| c.client());
     for argv in &plan.commands {
         let arg = |k: &str| argv.iter().find_map(|a| a.strip_prefix(k)).unwrap_or("").to_string();
         // The plan's own pids parse; anything else is never sent as pid 0

@@ -55,11 +55,11 @@ async fn subscribers_past_the_cap_are_refused_and_freed_when_the_client_goes() {
     })
     .await;
     let t = target(&a);
-    let mut c = agent::connect(&t, &Access::default()).await.expect("connects");
+    let c = agent::connect(&t, &Access::default()).await.expect("connects");
     // Streams that are opened and never read.
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(c.subscribe(live_only()).await.expect("within the cap").into_inner());
+        held.push(c.subscribe(live_only()).await.expect("within the cap"));
     }
     assert_eq!(a.subscribers(), 3);
     let refused = c.subscribe(live_only()).await.expect_err("past the cap");
@@ -69,7 +69,7 @@ async fn subscribers_past_the_cap_are_refused_and_freed_when_the_client_goes() {
     drop(held);
     drop(c);
     until("the subscribers are freed", || a.subscribers() == 0).await;
-    let mut c = agent::connect(&t, &Access::default()).await.expect("connects");
+    let c = agent::connect(&t, &Access::default()).await.expect("connects");
     c.subscribe(live_only()).await.expect("room again");
     a.stop().await;
 }
@@ -88,7 +88,7 @@ async fn one_connection_gets_at_most_its_streams_however_many_it_opens() {
     // MAX_CONCURRENT_STREAMS, so only 4 are ever open at once.
     let mut opened = Vec::new();
     for _ in 0..200 {
-        let mut c = c.clone();
+        let c = c.clone();
         opened.push(tokio::spawn(async move {
             let s = c.subscribe(live_only()).await;
             // Hold the stream (unread) until the task is aborted.
@@ -154,8 +154,8 @@ async fn bare_connections_and_truncated_prefaces_are_closed() {
     assert!(s, "a silent HTTP/2 connection stayed open");
     until("no connection left", || a.connections() == 0).await;
     // A console that keeps reading is not idle: it answers the agent's pings.
-    let mut c = agent::connect(&target(&a), &Access::default()).await.expect("connects");
-    let mut s = c.subscribe(live_only()).await.expect("subscribes").into_inner();
+    let c = agent::connect(&target(&a), &Access::default()).await.expect("connects");
+    let mut s = c.subscribe(live_only()).await.expect("subscribes");
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(5) {
         s.message()
@@ -288,8 +288,8 @@ fn out_of_file_descriptors_the_agent_waits_says_so_once_and_recovers() {
             host: "127.0.0.1".into(),
             port,
         };
-        let mut c = agent::connect(&t, &Access::default()).await.expect("connects again");
-        let mut s = c.subscribe(live_only()).await.expect("subscribes").into_inner();
+        let c = agent::connect(&t, &Access::default()).await.expect("connects again");
+        let mut s = c.subscribe(live_only()).await.expect("subscribes");
         s.message().await.expect("stream").expect("a message");
     });
 }

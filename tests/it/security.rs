@@ -20,7 +20,7 @@ fn target(addr: std::net::SocketAddr) -> Target {
 
 /// The first message of a Subscribe stream, or the refusal, in one line.
 async fn first_message(t: &Target, access: &Access) -> Result<(), String> {
-    let mut c = agent::connect(t, access).await?;
+    let c = agent::connect(t, access).await?;
     let req = SubscribeRequest {
         no_backfill: true,
         ..Default::default()
@@ -28,8 +28,7 @@ async fn first_message(t: &Target, access: &Access) -> Result<(), String> {
     let mut s = c
         .subscribe(req)
         .await
-        .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?
-        .into_inner();
+        .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?;
     match s.message().await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err("ended".into()),
@@ -133,6 +132,82 @@ async fn mutual_tls_keeps_out_consoles_without_a_certificate() {
         .expect_err("the agent's certificate is from a CA the console does not trust");
     assert!(!e.is_empty());
     a.stop().await;
+}
+
+/// The console checks the agent's certificate names the host it dialled
+/// (or `tls_domain`, where the certificates carry another name), and PEM
+/// files that hold no certificate or key are refused at start, naming the
+/// file, not at each connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_name_is_checked_and_bad_pem_files_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::write_tls(dir.path());
+    let read = |f: &str| std::fs::read(dir.path().join(f)).expect("read");
+    let opts = AgentOptions {
+        tls: Some(TlsSettings {
+            cert_pem: read("agent.pem"),
+            key_pem: read("agent.key"),
+            client_ca_pem: None,
+        }),
+        ..Default::default()
+    };
+    let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
+    let a = fleetop_agent::server::serve_sim(sim, opts).await.expect("serves");
+    let ca = dir.path().join("ca.pem");
+    let with_domain = |domain| {
+        let files = agent::TlsFiles {
+            ca: Some(&ca),
+            domain,
+            ..Default::default()
+        };
+        Access::load(&files, None, false).expect("loads")
+    };
+    // Its certificate is for localhost and 127.0.0.1.
+    first_message(&target(a.addr), &with_domain(None))
+        .await
+        .expect("the address it dialled is in the certificate");
+    let e = first_message(&target(a.addr), &with_domain(Some("gpu01.example")))
+        .await
+        .expect_err("a name the certificate does not carry");
+    assert!(e.contains("NotValidForName") || e.contains("not valid for"), "{e}");
+    let by_name = Target {
+        host: "localhost".into(),
+        ..target(a.addr)
+    };
+    first_message(&by_name, &with_domain(Some("127.0.0.1")))
+        .await
+        .expect("tls_domain is the name checked");
+    a.stop().await;
+
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate\n").expect("write");
+    let e = Access::load(
+        &agent::TlsFiles {
+            ca: Some(&garbage),
+            ..Default::default()
+        },
+        None,
+        false,
+    )
+    .expect_err("a CA file without a certificate");
+    assert_eq!(e, format!("tls_ca {}: no PEM certificate in it", garbage.display()));
+    let cert = dir.path().join("console.pem");
+    let e = Access::load(
+        &agent::TlsFiles {
+            ca: Some(&ca),
+            cert: Some(&cert),
+            key: Some(&cert),
+            domain: None,
+        },
+        None,
+        false,
+    )
+    .expect_err("a certificate where the key should be");
+    assert!(
+        e.starts_with(&format!("tls_key {}: no private key in it", cert.display())),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
 }
 
 #[test]

@@ -1,0 +1,171 @@
+//! One HTTP/2 connection to an agent: the service tonic's client calls go
+//! through. TCP, TLS over it where configured, HTTP/2 keepalive, and nothing
+//! else.
+//!
+//! tonic's `Channel` puts a tower `Buffer` (a queue of 32 requests and a
+//! task of its own to drain it) and reconnect and limit layers in front of
+//! the same hyper connection: 10 KiB and more a node, which a console of
+//! 10,000 agents paid for nothing. A session sends one call at a time and
+//! reconnects on its own terms (`agent::run_node`'s backoff), so neither
+//! the queue nor the reconnect was ever used.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use fleetop_proto::input::error_line;
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tonic::body::Body;
+use tonic::codegen::{Service, http};
+
+use crate::model::target::Target;
+
+/// A silent peer is noticed within about 15 s.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// TLS to the agents: the CA the console trusts, the certificate it shows
+/// for mutual TLS, and the name the agents' certificates carry where it is
+/// not the host's.
+#[derive(Clone)]
+pub struct Tls {
+    config: Arc<rustls::ClientConfig>,
+    domain: Option<String>,
+}
+
+impl Tls {
+    /// From PEM files' contents; `what(file)` names a file in an error
+    /// (`tls_ca /etc/fleetop/ca.pem`), so every error is one line that says
+    /// which file is wrong.
+    pub fn from_pem(
+        ca: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+        domain: Option<&str>,
+        what: impl Fn(File) -> String,
+    ) -> Result<Tls, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in certificates(ca, &what(File::Ca))? {
+            roots.add(cert).map_err(|e| format!("{}: {e}", what(File::Ca)))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots);
+        let mut config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = certificates(cert, &what(File::Cert))?;
+                let key = PrivateKeyDer::from_pem_slice(key)
+                    .map_err(|e| format!("{}: no private key in it ({e})", what(File::Key)))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("{} and {}: {e}", what(File::Cert), what(File::Key)))?
+            }
+        };
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        if let Some(d) = domain {
+            server_name(d).map_err(|e| format!("tls_domain: {e}"))?;
+        }
+        Ok(Tls {
+            config: Arc::new(config),
+            domain: domain.map(str::to_string),
+        })
+    }
+}
+
+/// The PEM files TLS is made of, for naming one in an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum File {
+    Ca,
+    Cert,
+    Key,
+}
+
+fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{what}: no PEM certificate in it"));
+    }
+    Ok(certs)
+}
+
+fn server_name(name: &str) -> Result<ServerName<'static>, String> {
+    ServerName::try_from(name.to_string()).map_err(|_| format!("{name:?} is not a name a certificate can carry"))
+}
+
+/// A connection's requests, as tonic's client sends them.
+#[derive(Clone)]
+pub struct Conn(SendRequest<Body>);
+
+impl Service<http::Request<Body>> for Conn {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, hyper::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        Box::pin(self.0.send_request(req))
+    }
+}
+
+/// The origin tonic puts on each request (HTTP/2 wants a scheme and an
+/// authority on every one).
+pub fn origin(target: &Target, tls: bool) -> Result<http::Uri, String> {
+    let scheme = if tls { "https" } else { "http" };
+    let uri = format!("{scheme}://{}", target.address());
+    uri.parse().map_err(|e| format!("bad address {uri}: {e}"))
+}
+
+/// Connects to `target` (TLS where `tls` says) and starts the connection's
+/// task, which ends when the last `Conn` and stream of it are dropped.
+/// Unbounded in time: the caller bounds it.
+pub async fn open(target: &Target, tls: Option<&Tls>) -> Result<Conn, String> {
+    let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
+        .await
+        .map_err(|e| format!("tcp connect error: {}", error_line(&e)))?;
+    // Samples are small and go out as they are taken.
+    tcp.set_nodelay(true)
+        .map_err(|e| format!("tcp connect error: {}", error_line(&e)))?;
+    let Some(tls) = tls else {
+        return handshake(tcp).await;
+    };
+    let name = server_name(tls.domain.as_deref().unwrap_or(&target.host)).map_err(|e| format!("TLS: {e}"))?;
+    let stream = tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {}", error_line(&e)))?;
+    handshake(stream).await
+}
+
+async fn handshake<S>(io: S) -> Result<Conn, String>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (send, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("HTTP/2: {}", error_line(&e)))?;
+    tokio::spawn(async move {
+        // The session sees the same end as a broken stream, and says so.
+        if let Err(e) = connection.await {
+            tracing::debug!("agent connection ended: {}", error_line(&e));
+        }
+    });
+    Ok(Conn(send))
+}
