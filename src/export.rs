@@ -774,8 +774,8 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
                 active: s.and_then(|s| s.nvlink_up(i)),
                 peer_pci_bus_id: l.peer_pci_bus_id.clone(),
                 inactive_at_start: l.inactive_at_start,
-                tx_bytes_per_s: rates.and_then(|r| r.nvlink_tx_bytes_per_s.get(i).copied().flatten()),
-                rx_bytes_per_s: rates.and_then(|r| r.nvlink_rx_bytes_per_s.get(i).copied().flatten()),
+                tx_bytes_per_s: rates.and_then(|r| r.tx(i)),
+                rx_bytes_per_s: rates.and_then(|r| r.rx(i)),
             })
             .collect(),
         processes: s

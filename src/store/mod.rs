@@ -571,7 +571,7 @@ mod tests {
         feed(&mut st, without(1000));
         assert_eq!(
             st.nodes[0].derived.gpus[0].nvlink_tx_bytes_per_s,
-            Vec::<Option<f64>>::new(),
+            Vec::<Option<f32>>::new(),
             "no rate from one reading"
         );
         feed(&mut st, with(2000, 3048));

@@ -9,13 +9,13 @@ use crate::model::rates::IbRates;
 use crate::model::sample::NodeSample;
 
 /// Bytes per second of KiB counters, link by link; `None` where unknown.
-pub fn kib_rates(before: &[u64], after: &[u64], dt_ms: i64) -> Vec<Option<f64>> {
+pub fn kib_rates(before: &[u64], after: &[u64], dt_ms: i64) -> Vec<Option<f32>> {
     after
         .iter()
         .enumerate()
         .map(|(i, &v)| {
             let b = before.get(i)?;
-            counters::rate_per_s(*b, v, CounterWidth::U64, dt_ms).map(|r| r * 1024.0)
+            counters::rate_per_s(*b, v, CounterWidth::U64, dt_ms).map(|r| (r * 1024.0) as f32)
         })
         .collect()
 }

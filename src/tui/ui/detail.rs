@@ -709,15 +709,15 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let row = |i: usize| {
         let l = &gi.nvlinks[i];
         let down = g.nvlink_up(i) == Some(false);
-        let rate = |v: Option<&Vec<Option<f64>>>| human_rate(v.and_then(|r| r.get(i).copied().flatten()));
+
         Row::new(vec![
             Cell::from(format!("{}", l.link)),
             Cell::from(Span::styled(
                 if down { "down" } else { "up" },
                 if down { t.crit } else { t.ok },
             )),
-            Cell::from(rate(rates.map(|r| &r.nvlink_tx_bytes_per_s))),
-            Cell::from(rate(rates.map(|r| &r.nvlink_rx_bytes_per_s))),
+            Cell::from(human_rate(rates.and_then(|r| r.tx(i)))),
+            Cell::from(human_rate(rates.and_then(|r| r.rx(i)))),
         ])
     };
     // 18 links do not fit one column at 24 rows: as many columns as fit.
