@@ -787,8 +787,8 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
                         used_mem_bytes: p.used_mem_bytes,
                         job_id: p.job_id,
                         user: p.job_id.and_then(|j| n.job_user(j)).map(String::from),
-                        owner: p.owner.clone(),
-                        command: p.command.clone(),
+                        owner: p.owner.as_deref().map(str::to_string),
+                        command: p.command.as_deref().map(str::to_string),
                         ray_job: ray.and_then(|r| r.work_of_pid(node, p.pid)).map(|w| w.job.clone()),
                     })
                     .collect()
@@ -835,8 +835,8 @@ fn ib_port(n: &NodeState, k: usize, p: &IbPortDesc) -> IbPort {
         device: p.device.clone(),
         port: p.port,
         link_layer: p.link_layer.clone(),
-        state: s.and_then(|s| s.state.clone()),
-        phys_state: s.and_then(|s| s.phys_state.clone()),
+        state: s.and_then(|s| s.state.as_deref().map(str::to_string)),
+        phys_state: s.and_then(|s| s.phys_state.as_deref().map(str::to_string)),
         rate_gbps: s.and_then(|s| s.rate_gbps),
         tx_bytes_per_s: r.and_then(|r| r.tx_bytes_per_s),
         rx_bytes_per_s: r.and_then(|r| r.rx_bytes_per_s),

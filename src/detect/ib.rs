@@ -39,7 +39,7 @@ fn ib_down(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>) {
     let Some(since) = st.down.update(p.is_down(), cx.t, raise, clear) else {
         return;
     };
-    let word = |s: &Option<String>| s.clone().unwrap_or_else(|| "?".into());
+    let word = |s: &Option<std::borrow::Cow<str>>| s.as_deref().unwrap_or("?").to_string();
     let mut ev = Vec::new();
     ev.extend(p.rate_gbps.map(|r| ("rate_gbps", f64::from(r))));
     // The physical state says where to look ("Polling: no link partner").

@@ -3,6 +3,9 @@
 //! agent's clock becomes the console's, and the per-stream delta encoding is
 //! undone. No other module reads a wire type's fields.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use fleetop_proto::pb;
 use fleetop_proto::wire::{self, BadDelta};
 
@@ -98,7 +101,13 @@ fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
 /// A whole wire sample (delta already undone), its times moved to the
 /// console's clock by subtracting `skew_ms` (agent clock minus console clock).
 pub fn sample(s: &pb::Sample, skew_ms: i64) -> NodeSample {
-    NodeSample {
+    sample_with(s, skew_ms, &mut Names::default())
+}
+
+/// As `sample`, sharing the process names of the stream's previous sample
+/// (`names`) where they did not change.
+fn sample_with(s: &pb::Sample, skew_ms: i64, names: &mut Names) -> NodeSample {
+    let out = NodeSample {
         seq: s.seq,
         time_ms: s.time_ms - skew_ms,
         host: s.host.as_ref().map(|h| HostReading {
@@ -108,7 +117,7 @@ pub fn sample(s: &pb::Sample, skew_ms: i64) -> NodeSample {
             load1: f64::from(h.load1_x100) / 100.0,
             uptime_s: h.uptime_s,
         }),
-        gpus: s.gpus.iter().map(|g| gpu_reading(g, skew_ms)).collect(),
+        gpus: s.gpus.iter().map(|g| gpu_reading(g, skew_ms, names)).collect(),
         ib_ports: s.ib_ports.iter().map(ib_reading).collect(),
         sxids: s
             .sxids
@@ -121,10 +130,69 @@ pub fn sample(s: &pb::Sample, skew_ms: i64) -> NodeSample {
                 text: x.text.clone(),
             })
             .collect(),
+    };
+    names.turn();
+    out
+}
+
+/// The owner and command of each GPU process of a stream's last sample, by
+/// pid. The same processes run for hours and every sample names them: a
+/// name that is what it was is shared with the last sample (`Arc`), not
+/// made printable, copied and freed again every second for every process of
+/// every node (a tenth of a large console's CPU, in `perf`).
+#[derive(Debug, Default)]
+struct Names {
+    last: Vec<Named>,
+    next: Vec<Named>,
+}
+
+#[derive(Debug)]
+struct Named {
+    pid: u32,
+    owner: Option<Arc<str>>,
+    command: Option<Arc<str>>,
+}
+
+impl Names {
+    fn process(&mut self, p: &pb::GpuProcess) -> GpuProcess {
+        let was = self.last.iter().find(|w| w.pid == p.pid);
+        let owner = shared(was.and_then(|w| w.owner.as_ref()), &p.user, 64);
+        let command = shared(was.and_then(|w| w.command.as_ref()), &p.command, 200);
+        self.next.push(Named {
+            pid: p.pid,
+            owner: owner.clone(),
+            command: command.clone(),
+        });
+        GpuProcess {
+            pid: p.pid,
+            used_mem_bytes: p.used_mem_bytes,
+            job_id: nz(p.job_id),
+            owner,
+            command,
+        }
+    }
+
+    /// The sample is done: its names are the next one's to share.
+    fn turn(&mut self) {
+        std::mem::swap(&mut self.last, &mut self.next);
+        self.next.clear();
     }
 }
 
-fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
+/// `raw` made printable (at most `max` characters), or `was` where that is
+/// what it gives: a name no longer than `max` bytes that equals a printable
+/// result needs no escape, so it prints as itself.
+fn shared(was: Option<&Arc<str>>, raw: &str, max: usize) -> Option<Arc<str>> {
+    if raw.is_empty() {
+        return None;
+    }
+    match was {
+        Some(w) if raw.len() <= max && **w == *raw => Some(Arc::clone(w)),
+        _ => Some(Arc::from(fleetop_proto::input::printable(raw, max))),
+    }
+}
+
+fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, names: &mut Names) -> GpuReading {
     use fleetop_proto::absent as a;
     let xids = g
         .xids
@@ -204,17 +272,7 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64) -> GpuReading {
         nvlinks_down,
         nvlink_tx_kib: g.nvlink_tx_kib.clone(),
         nvlink_rx_kib: g.nvlink_rx_kib.clone(),
-        processes: g
-            .processes
-            .iter()
-            .map(|p| GpuProcess {
-                pid: p.pid,
-                used_mem_bytes: p.used_mem_bytes,
-                job_id: nz(p.job_id),
-                owner: (!p.user.is_empty()).then(|| fleetop_proto::input::printable(&p.user, 64)),
-                command: (!p.command.is_empty()).then(|| fleetop_proto::input::printable(&p.command, 200)),
-            })
-            .collect(),
+        processes: g.processes.iter().map(|p| names.process(p)).collect(),
         mig: g
             .mig
             .iter()
@@ -289,14 +347,38 @@ fn ib_reading(p: &pb::IbSample) -> IbReading {
         .collect();
     IbReading {
         port: p.port,
-        state: text(p.state.clone()),
-        phys_state: text(p.phys_state.clone()),
+        state: port_word(&p.state),
+        phys_state: port_word(&p.phys_state),
         rate_gbps: nz(p.rate_gbps),
         tx_bytes: p.tx_bytes,
         rx_bytes: p.rx_bytes,
         tx_packets: p.tx_packets,
         rx_packets: p.rx_packets,
         errors,
+    }
+}
+
+/// A port state word as the agent read it from sysfs; `None` for none.
+fn port_word(s: &str) -> Option<Cow<'static, str>> {
+    // The kernel's words (drivers/infiniband/core/sysfs.c).
+    const WORDS: [&str; 13] = [
+        "ACTIVE",
+        "DOWN",
+        "INIT",
+        "ARMED",
+        "NOP",
+        "ACTIVE_DEFER",
+        "LinkUp",
+        "Polling",
+        "Disabled",
+        "Sleep",
+        "PortConfigurationTraining",
+        "LinkErrorRecovery",
+        "Phy Test",
+    ];
+    match WORDS.iter().find(|w| **w == s) {
+        Some(w) => Some(Cow::Borrowed(*w)),
+        None => text(s.to_string()).map(Cow::Owned),
     }
 }
 
@@ -323,6 +405,7 @@ pub struct Stream {
     /// The history has arrived: samples now come as they are taken, so
     /// their time can be checked against the console's.
     live: bool,
+    names: Names,
 }
 
 impl Stream {
@@ -356,7 +439,7 @@ impl Stream {
             }
         }
         // Converted from the kept base rather than from a copy of it.
-        Ok(sample(whole, self.skew_ms))
+        Ok(sample_with(whole, self.skew_ms, &mut self.names))
     }
 
     /// Part of the history, many samples in one message (each entry an
@@ -395,7 +478,7 @@ mod tests {
             pods: vec![p("b\x1b[2J", ""), p("a", "MIG-1")],
             ..Default::default()
         };
-        let r = gpu_reading(&g, 0);
+        let r = gpu_reading(&g, 0, &mut Names::default());
         let got: Vec<(String, Option<String>)> = r.pods.iter().map(|x| (x.pod.clone(), x.mig_uuid.clone())).collect();
         assert_eq!(
             got,
@@ -412,7 +495,7 @@ mod tests {
             power_limit_mw: 0,
             ..Default::default()
         };
-        let r = gpu_reading(&g, 0);
+        let r = gpu_reading(&g, 0, &mut Names::default());
         assert_eq!(r.util_pct, Some(0), "0% busy is a reading");
         assert_eq!(r.hbm_temp_c, None);
         assert_eq!(r.power_limit_w, None);
@@ -427,6 +510,7 @@ mod tests {
                 ..Default::default()
             },
             1000,
+            &mut Names::default(),
         );
         assert!(lost.is_lost());
         assert_eq!((lost.util_pct, lost.temp_c), (None, None));
@@ -442,6 +526,7 @@ mod tests {
                     ..Default::default()
                 },
                 0,
+                &mut Names::default(),
             )
             .error
         };
@@ -471,6 +556,92 @@ mod tests {
         });
         assert_eq!(&r.errors[..3], [Some(3), None, Some(3)]);
         assert_eq!((r.state, r.rate_gbps), (None, None));
+    }
+
+    /// Process names carried from one sample to the next are the same
+    /// names, shared; a name that changed, a new process on a known pid and
+    /// a name that needs escaping are each what the sample says.
+    #[test]
+    fn process_names_are_shared_while_they_last_and_never_stale() {
+        let mut st = Stream::default();
+        let proc_ = |pid, user: &str, command: &str| pb::GpuProcess {
+            pid,
+            user: user.into(),
+            command: command.into(),
+            ..Default::default()
+        };
+        let s = |seq, procs: Vec<pb::GpuProcess>| pb::Sample {
+            seq,
+            gpus: vec![pb::GpuSample {
+                processes: procs,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let names = |x: &NodeSample| -> Vec<(Option<String>, Option<String>)> {
+            x.gpus[0]
+                .processes
+                .iter()
+                .map(|p| {
+                    (
+                        p.owner.as_deref().map(str::to_string),
+                        p.command.as_deref().map(str::to_string),
+                    )
+                })
+                .collect()
+        };
+        let pair = |o: &str, c: &str| (Some(o.to_string()), Some(c.to_string()));
+        let a = st
+            .sample(
+                s(
+                    1,
+                    vec![proc_(7, "alice", "python train.py"), proc_(8, "bob", "evil\x1b[2J")],
+                ),
+                0,
+            )
+            .expect("whole");
+        let b = st
+            .sample(
+                s(
+                    2,
+                    vec![proc_(7, "alice", "python train.py"), proc_(8, "bob", "evil\x1b[2J")],
+                ),
+                0,
+            )
+            .expect("whole");
+        assert_eq!(
+            names(&b),
+            [pair("alice", "python train.py"), pair("bob", "evil\\u{1b}[2J")]
+        );
+        assert_eq!(names(&a), names(&b));
+        let (pa, pb_) = (&a.gpus[0].processes[0], &b.gpus[0].processes[0]);
+        assert!(
+            Arc::ptr_eq(
+                pa.command.as_ref().expect("a command"),
+                pb_.command.as_ref().expect("a command")
+            ),
+            "shared"
+        );
+        // pid 7 is now another process; pid 8 is gone and comes back.
+        let c = st.sample(s(3, vec![proc_(7, "carol", "./bench")]), 0).expect("whole");
+        assert_eq!(names(&c), [pair("carol", "./bench")]);
+        let d = st
+            .sample(
+                s(4, vec![proc_(7, "carol", "./bench"), proc_(8, "bob", "evil\x1b[2J")]),
+                0,
+            )
+            .expect("whole");
+        assert_eq!(names(&d), [pair("carol", "./bench"), pair("bob", "evil\\u{1b}[2J")]);
+        // A name that reads as the escaped form of the last one (backslash
+        // is printable) prints as itself, as it would without the last.
+        let e = st
+            .sample(s(5, vec![proc_(8, "bob", "evil\\u{1b}[2J")]), 0)
+            .expect("whole");
+        assert_eq!(names(&e), [pair("bob", "evil\\u{1b}[2J")]);
+        assert_eq!(
+            names(&e),
+            names(&sample(&s(5, vec![proc_(8, "bob", "evil\\u{1b}[2J")]), 0))
+        );
     }
 
     #[test]

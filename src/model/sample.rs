@@ -7,6 +7,9 @@
 //! Serde here serves recordings (`record`): their encoding is positional,
 //! so a change to these types is a new recording schema version.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// What does not change while an agent runs (from its `NodeInfo`).
@@ -374,11 +377,13 @@ pub struct GpuProcess {
     pub job_id: Option<u64>,
     /// Who runs it on the node (its real uid's name) and its command line,
     /// from the agent's /proc. Not recorded (recordings of schema 2 encode
-    /// this type positionally and predate them).
+    /// this type positionally and predate them). Shared with the previous
+    /// sample's where they did not change (`ingest::decode::Stream`): the
+    /// same names every second were most of what a console allocated.
     #[serde(skip)]
-    pub owner: Option<String>,
+    pub owner: Option<Arc<str>>,
     #[serde(skip)]
-    pub command: Option<String>,
+    pub command: Option<Arc<str>>,
 }
 
 /// One InfiniBand port in one sample.
@@ -387,8 +392,9 @@ pub struct IbReading {
     /// Position in `NodeDesc::ib_ports`.
     pub port: u32,
     /// "ACTIVE", "DOWN", "INIT", ...; `None` where sysfs could not be read.
-    pub state: Option<String>,
-    pub phys_state: Option<String>,
+    /// The words the kernel uses are static, not a copy a port a sample.
+    pub state: Option<Cow<'static, str>>,
+    pub phys_state: Option<Cow<'static, str>>,
     pub rate_gbps: Option<u32>,
     /// Octets (counters).
     pub tx_bytes: u64,

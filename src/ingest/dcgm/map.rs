@@ -401,8 +401,8 @@ impl NodeAcc {
             let n = |v: Option<f64>| v.map_or(0, |v| v as u64);
             sample.ib_ports.push(IbReading {
                 port: k as u32,
-                state: p.state.and_then(state_word).map(str::to_string),
-                phys_state: p.phys.and_then(phys_state_word).map(str::to_string),
+                state: p.state.and_then(state_word).map(std::borrow::Cow::Borrowed),
+                phys_state: p.phys.and_then(phys_state_word).map(std::borrow::Cow::Borrowed),
                 // B/s -> Gb/s, as sysfs gives it.
                 rate_gbps: p.rate.map(|r| (r * 8.0 / 1e9).round() as u32).filter(|&r| r > 0),
                 tx_bytes: n(p.tx_bytes),

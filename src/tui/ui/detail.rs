@@ -803,8 +803,8 @@ fn render_processes(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
                 Cell::from(p.pid.to_string()),
                 Cell::from(format!("{:.1} GiB", p.used_mem_bytes as f64 / GIB)),
                 Cell::from(job(p)),
-                Cell::from(p.owner.clone().unwrap_or_else(|| "-".into())),
-                Cell::from(Span::styled(p.command.clone().unwrap_or_else(|| "-".into()), t.muted)),
+                Cell::from(p.owner.as_deref().unwrap_or("-")),
+                Cell::from(Span::styled(p.command.as_deref().unwrap_or("-"), t.muted)),
             ])
         })
         .collect();
