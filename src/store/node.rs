@@ -239,10 +239,10 @@ impl NodeState {
             return;
         }
         self.seen = Some((self.info.as_ref().map(|i| i.instance).unwrap_or(0), s.seq));
-        self.derived.ib = match &self.last {
-            Some(prev) => derive_ib(prev, &s),
-            None => Vec::new(),
-        };
+        match &self.last {
+            Some(prev) => derive_ib(prev, &s, &mut self.derived.ib),
+            None => self.derived.ib.clear(),
+        }
         self.update_nvlink_rates(&s);
         // Only when a GPU stops answering: the sample before says what ran on it.
         if let Some(prev) = &self.last {

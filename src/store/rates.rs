@@ -20,30 +20,27 @@ pub fn kib_rates(before: &[u64], after: &[u64], dt_ms: i64) -> Vec<Option<f32>> 
         .collect()
 }
 
-/// InfiniBand rates and error deltas between two samples of the same node.
-pub fn derive_ib(prev: &NodeSample, cur: &NodeSample) -> Vec<IbRates> {
+/// InfiniBand rates and error deltas between two samples of the same node,
+/// into `out` (the node's previous ones): written in place, as every node
+/// does this every second, rather than a fresh list a port.
+pub fn derive_ib(prev: &NodeSample, cur: &NodeSample, out: &mut Vec<IbRates>) {
     let dt = cur.time_ms - prev.time_ms;
-    cur.ib_ports
-        .iter()
-        .map(|q| {
-            let Some(p) = prev.ib_ports.iter().find(|p| p.port == q.port) else {
-                return IbRates::default();
-            };
-            let errors = ib::ERROR_COUNTERS
-                .iter()
-                .enumerate()
-                .map(|(i, (_, width))| {
-                    let (a, b) = (p.errors.get(i).copied().flatten()?, q.errors.get(i).copied().flatten()?);
-                    Some(counters::delta(a, b, *width))
-                })
-                .collect();
-            IbRates {
-                tx_bytes_per_s: counters::rate_per_s(p.tx_bytes, q.tx_bytes, ib::DATA_WIDTH, dt),
-                rx_bytes_per_s: counters::rate_per_s(p.rx_bytes, q.rx_bytes, ib::DATA_WIDTH, dt),
-                errors,
-            }
-        })
-        .collect()
+    out.resize_with(cur.ib_ports.len(), IbRates::default);
+    for (q, r) in cur.ib_ports.iter().zip(out.iter_mut()) {
+        r.errors.clear();
+        let Some(p) = prev.ib_ports.iter().find(|p| p.port == q.port) else {
+            r.tx_bytes_per_s = None;
+            r.rx_bytes_per_s = None;
+            continue;
+        };
+        r.tx_bytes_per_s = counters::rate_per_s(p.tx_bytes, q.tx_bytes, ib::DATA_WIDTH, dt);
+        r.rx_bytes_per_s = counters::rate_per_s(p.rx_bytes, q.rx_bytes, ib::DATA_WIDTH, dt);
+        r.errors
+            .extend(ib::ERROR_COUNTERS.iter().enumerate().map(|(i, (_, width))| {
+                let (a, b) = (p.errors.get(i).copied().flatten()?, q.errors.get(i).copied().flatten()?);
+                Some(counters::delta(a, b, *width))
+            }));
+    }
 }
 
 #[cfg(test)]
@@ -71,13 +68,24 @@ mod tests {
         b.ib_ports[0].tx_bytes = 8_000;
         b.ib_ports[0].rx_bytes = 5;
         b.ib_ports[0].errors[0] = Some(7);
-        let d = derive_ib(&a, &b);
+        let derive = |p: &NodeSample, c: &NodeSample| {
+            let mut out = Vec::new();
+            derive_ib(p, c, &mut out);
+            out
+        };
+        let d = derive(&a, &b);
         assert_eq!(d[0].tx_bytes_per_s, Some(2000.0));
         assert_eq!(d[0].rx_bytes_per_s, None, "a counter that went back is a reset");
         assert_eq!(d[0].errors[0], Some(Delta::Exact(7)));
         assert_eq!(d[0].errors[1], None, "unreadable counters have no delta");
         let mut c = b.clone();
         c.time_ms = 3000;
-        assert_eq!(derive_ib(&b, &c)[0].tx_bytes_per_s, None, "no time, no rate");
+        assert_eq!(derive(&b, &c)[0].tx_bytes_per_s, None, "no time, no rate");
+        // Written over the last rates in place: a port that no longer has
+        // a counterpart has no rates, not the last ones.
+        let mut out = derive(&a, &b);
+        c.ib_ports[0].port = 9;
+        derive_ib(&b, &c, &mut out);
+        assert_eq!(out[0], IbRates::default());
     }
 }
