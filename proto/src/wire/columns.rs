@@ -388,8 +388,12 @@ pub(super) fn decode(prev: &mut Sample, links: &Links, mut got: Sample) -> Resul
             }
             None => {
                 g.xids.clear();
-                g.nvlink_tx_kib.clear();
-                g.nvlink_rx_kib.clear();
+                // Freed, not cleared: the base holds a node's sample for as
+                // long as its stream lasts, and the counters live in `links`
+                // between the samples that carry them (2-4 KiB a node of 8
+                // GPUs with 18 links, kept empty, before).
+                g.nvlink_tx_kib = Vec::new();
+                g.nvlink_rx_kib = Vec::new();
             }
         }
         macro_rules! set {
@@ -461,6 +465,8 @@ pub(super) fn decode(prev: &mut Sample, links: &Links, mut got: Sample) -> Resul
 
 #[cfg(test)]
 mod tests {
+    use prost::Message;
+
     use super::super::Decoder;
     use super::*;
     use crate::pb::{GpuProcess, HostSample, MigInstance, PodRef, XidEvent};
@@ -696,6 +702,48 @@ mod tests {
         more.gpus[0].nvlink_rx_kib.push(6);
         let wire = encode(Some(&quiet), Some(&carried), &more);
         assert_eq!(wire.columns.as_ref().map(|c| c.nvlink_since_seq), Some(0));
+    }
+
+    /// The base is held for a stream's whole life, one a node: between the
+    /// samples that carry NVLink counters it holds none (they are in
+    /// `links`), and its lists are as long as they are, not as prost grew
+    /// them.
+    #[test]
+    fn a_base_holds_no_room_it_does_not_use() {
+        let carried = node();
+        let mut quiet = next(&carried);
+        for g in &mut quiet.gpus {
+            (g.nvlink_tx_kib, g.nvlink_rx_kib) = (vec![], vec![]);
+        }
+        // Received as prost decodes it: its lists grown one at a time.
+        let mut rx = Decoder::default();
+        let arrived = Sample::decode(carried.encode_to_vec().as_slice()).expect("protobuf");
+        rx.decode(arrived).expect("whole");
+        let room = |s: &Sample| {
+            s.gpus
+                .iter()
+                .map(|g| {
+                    g.processes.capacity() - g.processes.len() + g.nvlink_state.capacity() - g.nvlink_state.len()
+                        + g.pods.capacity()
+                        - g.pods.len()
+                })
+                .sum::<usize>()
+                + s.ib_ports
+                    .iter()
+                    .map(|p| p.errors.capacity() - p.errors.len())
+                    .sum::<usize>()
+        };
+        assert_eq!(room(rx.base().expect("base")), 0);
+        let base = rx
+            .decode(encode(Some(&carried), Some(&carried), &quiet))
+            .expect("quiet");
+        assert_eq!(base, &quiet);
+        let links: usize = base
+            .gpus
+            .iter()
+            .map(|g| g.nvlink_tx_kib.capacity() + g.nvlink_rx_kib.capacity())
+            .sum();
+        assert_eq!(links, 0, "no NVLink room kept between the samples that carry counters");
     }
 
     fn cols(s: &mut Sample) -> &mut Columns {

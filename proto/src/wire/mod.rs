@@ -215,14 +215,31 @@ pub struct Decoder {
 impl Decoder {
     /// The whole sample from what arrived; it stays as the next base.
     pub fn decode(&mut self, got: Sample) -> Result<&Sample, BadDelta> {
-        let whole = decode_with(self.base.as_mut(), &self.links, got)?;
+        let mut whole = decode_with(self.base.as_mut(), &self.links, got)?;
         self.links.keep(&whole);
+        compact(&mut whole);
         Ok(self.base.insert(whole))
     }
 
     /// The last whole sample.
     pub fn base(&self) -> Option<&Sample> {
         self.base.as_ref()
+    }
+}
+
+/// A base's lists as long as they are, not as prost grew them (4, 8, 16,
+/// 32 for 18 links): the base is held for as long as the stream lasts, one
+/// a node, and lists that did not change are carried into the next base as
+/// they are. A list already at its length is not touched.
+fn compact(s: &mut Sample) {
+    for g in &mut s.gpus {
+        g.processes.shrink_to_fit();
+        g.nvlink_state.shrink_to_fit();
+        g.pods.shrink_to_fit();
+        g.mig.shrink_to_fit();
+    }
+    for p in &mut s.ib_ports {
+        p.errors.shrink_to_fit();
     }
 }
 
