@@ -83,21 +83,27 @@ async fn the_demo_is_served_over_tls_and_wants_its_token() {
     demo.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_tls_keeps_out_consoles_without_a_certificate() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::write_tls(dir.path());
-    let read = |f: &str| std::fs::read(dir.path().join(f)).expect("read");
+/// A one-node agent serving TLS with the certificates `write_tls` puts in
+/// `dir`; `mutual`: it wants a client certificate from that CA.
+async fn tls_agent(dir: &std::path::Path, mutual: bool) -> fleetop_agent::server::AgentHandle {
+    crate::write_tls(dir);
+    let read = |f: &str| std::fs::read(dir.join(f)).expect("read");
     let opts = AgentOptions {
         tls: Some(TlsSettings {
             cert_pem: read("agent.pem"),
             key_pem: read("agent.key"),
-            client_ca_pem: Some(read("ca.pem")),
+            client_ca_pem: mutual.then(|| read("ca.pem")),
         }),
         ..Default::default()
     };
     let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
-    let a = fleetop_agent::server::serve_sim(sim, opts).await.expect("serves");
+    fleetop_agent::server::serve_sim(sim, opts).await.expect("serves")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_keeps_out_consoles_without_a_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tls_agent(dir.path(), true).await;
     let t = target(a.addr);
     let p = |f: &str| dir.path().join(f);
     let (ca, cert, key) = (p("ca.pem"), p("console.pem"), p("console.key"));
@@ -141,18 +147,7 @@ async fn mutual_tls_keeps_out_consoles_without_a_certificate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_name_is_checked_and_bad_pem_files_are_named() {
     let dir = tempfile::tempdir().expect("tempdir");
-    crate::write_tls(dir.path());
-    let read = |f: &str| std::fs::read(dir.path().join(f)).expect("read");
-    let opts = AgentOptions {
-        tls: Some(TlsSettings {
-            cert_pem: read("agent.pem"),
-            key_pem: read("agent.key"),
-            client_ca_pem: None,
-        }),
-        ..Default::default()
-    };
-    let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
-    let a = fleetop_agent::server::serve_sim(sim, opts).await.expect("serves");
+    let a = tls_agent(dir.path(), false).await;
     let ca = dir.path().join("ca.pem");
     let with_domain = |domain| {
         let files = agent::TlsFiles {
