@@ -31,6 +31,21 @@ pub const ERROR_COUNTERS: [(&str, CounterWidth); 15] = [
 /// recognised, and a 64-bit counter only ever grows past that range.
 pub const DATA_WIDTH: CounterWidth = CounterWidth { bits: 32, scale: 4 };
 
+/// The kernel's port state words, by the number sysfs puts before them
+/// ("4: ACTIVE"; drivers/infiniband/core/sysfs.c).
+pub const PORT_STATES: [&str; 6] = ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"];
+
+/// The kernel's physical state words, by their number less one ("5: LinkUp").
+pub const PHYS_STATES: [&str; 7] = [
+    "Sleep",
+    "Polling",
+    "Disabled",
+    "PortConfigurationTraining",
+    "LinkUp",
+    "LinkErrorRecovery",
+    "Phy Test",
+];
+
 /// The short name of a counter for people and JSON ("hw_counters/x" -> "x").
 pub fn counter_name(i: usize) -> &'static str {
     let full = ERROR_COUNTERS[i].0;

@@ -360,23 +360,8 @@ fn ib_reading(p: &pb::IbSample) -> IbReading {
 
 /// A port state word as the agent read it from sysfs; `None` for none.
 fn port_word(s: &str) -> Option<Cow<'static, str>> {
-    // The kernel's words (drivers/infiniband/core/sysfs.c).
-    const WORDS: [&str; 13] = [
-        "ACTIVE",
-        "DOWN",
-        "INIT",
-        "ARMED",
-        "NOP",
-        "ACTIVE_DEFER",
-        "LinkUp",
-        "Polling",
-        "Disabled",
-        "Sleep",
-        "PortConfigurationTraining",
-        "LinkErrorRecovery",
-        "Phy Test",
-    ];
-    match WORDS.iter().find(|w| **w == s) {
+    use fleetop_proto::ib::{PHYS_STATES, PORT_STATES};
+    match PORT_STATES.iter().chain(&PHYS_STATES).find(|w| **w == s) {
         Some(w) => Some(Cow::Borrowed(*w)),
         None => text(s.to_string()).map(Cow::Owned),
     }

@@ -146,28 +146,12 @@ pub struct Mapped {
 
 /// NVIDIA's InfiniBand state numbers (sysfs "4: ACTIVE"), as node_exporter serves them.
 pub(super) fn state_word(id: f64) -> Option<&'static str> {
-    Some(match id as u8 {
-        0 => "NOP",
-        1 => "DOWN",
-        2 => "INIT",
-        3 => "ARMED",
-        4 => "ACTIVE",
-        5 => "ACTIVE_DEFER",
-        _ => return None,
-    })
+    fleetop_proto::ib::PORT_STATES.get(usize::from(id as u8)).copied()
 }
 
 pub(super) fn phys_state_word(id: f64) -> Option<&'static str> {
-    Some(match id as u8 {
-        1 => "Sleep",
-        2 => "Polling",
-        3 => "Disabled",
-        4 => "PortConfigurationTraining",
-        5 => "LinkUp",
-        6 => "LinkErrorRecovery",
-        7 => "Phy Test",
-        _ => return None,
-    })
+    let i = (id as u8).checked_sub(1)?;
+    fleetop_proto::ib::PHYS_STATES.get(usize::from(i)).copied()
 }
 
 /// The throttle bit of a `reason` label (`unknown_0x…` for bits NVML adds later).
