@@ -64,9 +64,14 @@ impl Access {
     /// Reads the CA, the console's certificate and key (all PEM), errors naming the file.
     pub fn load(files: &TlsFiles<'_>, telemetry_token: Option<String>, insecure: bool) -> Result<Access, String> {
         let read = |p: &std::path::Path, what: &str| {
-            fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES)
-                .map(String::into_bytes)
-                .map_err(|e| format!("{what} {}: {e}", p.display()))
+            let name = format!("{what} {}", p.display());
+            match fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES) {
+                Ok(text) => Ok(conn::Pem {
+                    name,
+                    bytes: text.into_bytes(),
+                }),
+                Err(e) => Err(format!("{name}: {e}")),
+            }
         };
         let tls = match files.ca {
             None if files.cert.is_some() => return Err("a client certificate needs tls_ca (--tls-ca) too".into()),
@@ -77,16 +82,8 @@ impl Access {
                     (None, None) => None,
                     _ => return Err("tls_cert and tls_key go together".into()),
                 };
-                let what = |f: conn::File| {
-                    let (key, path) = match f {
-                        conn::File::Ca => ("tls_ca", Some(ca)),
-                        conn::File::Cert => ("tls_cert", files.cert),
-                        conn::File::Key => ("tls_key", files.key),
-                    };
-                    format!("{key} {}", path.map(|p| p.display().to_string()).unwrap_or_default())
-                };
-                let identity = identity.as_ref().map(|(c, k)| (&c[..], &k[..]));
-                Some(Tls::from_pem(&read(ca, "tls_ca")?, identity, files.domain, what)?)
+                let identity = identity.as_ref().map(|(c, k)| (c, k));
+                Some(Tls::from_pem(&read(ca, "tls_ca")?, identity, files.domain)?)
             }
         };
         if tls.is_none() && telemetry_token.is_some() {

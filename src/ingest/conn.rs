@@ -42,18 +42,12 @@ pub struct Tls {
 }
 
 impl Tls {
-    /// From PEM files' contents; `what(file)` names a file in an error
-    /// (`tls_ca /etc/fleetop/ca.pem`), so every error is one line that says
-    /// which file is wrong.
-    pub fn from_pem(
-        ca: &[u8],
-        identity: Option<(&[u8], &[u8])>,
-        domain: Option<&str>,
-        what: impl Fn(File) -> String,
-    ) -> Result<Tls, String> {
+    /// From PEM files (the CA; the console's certificate and key for
+    /// mutual TLS), each error one line naming the file that is wrong.
+    pub fn from_pem(ca: &Pem, identity: Option<(&Pem, &Pem)>, domain: Option<&str>) -> Result<Tls, String> {
         let mut roots = rustls::RootCertStore::empty();
-        for cert in certificates(ca, &what(File::Ca))? {
-            roots.add(cert).map_err(|e| format!("{}: {e}", what(File::Ca)))?;
+        for cert in certificates(ca)? {
+            roots.add(cert).map_err(|e| format!("{}: {e}", ca.name))?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider)
@@ -63,12 +57,12 @@ impl Tls {
         let mut config = match identity {
             None => builder.with_no_client_auth(),
             Some((cert, key)) => {
-                let chain = certificates(cert, &what(File::Cert))?;
-                let key = PrivateKeyDer::from_pem_slice(key)
-                    .map_err(|e| format!("{}: no private key in it ({e})", what(File::Key)))?;
+                let chain = certificates(cert)?;
+                let private = PrivateKeyDer::from_pem_slice(&key.bytes)
+                    .map_err(|e| format!("{}: no private key in it ({e})", key.name))?;
                 builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| format!("{} and {}: {e}", what(File::Cert), what(File::Key)))?
+                    .with_client_auth_cert(chain, private)
+                    .map_err(|e| format!("{} and {}: {e}", cert.name, key.name))?
             }
         };
         config.alpn_protocols = vec![b"h2".to_vec()];
@@ -82,20 +76,20 @@ impl Tls {
     }
 }
 
-/// The PEM files TLS is made of, for naming one in an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum File {
-    Ca,
-    Cert,
-    Key,
+/// A PEM file's contents and what to call it in an error
+/// (`tls_ca /etc/fleetop/ca.pem`).
+#[derive(Debug, Clone)]
+pub struct Pem {
+    pub name: String,
+    pub bytes: Vec<u8>,
 }
 
-fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_slice_iter(pem)
+fn certificates(pem: &Pem) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(&pem.bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{what}: {e}"))?;
+        .map_err(|e| format!("{}: {e}", pem.name))?;
     if certs.is_empty() {
-        return Err(format!("{what}: no PEM certificate in it"));
+        return Err(format!("{}: no PEM certificate in it", pem.name));
     }
     Ok(certs)
 }

@@ -249,8 +249,15 @@ pub async fn start_with(nodes: u32, gpus: u32, seed: u64, script: Option<&Script
     // The console side trusts the demo's CA and nothing else.
     let access = Access {
         tls: Some(
-            crate::ingest::conn::Tls::from_pem(pki.ca_pem.as_bytes(), None, None, |_| "the demo's CA".into())
-                .map_err(std::io::Error::other)?,
+            crate::ingest::conn::Tls::from_pem(
+                &crate::ingest::conn::Pem {
+                    name: "the demo's CA".into(),
+                    bytes: pki.ca_pem.clone().into_bytes(),
+                },
+                None,
+                None,
+            )
+            .map_err(std::io::Error::other)?,
         ),
         telemetry_token: Some(telemetry_token.clone()),
         insecure: false,
