@@ -18,7 +18,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::ingest::conn::{self, Conn, Tls};
 use crate::ingest::decode;
-use crate::model::sample::NodeSample;
+use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::{Event, Update};
@@ -456,6 +456,10 @@ const REJOIN_BACKFILL_S: u32 = 5;
 /// few samples is read on a connection that is closed once it is in, and
 /// the live samples come on a fresh one, whose buffers only ever hold a
 /// sample (docs/PERFORMANCE.md has the figures).
+///
+/// A node's task is as large as the largest future it ever awaits, for its
+/// whole life (10,000 of them in a large console): the first stream and the
+/// rejoin run on the heap, and what stays is the live stream's pump.
 async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut Backoff) -> Result<(), String> {
     let (target, opts) = (&session.target, &session.opts);
     let mut fwd = Forwarder {
@@ -466,11 +470,52 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
         instance: None,
         last_seq: None,
     };
+    let Some(mut on) = Box::pin(first_stream(session, &mut fwd)).await? else {
+        return Ok(());
+    };
+    let mut phase = Phase::Live;
+    if on.history >= HISTORY_OWN_CONNECTION {
+        // Made before the first is broken: a console or agent too busy to
+        // answer the second within the connect timeout (a large fleet's
+        // start) leaves the node on its first stream, never down.
+        match Box::pin(rejoin(target, opts)).await {
+            Ok((conn, live)) => {
+                // The history's stream and its decoding state (a whole
+                // sample and NVLink counters, the base of deltas that will
+                // not come) go now, not when the session ends.
+                on = OnStream {
+                    _conn: conn,
+                    stream: live,
+                    decoder: decode::Stream::default(),
+                    history: 0,
+                };
+                phase = Phase::Rejoin;
+            }
+            Err(e) => tracing::debug!("{}: staying on the history's connection: {e}", target.name),
+        }
+    }
+    fwd.pump(&mut on.stream, &mut on.decoder, opts, phase).await.map(drop)
+}
+
+/// A stream and its decoding state.
+struct OnStream {
+    /// Held for the stream's sake: the connection ends with its last handle.
+    _conn: Connection,
+    stream: tonic::Streaming<fleetop_proto::pb::AgentMessage>,
+    decoder: decode::Stream,
+    /// How many history samples the first stream brought.
+    history: u64,
+}
+
+/// Connects, subscribes and forwards the description and the history;
+/// `None` when the stream ended first.
+async fn first_stream(session: &Session, fwd: &mut Forwarder<'_>) -> Result<Option<OnStream>, String> {
+    let (target, opts) = (&session.target, &session.opts);
     // Connected first, without a permit: a dead node's connect timeout
     // holds no one up.
     let asked = tokio::time::Instant::now();
     let mut conn = connect(target, &opts.access).await?;
-    let permit = session
+    let _permit = session
         .histories
         .acquire()
         .await
@@ -479,28 +524,20 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
         // An agent closes a connection that opened no stream for a minute.
         conn = connect(target, &opts.access).await?;
     }
-    let mut stream = subscribe(&conn, opts, opts.backfill_s).await?;
+    // Many history samples a message: a fleet's history is most of what a
+    // console takes in at start.
+    let mut stream = subscribe(&conn, opts, opts.backfill_s, true).await?;
     // Each stream is decoded on its own (deltas are against its own samples).
     let mut decoder = decode::Stream::default();
-    let history = match fwd.pump(&mut stream, &mut decoder, opts, Phase::First).await? {
-        Pumped::Ended => return Ok(()),
-        Pumped::CaughtUp { history } => history,
-    };
-    drop(permit);
-    if history >= HISTORY_OWN_CONNECTION {
-        // Made before the first is broken: a console or agent too busy to
-        // answer the second within the connect timeout (a large fleet's
-        // start) leaves the node on its first stream, never down.
-        match rejoin(target, opts).await {
-            Ok((_conn, mut live)) => {
-                drop((stream, conn));
-                let mut decoder = decode::Stream::default();
-                return fwd.pump(&mut live, &mut decoder, opts, Phase::Rejoin).await.map(drop);
-            }
-            Err(e) => tracing::debug!("{}: staying on the history's connection: {e}", target.name),
-        }
-    }
-    fwd.pump(&mut stream, &mut decoder, opts, Phase::Live).await.map(drop)
+    Ok(match fwd.pump(&mut stream, &mut decoder, opts, Phase::First).await? {
+        Pumped::Ended => None,
+        Pumped::CaughtUp { history } => Some(OnStream {
+            _conn: conn,
+            stream,
+            decoder,
+            history,
+        }),
+    })
 }
 
 /// The live stream's connection.
@@ -509,7 +546,10 @@ async fn rejoin(
     opts: &SourceOptions,
 ) -> Result<(Connection, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
     let conn = connect(target, &opts.access).await?;
-    let stream = subscribe(&conn, opts, REJOIN_BACKFILL_S).await?;
+    // The few samples missed come one a message: the stream's decode
+    // buffer grows to its largest message and keeps that size for the
+    // stream's life, and a batch of five is larger than the description.
+    let stream = subscribe(&conn, opts, REJOIN_BACKFILL_S, false).await?;
     Ok((conn, stream))
 }
 
@@ -517,13 +557,12 @@ async fn subscribe(
     conn: &Connection,
     opts: &SourceOptions,
     backfill_s: u32,
+    history_batches: bool,
 ) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, String> {
     let req = SubscribeRequest {
         backfill_s,
         no_backfill: false,
-        // Many history samples a message: a fleet's history is most of
-        // what a console takes in at start.
-        history_batches: true,
+        history_batches,
         // Live samples a third smaller; the console reads no IB packet
         // counters, which column deltas leave out.
         columns: true,
@@ -566,9 +605,47 @@ struct Forwarder<'a> {
     last_seq: Option<u64>,
 }
 
+/// One message of a stream, decoded, with nothing of the wire's left: what
+/// the pump holds while it waits to hand it on.
+enum Step {
+    Info {
+        instance: u64,
+        desc: Box<NodeDesc>,
+    },
+    Sample(Box<NodeSample>),
+    History(fleetop_proto::pb::History),
+    CaughtUp,
+    /// A message of a kind this console does not know.
+    Nothing,
+}
+
+impl Step {
+    fn decode(msg: fleetop_proto::pb::AgentMessage, decoder: &mut decode::Stream) -> Result<Step, String> {
+        Ok(match msg.kind {
+            Some(Kind::Info(info)) => Step::Info {
+                instance: info.agent_instance,
+                desc: Box::new(decoder.info(info, now_ms())),
+            },
+            Some(Kind::Sample(s)) => Step::Sample(Box::new(
+                decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?,
+            )),
+            Some(Kind::History(h)) => Step::History(h),
+            Some(Kind::CaughtUp(_)) => {
+                decoder.caught_up();
+                Step::CaughtUp
+            }
+            None => Step::Nothing,
+        })
+    }
+}
+
 impl Forwarder<'_> {
-    /// False when the console is going.
+    /// False when the console is going. The update is made once the
+    /// channel has room: the future waiting for it holds no copy.
     async fn send(&mut self, event: Event) -> bool {
+        let Ok(permit) = self.tx.reserve().await else {
+            return false;
+        };
         if !self.delivered {
             // Only a connection that delivers counts as a recovery.
             self.backoff.reset();
@@ -577,7 +654,8 @@ impl Forwarder<'_> {
         if let Event::Sample(s) = &event {
             self.last_seq = Some(s.seq);
         }
-        self.tx.send(Update::Node { node: self.node, event }).await.is_ok()
+        permit.send(Update::Node { node: self.node, event });
+        true
     }
 
     async fn pump(
@@ -594,10 +672,8 @@ impl Forwarder<'_> {
                 .await
                 .map_err(|s| refused(&opts.access, "stream broke", &s))?;
             let Some(msg) = msg else { return Ok(Pumped::Ended) };
-            match msg.kind {
-                Some(Kind::Info(info)) => {
-                    let instance = info.agent_instance;
-                    let desc = decoder.info(info, now_ms());
+            match Step::decode(msg, decoder)? {
+                Step::Info { instance, desc } => {
                     if phase == Phase::Rejoin && self.instance == Some(instance) {
                         continue;
                     }
@@ -608,29 +684,27 @@ impl Forwarder<'_> {
                     }
                     self.instance = Some(instance);
                     self.last_seq = None;
-                    if !self.send(Event::Info(Box::new(desc))).await {
+                    if !self.send(Event::Info(desc)).await {
                         return Ok(Pumped::Ended);
                     }
                 }
-                Some(Kind::Sample(s)) => {
-                    let s = decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?;
+                Step::Sample(s) => {
                     if !self.sample(phase, s).await {
                         return Ok(Pumped::Ended);
                     }
                 }
-                Some(Kind::History(h)) => {
+                Step::History(h) => {
                     for bytes in &h.samples {
                         let s = decoder
                             .history_sample(bytes, now_ms())
                             .map_err(|e| format!("bad stream: {e}"))?;
                         history += 1;
-                        if !self.sample(phase, s).await {
+                        if !self.sample(phase, Box::new(s)).await {
                             return Ok(Pumped::Ended);
                         }
                     }
                 }
-                Some(Kind::CaughtUp(_)) => {
-                    decoder.caught_up();
+                Step::CaughtUp => {
                     if phase == Phase::Rejoin {
                         continue;
                     }
@@ -641,18 +715,18 @@ impl Forwarder<'_> {
                         return Ok(Pumped::CaughtUp { history });
                     }
                 }
-                None => {}
+                Step::Nothing => {}
             }
         }
     }
 
     /// A sample on; on a rejoining stream, only one the store has not had.
     /// False when the console is going.
-    async fn sample(&mut self, phase: Phase, s: NodeSample) -> bool {
+    async fn sample(&mut self, phase: Phase, s: Box<NodeSample>) -> bool {
         if phase == Phase::Rejoin && self.last_seq.is_some_and(|last| s.seq <= last) {
             return true;
         }
-        self.send(Event::Sample(Box::new(s))).await
+        self.send(Event::Sample(s)).await
     }
 }
 
