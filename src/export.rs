@@ -772,7 +772,7 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
             .map(|(i, l)| NvLink {
                 link: l.link,
                 active: s.and_then(|s| s.nvlink_up(i)),
-                peer_pci_bus_id: l.peer_pci_bus_id.clone(),
+                peer_pci_bus_id: l.peer_pci_bus_id.as_deref().map(str::to_string),
                 inactive_at_start: l.inactive_at_start,
                 tx_bytes_per_s: rates.and_then(|r| r.tx(i)),
                 rx_bytes_per_s: rates.and_then(|r| r.rx(i)),

@@ -22,8 +22,19 @@ fn nz<T: Default + PartialEq>(v: T) -> Option<T> {
     (v != T::default()).then_some(v)
 }
 
+/// A list at its length. A description is held for as long as its node
+/// is, and a list collected from the wire's in place keeps the wire's
+/// allocation: 32 NVLink entries' room a GPU for 18 links.
+fn exact<T>(mut v: Vec<T>) -> Vec<T> {
+    v.shrink_to_fit();
+    v
+}
+
 /// An agent's description of its node.
 pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
+    // What a node's NVLinks connect to is a few NVSwitches, named on every
+    // link of every GPU (144 times on an HGX H100): one copy of each name.
+    let mut peers: Vec<Arc<str>> = Vec::new();
     NodeDesc {
         hostname: info.hostname,
         agent_version: info.agent_version,
@@ -31,16 +42,17 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
         driver_version: text(info.driver_version),
         cuda_version: text(info.cuda_version),
         interval_ms: nz(i64::from(info.sample_interval_ms)).unwrap_or(1000),
-        gpus: info.gpus.into_iter().map(gpu_desc).collect(),
-        ib_ports: info
-            .ib_ports
-            .into_iter()
-            .map(|p| IbPortDesc {
-                device: p.device,
-                port: p.port,
-                link_layer: p.link_layer,
-            })
-            .collect(),
+        gpus: exact(info.gpus.into_iter().map(|g| gpu_desc(g, &mut peers)).collect()),
+        ib_ports: exact(
+            info.ib_ports
+                .into_iter()
+                .map(|p| IbPortDesc {
+                    device: p.device,
+                    port: p.port,
+                    link_layer: p.link_layer,
+                })
+                .collect(),
+        ),
         gpu_note: text(info.gpu_backend_note),
         instance: info.agent_instance,
         health: NodeHealth {
@@ -67,12 +79,22 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
     }
 }
 
+/// `name` as the copy in `names`, added there if it is new.
+fn shared_name(names: &mut Vec<Arc<str>>, name: String) -> Arc<str> {
+    if let Some(n) = names.iter().find(|n| ***n == *name) {
+        return n.clone();
+    }
+    let n: Arc<str> = name.into();
+    names.push(n.clone());
+    n
+}
+
 /// A PCIe link from a generation and a width, both known or neither.
 fn pcie_link(gen_: u32, width: u32) -> Option<PcieLink> {
     (gen_ != 0 && width != 0).then_some(PcieLink { gen_, width })
 }
 
-fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
+fn gpu_desc(g: pb::GpuInfo, peers: &mut Vec<Arc<str>>) -> GpuDesc {
     GpuDesc {
         index: g.index,
         uuid: g.uuid,
@@ -84,15 +106,16 @@ fn gpu_desc(g: pb::GpuInfo) -> GpuDesc {
         max_mem_clock_mhz: nz(g.max_mem_clock_mhz),
         slowdown_temp_c: nz(g.slowdown_temp_c),
         shutdown_temp_c: nz(g.shutdown_temp_c),
-        nvlinks: g
-            .nvlinks
-            .into_iter()
-            .map(|l| NvLinkDesc {
-                link: l.link,
-                peer_pci_bus_id: text(l.peer_pci_bus_id),
-                inactive_at_start: l.inactive_at_start,
-            })
-            .collect(),
+        nvlinks: exact(
+            g.nvlinks
+                .into_iter()
+                .map(|l| NvLinkDesc {
+                    link: l.link,
+                    peer_pci_bus_id: text(l.peer_pci_bus_id).map(|p| shared_name(peers, p)),
+                    inactive_at_start: l.inactive_at_start,
+                })
+                .collect(),
+        ),
         vbios_version: text(g.vbios_version),
         pcie_max: pcie_link(g.pcie_max_gen, g.pcie_max_width),
     }
@@ -449,6 +472,47 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_description_holds_one_copy_of_each_nvlink_peer_and_no_spare_room() {
+        use prost::Message;
+        let switch = |l: u32| format!("00000000:{:02X}:00.0", 0xA0 + l % 4);
+        let gpu = |index: u32| pb::GpuInfo {
+            index,
+            nvlinks: (0..18)
+                .map(|l| pb::NvLinkInfo {
+                    link: l,
+                    // Link 17 of GPU 1 does not say what it connects to.
+                    peer_pci_bus_id: if index == 1 && l == 17 {
+                        String::new()
+                    } else {
+                        switch(l)
+                    },
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let info = pb::NodeInfo {
+            gpus: vec![gpu(0), gpu(1)],
+            ..Default::default()
+        };
+        // As it arrives: prost grows each list as it reads it (room for 32 links).
+        let desc = node_desc(pb::NodeInfo::decode(info.encode_to_vec().as_slice()).expect("decodes"));
+        let peer = |g: usize, l: usize| desc.gpus[g].nvlinks[l].peer_pci_bus_id.clone();
+        assert_eq!(peer(0, 5).as_deref(), Some("00000000:A1:00.0"));
+        assert_eq!(peer(1, 17), None, "unknown stays unknown");
+        let (a, b) = (peer(0, 1).expect("named"), peer(1, 5).expect("named"));
+        assert!(Arc::ptr_eq(&a, &b), "links to one switch share its name");
+        assert!(
+            !Arc::ptr_eq(&a, &peer(0, 2).expect("named")),
+            "another switch, another name"
+        );
+        for g in &desc.gpus {
+            assert_eq!(g.nvlinks.capacity(), g.nvlinks.len(), "GPU {}: no spare room", g.index);
+        }
+        assert_eq!(desc.gpus.capacity(), desc.gpus.len());
+    }
 
     #[test]
     fn pods_are_decoded_once_printable_and_kept_on_a_gpu_that_did_not_answer() {

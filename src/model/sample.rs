@@ -146,8 +146,9 @@ pub enum Fabric {
 pub struct NvLinkDesc {
     /// NVML's link id.
     pub link: u32,
-    /// PCI bus id of the GPU or switch on the other end.
-    pub peer_pci_bus_id: Option<String>,
+    /// PCI bus id of the GPU or switch on the other end, one copy for
+    /// all the node's links to it.
+    pub peer_pci_bus_id: Option<Arc<str>>,
     /// Not active when the agent started: unused by design, not a link that went down.
     pub inactive_at_start: bool,
 }
@@ -269,7 +270,9 @@ pub struct GpuReading {
     /// Positions (in `GpuDesc::nvlinks`) of the links that are down.
     pub nvlinks_down: Vec<usize>,
     /// Per-link NVLink data counters (KiB), in the order of
-    /// `GpuDesc::nvlinks`; empty in the samples that do not carry them.
+    /// `GpuDesc::nvlinks`; empty in the samples that do not carry them,
+    /// and in the store's last sample of a node (they move to the base of
+    /// its rates).
     pub nvlink_tx_kib: Vec<u64>,
     pub nvlink_rx_kib: Vec<u64>,
     pub processes: Vec<GpuProcess>,
