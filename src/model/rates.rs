@@ -14,25 +14,36 @@ pub struct Derived {
 /// these rates are over the last two samples that carried them, and hold
 /// until the next.
 ///
-/// Held as `f32`, link by link: a rate from KiB counters a second or more
-/// apart has no more digits than that, and 18 links of 8 GPUs in both
-/// directions are 2.3 KiB a node this way, not 4.6.
+/// Held as `f32`, link by link, NaN where unknown (read as `None` through
+/// `tx` and `rx`, never seen as a number): a rate from KiB counters a
+/// second or more apart has no more digits than that, and 18 links of 8
+/// GPUs in both directions are 1.1 KiB a node this way, not 4.6 as
+/// `Option<f64>`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuRates {
-    pub nvlink_tx_bytes_per_s: Vec<Option<f32>>,
-    pub nvlink_rx_bytes_per_s: Vec<Option<f32>>,
+    tx: Vec<f32>,
+    rx: Vec<f32>,
 }
 
 impl GpuRates {
+    /// From rates in bytes a second, link by link (NaN: unknown).
+    pub fn new(tx: Vec<f32>, rx: Vec<f32>) -> Self {
+        GpuRates { tx, rx }
+    }
+
     /// Link `i`'s transmit rate in bytes a second, where known.
     pub fn tx(&self, i: usize) -> Option<f64> {
-        self.nvlink_tx_bytes_per_s.get(i).copied().flatten().map(f64::from)
+        known(self.tx.get(i))
     }
 
     /// Link `i`'s receive rate in bytes a second, where known.
     pub fn rx(&self, i: usize) -> Option<f64> {
-        self.nvlink_rx_bytes_per_s.get(i).copied().flatten().map(f64::from)
+        known(self.rx.get(i))
     }
+}
+
+fn known(r: Option<&f32>) -> Option<f64> {
+    r.filter(|r| !r.is_nan()).map(|&r| f64::from(r))
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -569,20 +569,16 @@ mod tests {
         };
         feed(&mut st, with(0, 1000));
         feed(&mut st, without(1000));
-        assert_eq!(
-            st.nodes[0].derived.gpus[0].nvlink_tx_bytes_per_s,
-            Vec::<Option<f32>>::new(),
-            "no rate from one reading"
-        );
+        assert_eq!(st.nodes[0].derived.gpus[0].tx(0), None, "no rate from one reading");
         feed(&mut st, with(2000, 3048));
         let r = &st.nodes[0].derived.gpus[0];
-        assert_eq!(r.nvlink_tx_bytes_per_s, [Some(1024.0 * 1024.0), Some(0.0)]);
+        assert_eq!((r.tx(0), r.tx(1), r.tx(2)), (Some(1024.0 * 1024.0), Some(0.0), None));
         feed(&mut st, without(3000));
-        assert_eq!(
-            st.nodes[0].derived.gpus[0].nvlink_tx_bytes_per_s[0],
-            Some(1024.0 * 1024.0),
-            "held"
-        );
+        assert_eq!(st.nodes[0].derived.gpus[0].tx(0), Some(1024.0 * 1024.0), "held");
+        // A counter that went back (a reset): that link's rate is unknown, not a number.
+        feed(&mut st, with(4000, 5));
+        let r = &st.nodes[0].derived.gpus[0];
+        assert_eq!((r.tx(0), r.rx(1)), (None, Some(0.0)));
     }
 
     #[test]

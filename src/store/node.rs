@@ -2,6 +2,7 @@
 //! sample, derived rates, history, detectors and scheduler view.
 
 use std::collections::BTreeMap;
+use std::mem::take;
 
 use crate::detect::{NodeDetector, Thresholds};
 use crate::model::rates::{Derived, GpuRates};
@@ -234,7 +235,7 @@ impl NodeState {
         }
     }
 
-    pub(crate) fn ingest(&mut self, s: NodeSample, history_len: usize, th: &Thresholds) {
+    pub(crate) fn ingest(&mut self, mut s: NodeSample, history_len: usize, th: &Thresholds) {
         if !self.is_new(&s) {
             return;
         }
@@ -243,7 +244,7 @@ impl NodeState {
             Some(prev) => derive_ib(prev, &s, &mut self.derived.ib),
             None => self.derived.ib.clear(),
         }
-        self.update_nvlink_rates(&s);
+        self.update_nvlink_rates(&mut s);
         // Only when a GPU stops answering: the sample before says what ran on it.
         if let Some(prev) = &self.last {
             for g in s.gpus.iter().filter(|g| g.error.is_some()) {
@@ -260,22 +261,25 @@ impl NodeState {
         self.last = Some(s);
     }
 
-    fn update_nvlink_rates(&mut self, s: &NodeSample) {
+    /// A GPU's NVLink counters move from the sample into `nvlink_base`, the
+    /// base of the next rates, rather than being held twice: nothing reads
+    /// them from the node's last sample.
+    fn update_nvlink_rates(&mut self, s: &mut NodeSample) {
         let n = s.gpus.len();
         self.nvlink_base.resize(n, None);
         self.derived.gpus.resize_with(n, GpuRates::default);
-        for (i, g) in s.gpus.iter().enumerate() {
+        for (i, g) in s.gpus.iter_mut().enumerate() {
             if g.nvlink_tx_kib.is_empty() && g.nvlink_rx_kib.is_empty() {
                 continue; // not a counter-carrying sample: rates hold
             }
             if let Some((t0, tx0, rx0)) = &self.nvlink_base[i] {
                 let dt = s.time_ms - t0;
-                self.derived.gpus[i] = GpuRates {
-                    nvlink_tx_bytes_per_s: kib_rates(tx0, &g.nvlink_tx_kib, dt),
-                    nvlink_rx_bytes_per_s: kib_rates(rx0, &g.nvlink_rx_kib, dt),
-                };
+                self.derived.gpus[i] = GpuRates::new(
+                    kib_rates(tx0, &g.nvlink_tx_kib, dt),
+                    kib_rates(rx0, &g.nvlink_rx_kib, dt),
+                );
             }
-            self.nvlink_base[i] = Some((s.time_ms, g.nvlink_tx_kib.clone(), g.nvlink_rx_kib.clone()));
+            self.nvlink_base[i] = Some((s.time_ms, take(&mut g.nvlink_tx_kib), take(&mut g.nvlink_rx_kib)));
         }
     }
 }

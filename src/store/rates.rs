@@ -8,14 +8,17 @@ use fleetop_proto::ib;
 use crate::model::rates::IbRates;
 use crate::model::sample::NodeSample;
 
-/// Bytes per second of KiB counters, link by link; `None` where unknown.
-pub fn kib_rates(before: &[u64], after: &[u64], dt_ms: i64) -> Vec<Option<f32>> {
+/// Bytes per second of KiB counters, link by link; NaN where unknown (as
+/// `GpuRates` holds them).
+pub fn kib_rates(before: &[u64], after: &[u64], dt_ms: i64) -> Vec<f32> {
     after
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            let b = before.get(i)?;
-            counters::rate_per_s(*b, v, CounterWidth::U64, dt_ms).map(|r| (r * 1024.0) as f32)
+            before
+                .get(i)
+                .and_then(|b| counters::rate_per_s(*b, v, CounterWidth::U64, dt_ms))
+                .map_or(f32::NAN, |r| (r * 1024.0) as f32)
         })
         .collect()
 }
