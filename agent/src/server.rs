@@ -799,6 +799,7 @@ impl Agent for AgentService {
         };
         let batches = req.history_batches;
         let columns = req.columns;
+        let known_instance = req.known_instance;
         let mut info = self.shared.info.clone();
         info.agent_time_ms = self.shared.now_ms();
         if let Some(j) = &self.shared.fault_journal {
@@ -819,11 +820,13 @@ impl Agent for AgentService {
             // this stream (see `wire`); a lagging subscriber's skipped
             // samples are then simply not in its chain. The backlog is held
             // in that form already (see `ring`): it goes out as it is.
-            if send(AgentMessage {
-                kind: Some(Kind::Info(info)),
-            })
-            .await
-            .is_err()
+            let known = known_instance != 0 && known_instance == info.agent_instance;
+            if !known
+                && send(AgentMessage {
+                    kind: Some(Kind::Info(info)),
+                })
+                .await
+                .is_err()
             {
                 return;
             }

@@ -478,15 +478,16 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
         // Made before the first is broken: a console or agent too busy to
         // answer the second within the connect timeout (a large fleet's
         // start) leaves the node on its first stream, never down.
-        match Box::pin(rejoin(target, opts)).await {
+        match Box::pin(rejoin(target, opts, fwd.instance)).await {
             Ok((conn, live)) => {
                 // The history's stream and its decoding state (a whole
                 // sample and NVLink counters, the base of deltas that will
                 // not come) go now, not when the session ends.
+                let decoder = on.decoder.rejoining();
                 on = OnStream {
                     _conn: conn,
                     stream: live,
-                    decoder: decode::Stream::default(),
+                    decoder,
                     history: 0,
                 };
                 phase = Phase::Rejoin;
@@ -524,9 +525,11 @@ async fn first_stream(session: &Session, fwd: &mut Forwarder<'_>) -> Result<Opti
         // An agent closes a connection that opened no stream for a minute.
         conn = connect(target, &opts.access).await?;
     }
-    // Many history samples a message: a fleet's history is most of what a
-    // console takes in at start.
-    let mut stream = subscribe(&conn, opts, opts.backfill_s, true).await?;
+    let req = SubscribeRequest {
+        backfill_s: opts.backfill_s,
+        ..live_request()
+    };
+    let mut stream = subscribe(&conn, opts, req).await?;
     // Each stream is decoded on its own (deltas are against its own samples).
     let mut decoder = decode::Stream::default();
     Ok(match fwd.pump(&mut stream, &mut decoder, opts, Phase::First).await? {
@@ -540,33 +543,50 @@ async fn first_stream(session: &Session, fwd: &mut Forwarder<'_>) -> Result<Opti
     })
 }
 
-/// The live stream's connection.
+/// The live stream's connection, from an agent whose process `instance`
+/// described the node on the first.
+///
+/// Its decode buffer grows to twice its largest message (tonic reserves a
+/// message's length again once the message is in) and keeps that size for
+/// the stream's life: so the agent is asked not to describe the node again
+/// (4.4 KB on an HGX node) where it is the same process, and the few
+/// samples missed come one a message, not as a batch.
 async fn rejoin(
     target: &Target,
     opts: &SourceOptions,
+    instance: Option<u64>,
 ) -> Result<(Connection, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
     let conn = connect(target, &opts.access).await?;
-    // The few samples missed come one a message: the stream's decode
-    // buffer grows to its largest message and keeps that size for the
-    // stream's life, and a batch of five is larger than the description.
-    let stream = subscribe(&conn, opts, REJOIN_BACKFILL_S, false).await?;
+    let req = SubscribeRequest {
+        backfill_s: REJOIN_BACKFILL_S,
+        history_batches: false,
+        known_instance: instance.unwrap_or(0),
+        ..live_request()
+    };
+    let stream = subscribe(&conn, opts, req).await?;
     Ok((conn, stream))
+}
+
+/// What a session asks of an agent's stream, less the history.
+fn live_request() -> SubscribeRequest {
+    SubscribeRequest {
+        backfill_s: 0,
+        no_backfill: false,
+        // Many history samples a message: a fleet's history is most of
+        // what a console takes in at start.
+        history_batches: true,
+        // Live samples a third smaller; the console reads no IB packet
+        // counters, which column deltas leave out.
+        columns: true,
+        known_instance: 0,
+    }
 }
 
 async fn subscribe(
     conn: &Connection,
     opts: &SourceOptions,
-    backfill_s: u32,
-    history_batches: bool,
+    req: SubscribeRequest,
 ) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, String> {
-    let req = SubscribeRequest {
-        backfill_s,
-        no_backfill: false,
-        history_batches,
-        // Live samples a third smaller; the console reads no IB packet
-        // counters, which column deltas leave out.
-        columns: true,
-    };
     // On the heap while it runs, as in `connect`.
     tokio::time::timeout(opts.connect_timeout, Box::pin(conn.subscribe(req)))
         .await

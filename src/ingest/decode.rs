@@ -426,6 +426,16 @@ impl Stream {
         node_desc(info)
     }
 
+    /// The state a second stream from the same agent process starts with,
+    /// when that stream does not describe the node again: the clock skew
+    /// measured on this one (the same clock), nothing of its samples.
+    pub fn rejoining(&self) -> Stream {
+        Stream {
+            skew_ms: self.skew_ms,
+            ..Stream::default()
+        }
+    }
+
     pub fn caught_up(&mut self) {
         self.live = true;
     }
@@ -472,6 +482,33 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_stream_from_the_same_process_keeps_the_clock_skew() {
+        // The agent's clock an hour ahead, measured from its description.
+        let hour = 3_600_000;
+        let mut first = Stream::default();
+        first.info(
+            pb::NodeInfo {
+                agent_time_ms: hour + 1_000,
+                ..Default::default()
+            },
+            1_000,
+        );
+        // The live stream that follows is not described again.
+        let mut second = first.rejoining();
+        let s = second
+            .sample(
+                pb::Sample {
+                    seq: 7,
+                    time_ms: hour + 2_000,
+                    ..Default::default()
+                },
+                2_000,
+            )
+            .expect("a whole sample");
+        assert_eq!(s.time_ms, 2_000, "on the console's clock");
+    }
 
     #[test]
     fn a_description_holds_one_copy_of_each_nvlink_peer_and_no_spare_room() {

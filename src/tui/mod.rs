@@ -29,6 +29,7 @@ use crate::model::update::Update;
 use crate::ops::notify::Notifier;
 use crate::record::RecorderOptions;
 use crate::session::Session;
+use crate::store::Store;
 use app::{Action, App};
 use theme::{ColorDepth, Theme};
 
@@ -86,7 +87,10 @@ pub fn run(
     let (tx, rx) = mpsc::channel(1024);
     spawn_input_thread(tx.clone());
     let _signals = rt.spawn(forward_signals(tx));
-    let mut app = App::new(session.store.clone(), theme, now_ms());
+    // The store moves to the app, not a copy of it: the session's own
+    // would hold every node's state (1.2 KiB each) for nothing.
+    let store = std::mem::replace(&mut session.store, Store::new(Vec::new(), cfg.thresholds.clone()));
+    let mut app = App::new(store, theme, now_ms());
     app.log_path = log_path;
     app.bell = cfg.notify.bell.then(Default::default);
     app.read_only = read_only;

@@ -527,3 +527,40 @@ async fn histories_are_read_a_few_nodes_at_a_time() {
         a.stop().await;
     }
 }
+
+/// The first message of a subscription (after the history, if any).
+async fn first_kind(agent: &AgentHandle, known_instance: u64) -> Kind {
+    let mut stream = client(agent)
+        .await
+        .subscribe(SubscribeRequest {
+            no_backfill: true,
+            known_instance,
+            ..Default::default()
+        })
+        .await
+        .expect("ok")
+        .into_inner();
+    tokio::time::timeout(Duration::from_secs(30), stream.message())
+        .await
+        .expect("something comes")
+        .expect("ok")
+        .expect("stream open")
+        .kind
+        .expect("a message")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_has_the_description_of_this_process_is_not_sent_it_again() {
+    let agent = start(20, 60).await;
+    let Kind::Info(info) = first_kind(&agent, 0).await else {
+        panic!("a stream starts with the node's description");
+    };
+    assert_ne!(info.agent_instance, 0);
+    // The console's second stream from the same process: straight to the samples.
+    let same = first_kind(&agent, info.agent_instance).await;
+    assert!(matches!(same, Kind::CaughtUp(_)), "no description again");
+    // Another process's number (the agent restarted between the two): described.
+    let other = first_kind(&agent, info.agent_instance ^ 1).await;
+    assert!(matches!(other, Kind::Info(_)), "a restarted agent describes itself");
+    agent.stop().await;
+}
