@@ -212,10 +212,13 @@ impl History {
             }
         };
         let fine = cap.min(FINE);
-        self.fine.push(offset, s.gpus.len(), point, fine);
-        while self.fine.offsets.len() > fine {
+        // Room is made before the newest goes in: a ring pushed one past
+        // its capacity doubles it, and every node's fine tier would hold
+        // 240 points' room a GPU for 120 (4 KiB a node of 8 GPUs).
+        while self.fine.offsets.len() >= fine {
             self.fold_oldest_fine(cap - fine);
         }
+        self.fine.push(offset, s.gpus.len(), point, fine);
         while self.samples() > cap {
             self.pop_front();
         }
@@ -311,6 +314,24 @@ mod tests {
             .map(|p| (p.0, p.1.util_pct))
             .collect();
         assert_eq!(spike, [(650_000, 97)]);
+    }
+
+    #[test]
+    fn a_full_history_holds_no_room_it_does_not_use() {
+        let mut h = History::default();
+        for t in 0..700 {
+            h.push(&busy(t * 1000, 50), None, 600);
+        }
+        let tiers = [
+            ("fine", &h.fine, FINE),
+            ("coarse", &h.coarse, 480 / usize::from(COARSE) + 1),
+        ];
+        for (name, tier, room) in tiers {
+            assert_eq!(tier.offsets.capacity(), room, "{name} times");
+            for ring in &tier.gpus {
+                assert_eq!(ring.capacity(), room, "{name} points");
+            }
+        }
     }
 
     #[test]
