@@ -81,7 +81,7 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
 
 /// `name` as the copy in `names`, added there if it is new.
 fn shared_name(names: &mut Vec<Arc<str>>, name: String) -> Arc<str> {
-    if let Some(n) = names.iter().find(|n| ***n == *name) {
+    if let Some(n) = names.iter().find(|n| n.as_ref() == name.as_str()) {
         return n.clone();
     }
     let n: Arc<str> = name.into();
