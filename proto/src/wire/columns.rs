@@ -567,6 +567,15 @@ mod tests {
         s
     }
 
+    /// The sample after `base`, one of those that carry no NVLink counters.
+    fn next_without_links(base: &Sample) -> Sample {
+        let mut s = next(base);
+        for g in &mut s.gpus {
+            (g.nvlink_tx_kib, g.nvlink_rx_kib) = (vec![], vec![]);
+        }
+        s
+    }
+
     /// Sends `base` whole then `cur` as a column delta; what the console makes of it.
     fn round_trip(base: &Sample, cur: &Sample) -> (Sample, Sample) {
         let mut rx = Decoder::default();
@@ -678,10 +687,7 @@ mod tests {
     #[test]
     fn nvlink_counters_travel_as_differences_from_the_last_that_carried_them() {
         let carried = node();
-        let mut quiet = next(&carried);
-        for g in &mut quiet.gpus {
-            (g.nvlink_tx_kib, g.nvlink_rx_kib) = (vec![], vec![]);
-        }
+        let quiet = next_without_links(&carried);
         let again = next(&next(&carried));
         let mut rx = Decoder::default();
         rx.decode(carried.clone()).expect("whole");
@@ -711,10 +717,7 @@ mod tests {
     #[test]
     fn a_base_holds_no_room_it_does_not_use() {
         let carried = node();
-        let mut quiet = next(&carried);
-        for g in &mut quiet.gpus {
-            (g.nvlink_tx_kib, g.nvlink_rx_kib) = (vec![], vec![]);
-        }
+        let quiet = next_without_links(&carried);
         // Received as prost decodes it: its lists grown one at a time.
         let mut rx = Decoder::default();
         let arrived = Sample::decode(carried.encode_to_vec().as_slice()).expect("protobuf");
