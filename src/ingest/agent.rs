@@ -8,7 +8,6 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetop_proto::input::error_line;
 use fleetop_proto::pb::SubscribeRequest;
 use fleetop_proto::pb::agent_client::AgentClient;
 use fleetop_proto::pb::agent_message::Kind;
@@ -18,6 +17,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::ingest::conn::{self, Conn, Tls};
 use crate::ingest::decode;
+use crate::ingest::stream_conn::{self, StreamConn};
 use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::target::Target;
 use crate::model::time::now_ms;
@@ -127,13 +127,9 @@ impl tonic::service::Interceptor for Auth {
 /// A client of one agent, with the session's token on every call.
 pub type Client = AgentClient<InterceptedService<Conn, Auth>>;
 
-/// The largest message the console takes from an agent (a history batch,
-/// a node description with its fault journal).
-const MAX_MESSAGE_BYTES: usize = 64 << 20;
-
-/// One connection to an agent with the session's token on every call: the
-/// one way the console reaches an agent, for streams and control calls
-/// alike (see `conn`).
+/// One connection to an agent for control calls (signal, bench), with the
+/// session's token on every call. The sample stream has a connection of
+/// its own kind (`stream_conn`).
 #[derive(Clone)]
 pub struct Connection {
     svc: InterceptedService<Conn, Auth>,
@@ -143,60 +139,51 @@ pub struct Connection {
 impl Connection {
     /// tonic's client for the control calls (signal, bench).
     pub fn client(&self) -> Client {
-        AgentClient::with_origin(self.svc.clone(), self.origin.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES)
-    }
-
-    /// The sample stream. Its decode buffer starts at a sample's size, not
-    /// tonic's 8 KiB: it grows to the largest message it is handed and is
-    /// kept for the stream's life, one a node.
-    pub async fn subscribe(
-        &self,
-        req: SubscribeRequest,
-    ) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, tonic::Status> {
-        let mut grpc = tonic::client::Grpc::with_origin(self.svc.clone(), self.origin.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES);
-        grpc.ready()
-            .await
-            .map_err(|e| tonic::Status::unavailable(error_line(&e)))?;
-        let path = tonic::codegen::http::uri::PathAndQuery::from_static("/fleetop.v1.Agent/Subscribe");
-        Ok(grpc
-            .server_streaming(tonic::Request::new(req), path, SampleCodec)
-            .await?
-            .into_inner())
+        AgentClient::with_origin(self.svc.clone(), self.origin.clone())
+            .max_decoding_message_size(stream_conn::MAX_MESSAGE_BYTES)
     }
 }
 
-/// prost's codec with a decode buffer of a live sample's size.
-struct SampleCodec;
-
-impl tonic::codec::Codec for SampleCodec {
-    type Encode = SubscribeRequest;
-    type Decode = fleetop_proto::pb::AgentMessage;
-    type Encoder = tonic_prost::ProstEncoder<SubscribeRequest>;
-    type Decoder = tonic_prost::ProstDecoder<fleetop_proto::pb::AgentMessage>;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        Self::Encoder::default()
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        // A busy 8-GPU node's column delta is about 500 B. The yield
-        // threshold (which only the encoder reads) is tonic's default.
-        const START_BYTES: usize = 1024;
-        const YIELD_BYTES: usize = 32 << 10;
-        Self::Decoder::new(tonic::codec::BufferSettings::new(START_BYTES, YIELD_BYTES))
-    }
-}
-
-/// A connected client for `target`'s agent, errors in one line, within
-/// `CONNECT_TIMEOUT`.
+/// A connected client for `target`'s agent's control calls, errors in one
+/// line, within `CONNECT_TIMEOUT`.
 pub async fn connect(target: &Target, access: &Access) -> Result<Connection, String> {
     let origin = conn::origin(target, access.tls.is_some())?;
+    let token = bearer(access)?;
+    let conn = opened(access, conn::open(target, access.tls.as_ref())).await?;
+    Ok(Connection {
+        svc: InterceptedService::new(conn, Auth(token)),
+        origin,
+    })
+}
+
+/// A connection for `target`'s agent's sample stream, errors in one line,
+/// within `CONNECT_TIMEOUT`.
+pub async fn connect_stream(target: &Target, access: &Access) -> Result<StreamConn, String> {
+    let token = bearer(access)?;
+    opened(access, stream_conn::open(target, access.tls.as_ref(), token)).await
+}
+
+/// The session's telemetry token as the header that carries it (tonic's
+/// metadata or h2's header).
+fn bearer<V: std::str::FromStr>(access: &Access) -> Result<Option<V>, String> {
+    access
+        .telemetry_token
+        .as_ref()
+        .map(|t| {
+            format!("Bearer {t}")
+                .parse()
+                .map_err(|_| "the telemetry token holds characters a header cannot carry".to_string())
+        })
+        .transpose()
+}
+
+/// `opening` within `CONNECT_TIMEOUT`, its error in words a user can act on.
+async fn opened<T>(access: &Access, opening: impl Future<Output = Result<T, String>>) -> Result<T, String> {
     // On the heap while it runs: a node's task is as large as the largest
     // future it ever awaits, for its whole life (10,000 of them in a large
     // console).
-    let opening = Box::pin(conn::open(target, access.tls.as_ref()));
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT, opening)
+    let opening = Box::pin(opening);
+    tokio::time::timeout(CONNECT_TIMEOUT, opening)
         .await
         .map_err(|_| format!("no connection within {} s (timed out)", CONNECT_TIMEOUT.as_secs()))?
         .map_err(|why| {
@@ -206,19 +193,7 @@ pub async fn connect(target: &Target, access: &Access) -> Result<Connection, Str
             } else {
                 why
             }
-        })?;
-    let token = match &access.telemetry_token {
-        Some(t) => Some(
-            format!("Bearer {t}")
-                .parse()
-                .map_err(|_| "the telemetry token holds characters a header cannot carry".to_string())?,
-        ),
-        None => None,
-    };
-    Ok(Connection {
-        svc: InterceptedService::new(conn, Auth(token)),
-        origin,
-    })
+        })
 }
 
 #[derive(Debug, Clone)]
@@ -391,13 +366,13 @@ pub async fn describe(
     within: Duration,
 ) -> Result<crate::model::sample::NodeDesc, String> {
     let once = async {
-        let conn = connect(target, access).await?;
+        let conn = connect_stream(target, access).await?;
         let req = SubscribeRequest {
             no_backfill: true,
             ..Default::default()
         };
         let mut stream = conn
-            .subscribe(req)
+            .subscribe(&req)
             .await
             .map_err(|s| format!("subscribe refused: {}", s.message()))?;
         match stream
@@ -501,7 +476,7 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
 /// A stream and its decoding state.
 struct OnStream {
     /// Held for the stream's sake: the connection ends with its last handle.
-    _conn: Connection,
+    _conn: StreamConn,
     stream: tonic::Streaming<fleetop_proto::pb::AgentMessage>,
     decoder: decode::Stream,
     /// How many history samples the first stream brought.
@@ -515,7 +490,7 @@ async fn first_stream(session: &Session, fwd: &mut Forwarder<'_>) -> Result<Opti
     // Connected first, without a permit: a dead node's connect timeout
     // holds no one up.
     let asked = tokio::time::Instant::now();
-    let mut conn = connect(target, &opts.access).await?;
+    let mut conn = connect_stream(target, &opts.access).await?;
     let _permit = session
         .histories
         .acquire()
@@ -523,13 +498,13 @@ async fn first_stream(session: &Session, fwd: &mut Forwarder<'_>) -> Result<Opti
         .map_err(|_| "the console is going".to_string())?;
     if asked.elapsed() > PERMIT_WAIT_RECONNECT {
         // An agent closes a connection that opened no stream for a minute.
-        conn = connect(target, &opts.access).await?;
+        conn = connect_stream(target, &opts.access).await?;
     }
     let req = SubscribeRequest {
         backfill_s: opts.backfill_s,
         ..live_request()
     };
-    let mut stream = subscribe(&conn, opts, req).await?;
+    let mut stream = subscribe(&conn, opts, &req).await?;
     // Each stream is decoded on its own (deltas are against its own samples).
     let mut decoder = decode::Stream::default();
     Ok(match fwd.pump(&mut stream, &mut decoder, opts, Phase::First).await? {
@@ -555,15 +530,15 @@ async fn rejoin(
     target: &Target,
     opts: &SourceOptions,
     instance: Option<u64>,
-) -> Result<(Connection, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
-    let conn = connect(target, &opts.access).await?;
+) -> Result<(StreamConn, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
+    let conn = connect_stream(target, &opts.access).await?;
     let req = SubscribeRequest {
         backfill_s: REJOIN_BACKFILL_S,
         history_batches: false,
         known_instance: instance.unwrap_or(0),
         ..live_request()
     };
-    let stream = subscribe(&conn, opts, req).await?;
+    let stream = subscribe(&conn, opts, &req).await?;
     Ok((conn, stream))
 }
 
@@ -583,9 +558,9 @@ fn live_request() -> SubscribeRequest {
 }
 
 async fn subscribe(
-    conn: &Connection,
+    conn: &StreamConn,
     opts: &SourceOptions,
-    req: SubscribeRequest,
+    req: &SubscribeRequest,
 ) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, String> {
     // On the heap while it runs, as in `connect`.
     tokio::time::timeout(opts.connect_timeout, Box::pin(conn.subscribe(req)))

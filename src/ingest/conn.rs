@@ -1,6 +1,7 @@
-//! One HTTP/2 connection to an agent: the service tonic's client calls go
-//! through. TCP, TLS over it where configured, HTTP/2 keepalive, and nothing
-//! else.
+//! Connections to an agent: TCP, TLS over it where configured (`dial`,
+//! for both kinds), and the HTTP/2 connection that tonic's client calls
+//! for control (signal, bench) go through, with keepalive and nothing
+//! else. The sample stream has its own, leaner kind (`stream_conn`).
 //!
 //! tonic's `Channel` puts a tower `Buffer` (a queue of 32 requests and a
 //! task of its own to drain it) and reconnect and limit layers in front of
@@ -29,8 +30,8 @@ use tonic::codegen::{Service, http};
 use crate::model::target::Target;
 
 /// A silent peer is noticed within about 15 s.
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// TLS to the agents: the CA the console trusts, the certificate it shows
 /// for mutual TLS, and the name the agents' certificates carry where it is
@@ -124,10 +125,14 @@ pub fn origin(target: &Target, tls: bool) -> Result<http::Uri, String> {
     uri.parse().map_err(|e| format!("bad address {uri}: {e}"))
 }
 
-/// Connects to `target` (TLS where `tls` says) and starts the connection's
-/// task, which ends when the last `Conn` and stream of it are dropped.
-/// Unbounded in time: the caller bounds it.
-pub async fn open(target: &Target, tls: Option<&Tls>) -> Result<Conn, String> {
+/// A byte stream to an agent: TCP, or TLS over it.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+/// Connects to `target`, TLS where `tls` says. Unbounded in time: the
+/// caller bounds it.
+pub async fn dial(target: &Target, tls: Option<&Tls>) -> Result<Box<dyn Io>, String> {
     let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
         .await
         .map_err(|e| format!("tcp connect error: {}", error_line(&e)))?;
@@ -135,20 +140,21 @@ pub async fn open(target: &Target, tls: Option<&Tls>) -> Result<Conn, String> {
     tcp.set_nodelay(true)
         .map_err(|e| format!("tcp connect error: {}", error_line(&e)))?;
     let Some(tls) = tls else {
-        return handshake(tcp).await;
+        return Ok(Box::new(tcp));
     };
     let name = server_name(tls.domain.as_deref().unwrap_or(&target.host)).map_err(|e| format!("TLS: {e}"))?;
     let stream = tokio_rustls::TlsConnector::from(tls.config.clone())
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS: {}", error_line(&e)))?;
-    handshake(stream).await
+    Ok(Box::new(stream))
 }
 
-async fn handshake<S>(io: S) -> Result<Conn, String>
-where
-    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
+/// Connects to `target` (TLS where `tls` says) and starts the connection's
+/// task, which ends when the last `Conn` and stream of it are dropped.
+/// Unbounded in time: the caller bounds it.
+pub async fn open(target: &Target, tls: Option<&Tls>) -> Result<Conn, String> {
+    let io = dial(target, tls).await?;
     let (send, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .keep_alive_interval(KEEPALIVE_INTERVAL)

@@ -17,4 +17,5 @@ pub mod racks;
 pub mod ray;
 pub mod scrape;
 pub mod slurm;
+pub mod stream_conn;
 pub mod targets;

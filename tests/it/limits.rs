@@ -55,22 +55,22 @@ async fn subscribers_past_the_cap_are_refused_and_freed_when_the_client_goes() {
     })
     .await;
     let t = target(&a);
-    let c = agent::connect(&t, &Access::default()).await.expect("connects");
+    let c = agent::connect_stream(&t, &Access::default()).await.expect("connects");
     // Streams that are opened and never read.
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(c.subscribe(live_only()).await.expect("within the cap"));
+        held.push(c.subscribe(&live_only()).await.expect("within the cap"));
     }
     assert_eq!(a.subscribers(), 3);
-    let refused = c.subscribe(live_only()).await.expect_err("past the cap");
+    let refused = c.subscribe(&live_only()).await.expect_err("past the cap");
     assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
     assert!(refused.message().contains("--max-subscribers"), "{}", refused.message());
     // The client goes without a word: its subscribers are given back.
     drop(held);
     drop(c);
     until("the subscribers are freed", || a.subscribers() == 0).await;
-    let c = agent::connect(&t, &Access::default()).await.expect("connects");
-    c.subscribe(live_only()).await.expect("room again");
+    let c = agent::connect_stream(&t, &Access::default()).await.expect("connects");
+    c.subscribe(&live_only()).await.expect("room again");
     a.stop().await;
 }
 
@@ -83,14 +83,14 @@ async fn one_connection_gets_at_most_its_streams_however_many_it_opens() {
     })
     .await;
     let t = target(&a);
-    let c = agent::connect(&t, &Access::default()).await.expect("connects");
+    let c = agent::connect_stream(&t, &Access::default()).await.expect("connects");
     // 200 streams on one connection that never read: the agent advertises
     // MAX_CONCURRENT_STREAMS, so only 4 are ever open at once.
     let mut opened = Vec::new();
     for _ in 0..200 {
         let c = c.clone();
         opened.push(tokio::spawn(async move {
-            let s = c.subscribe(live_only()).await;
+            let s = c.subscribe(&live_only()).await;
             // Hold the stream (unread) until the task is aborted.
             tokio::time::sleep(Duration::from_secs(3600)).await;
             drop(s);
@@ -154,8 +154,10 @@ async fn bare_connections_and_truncated_prefaces_are_closed() {
     assert!(s, "a silent HTTP/2 connection stayed open");
     until("no connection left", || a.connections() == 0).await;
     // A console that keeps reading is not idle: it answers the agent's pings.
-    let c = agent::connect(&target(&a), &Access::default()).await.expect("connects");
-    let mut s = c.subscribe(live_only()).await.expect("subscribes");
+    let c = agent::connect_stream(&target(&a), &Access::default())
+        .await
+        .expect("connects");
+    let mut s = c.subscribe(&live_only()).await.expect("subscribes");
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(5) {
         s.message()
@@ -288,8 +290,10 @@ fn out_of_file_descriptors_the_agent_waits_says_so_once_and_recovers() {
             host: "127.0.0.1".into(),
             port,
         };
-        let c = agent::connect(&t, &Access::default()).await.expect("connects again");
-        let mut s = c.subscribe(live_only()).await.expect("subscribes");
+        let c = agent::connect_stream(&t, &Access::default())
+            .await
+            .expect("connects again");
+        let mut s = c.subscribe(&live_only()).await.expect("subscribes");
         s.message().await.expect("stream").expect("a message");
     });
 }

@@ -20,13 +20,13 @@ fn target(addr: std::net::SocketAddr) -> Target {
 
 /// The first message of a Subscribe stream, or the refusal, in one line.
 async fn first_message(t: &Target, access: &Access) -> Result<(), String> {
-    let c = agent::connect(t, access).await?;
+    let c = agent::connect_stream(t, access).await?;
     let req = SubscribeRequest {
         no_backfill: true,
         ..Default::default()
     };
     let mut s = c
-        .subscribe(req)
+        .subscribe(&req)
         .await
         .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?;
     match s.message().await {

@@ -1,0 +1,188 @@
+//! The sample stream's own HTTP/2 connection (`ingest::stream_conn`), against
+//! scripted h2 servers on loopback: what an agent says in frames and
+//! trailers is read as tonic's client read it, and an agent that goes
+//! silent is dropped while one that is only quiet is kept.
+
+use std::time::{Duration, Instant};
+
+use fleetop::ingest::stream_conn;
+use fleetop::model::target::Target;
+use fleetop_agent::proto::SubscribeRequest;
+use fleetop_agent::proto::agent_message::Kind;
+use fleetop_agent::proto::{AgentMessage, NodeInfo};
+use prost::Message;
+use tonic::codegen::{Bytes, http};
+
+/// What a scripted agent does with the one stream it accepts: it gets the
+/// request's head (method, path, headers) and the stream to answer on.
+type Script = Box<dyn FnOnce(http::request::Parts, h2::server::SendResponse<Bytes>) + Send>;
+
+/// A one-connection h2 server. After the script answers, the connection is
+/// served for `serve_for`, then held without being read (a process that
+/// hangs: no frame, no ping is answered).
+async fn scripted(serve_for: Duration, script: Script) -> Target {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.expect("accept");
+        let mut conn = h2::server::handshake(socket).await.expect("handshake");
+        let (req, respond) = conn.accept().await.expect("a stream").expect("ok");
+        script(req.into_parts().0, respond);
+        let _ = tokio::time::timeout(serve_for, async { while conn.accept().await.is_some() {} }).await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        drop(conn);
+    });
+    Target {
+        name: "scripted".into(),
+        host: "127.0.0.1".into(),
+        port,
+    }
+}
+
+fn grpc_headers() -> http::Response<()> {
+    http::Response::builder()
+        .header("content-type", "application/grpc")
+        .body(())
+        .expect("response")
+}
+
+fn framed(m: &AgentMessage) -> Vec<u8> {
+    let body = m.encode_to_vec();
+    let mut out = vec![0];
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+fn described(hostname: &str) -> AgentMessage {
+    AgentMessage {
+        kind: Some(Kind::Info(NodeInfo {
+            hostname: hostname.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+async fn open(target: &Target, token: Option<&str>) -> stream_conn::StreamConn {
+    let token = token.map(|t| t.parse().expect("header value"));
+    stream_conn::open(target, None, token).await.expect("connects")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_split_across_frames_is_read_whole_then_the_stream_ends_cleanly() {
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel();
+    let target = scripted(
+        Duration::from_secs(30),
+        Box::new(move |head, mut respond| {
+            let _ = seen_tx.send(head);
+            let mut body = respond.send_response(grpc_headers(), false).expect("headers");
+            let bytes = framed(&described("gpu-a-1"));
+            // Three DATA frames, the length prefix itself cut in two.
+            for part in [&bytes[..3], &bytes[3..9], &bytes[9..]] {
+                body.send_data(Bytes::copy_from_slice(part), false).expect("data");
+            }
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", "0".parse().expect("value"));
+            body.send_trailers(trailers).expect("trailers");
+        }),
+    )
+    .await;
+    let conn = open(&target, Some("Bearer s3cret")).await;
+    let req = SubscribeRequest {
+        columns: true,
+        ..Default::default()
+    };
+    let mut stream = conn.subscribe(&req).await.expect("answered");
+    let first = stream.message().await.expect("no error").expect("a message");
+    assert_eq!(first, described("gpu-a-1"));
+    assert_eq!(stream.message().await.expect("a clean end"), None);
+    let head = seen_rx.await.expect("the script ran");
+    assert_eq!(
+        (head.method.as_str(), head.uri.path()),
+        ("POST", "/fleetop.v1.Agent/Subscribe")
+    );
+    let headers = head.headers;
+    assert_eq!(headers["content-type"], "application/grpc");
+    assert_eq!(headers["te"], "trailers");
+    assert_eq!(headers["authorization"], "Bearer s3cret");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_in_the_headers_is_the_agents_status_and_words() {
+    let target = scripted(
+        Duration::from_secs(30),
+        Box::new(|_, mut respond| {
+            let refused = http::Response::builder()
+                .header("content-type", "application/grpc")
+                .header("grpc-status", "16")
+                .header("grpc-message", "bad token")
+                .body(())
+                .expect("response");
+            let _ = respond.send_response(refused, true);
+        }),
+    )
+    .await;
+    let conn = open(&target, None).await;
+    let err = conn.subscribe(&SubscribeRequest::default()).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::Unauthenticated);
+    assert_eq!(err.message(), "bad token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_larger_than_the_limit_or_compressed_unasked_is_an_error_not_a_read() {
+    for (flag, len) in [(0u8, (stream_conn::MAX_MESSAGE_BYTES + 1) as u32), (1, 4)] {
+        let target = scripted(
+            Duration::from_secs(30),
+            Box::new(move |_, mut respond| {
+                let mut body = respond.send_response(grpc_headers(), false).expect("headers");
+                let mut head = vec![flag];
+                head.extend_from_slice(&len.to_be_bytes());
+                head.extend_from_slice(b"abcd");
+                body.send_data(head.into(), false).expect("data");
+            }),
+        )
+        .await;
+        let conn = open(&target, None).await;
+        let mut stream = conn.subscribe(&SubscribeRequest::default()).await.expect("answered");
+        let got = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("answered at once, not waited on");
+        assert!(got.is_err(), "flag {flag}, length {len}: {got:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_hangs_is_dropped_and_one_that_is_only_quiet_is_kept() {
+    // Both describe the node, then send nothing. One goes on answering
+    // HTTP/2 (pings among it); the other stops reading its socket.
+    let answer = |name: &'static str| -> Script {
+        Box::new(move |_, mut respond| {
+            let mut body = respond.send_response(grpc_headers(), false).expect("headers");
+            body.send_data(framed(&described(name)).into(), false).expect("data");
+            // Kept open: the stream goes on, with nothing more in it.
+            std::mem::forget(body);
+        })
+    };
+    let hung = scripted(Duration::from_secs(1), answer("hung")).await;
+    let quiet = scripted(Duration::from_secs(600), answer("quiet")).await;
+    let (hung, quiet) = (open(&hung, None).await, open(&quiet, None).await);
+    let mut hung = hung.subscribe(&SubscribeRequest::default()).await.expect("answered");
+    let mut quiet = quiet.subscribe(&SubscribeRequest::default()).await.expect("answered");
+    for s in [&mut hung, &mut quiet] {
+        assert!(s.message().await.expect("ok").is_some());
+    }
+    let asked = Instant::now();
+    // A ping every 10 s, 5 s for its answer: within about 15 s. The bound
+    // is generous; what matters is that the stream does not wait forever.
+    let broke = tokio::time::timeout(Duration::from_secs(60), hung.message())
+        .await
+        .expect("a hung agent is not waited on forever");
+    assert!(broke.is_err(), "{broke:?}");
+    assert!(
+        asked.elapsed() >= Duration::from_secs(10),
+        "dropped before any ping was due"
+    );
+    // The quiet one answered its ping(s) in the same time: still open.
+    let still = tokio::time::timeout(Duration::from_millis(200), quiet.message()).await;
+    assert!(still.is_err(), "a quiet agent's stream ended: {still:?}");
+}
