@@ -17,7 +17,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::ingest::conn::{self, Conn, Tls};
 use crate::ingest::decode;
-use crate::ingest::stream_conn::{self, StreamConn};
+use crate::ingest::stream_conn::{self, Messages, StreamConn};
 use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::target::Target;
 use crate::model::time::now_ms;
@@ -424,9 +424,8 @@ const REJOIN_BACKFILL_S: u32 = 5;
 /// One session with an agent: subscribe and forward until the stream ends
 /// or breaks.
 ///
-/// The connection's and the stream's read buffers grow to the largest
-/// chunk they are handed and never shrink (h2 and tonic keep them for the
-/// connection's life); agents before 4 KiB history batches and one message
+/// The connection's read buffer grows to the largest chunk it is handed
+/// and never shrinks (h2 keeps it for the connection's life); agents before 4 KiB history batches and one message
 /// a chunk send histories 32 KiB at a time. So a history of more than a
 /// few samples is read on a connection that is closed once it is in, and
 /// the live samples come on a fresh one, whose buffers only ever hold a
@@ -477,7 +476,7 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
 struct OnStream {
     /// Held for the stream's sake: the connection ends with its last handle.
     _conn: StreamConn,
-    stream: tonic::Streaming<fleetop_proto::pb::AgentMessage>,
+    stream: Messages,
     decoder: decode::Stream,
     /// How many history samples the first stream brought.
     history: u64,
@@ -521,16 +520,15 @@ async fn first_stream(session: &Session, fwd: &mut Forwarder<'_>) -> Result<Opti
 /// The live stream's connection, from an agent whose process `instance`
 /// described the node on the first.
 ///
-/// Its decode buffer grows to twice its largest message (tonic reserves a
-/// message's length again once the message is in) and keeps that size for
-/// the stream's life: so the agent is asked not to describe the node again
-/// (4.4 KB on an HGX node) where it is the same process, and the few
-/// samples missed come one a message, not as a batch.
+/// The agent is asked not to describe the node again where it is the same
+/// process (4.4 KB on an HGX node, which the store has), and the few
+/// samples missed come one a message, not as a batch: a message cut
+/// across h2's chunks is gathered in room of its own (`stream_conn`).
 async fn rejoin(
     target: &Target,
     opts: &SourceOptions,
     instance: Option<u64>,
-) -> Result<(StreamConn, tonic::Streaming<fleetop_proto::pb::AgentMessage>), String> {
+) -> Result<(StreamConn, Messages), String> {
     let conn = connect_stream(target, &opts.access).await?;
     let req = SubscribeRequest {
         backfill_s: REJOIN_BACKFILL_S,
@@ -557,11 +555,7 @@ fn live_request() -> SubscribeRequest {
     }
 }
 
-async fn subscribe(
-    conn: &StreamConn,
-    opts: &SourceOptions,
-    req: &SubscribeRequest,
-) -> Result<tonic::Streaming<fleetop_proto::pb::AgentMessage>, String> {
+async fn subscribe(conn: &StreamConn, opts: &SourceOptions, req: &SubscribeRequest) -> Result<Messages, String> {
     // On the heap while it runs, as in `connect`.
     tokio::time::timeout(opts.connect_timeout, Box::pin(conn.subscribe(req)))
         .await
@@ -655,7 +649,7 @@ impl Forwarder<'_> {
 
     async fn pump(
         &mut self,
-        stream: &mut tonic::Streaming<fleetop_proto::pb::AgentMessage>,
+        stream: &mut Messages,
         decoder: &mut decode::Stream,
         opts: &SourceOptions,
         mut phase: Phase,

@@ -1,23 +1,32 @@
-//! The sample stream's connection: h2, with tonic's stream decoder reading
-//! what arrives, and nothing between the two.
+//! The sample stream's connection: h2, the Subscribe request framed as
+//! gRPC frames it, and the answer's messages read straight from h2's
+//! chunks, with nothing between.
 //!
 //! A console holds one of these a node for the whole session and sends one
-//! request on it. hyper's client, which the control calls use (`conn`),
-//! puts a request queue in front of h2 (a block of 32 slots allocated
-//! whole when the connection opens: 8 KiB) and runs a task of its own
-//! beside the connection's: about 10 KiB a node that a console of 10,240
-//! agents paid for a queue that never held a second request (heaptrack,
-//! docs/PERFORMANCE.md). Here the request is written as gRPC frames it (one
-//! message, after a flag byte and its length), and the answer is read by
-//! tonic's own `Streaming`, status and trailers included, as before.
-
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+//! request on it, so what a stream keeps between two samples is paid
+//! 10,240 times over (heaptrack, docs/PERFORMANCE.md):
+//!
+//! - hyper's client, which the control calls use (`conn`), puts a request
+//!   queue in front of h2 (a block of 32 slots allocated whole when the
+//!   connection opens: 8 KiB) and runs a task of its own beside the
+//!   connection's: about 10 KiB a node for a queue that never held a
+//!   second request;
+//! - tonic's `Streaming` copies every message into a buffer of its own,
+//!   which reserves a message's length again once the message is in: it
+//!   settles at twice the stream's largest message (the first whole
+//!   sample, 3.5 KB on an 8-GPU node with NVLink) and keeps that for the
+//!   stream's life: 7 KiB a node. A message here is decoded from the chunk
+//!   it came in; only one cut across chunks is gathered, and that room is
+//!   let go once it is read.
+//!
+//! What gRPC says besides messages is read with tonic's own parts: a
+//! status among the headers or trailers (`Status::from_header_map`), an h2
+//! error as tonic's client words it (`Status::from_error`).
 
 use fleetop_proto::input::error_line;
 use fleetop_proto::pb::{AgentMessage, SubscribeRequest};
-use hyper::body::{Body, Frame};
 use prost::Message;
+use prost::bytes::{Buf, BytesMut};
 use tonic::codegen::{Bytes, http};
 use tonic::{Code, Status};
 
@@ -35,12 +44,8 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 const STREAM_WINDOW: u32 = 2 << 20;
 const CONNECTION_WINDOW: u32 = 5 << 20;
 
-/// Where a stream's decode buffer starts: a busy 8-GPU node's column delta
-/// is about 500 B, not tonic's 8 KiB. It grows to the largest message it
-/// is handed and keeps that room for the stream's life.
-const DECODE_START_BYTES: usize = 1024;
-/// tonic's default; only an encoder reads it.
-const YIELD_BYTES: usize = 32 << 10;
+/// A gRPC message's header: a compression flag, then its length.
+const HEADER_BYTES: usize = 5;
 
 /// An open HTTP/2 connection to an agent, for its sample stream. The
 /// connection ends once this and its streams are dropped.
@@ -102,10 +107,9 @@ async fn keepalive(pings: Option<h2::PingPong>) -> String {
 }
 
 impl StreamConn {
-    /// Calls `Subscribe`: the agent's stream, or the status it refused
+    /// Calls `Subscribe`: the agent's messages, or the status it refused
     /// with. Unbounded in time: the caller bounds it.
-    pub async fn subscribe(&self, req: &SubscribeRequest) -> Result<tonic::Streaming<AgentMessage>, Status> {
-        let broken = |e: h2::Error| Status::unavailable(format!("HTTP/2: {}", error_line(&e)));
+    pub async fn subscribe(&self, req: &SubscribeRequest) -> Result<Messages, Status> {
         let mut request = http::Request::post(self.uri.clone())
             .header(http::header::CONTENT_TYPE, "application/grpc")
             .header(http::header::TE, "trailers")
@@ -116,63 +120,164 @@ impl StreamConn {
         }
         let mut send = self.send.clone().ready().await.map_err(broken)?;
         let (response, mut body) = send.send_request(request, false).map_err(broken)?;
-        body.send_data(grpc_frame(req), true).map_err(broken)?;
+        // Fails only on a stream the agent has already answered and closed
+        // (refused from the headers alone, a bad token) or a connection
+        // that broke: either way the answer, read next, says more.
+        let _ = body.send_data(grpc_frame(req), true);
         let response = response.await.map_err(broken)?;
-        let decoder = tonic_prost::ProstDecoder::<AgentMessage>::new(tonic::codec::BufferSettings::new(
-            DECODE_START_BYTES,
-            YIELD_BYTES,
-        ));
-        let (head, recv) = response.into_parts();
-        let body = RecvBody { recv, data_done: false };
-        // As tonic's client does: a status among the headers is the whole
-        // answer (an agent that refused the call says so there).
-        Ok(match Status::from_header_map(&head.headers) {
+        // A status among the headers is the whole answer.
+        match Status::from_header_map(response.headers()) {
             Some(status) if status.code() != Code::Ok => return Err(status),
-            Some(_) => tonic::Streaming::new_empty(decoder, body),
-            None => tonic::Streaming::new_response(decoder, body, head.status, None, Some(MAX_MESSAGE_BYTES)),
+            Some(_) => {}
+            None if response.status() != http::StatusCode::OK => {
+                return Err(Status::unknown(format!(
+                    "the agent answered HTTP {}, not gRPC",
+                    response.status()
+                )));
+            }
+            None => {}
+        }
+        Ok(Messages {
+            recv: response.into_body(),
+            chunk: Bytes::new(),
+            cut: BytesMut::new(),
+            ended: false,
         })
     }
+}
+
+/// An h2 error as tonic's client says it.
+fn broken(e: h2::Error) -> Status {
+    Status::from_error(Box::new(e))
 }
 
 /// One message as a gRPC request body carries it: not compressed, its
 /// length (big-endian), the message.
 fn grpc_frame(m: &impl Message) -> Bytes {
     let message = m.encode_to_vec();
-    let mut frame = Vec::with_capacity(5 + message.len());
+    let mut frame = Vec::with_capacity(HEADER_BYTES + message.len());
     frame.push(0);
     frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
     frame.extend_from_slice(&message);
     frame.into()
 }
 
-/// A stream's received data and trailers as the body tonic's decoder
-/// reads. Each chunk's room in the flow-control window goes back to the
-/// agent as the chunk is read, as hyper's client does.
-struct RecvBody {
+/// The agent's messages on one stream, as they arrive.
+#[derive(Debug)]
+pub struct Messages {
     recv: h2::RecvStream,
-    data_done: bool,
+    /// What is left of the last chunk h2 handed over.
+    chunk: Bytes,
+    /// A message cut across chunks, gathered until it is whole; no room is
+    /// held between messages.
+    cut: BytesMut,
+    /// The stream's status has been read: nothing more comes.
+    ended: bool,
 }
 
-impl Body for RecvBody {
-    type Data = Bytes;
-    type Error = h2::Error;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, h2::Error>>> {
-        let this = &mut *self;
-        if !this.data_done {
-            match ready!(this.recv.poll_data(cx)) {
-                Some(Ok(data)) => {
-                    // Fails only on a stream already gone, which the next poll says.
-                    let _ = this.recv.flow_control().release_capacity(data.len());
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
+impl Messages {
+    /// The next message; `None` once the agent ends the stream with an OK
+    /// status; the agent's status, or what broke, otherwise.
+    pub async fn message(&mut self) -> Result<Option<AgentMessage>, Status> {
+        loop {
+            if let Some(m) = self.next_in_hand()? {
+                return Ok(Some(m));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match self.recv.data().await {
+                Some(Ok(chunk)) => {
+                    // Its room in the flow-control window goes back to the
+                    // agent as it is read, as hyper's client does. Fails
+                    // only on a stream already gone, which the next read says.
+                    let _ = self.recv.flow_control().release_capacity(chunk.len());
+                    if self.cut.is_empty() {
+                        self.chunk = chunk;
+                    } else {
+                        self.cut.extend_from_slice(&chunk);
+                    }
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => this.data_done = true,
+                Some(Err(e)) => return Err(broken(e)),
+                None => return self.end().await,
             }
         }
-        let trailers = ready!(this.recv.poll_trailers(cx));
-        Poll::Ready(trailers.transpose().map(|t| t.map(Frame::trailers)))
     }
+
+    /// A whole message from what has arrived, if there is one.
+    fn next_in_hand(&mut self) -> Result<Option<AgentMessage>, Status> {
+        if !self.cut.is_empty() {
+            let Some(body) = whole(&mut self.cut)? else {
+                return Ok(None);
+            };
+            let m = decode(body);
+            if self.cut.is_empty() {
+                // Let the room go: a message cut in two is rare (a large
+                // history batch), and the stream lasts for the session.
+                self.cut = BytesMut::new();
+            }
+            return m.map(Some);
+        }
+        if self.chunk.is_empty() {
+            return Ok(None);
+        }
+        let mut chunk = std::mem::take(&mut self.chunk);
+        match whole(&mut chunk)? {
+            Some(body) => {
+                self.chunk = chunk;
+                decode(body).map(Some)
+            }
+            None => {
+                // The rest of this message comes in later chunks.
+                self.cut.extend_from_slice(&chunk);
+                Ok(None)
+            }
+        }
+    }
+
+    /// The stream's end: the status in the agent's trailers.
+    async fn end(&mut self) -> Result<Option<AgentMessage>, Status> {
+        self.ended = true;
+        if !self.cut.is_empty() || !self.chunk.is_empty() {
+            return Err(Status::internal("the agent's stream ended inside a message"));
+        }
+        let trailers = self.recv.trailers().await.map_err(broken)?;
+        match trailers.as_ref().and_then(Status::from_header_map) {
+            Some(status) if status.code() == Code::Ok => Ok(None),
+            Some(status) => Err(status),
+            None => Err(Status::internal("the agent's stream ended without a gRPC status")),
+        }
+    }
+}
+
+/// Takes one message's bytes off the front of `buf` when all of them are
+/// there (`None`, and `buf` untouched, when not yet).
+fn whole<B: Buf + AsRef<[u8]>>(buf: &mut B) -> Result<Option<Bytes>, Status> {
+    let b = buf.as_ref();
+    if b.len() < HEADER_BYTES {
+        return Ok(None);
+    }
+    if b[0] != 0 {
+        return Err(Status::internal(
+            "the agent sent a compressed message, and the console asked for none",
+        ));
+    }
+    let len = u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
+    if len > MAX_MESSAGE_BYTES {
+        return Err(Status::out_of_range(format!(
+            "the agent sent a message of {len} bytes; the console takes {MAX_MESSAGE_BYTES} at most"
+        )));
+    }
+    if b.len() < HEADER_BYTES + len {
+        return Ok(None);
+    }
+    buf.advance(HEADER_BYTES);
+    Ok(Some(buf.copy_to_bytes(len)))
+}
+
+fn decode(body: Bytes) -> Result<AgentMessage, Status> {
+    AgentMessage::decode(body)
+        .map_err(|e| Status::internal(format!("the agent sent a message that does not decode: {e}")))
 }
 
 #[cfg(test)]

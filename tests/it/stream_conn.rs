@@ -1,7 +1,8 @@
 //! The sample stream's own HTTP/2 connection (`ingest::stream_conn`), against
-//! scripted h2 servers on loopback: what an agent says in frames and
-//! trailers is read as tonic's client read it, and an agent that goes
-//! silent is dropped while one that is only quiet is kept.
+//! scripted h2 servers on loopback: messages however the agent's chunks cut
+//! them, its status in headers or trailers, what is not a message an
+//! error and not a read, and an agent that goes silent dropped while one
+//! that is only quiet is kept.
 
 use std::time::{Duration, Instant};
 
@@ -81,9 +82,7 @@ async fn a_message_split_across_frames_is_read_whole_then_the_stream_ends_cleanl
             for part in [&bytes[..3], &bytes[3..9], &bytes[9..]] {
                 body.send_data(Bytes::copy_from_slice(part), false).expect("data");
             }
-            let mut trailers = http::HeaderMap::new();
-            trailers.insert("grpc-status", "0".parse().expect("value"));
-            body.send_trailers(trailers).expect("trailers");
+            body.send_trailers(trailers("0", None)).expect("trailers");
         }),
     )
     .await;
@@ -105,6 +104,74 @@ async fn a_message_split_across_frames_is_read_whole_then_the_stream_ends_cleanl
     assert_eq!(headers["content-type"], "application/grpc");
     assert_eq!(headers["te"], "trailers");
     assert_eq!(headers["authorization"], "Bearer s3cret");
+}
+
+fn trailers(status: &str, message: Option<&str>) -> http::HeaderMap {
+    let mut t = http::HeaderMap::new();
+    t.insert("grpc-status", status.parse().expect("value"));
+    if let Some(m) = message {
+        t.insert("grpc-message", m.parse().expect("value"));
+    }
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_sharing_a_chunk_are_each_read_then_the_agents_error_status_is_the_end() {
+    let target = scripted(
+        Duration::from_secs(30),
+        Box::new(|_, mut respond| {
+            let mut body = respond.send_response(grpc_headers(), false).expect("headers");
+            // Two whole messages and the start of a third in one chunk.
+            let mut bytes = framed(&described("one"));
+            bytes.extend(framed(&described("two")));
+            let three = framed(&described("three"));
+            bytes.extend_from_slice(&three[..7]);
+            body.send_data(bytes.into(), false).expect("data");
+            body.send_data(Bytes::copy_from_slice(&three[7..]), false)
+                .expect("data");
+            body.send_trailers(trailers("14", Some("agent going down")))
+                .expect("trailers");
+        }),
+    )
+    .await;
+    let conn = open(&target, None).await;
+    let mut stream = conn.subscribe(&SubscribeRequest::default()).await.expect("answered");
+    for name in ["one", "two", "three"] {
+        let m = stream.message().await.expect("no error").expect("a message");
+        assert_eq!(m, described(name));
+    }
+    let end = stream.message().await.expect_err("the agent's status");
+    assert_eq!(
+        (end.code(), end.message()),
+        (tonic::Code::Unavailable, "agent going down")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_ends_inside_a_message_or_without_a_status_is_an_error_not_an_end() {
+    let cut = framed(&described("cut"));
+    for (data, why) in [
+        (cut[..cut.len() - 1].to_vec(), "inside a message"),
+        (cut.clone(), "without a gRPC status"),
+    ] {
+        let target = scripted(
+            Duration::from_secs(30),
+            Box::new(move |_, mut respond| {
+                let mut body = respond.send_response(grpc_headers(), false).expect("headers");
+                body.send_data(data.into(), true).expect("data");
+            }),
+        )
+        .await;
+        let conn = open(&target, None).await;
+        let mut stream = conn.subscribe(&SubscribeRequest::default()).await.expect("answered");
+        let mut got = stream.message().await;
+        if why.contains("status") {
+            assert_eq!(got.expect("the whole message"), Some(described("cut")));
+            got = stream.message().await;
+        }
+        let err = got.expect_err(why);
+        assert!(err.message().contains(why), "{why}: {err:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,15 +197,20 @@ async fn a_refusal_in_the_headers_is_the_agents_status_and_words() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_larger_than_the_limit_or_compressed_unasked_is_an_error_not_a_read() {
-    for (flag, len) in [(0u8, (stream_conn::MAX_MESSAGE_BYTES + 1) as u32), (1, 4)] {
+    let whole = framed(&described("x"));
+    let mut too_large = whole.clone();
+    too_large[1..5].copy_from_slice(&((stream_conn::MAX_MESSAGE_BYTES + 1) as u32).to_be_bytes());
+    // A message that would decode, but for its compression flag.
+    let mut compressed = whole;
+    compressed[0] = 1;
+    for (data, why) in [(too_large, "the console takes"), (compressed, "compressed")] {
         let target = scripted(
             Duration::from_secs(30),
             Box::new(move |_, mut respond| {
                 let mut body = respond.send_response(grpc_headers(), false).expect("headers");
-                let mut head = vec![flag];
-                head.extend_from_slice(&len.to_be_bytes());
-                head.extend_from_slice(b"abcd");
-                body.send_data(head.into(), false).expect("data");
+                body.send_data(data.into(), false).expect("data");
+                // Open, not reset: what the console reads is only the data.
+                std::mem::forget(body);
             }),
         )
         .await;
@@ -147,7 +219,8 @@ async fn a_message_larger_than_the_limit_or_compressed_unasked_is_an_error_not_a
         let got = tokio::time::timeout(Duration::from_secs(30), stream.message())
             .await
             .expect("answered at once, not waited on");
-        assert!(got.is_err(), "flag {flag}, length {len}: {got:?}");
+        let err = got.expect_err(why);
+        assert!(err.message().contains(why), "{why}: {err:?}");
     }
 }
 
