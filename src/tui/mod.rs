@@ -255,6 +255,9 @@ fn ring_on_new_crit(app: &mut App) {
 /// Updates applied between two looks at the keyboard.
 const UPDATE_BATCH: usize = 2048;
 
+/// How long updates wait once the channel was emptied: a tenth of a frame.
+const UPDATE_REST: Duration = Duration::from_millis(20);
+
 /// The main loop, generic over the backend so tests drive the real app on
 /// `TestBackend`; `clock` gives the time (tests give a fixed one); `on_tick`
 /// runs once a second after the store was judged (the bell, notifications).
@@ -278,6 +281,11 @@ where
     // Updates are coalesced: the screen is redrawn at most this often.
     let mut frame = tokio::time::interval(app.refresh);
     let mut updates_open = true;
+    // After the channel was emptied, updates wait a moment to be taken
+    // together: a large fleet's samples arrive spread over the second, and
+    // taking each as it comes woke this thread thousands of times a second.
+    let mut rest = Box::pin(tokio::time::sleep(Duration::ZERO));
+    let mut resting = false;
     let mut dirty = true;
     while !app.quit {
         if dirty {
@@ -299,7 +307,8 @@ where
                 }
                 None => app.quit = true,
             },
-            u = updates.recv(), if updates_open => match u {
+            () = &mut rest, if resting => resting = false,
+            u = updates.recv(), if updates_open && !resting => match u {
                 Some(u) => {
                     let now = clock();
                     app::update(app, Action::Store(u, now));
@@ -307,11 +316,19 @@ where
                     // that a key press is seen between them (a big fleet's
                     // history is hundreds of thousands of updates); draw on
                     // the next frame.
+                    let mut emptied = false;
                     for _ in 0..UPDATE_BATCH {
                         match updates.try_recv() {
                             Ok(u) => app::update(app, Action::Store(u, now)),
-                            Err(_) => break,
+                            Err(_) => {
+                                emptied = true;
+                                break;
+                            }
                         }
+                    }
+                    if emptied {
+                        rest.as_mut().reset(tokio::time::Instant::now() + UPDATE_REST);
+                        resting = true;
                     }
                 }
                 None => updates_open = false,
