@@ -62,9 +62,9 @@ pub struct StreamConn {
 /// silent agent is dropped within about 15 s (its stream then fails).
 /// Unbounded in time: the caller bounds it.
 pub async fn open(target: &Target, tls: Option<&Tls>, token: Option<http::HeaderValue>) -> Result<StreamConn, String> {
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let uri = format!("{scheme}://{}{SUBSCRIBE}", target.address());
-    let uri = uri.parse().map_err(|e| format!("bad address {uri}: {e}"))?;
+    let mut uri = conn::origin(target, tls.is_some())?.into_parts();
+    uri.path_and_query = Some(http::uri::PathAndQuery::from_static(SUBSCRIBE));
+    let uri = http::Uri::from_parts(uri).map_err(|e| format!("bad address {}: {e}", target.address()))?;
     let io = conn::dial(target, tls).await?;
     let (send, mut connection) = h2::client::Builder::new()
         .enable_push(false)
