@@ -464,13 +464,14 @@ mod tests {
         let held = || {
             gpu(|g| {
                 g.util_pct = Some(0);
-                g.processes.push(GpuProcess {
+                g.processes = [GpuProcess {
                     pid: 1,
                     used_mem_bytes: 1,
                     job_id: Some(4411),
                     owner: None,
                     command: None,
-                });
+                }]
+                .into();
             })
         };
         let empty = || gpu(|g| g.util_pct = Some(0));
@@ -542,13 +543,14 @@ mod tests {
         let ray_held = || {
             gpu(|g| {
                 g.util_pct = Some(0);
-                g.processes.push(GpuProcess {
+                g.processes = [GpuProcess {
                     pid: 1,
                     used_mem_bytes: 1,
                     job_id: None,
                     owner: None,
                     command: None,
-                });
+                }]
+                .into();
             })
         };
         for t in 0..12 {

@@ -124,13 +124,14 @@ fn gpu_desc(g: pb::GpuInfo, peers: &mut Vec<Arc<str>>) -> GpuDesc {
 /// A whole wire sample (delta already undone), its times moved to the
 /// console's clock by subtracting `skew_ms` (agent clock minus console clock).
 pub fn sample(s: &pb::Sample, skew_ms: i64) -> NodeSample {
-    sample_with(s, skew_ms, &mut Names::default())
+    sample_with(s, skew_ms, &mut LastProcesses::new())
 }
 
-/// As `sample`, sharing the process names of the stream's previous sample
-/// (`names`) where they did not change.
-fn sample_with(s: &pb::Sample, skew_ms: i64, names: &mut Names) -> NodeSample {
-    let out = NodeSample {
+/// As `sample`, sharing the processes of the stream's previous sample
+/// (`last`) where they did not change.
+fn sample_with(s: &pb::Sample, skew_ms: i64, last: &mut LastProcesses) -> NodeSample {
+    last.resize_with(s.gpus.len(), Default::default);
+    NodeSample {
         seq: s.seq,
         time_ms: s.time_ms - skew_ms,
         host: s.host.as_ref().map(|h| HostReading {
@@ -140,7 +141,12 @@ fn sample_with(s: &pb::Sample, skew_ms: i64, names: &mut Names) -> NodeSample {
             load1: f64::from(h.load1_x100) / 100.0,
             uptime_s: h.uptime_s,
         }),
-        gpus: s.gpus.iter().map(|g| gpu_reading(g, skew_ms, names)).collect(),
+        gpus: s
+            .gpus
+            .iter()
+            .zip(last.iter_mut())
+            .map(|(g, was)| gpu_reading(g, skew_ms, was))
+            .collect(),
         ib_ports: s.ib_ports.iter().map(ib_reading).collect(),
         sxids: s
             .sxids
@@ -153,69 +159,73 @@ fn sample_with(s: &pb::Sample, skew_ms: i64, names: &mut Names) -> NodeSample {
                 text: x.text.clone(),
             })
             .collect(),
-    };
-    names.turn();
-    out
-}
-
-/// The owner and command of each GPU process of a stream's last sample, by
-/// pid. The same processes run for hours and every sample names them: a
-/// name that is what it was is shared with the last sample (`Arc`), not
-/// made printable, copied and freed again every second for every process of
-/// every node (a tenth of a large console's CPU, in `perf`).
-#[derive(Debug, Default)]
-struct Names {
-    last: Vec<Named>,
-    next: Vec<Named>,
-}
-
-#[derive(Debug)]
-struct Named {
-    pid: u32,
-    owner: Option<Arc<str>>,
-    command: Option<Arc<str>>,
-}
-
-impl Names {
-    fn process(&mut self, p: &pb::GpuProcess) -> GpuProcess {
-        let was = self.last.iter().find(|w| w.pid == p.pid);
-        let owner = shared(was.and_then(|w| w.owner.as_ref()), &p.user, 64);
-        let command = shared(was.and_then(|w| w.command.as_ref()), &p.command, 200);
-        self.next.push(Named {
-            pid: p.pid,
-            owner: owner.clone(),
-            command: command.clone(),
-        });
-        GpuProcess {
-            pid: p.pid,
-            used_mem_bytes: p.used_mem_bytes,
-            job_id: nz(p.job_id),
-            owner,
-            command,
-        }
     }
+}
 
-    /// The sample is done: its names are the next one's to share.
-    fn turn(&mut self) {
-        std::mem::swap(&mut self.last, &mut self.next);
-        self.next.clear();
+/// Per GPU position, the processes of a stream's last sample.
+///
+/// The same processes run for hours and every sample lists them: a list
+/// that is what it was is the last sample's list itself (`Arc`), and a list
+/// that changed shares the names of the pids it had, rather than names made
+/// printable, copied and freed again every second for every process of
+/// every node (a tenth of a large console's CPU, in `perf`, and the list's
+/// own allocation and freeing as much again).
+type LastProcesses = Vec<Arc<[GpuProcess]>>;
+
+/// Bounds of a process's names on screen, in characters.
+const OWNER_MAX: usize = 64;
+const COMMAND_MAX: usize = 200;
+
+/// The processes on a GPU, given what its last sample had (`was`, which
+/// becomes what this one has).
+fn processes(got: &[pb::GpuProcess], was: &mut Arc<[GpuProcess]>) -> Arc<[GpuProcess]> {
+    let same = |w: &GpuProcess, p: &pb::GpuProcess| {
+        w.pid == p.pid
+            && w.used_mem_bytes == p.used_mem_bytes
+            && w.job_id == nz(p.job_id)
+            && same_name(w.owner.as_ref(), &p.user, OWNER_MAX)
+            && same_name(w.command.as_ref(), &p.command, COMMAND_MAX)
+    };
+    if was.len() != got.len() || !was.iter().zip(got).all(|(w, p)| same(w, p)) {
+        let now: Arc<[GpuProcess]> = got
+            .iter()
+            .map(|p| {
+                let w = was.iter().find(|w| w.pid == p.pid);
+                GpuProcess {
+                    pid: p.pid,
+                    used_mem_bytes: p.used_mem_bytes,
+                    job_id: nz(p.job_id),
+                    owner: shared(w.and_then(|w| w.owner.as_ref()), &p.user, OWNER_MAX),
+                    command: shared(w.and_then(|w| w.command.as_ref()), &p.command, COMMAND_MAX),
+                }
+            })
+            .collect();
+        *was = now;
+    }
+    Arc::clone(was)
+}
+
+/// Whether `raw` made printable (at most `max` characters) gives `was`: a
+/// name no longer than `max` bytes that equals a printable result needs no
+/// escape, so it prints as itself.
+fn same_name(was: Option<&Arc<str>>, raw: &str, max: usize) -> bool {
+    match was {
+        None => raw.is_empty(),
+        Some(w) => raw.len() <= max && **w == *raw,
     }
 }
 
 /// `raw` made printable (at most `max` characters), or `was` where that is
-/// what it gives: a name no longer than `max` bytes that equals a printable
-/// result needs no escape, so it prints as itself.
+/// what it gives.
 fn shared(was: Option<&Arc<str>>, raw: &str, max: usize) -> Option<Arc<str>> {
-    if raw.is_empty() {
-        return None;
-    }
     match was {
-        Some(w) if raw.len() <= max && **w == *raw => Some(Arc::clone(w)),
+        _ if raw.is_empty() => None,
+        Some(w) if same_name(Some(w), raw, max) => Some(Arc::clone(w)),
         _ => Some(Arc::from(fleetop_proto::input::printable(raw, max))),
     }
 }
 
-fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, names: &mut Names) -> GpuReading {
+fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuProcess]>) -> GpuReading {
     use fleetop_proto::absent as a;
     let xids = g
         .xids
@@ -295,7 +305,7 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, names: &mut Names) -> GpuReading
         nvlinks_down,
         nvlink_tx_kib: g.nvlink_tx_kib.clone(),
         nvlink_rx_kib: g.nvlink_rx_kib.clone(),
-        processes: g.processes.iter().map(|p| names.process(p)).collect(),
+        processes: processes(&g.processes, was),
         mig: g
             .mig
             .iter()
@@ -413,7 +423,7 @@ pub struct Stream {
     /// The history has arrived: samples now come as they are taken, so
     /// their time can be checked against the console's.
     live: bool,
-    names: Names,
+    processes: LastProcesses,
 }
 
 impl Stream {
@@ -457,7 +467,7 @@ impl Stream {
             }
         }
         // Converted from the kept base rather than from a copy of it.
-        Ok(sample_with(whole, self.skew_ms, &mut self.names))
+        Ok(sample_with(whole, self.skew_ms, &mut self.processes))
     }
 
     /// Part of the history, many samples in one message (each entry an
@@ -564,7 +574,7 @@ mod tests {
             pods: vec![p("b\x1b[2J", ""), p("a", "MIG-1")],
             ..Default::default()
         };
-        let r = gpu_reading(&g, 0, &mut Names::default());
+        let r = gpu_reading(&g, 0, &mut Default::default());
         let got: Vec<(String, Option<String>)> = r.pods.iter().map(|x| (x.pod.clone(), x.mig_uuid.clone())).collect();
         assert_eq!(
             got,
@@ -581,7 +591,7 @@ mod tests {
             power_limit_mw: 0,
             ..Default::default()
         };
-        let r = gpu_reading(&g, 0, &mut Names::default());
+        let r = gpu_reading(&g, 0, &mut Default::default());
         assert_eq!(r.util_pct, Some(0), "0% busy is a reading");
         assert_eq!(r.hbm_temp_c, None);
         assert_eq!(r.power_limit_w, None);
@@ -596,7 +606,7 @@ mod tests {
                 ..Default::default()
             },
             1000,
-            &mut Names::default(),
+            &mut Default::default(),
         );
         assert!(lost.is_lost());
         assert_eq!((lost.util_pct, lost.temp_c), (None, None));
@@ -612,7 +622,7 @@ mod tests {
                     ..Default::default()
                 },
                 0,
-                &mut Names::default(),
+                &mut Default::default(),
             )
             .error
         };
@@ -711,6 +721,20 @@ mod tests {
         // pid 7 is now another process; pid 8 is gone and comes back.
         let c = st.sample(s(3, vec![proc_(7, "carol", "./bench")]), 0).expect("whole");
         assert_eq!(names(&c), [pair("carol", "./bench")]);
+        // A list as it was is the last sample's list itself.
+        let same = st.sample(s(3, vec![proc_(7, "carol", "./bench")]), 0).expect("whole");
+        assert!(Arc::ptr_eq(&c.gpus[0].processes, &same.gpus[0].processes));
+        // The memory a process holds moves: its new figure, in a new list
+        // (the last sample's stays as it was), the names still shared.
+        let mut more = proc_(7, "carol", "./bench");
+        more.used_mem_bytes = 5 << 30;
+        let moved = st.sample(s(3, vec![more]), 0).expect("whole");
+        let (now, was) = (&moved.gpus[0].processes[0], &c.gpus[0].processes[0]);
+        assert_eq!((now.used_mem_bytes, was.used_mem_bytes), (5 << 30, 0));
+        assert!(Arc::ptr_eq(
+            now.command.as_ref().expect("a command"),
+            was.command.as_ref().expect("a command")
+        ));
         let d = st
             .sample(
                 s(4, vec![proc_(7, "carol", "./bench"), proc_(8, "bob", "evil\x1b[2J")]),

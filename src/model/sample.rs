@@ -88,7 +88,7 @@ impl NodeHealth {
 
 impl NodeDesc {
     pub fn gpu(&self, index: u32) -> Option<&GpuDesc> {
-        self.gpus.iter().find(|g| g.index == index)
+        by_index(&self.gpus, index, |g| g.index)
     }
 
     /// "mlx5_0/1" for the node's InfiniBand port at position `k`.
@@ -189,7 +189,18 @@ pub struct Sxid {
 
 impl NodeSample {
     pub fn gpu(&self, index: u32) -> Option<&GpuReading> {
-        self.gpus.iter().find(|g| g.index == index)
+        by_index(&self.gpus, index, |g| g.index)
+    }
+}
+
+/// The GPU of NVML index `index` in `gpus`: first where it nearly always
+/// is (agents list GPUs in index order), then by search. The wall and the
+/// detectors ask this of every GPU of every node, and a search walks
+/// through descriptions out of the cache.
+fn by_index<T>(gpus: &[T], index: u32, of: impl Fn(&T) -> u32) -> Option<&T> {
+    match gpus.get(index as usize) {
+        Some(g) if of(g) == index => Some(g),
+        _ => gpus.iter().find(|g| of(g) == index),
     }
 }
 
@@ -275,7 +286,10 @@ pub struct GpuReading {
     /// its rates).
     pub nvlink_tx_kib: Vec<u64>,
     pub nvlink_rx_kib: Vec<u64>,
-    pub processes: Vec<GpuProcess>,
+    /// Shared with the stream's previous sample where they did not change
+    /// (`ingest::decode`): a long job's list, every second, is one count
+    /// taken and given back rather than a list built and freed.
+    pub processes: Arc<[GpuProcess]>,
     /// NVML GPM metrics (Hopper and later); `None` without GPM, never 0.
     pub gpm: Option<Gpm>,
     /// A GPU in MIG mode: its instances.

@@ -3270,7 +3270,7 @@ fn fleet_with_free(nodes: u32, free: usize) -> (Vec<Target>, Vec<Update>) {
             && *node == free
         {
             for g in &mut s.gpus {
-                g.processes.clear();
+                g.processes = Default::default();
                 g.util_pct = Some(0);
             }
         }

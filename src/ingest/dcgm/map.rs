@@ -578,7 +578,7 @@ pub(super) fn gpu(index: u32, g: GpuAcc, now_ms: i64) -> (GpuDesc, GpuReading) {
         nvlinks_down,
         nvlink_tx_kib: Vec::new(),
         nvlink_rx_kib: Vec::new(),
-        processes: Vec::new(),
+        processes: Default::default(),
         gpm: a.gpm(),
         mig,
         pods: g.pods,

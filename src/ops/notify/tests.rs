@@ -52,7 +52,8 @@ fn sample(st: &mut Store, t: i64, hot: bool, temp: u32) {
                 job_id: Some(4411),
                 owner: None,
                 command: None,
-            }],
+            }]
+            .into(),
             ..Default::default()
         })
         .collect();

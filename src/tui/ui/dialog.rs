@@ -251,7 +251,7 @@ fn process_lines(app: &App, node: usize, plan: &Plan, width: usize) -> Vec<Line<
         .nodes
         .get(node)
         .and_then(|n| n.last.as_ref())
-        .map(|s| s.gpus.iter().flat_map(|g| &g.processes).collect())
+        .map(|s| s.gpus.iter().flat_map(|g| g.processes.iter()).collect())
         .unwrap_or_default();
     let pids = plan
         .commands

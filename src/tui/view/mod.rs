@@ -77,6 +77,13 @@ impl Metric {
         }
     }
 
+    /// Whether `frac` reads the GPU's description (its memory size, clocks,
+    /// slowdown temperature). The wall asks a mean of every node on screen
+    /// at every frame: the others are spared looking the GPU up.
+    fn needs_desc(self) -> bool {
+        matches!(self, Metric::Mem | Metric::Temp | Metric::Clock)
+    }
+
     /// Where this GPU sits on the scale, 0..=1; `None` without a reading.
     /// Temperature runs from 25 °C to the GPU's slowdown temperature (or the
     /// configured fallback, the same one the `hot` flag uses).
@@ -159,7 +166,7 @@ impl Metric {
 
 /// A node's mean of a metric over its GPUs that answered.
 pub fn node_mean(n: &NodeState, metric: Metric, th: &Thresholds) -> Option<f64> {
-    let info = n.info.as_ref();
+    let info = n.info.as_ref().filter(|_| metric.needs_desc());
     gpu_mean(n, |g| metric.frac(g, info.and_then(|i| i.gpu(g.index)), th))
 }
 
@@ -664,6 +671,63 @@ mod tests {
         };
         assert_eq!(Metric::Util.frac(&lost, Some(&info), &th), None);
         assert_eq!(Metric::Util.cell_text(&lost, Some(&info), &th), "ERR");
+    }
+
+    /// A node's mean is the mean of its GPUs' fractions, each read against
+    /// its own description, in every metric.
+    #[test]
+    fn a_nodes_mean_reads_each_gpus_own_description() {
+        use crate::model::sample::{Gpm, NodeDesc, NodeSample};
+        use crate::model::target::Target;
+        let th = Thresholds::default();
+        let desc = |index, mem, clock, slowdown| GpuDesc {
+            index,
+            mem_total_bytes: Some(mem),
+            max_sm_clock_mhz: Some(clock),
+            slowdown_temp_c: Some(slowdown),
+            ..Default::default()
+        };
+        // Listed out of index order, so a GPU found by position is wrong.
+        let info = NodeDesc {
+            gpus: vec![desc(1, 400, 1000, 65), desc(0, 100, 2000, 85)],
+            ..Default::default()
+        };
+        let reading = |index| GpuReading {
+            index,
+            util_pct: Some(40 + 20 * index),
+            mem_used_bytes: Some(50),
+            temp_c: Some(45),
+            power_w: Some(100.0),
+            power_limit_w: Some(400.0 * f64::from(index + 1)),
+            sm_clock_mhz: Some(500),
+            gpm: Some(Gpm {
+                sm_active_pct: 10.0 + 50.0 * f64::from(index),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(info.gpu(0).and_then(|d| d.mem_total_bytes), Some(100), "by index");
+        assert_eq!(info.gpu(2), None);
+        let mut n = NodeState::new(Target {
+            name: "a".into(),
+            host: "a".into(),
+            port: 1,
+        });
+        n.info = Some(info.clone());
+        n.last = Some(NodeSample {
+            gpus: vec![reading(0), reading(1)],
+            ..Default::default()
+        });
+        for m in Metric::ALL {
+            let each: Vec<f64> = [0, 1]
+                .iter()
+                .filter_map(|&i| m.frac(&reading(i), info.gpu(i), &th))
+                .collect();
+            let want = each.iter().sum::<f64>() / each.len() as f64;
+            let got = node_mean(&n, m, &th).expect("a mean");
+            assert!((got - want).abs() < 1e-9, "{m:?}: {got} != {want}");
+        }
+        assert_eq!(node_mean(&n, Metric::Mem, &th), Some((0.5 + 0.125) / 2.0));
     }
 
     #[test]
