@@ -625,7 +625,7 @@ mod tests {
         };
         let mut kinds = Vec::new();
         for t in 0..8 {
-            let mut errors = vec![None; fleetop_proto::ib::ERROR_COUNTERS.len()];
+            let mut errors = [None; fleetop_proto::ib::ERROR_COUNTERS.len()];
             errors[0] = Some(Delta::Exact(if t == 1 { 5 } else { 0 }));
             let derived = Derived {
                 ib: vec![crate::model::rates::IbRates {

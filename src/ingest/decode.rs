@@ -375,9 +375,7 @@ fn opt<T>(absent: u32, bit: u32, v: T) -> Option<T> {
 
 fn ib_reading(p: &pb::IbSample) -> IbReading {
     let present = |i: usize| i < 32 && p.errors_present_mask & (1 << i) != 0;
-    let errors = (0..fleetop_proto::ib::ERROR_COUNTERS.len())
-        .map(|i| present(i).then(|| p.errors.get(i).copied()).flatten())
-        .collect();
+    let errors = std::array::from_fn(|i| present(i).then(|| p.errors.get(i).copied()).flatten());
     IbReading {
         port: p.port,
         state: port_word(&p.state),

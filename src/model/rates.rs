@@ -52,5 +52,5 @@ pub struct IbRates {
     pub rx_bytes_per_s: Option<f64>,
     /// Per `fleetop_proto::ib::ERROR_COUNTERS` entry: the change since the
     /// previous sample, `None` where the counter is not readable on this port.
-    pub errors: Vec<Option<Delta>>,
+    pub errors: crate::model::sample::IbErrors<Delta>,
 }

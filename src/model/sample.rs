@@ -423,13 +423,95 @@ pub struct IbReading {
     pub tx_packets: u64,
     pub rx_packets: u64,
     /// Per `fleetop_proto::ib::ERROR_COUNTERS` entry: the raw counter, `None`
-    /// where it is not readable on this port.
-    pub errors: Vec<Option<u64>>,
+    /// where it is not readable on this port. In the reading, not a list of
+    /// its own: every port of every node, every second, was an allocation
+    /// made and freed, and the rates read both samples' lists out of cache.
+    #[serde(with = "ib_errors")]
+    pub errors: IbErrors<u64>,
+}
+
+/// A value per InfiniBand error counter (`fleetop_proto::ib::ERROR_COUNTERS`).
+pub type IbErrors<T> = [Option<T>; fleetop_proto::ib::ERROR_COUNTERS.len()];
+
+/// `IbErrors` in recordings: a list, as recordings of schema 2 wrote it
+/// (before the counters had a fixed place). A list of another length (a
+/// recording from a console that knew fewer counters) reads as far as it
+/// goes; the rest are unknown.
+mod ib_errors {
+    use super::IbErrors;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &IbErrors<u64>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_slice().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IbErrors<u64>, D::Error> {
+        let got = Vec::<Option<u64>>::deserialize(d)?;
+        let mut v = IbErrors::default();
+        for (slot, c) in v.iter_mut().zip(got) {
+            *slot = c;
+        }
+        Ok(v)
+    }
 }
 
 impl IbReading {
     /// Down means the port says so: a port whose state is unknown is not judged.
     pub fn is_down(&self) -> bool {
         self.state.as_deref().is_some_and(|s| s != "ACTIVE")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port's error counters are recorded as the list recordings of
+    /// schema 2 hold, and a list of another length reads as far as it goes.
+    #[test]
+    fn ib_error_counters_record_as_the_list_they_were() {
+        #[derive(Serialize, Deserialize)]
+        struct AsWritten {
+            port: u32,
+            state: Option<String>,
+            phys_state: Option<String>,
+            rate_gbps: Option<u32>,
+            tx_bytes: u64,
+            rx_bytes: u64,
+            tx_packets: u64,
+            rx_packets: u64,
+            errors: Vec<Option<u64>>,
+        }
+        let mut errors = IbErrors::default();
+        errors[0] = Some(7);
+        errors[14] = Some(1 << 40);
+        let r = IbReading {
+            port: 2,
+            state: Some("ACTIVE".into()),
+            tx_bytes: 9,
+            errors,
+            ..Default::default()
+        };
+        let old = AsWritten {
+            port: 2,
+            state: Some("ACTIVE".into()),
+            phys_state: None,
+            rate_gbps: None,
+            tx_bytes: 9,
+            rx_bytes: 0,
+            tx_packets: 0,
+            rx_packets: 0,
+            errors: errors.to_vec(),
+        };
+        let bytes = postcard::to_allocvec(&old).expect("encodes");
+        assert_eq!(postcard::to_allocvec(&r).expect("encodes"), bytes);
+        assert_eq!(postcard::from_bytes::<IbReading>(&bytes).expect("decodes"), r);
+        let short = AsWritten {
+            errors: vec![Some(3), None],
+            ..old
+        };
+        let back: IbReading = postcard::from_bytes(&postcard::to_allocvec(&short).expect("encodes")).expect("decodes");
+        assert_eq!(back.errors[0], Some(3));
+        assert!(back.errors[1..].iter().all(Option::is_none));
     }
 }

@@ -30,19 +30,24 @@ pub fn derive_ib(prev: &NodeSample, cur: &NodeSample, out: &mut Vec<IbRates>) {
     let dt = cur.time_ms - prev.time_ms;
     out.resize_with(cur.ib_ports.len(), IbRates::default);
     for (q, r) in cur.ib_ports.iter().zip(out.iter_mut()) {
-        r.errors.clear();
         let Some(p) = prev.ib_ports.iter().find(|p| p.port == q.port) else {
-            r.tx_bytes_per_s = None;
-            r.rx_bytes_per_s = None;
+            *r = IbRates::default();
             continue;
         };
         r.tx_bytes_per_s = counters::rate_per_s(p.tx_bytes, q.tx_bytes, ib::DATA_WIDTH, dt);
         r.rx_bytes_per_s = counters::rate_per_s(p.rx_bytes, q.rx_bytes, ib::DATA_WIDTH, dt);
-        r.errors
-            .extend(ib::ERROR_COUNTERS.iter().enumerate().map(|(i, (_, width))| {
-                let (a, b) = (p.errors.get(i).copied().flatten()?, q.errors.get(i).copied().flatten()?);
-                Some(counters::delta(a, b, *width))
-            }));
+        for (((d, a), b), (_, width)) in r
+            .errors
+            .iter_mut()
+            .zip(&p.errors)
+            .zip(&q.errors)
+            .zip(&ib::ERROR_COUNTERS)
+        {
+            *d = match (a, b) {
+                (Some(a), Some(b)) => Some(counters::delta(*a, *b, *width)),
+                _ => None,
+            };
+        }
     }
 }
 
@@ -54,7 +59,7 @@ mod tests {
 
     #[test]
     fn ib_rates_come_from_counters_and_resets_give_none() {
-        let mut errors = vec![None; ib::ERROR_COUNTERS.len()];
+        let mut errors = [None; ib::ERROR_COUNTERS.len()];
         errors[0] = Some(0);
         let a = NodeSample {
             time_ms: 1000,

@@ -393,7 +393,7 @@ impl NodeAcc {
                 rx_bytes: n(p.rx_bytes),
                 tx_packets: n(p.tx_packets),
                 rx_packets: n(p.rx_packets),
-                errors: p.errors.iter().map(|e| e.map(|v| v as u64)).collect(),
+                errors: p.errors.map(|e| e.map(|v| v as u64)),
             });
         }
         Mapped {
