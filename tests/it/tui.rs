@@ -3570,3 +3570,119 @@ fn a_console_behind_says_so_in_the_header() {
     let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), vec![], |_| {});
     assert!(!text(&buf).contains("behind"), "{}", text(&buf));
 }
+
+/// A terminal that takes `took` to draw each frame, as a large fleet's
+/// wall does; it notes when each frame was drawn.
+struct SlowTerminal {
+    inner: TestBackend,
+    took: std::time::Duration,
+    drawn: std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+}
+
+impl ratatui::backend::Backend for SlowTerminal {
+    type Error = <TestBackend as ratatui::backend::Backend>::Error;
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<ratatui::layout::Position, Self::Error> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<ratatui::layout::Position>>(&mut self, p: P) -> Result<(), Self::Error> {
+        self.inner.set_cursor_position(p)
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, c: ratatui::backend::ClearType) -> Result<(), Self::Error> {
+        self.inner.clear_region(c)
+    }
+    fn size(&self) -> Result<ratatui::layout::Size, Self::Error> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<ratatui::backend::WindowSize, Self::Error> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.drawn.lock().expect("lock").push(std::time::Instant::now());
+        std::thread::sleep(self.took);
+        self.inner.flush()
+    }
+}
+
+/// A screen that is slow to draw is drawn for new data at most a 40th of
+/// the time, so a large fleet's samples never keep the console drawing;
+/// a key is still drawn at once. On the real clock: a slower machine only
+/// draws less, so no bound below can be missed by being slow.
+#[test]
+fn a_screen_slow_to_draw_is_drawn_for_data_less_often_and_for_keys_at_once() {
+    use std::time::{Duration, Instant};
+    let (targets, mut updates) = fleet_updates(4, 8, 0);
+    let mut sims = SimFleet::new(demo::plan(4, 8, 7, NOW - 600_000));
+    sims.connect(NOW);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let drawn = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let slow = SlowTerminal {
+        inner: TestBackend::new(80, 24),
+        took: Duration::from_millis(20),
+        drawn: drawn.clone(),
+    };
+    let start = Instant::now();
+    let key_at = rt.block_on(async move {
+        let mut terminal = Terminal::new(slow).expect("terminal");
+        let mut app = App::new(Store::new(targets, Thresholds::default()), theme(), NOW);
+        let (utx, urx) = mpsc::channel(4096);
+        let (atx, arx) = mpsc::channel(64);
+        let driver = async move {
+            // New samples every 50 ms for 0.9 s (each changes the screen),
+            // a key press halfway.
+            let mut key_at = None;
+            for i in 0..18 {
+                for u in updates.drain(..).chain(sims.sample(NOW + i * 1000)) {
+                    utx.send(u).await.expect("loop alive");
+                }
+                if i == 9 {
+                    key_at = Some(Instant::now());
+                    atx.send(key(KeyCode::Char('j'))).await.expect("loop alive");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            atx.send(Action::Quit).await.expect("loop alive");
+            key_at.expect("a key")
+        };
+        let (res, key_at) = tokio::join!(
+            event_loop(&mut terminal, &mut app, urx, arx, None, || NOW, |_| {}),
+            driver
+        );
+        res.expect("loop ends cleanly");
+        key_at
+    });
+    let drawn = drawn.lock().expect("lock").clone();
+    // Before the tick a second in: the first frame and the key's, not one
+    // for each --refresh (200 ms) with new data.
+    let early: Vec<Duration> = drawn
+        .iter()
+        .map(|t| t.duration_since(start))
+        .filter(|d| *d < Duration::from_millis(950))
+        .collect();
+    assert!(early.len() <= 2, "drawn at {early:?}");
+    assert!(
+        drawn
+            .iter()
+            .any(|t| *t >= key_at && t.duration_since(key_at) < Duration::from_millis(400)),
+        "the key drawn at once: key at {:?}, drawn at {:?}",
+        key_at.duration_since(start),
+        drawn.iter().map(|t| t.duration_since(start)).collect::<Vec<_>>()
+    );
+}
