@@ -61,15 +61,20 @@ pub struct Store {
     names: HashMap<String, usize>,
 }
 
-/// How far behind the console is: the freshest live sample it took in over
-/// the last second, by its age when taken in. Every sample is old only when
-/// the console (not an agent, nor the network) has fallen behind: updates
-/// waiting in its queue, a starved process. Below `LAG_SAID` it is the
-/// network's ordinary delay and counts as none.
+/// How far behind the console is: the median age of the live samples it
+/// took in over the last second, when taken in. Most samples are old only
+/// when the console (not an agent, nor the network) has fallen behind:
+/// updates waiting in its queue, a starved process. Not the freshest: a
+/// starved console that reads each stream's backlog in a burst when it
+/// gets to it takes in some fresh sample every second while most waited
+/// seconds, and the freshest would never say so.
+/// Below `LAG_SAID` it is the network's ordinary delay and counts as none.
 #[derive(Debug, Clone, Default)]
 pub struct Lag {
-    /// The youngest sample's age in the current window.
-    freshest_ms: Option<i64>,
+    /// The current window's samples by age, in `AGE_STEP_MS` steps (the
+    /// last step holds anything older); empty until a sample is seen.
+    ages: Vec<u32>,
+    seen: u32,
     window_start_ms: i64,
     /// What the last whole window found: 0 when not behind.
     pub behind_ms: i64,
@@ -79,22 +84,42 @@ pub struct Lag {
 /// to within a few hundred milliseconds, and a sample takes that to arrive.
 pub const LAG_SAID: i64 = 2_000;
 
+/// Ages are told apart to a quarter of a second, up to a minute.
+const AGE_STEP_MS: i64 = 250;
+const AGE_STEPS: usize = 240;
+
 impl Lag {
     /// A lag of `behind_ms` as judged at `at_ms` (a console's header in a
     /// test, a replay).
     pub fn judged(behind_ms: i64, at_ms: i64) -> Lag {
         Lag {
-            freshest_ms: None,
             window_start_ms: at_ms,
             behind_ms,
+            ..Lag::default()
         }
     }
 
     fn saw(&mut self, age_ms: i64, now_ms: i64) {
-        if self.freshest_ms.is_none() && now_ms - self.window_start_ms > 1_000 {
+        if self.seen == 0 && now_ms - self.window_start_ms > 1_000 {
             self.window_start_ms = now_ms;
         }
-        self.freshest_ms = Some(self.freshest_ms.map_or(age_ms, |f| f.min(age_ms)));
+        if self.ages.is_empty() {
+            self.ages = vec![0; AGE_STEPS];
+        }
+        let step = (age_ms.max(0) / AGE_STEP_MS).min(AGE_STEPS as i64 - 1) as usize;
+        self.ages[step] += 1;
+        self.seen += 1;
+    }
+
+    /// The age half the window's samples reach, to its step.
+    fn median_ms(&self) -> i64 {
+        let half = self.seen.div_ceil(2);
+        let mut counted = 0;
+        let step = self.ages.iter().position(|&n| {
+            counted += n;
+            counted >= half
+        });
+        step.unwrap_or(0) as i64 * AGE_STEP_MS
     }
 
     /// At the end of a window of at least a second that saw live samples:
@@ -103,13 +128,15 @@ impl Lag {
     /// judged without a discount).
     fn judge(&mut self, now_ms: i64) -> Option<i64> {
         let elapsed = now_ms - self.window_start_ms;
-        let fresh = match self.freshest_ms {
-            Some(_) if elapsed >= 1_000 => self.freshest_ms.take(),
-            None if elapsed >= 2_000 && self.behind_ms > 0 => None,
+        let median = match self.seen {
+            0 if elapsed >= 2_000 && self.behind_ms > 0 => None,
+            n if n > 0 && elapsed >= 1_000 => Some(self.median_ms()),
             _ => return None,
         };
+        self.ages.fill(0);
+        self.seen = 0;
         self.window_start_ms = now_ms;
-        self.behind_ms = fresh.filter(|&f| f >= LAG_SAID).unwrap_or(0);
+        self.behind_ms = median.filter(|&m| m >= LAG_SAID).unwrap_or(0);
         Some(self.behind_ms)
     }
 }
@@ -447,6 +474,79 @@ mod tests {
 
     fn feed(st: &mut Store, s: NodeSample) {
         on(st, Event::Sample(Box::new(s)), 0);
+    }
+
+    /// A starved console reads each stream's backlog in a burst when it
+    /// gets to it: each node's newest sample is fresh, the rest seconds old.
+    /// It is behind, and says by how much most samples waited; a few slow
+    /// agents among prompt ones do not make it behind.
+    #[test]
+    fn a_console_reading_backlogs_in_bursts_is_behind() {
+        let targets = (0..10).map(|i| Target {
+            name: format!("n{i}"),
+            ..target()
+        });
+        let mut st = Store::new(targets.collect(), Thresholds::default());
+        let t0 = 1_700_000_000_000;
+        for node in 0..10 {
+            let desc = NodeDesc {
+                interval_ms: 1_000,
+                ..Default::default()
+            };
+            st.apply(
+                Update::Node {
+                    node,
+                    event: Event::Info(Box::new(desc)),
+                },
+                t0,
+            );
+            st.apply(
+                Update::Node {
+                    node,
+                    event: Event::CaughtUp,
+                },
+                t0,
+            );
+        }
+        let burst = |st: &mut Store, now: i64, ages: &[i64]| {
+            for node in 0..10 {
+                for age in ages {
+                    let s = NodeSample {
+                        time_ms: now - age,
+                        ..Default::default()
+                    };
+                    st.apply(
+                        Update::Node {
+                            node,
+                            event: Event::Sample(Box::new(s)),
+                        },
+                        now,
+                    );
+                }
+            }
+        };
+        let now = t0 + 5_000;
+        burst(&mut st, now, &[6_000, 5_000, 4_000, 3_000, 2_000, 1_000, 100]);
+        st.tick(now + 1_000);
+        assert_eq!(st.lag.behind_ms, 3_000);
+        // Then prompt again, but for two slow agents.
+        let now = now + 1_500;
+        burst(&mut st, now, &[100]);
+        for node in 0..2 {
+            let s = NodeSample {
+                time_ms: now - 9_000,
+                ..Default::default()
+            };
+            st.apply(
+                Update::Node {
+                    node,
+                    event: Event::Sample(Box::new(s)),
+                },
+                now,
+            );
+        }
+        st.tick(now + 600);
+        assert_eq!(st.lag.behind_ms, 0);
     }
 
     #[test]
