@@ -262,7 +262,7 @@ const UPDATE_REST: Duration = Duration::from_millis(20);
 /// 40): one that took 10 ms (a wall of 10,240 nodes) is followed by the next
 /// for data 400 ms later, not at the next `--refresh`. A large fleet's
 /// samples change the screen all the time, and drawing it as often as a
-/// small one's took a quarter of the console's CPU. Keys and the
+/// small one's took a seventh of the console's CPU. Keys and the
 /// once-a-second tick still draw at once.
 const DRAW_SHARE: u32 = 40;
 
