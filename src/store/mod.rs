@@ -476,19 +476,15 @@ mod tests {
         on(st, Event::Sample(Box::new(s)), 0);
     }
 
-    /// A starved console reads each stream's backlog in a burst when it
-    /// gets to it: each node's newest sample is fresh, the rest seconds old.
-    /// It is behind, and says by how much most samples waited; a few slow
-    /// agents among prompt ones do not make it behind.
-    #[test]
-    fn a_console_reading_backlogs_in_bursts_is_behind() {
-        let targets = (0..10).map(|i| Target {
+    /// A store of `n` nodes (`n0`, `n1`, ...), each described (1 s
+    /// interval) and caught up at `t0`: what it takes in now is live.
+    fn live_store(n: usize, t0: i64) -> Store {
+        let targets = (0..n).map(|i| Target {
             name: format!("n{i}"),
             ..target()
         });
         let mut st = Store::new(targets.collect(), Thresholds::default());
-        let t0 = 1_700_000_000_000;
-        for node in 0..10 {
+        for node in 0..n {
             let desc = NodeDesc {
                 interval_ms: 1_000,
                 ..Default::default()
@@ -508,20 +504,36 @@ mod tests {
                 t0,
             );
         }
+        st
+    }
+
+    /// Node `node`'s sample taken at `time_ms`, taken in at `now_ms`.
+    fn sample_at(st: &mut Store, node: usize, time_ms: i64, now_ms: i64) {
+        let s = NodeSample {
+            time_ms,
+            ..Default::default()
+        };
+        st.apply(
+            Update::Node {
+                node,
+                event: Event::Sample(Box::new(s)),
+            },
+            now_ms,
+        );
+    }
+
+    /// A starved console reads each stream's backlog in a burst when it
+    /// gets to it: each node's newest sample is fresh, the rest seconds old.
+    /// It is behind, and says by how much most samples waited; a few slow
+    /// agents among prompt ones do not make it behind.
+    #[test]
+    fn a_console_reading_backlogs_in_bursts_is_behind() {
+        let t0 = 1_700_000_000_000;
+        let mut st = live_store(10, t0);
         let burst = |st: &mut Store, now: i64, ages: &[i64]| {
             for node in 0..10 {
                 for age in ages {
-                    let s = NodeSample {
-                        time_ms: now - age,
-                        ..Default::default()
-                    };
-                    st.apply(
-                        Update::Node {
-                            node,
-                            event: Event::Sample(Box::new(s)),
-                        },
-                        now,
-                    );
+                    sample_at(st, node, now - age, now);
                 }
             }
         };
@@ -533,17 +545,7 @@ mod tests {
         let now = now + 1_500;
         burst(&mut st, now, &[100]);
         for node in 0..2 {
-            let s = NodeSample {
-                time_ms: now - 9_000,
-                ..Default::default()
-            };
-            st.apply(
-                Update::Node {
-                    node,
-                    event: Event::Sample(Box::new(s)),
-                },
-                now,
-            );
+            sample_at(&mut st, node, now - 9_000, now);
         }
         st.tick(now + 600);
         assert_eq!(st.lag.behind_ms, 0);
@@ -551,54 +553,34 @@ mod tests {
 
     #[test]
     fn a_console_behind_says_so_and_calls_no_node_silent_for_it() {
-        let t = |name: &str| Target {
-            name: name.into(),
-            ..target()
-        };
         let th = Thresholds::default();
-        let mut st = Store::new(vec![t("a"), t("b")], th.clone());
         let t0 = 1_700_000_000_000;
-        let at =
-            |st: &mut Store, node: usize, event: Event, now_ms: i64| st.apply(Update::Node { node, event }, now_ms);
-        let sample = |time_ms| {
-            Event::Sample(Box::new(NodeSample {
-                time_ms,
-                ..Default::default()
-            }))
-        };
-        for node in 0..2 {
-            let desc = NodeDesc {
-                interval_ms: 1_000,
-                ..Default::default()
-            };
-            at(&mut st, node, Event::Info(Box::new(desc)), t0);
-            at(&mut st, node, Event::CaughtUp, t0);
-        }
+        let mut st = live_store(2, t0);
         // Samples taken in as they come: no lag.
-        at(&mut st, 0, sample(t0 - 200), t0);
-        at(&mut st, 1, sample(t0 - 200), t0);
+        sample_at(&mut st, 0, t0 - 200, t0);
+        sample_at(&mut st, 1, t0 - 200, t0);
         st.tick(t0 + 1_000);
         assert_eq!(st.lag.behind_ms, 0);
-        // Then what is taken in is 8 s old (it waited in the queue): a's
-        // next samples have not come out of it yet, b's keep coming.
+        // Then what is taken in is 8 s old (it waited in the queue): node
+        // 0's next samples have not come out of it yet, node 1's keep coming.
         let now = t0 + 10_000;
-        at(&mut st, 0, sample(now - 8_000), now);
+        sample_at(&mut st, 0, now - 8_000, now);
         for s in 0..=12 {
             let ms = now + s * 1_000;
-            at(&mut st, 1, sample(ms - 8_000), ms);
+            sample_at(&mut st, 1, ms - 8_000, ms);
             st.tick(ms);
             if s == 5 {
                 assert_eq!(st.lag.behind_ms, 8_000);
-                // a is not stale for the console's own lag...
+                // Node 0 is not stale for the console's own lag...
                 assert_eq!(st.nodes[0].status(ms, &th), NodeStatus::Ok);
             }
         }
         // ...but it is once its silence outlasts the lag too.
         assert_eq!(st.nodes[0].status(now + 12_000, &th), NodeStatus::Stale);
         // Caught up again: after a whole second of fresh samples, the lag goes.
-        at(&mut st, 1, sample(now + 13_000), now + 13_100);
+        sample_at(&mut st, 1, now + 13_000, now + 13_100);
         st.tick(now + 13_100);
-        at(&mut st, 1, sample(now + 14_000), now + 14_100);
+        sample_at(&mut st, 1, now + 14_000, now + 14_100);
         st.tick(now + 14_100);
         assert_eq!(st.lag.behind_ms, 0);
         assert_eq!(st.nodes[0].console_lag_ms, 0);
