@@ -97,8 +97,11 @@ def socket_bytes_sent(pids):
 
 
 def header(session):
-    screen = tmux("capture-pane", "-p", "-t", session)
-    return next((l for l in screen.splitlines() if "fleetop" in l and "nodes" in l), "")
+    """The header's two lines as one: the counts, then `console behind`
+    and the flags."""
+    lines = tmux("capture-pane", "-p", "-t", session).splitlines()
+    at = next((i for i, l in enumerate(lines) if "fleetop" in l and "nodes" in l), None)
+    return "" if at is None else " ".join(lines[at:at + 2])
 
 
 def count(words, text):
@@ -224,11 +227,18 @@ def main():
              f"exec env XDG_CONFIG_HOME=/nonexistent {console} --hostfile {hostfile}")
         pid = tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip()
         first = shown = None
+        # While nodes are still connecting, stale and unreachable are false
+        # alarms all the same.
+        start_alarm, start_behind = 0, ""
         while time.monotonic() - t0 < a.timeout:
             h = header(session)
             now = time.monotonic() - t0
             if h and first is None:
                 first = now
+            start_alarm = max(start_alarm, count(["stale", "unreachable"], h))
+            m = re.search(r"behind (\S+)", h)
+            if m:
+                start_behind = m.group(1)
             ok = re.search(r"(\d+) ok", h)
             if ok and int(ok.group(1)) >= a.nodes:
                 shown = now
@@ -238,6 +248,8 @@ def main():
         print(f"console: first frame {fmt(first)}, every node shown ok {fmt(shown)}")
         if shown is None:
             print(f"header at the end: {header(session)}")
+        print(f"until then: most nodes shown stale/unreachable {start_alarm}, "
+              f"behind {start_behind or 'never said'}")
 
         time.sleep(a.warmup)
         swarm_pids = [p.pid for p, _ in swarms]
@@ -249,9 +261,9 @@ def main():
         while time.monotonic() - w0 < a.window:
             h = header(session)
             worst_alarm = max(worst_alarm, count(["stale", "unreachable", "conn"], h))
-            m = re.search(r"behind \S+", h)
+            m = re.search(r"behind (\S+)", h)
             if m:
-                worst_behind = m.group(0)
+                worst_behind = m.group(1)
             r = rss_mib(pid)
             if r:
                 rss.append(r)

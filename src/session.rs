@@ -15,7 +15,7 @@ use crate::ingest::racks::Racks;
 use crate::ingest::ray::Ray;
 use crate::ingest::slurm::Slurm;
 use crate::ingest::targets::{self, Feed, Resolved};
-use crate::ingest::{prometheus, scrape};
+use crate::ingest::{pace, prometheus, scrape};
 use crate::model::action::Scheduler;
 use crate::model::bench::BenchUpdate;
 use crate::model::request::Request;
@@ -248,9 +248,13 @@ impl Session {
         };
         // So is a --ray that is not a dashboard's URL.
         let ray = targets::ray(&args.ray, cfg)?;
-        let resolved: Resolved = targets::resolve(args, cfg).await?;
+        let mut resolved: Resolved = targets::resolve(args, cfg).await?;
         let bench_token = resolved.bench_token;
         let mut store = Store::new(resolved.targets, cfg.thresholds.clone());
+        // How late this runtime gets to its tasks: said as the console's
+        // lag, and not counted against the agents by their timeouts.
+        pace::spawn_probe(&store.pace);
+        resolved.access.pace = store.pace.clone();
         store.set_racks(|n| racks.rack_of(n));
         store.scheduler_known = args.slurm;
         store.kube.known = kube.is_some();

@@ -17,7 +17,9 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::ingest::conn::{self, Conn, Tls};
 use crate::ingest::decode;
+use crate::ingest::pace;
 use crate::ingest::stream_conn::{self, Messages, StreamConn};
+use crate::model::pace::Pace;
 use crate::model::sample::{NodeDesc, NodeSample};
 use crate::model::target::Target;
 use crate::model::time::now_ms;
@@ -38,6 +40,9 @@ pub struct Access {
     pub insecure: bool,
     /// A client certificate goes with TLS (mutual TLS).
     pub client_cert: bool,
+    /// How late the console is: its timeouts count its own time only
+    /// (`ingest::pace`).
+    pub pace: Arc<Pace>,
 }
 
 impl std::fmt::Debug for Access {
@@ -94,6 +99,7 @@ impl Access {
             tls,
             telemetry_token,
             insecure,
+            pace: Arc::default(),
         })
     }
 
@@ -160,7 +166,8 @@ pub async fn connect(target: &Target, access: &Access) -> Result<Connection, Str
 /// within `CONNECT_TIMEOUT`.
 pub async fn connect_stream(target: &Target, access: &Access) -> Result<StreamConn, String> {
     let token = bearer(access)?;
-    opened(access, stream_conn::open(target, access.tls.as_ref(), token)).await
+    let opening = stream_conn::open(target, access.tls.as_ref(), token, access.pace.clone());
+    opened(access, opening).await
 }
 
 /// The session's telemetry token as the header that carries it (tonic's
@@ -177,15 +184,17 @@ fn bearer<V: std::str::FromStr>(access: &Access) -> Result<Option<V>, String> {
         .transpose()
 }
 
-/// `opening` within `CONNECT_TIMEOUT`, its error in words a user can act on.
+/// `opening` within `CONNECT_TIMEOUT` of the console's own time (a console
+/// too starved to finish the handshake does not call the agent
+/// unreachable), its error in words a user can act on.
 async fn opened<T>(access: &Access, opening: impl Future<Output = Result<T, String>>) -> Result<T, String> {
     // On the heap while it runs: a node's task is as large as the largest
     // future it ever awaits, for its whole life (10,000 of them in a large
     // console).
     let opening = Box::pin(opening);
-    tokio::time::timeout(CONNECT_TIMEOUT, opening)
+    pace::timeout(&access.pace, CONNECT_TIMEOUT, opening)
         .await
-        .map_err(|_| format!("no connection within {} s (timed out)", CONNECT_TIMEOUT.as_secs()))?
+        .ok_or_else(|| format!("no connection within {} s (timed out)", CONNECT_TIMEOUT.as_secs()))?
         .map_err(|why| {
             // rustls's words for "that was not TLS": say what it likely means.
             if access.tls.is_some() && why.contains("InvalidContentType") {
@@ -451,8 +460,18 @@ async fn stream_once(session: &Session, tx: &mpsc::Sender<Update>, backoff: &mut
     if on.history >= HISTORY_OWN_CONNECTION {
         // Made before the first is broken: a console or agent too busy to
         // answer the second within the connect timeout (a large fleet's
-        // start) leaves the node on its first stream, never down.
-        match Box::pin(rejoin(target, opts, fwd.instance)).await {
+        // start) leaves the node on its first stream, never down. The
+        // first stream's samples go on meanwhile: a starved console takes
+        // seconds over the handshake, and the node is not silent for it.
+        // Whatever it was reading when the second is ready is dropped with
+        // it (`last_seq` moves only once a sample is handed on), and the
+        // second's few seconds of history bring it.
+        let joining = Box::pin(rejoin(target, opts, fwd.instance));
+        let joined = tokio::select! {
+            joined = joining => joined,
+            pumped = fwd.pump(&mut on.stream, &mut on.decoder, opts, Phase::Live) => return pumped.map(drop),
+        };
+        match joined {
             Ok((conn, live)) => {
                 // The history's stream and its decoding state (a whole
                 // sample and NVLink counters, the base of deltas that will
@@ -557,9 +576,9 @@ fn live_request() -> SubscribeRequest {
 
 async fn subscribe(conn: &StreamConn, opts: &SourceOptions, req: &SubscribeRequest) -> Result<Messages, String> {
     // On the heap while it runs, as in `connect`.
-    tokio::time::timeout(opts.connect_timeout, Box::pin(conn.subscribe(req)))
+    pace::timeout(&opts.access.pace, opts.connect_timeout, Box::pin(conn.subscribe(req)))
         .await
-        .map_err(|_| "no answer to subscribe".to_string())?
+        .ok_or_else(|| "no answer to subscribe".to_string())?
         .map_err(|s| refused(&opts.access, "subscribe refused", &s))
 }
 

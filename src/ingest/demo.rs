@@ -262,6 +262,7 @@ pub async fn start_with(nodes: u32, gpus: u32, seed: u64, script: Option<&Script
         telemetry_token: Some(telemetry_token.clone()),
         insecure: false,
         client_cert: false,
+        pace: Default::default(),
     };
     let bench = server::BenchSettings {
         token: bench_token.clone(),

@@ -10,6 +10,7 @@ pub mod decode;
 pub mod demo;
 pub mod hostlist;
 pub mod kube;
+pub mod pace;
 pub mod prometheus;
 pub mod promjson;
 pub mod promtext;

@@ -23,6 +23,8 @@
 //! status among the headers or trailers (`Status::from_header_map`), an h2
 //! error as tonic's client words it (`Status::from_error`).
 
+use std::sync::Arc;
+
 use fleetop_proto::input::error_line;
 use fleetop_proto::pb::{AgentMessage, SubscribeRequest};
 use prost::Message;
@@ -31,6 +33,8 @@ use tonic::codegen::{Bytes, http};
 use tonic::{Code, Status};
 
 use crate::ingest::conn::{self, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, Tls};
+use crate::ingest::pace;
+use crate::model::pace::Pace;
 use crate::model::target::Target;
 
 const SUBSCRIBE: &str = "/fleetop.v1.Agent/Subscribe";
@@ -61,7 +65,12 @@ pub struct StreamConn {
 /// task: it reads and writes for the streams and pings the agent, and a
 /// silent agent is dropped within about 15 s (its stream then fails).
 /// Unbounded in time: the caller bounds it.
-pub async fn open(target: &Target, tls: Option<&Tls>, token: Option<http::HeaderValue>) -> Result<StreamConn, String> {
+pub async fn open(
+    target: &Target,
+    tls: Option<&Tls>,
+    token: Option<http::HeaderValue>,
+    pace: Arc<Pace>,
+) -> Result<StreamConn, String> {
     let mut uri = conn::origin(target, tls.is_some())?.into_parts();
     uri.path_and_query = Some(http::uri::PathAndQuery::from_static(SUBSCRIBE));
     let uri = http::Uri::from_parts(uri).map_err(|e| format!("bad address {}: {e}", target.address()))?;
@@ -82,7 +91,7 @@ pub async fn open(target: &Target, tls: Option<&Tls>, token: Option<http::Header
                 Ok(()) => return,
                 Err(e) => error_line(&e),
             },
-            why = keepalive(pings) => why,
+            why = keepalive(pings, &pace) => why,
         };
         tracing::debug!("agent connection ended: {why}");
     });
@@ -90,18 +99,19 @@ pub async fn open(target: &Target, tls: Option<&Tls>, token: Option<http::Header
 }
 
 /// Pings the agent every `KEEPALIVE_INTERVAL` and returns when one goes
-/// unanswered: why the connection is to be dropped.
-async fn keepalive(pings: Option<h2::PingPong>) -> String {
+/// unanswered (on the console's own time: a pong the console was too busy
+/// to read is not the agent's silence): why the connection is to be dropped.
+async fn keepalive(pings: Option<h2::PingPong>, pace: &Pace) -> String {
     // h2 hands out its pinger once, on a connection that was just made.
     let Some(mut pings) = pings else {
         return std::future::pending().await;
     };
     loop {
         tokio::time::sleep(KEEPALIVE_INTERVAL).await;
-        match tokio::time::timeout(KEEPALIVE_TIMEOUT, pings.ping(h2::Ping::opaque())).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return format!("keepalive ping failed: {}", error_line(&e)),
-            Err(_) => return format!("no answer to a ping within {} s", KEEPALIVE_TIMEOUT.as_secs()),
+        match pace::timeout(pace, KEEPALIVE_TIMEOUT, pings.ping(h2::Ping::opaque())).await {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return format!("keepalive ping failed: {}", error_line(&e)),
+            None => return format!("no answer to a ping within {} s", KEEPALIVE_TIMEOUT.as_secs()),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod action;
 pub mod bench;
 pub mod flag;
 pub mod kube;
+pub mod pace;
 pub mod rates;
 pub mod ray;
 pub mod remediation;

@@ -18,6 +18,7 @@ use crate::detect::Thresholds;
 use crate::model::action::ActionReport;
 use crate::model::bench::{BenchState, BenchUpdate, Outcome};
 use crate::model::flag::Severity;
+use crate::model::pace::Pace;
 use crate::model::sched::{self, SchedHealth};
 use crate::model::target::Target;
 use crate::model::timeline;
@@ -52,6 +53,9 @@ pub struct Store {
     pub ray: Option<ray::RayState>,
     /// How far behind the console is in taking in what arrived (see `Lag`).
     pub lag: Lag,
+    /// How late the console's runtime gets to its tasks (never, where no
+    /// probe runs: a replay, a test).
+    pub pace: Arc<Pace>,
     /// Kubernetes' view of the nodes (`--kubernetes`).
     pub kube: kube::KubeOverlay,
     /// How many nodes go by each name: a node given by address takes its
@@ -61,14 +65,18 @@ pub struct Store {
     names: HashMap<String, usize>,
 }
 
-/// How far behind the console is: the median age of the live samples it
-/// took in over the last second, when taken in. Most samples are old only
-/// when the console (not an agent, nor the network) has fallen behind:
-/// updates waiting in its queue, a starved process. Not the freshest: a
-/// starved console that reads each stream's backlog in a burst when it
-/// gets to it takes in some fresh sample every second while most waited
-/// seconds, and the freshest would never say so.
-/// Below `LAG_SAID` it is the network's ordinary delay and counts as none.
+/// How far behind the console is, the more of two measures:
+/// - what waits in its queue: the median age of the live samples it took
+///   in over the last second, when taken in. Most samples are old only when
+///   the console (not an agent, nor the network) has fallen behind. Not the
+///   freshest: a starved console that reads each stream's backlog in a
+///   burst takes in some fresh sample every second while most waited
+///   seconds, and the freshest would never say so. Under `LAG_SAID` it is
+///   the network's ordinary delay and counts as none.
+/// - how late its runtime gets to its tasks (`model::pace`): a console
+///   starved outright takes nothing in, and what it never read has no age.
+///   From `LATE_SAID`; while so late, it judges no node's silence
+///   (`JUDGING_HELD`).
 #[derive(Debug, Clone, Default)]
 pub struct Lag {
     /// The current window's samples by age, in `AGE_STEP_MS` steps (the
@@ -76,25 +84,46 @@ pub struct Lag {
     ages: Vec<u32>,
     seen: u32,
     window_start_ms: i64,
-    /// What the last whole window found: 0 when not behind.
+    /// What the last whole window of samples found: 0 when not behind.
+    queued_ms: i64,
+    /// The lag as last judged: 0 when not behind.
     pub behind_ms: i64,
+    /// How much less a node's silence counts for it (`NodeState::status`):
+    /// the queue's lag, or `JUDGING_HELD` while the runtime is late.
+    pub discount_ms: i64,
 }
+
+/// A discount no silence outlasts: while its runtime is late the console
+/// judges no node stale or unreachable. It cannot tell a silent node from
+/// one it did not get to: it reads each stream once a round of seconds
+/// (one read early in a round may be read late in the next), and agents
+/// close connections whose handshake or pings it answers that late. It
+/// says `console behind` instead, and judges again once it has been on
+/// time a while (`model::pace`).
+pub const JUDGING_HELD: i64 = i64::MAX / 4;
 
 /// A lag under this is no lag: agents' clocks are matched to the console's
 /// to within a few hundred milliseconds, and a sample takes that to arrive.
 pub const LAG_SAID: i64 = 2_000;
+
+/// A runtime this late is behind: on time it is late by a millisecond or
+/// two, and a second late its streams are read late enough for a node to
+/// look silent (stale after three intervals).
+pub const LATE_SAID: i64 = 1_000;
 
 /// Ages are told apart to a quarter of a second, up to a minute.
 const AGE_STEP_MS: i64 = 250;
 const AGE_STEPS: usize = 240;
 
 impl Lag {
-    /// A lag of `behind_ms` as judged at `at_ms` (a console's header in a
-    /// test, a replay).
+    /// A lag of `behind_ms` in the queue as judged at `at_ms` (a console's
+    /// header in a test).
     pub fn judged(behind_ms: i64, at_ms: i64) -> Lag {
         Lag {
             window_start_ms: at_ms,
+            queued_ms: behind_ms,
             behind_ms,
+            discount_ms: behind_ms,
             ..Lag::default()
         }
     }
@@ -122,22 +151,28 @@ impl Lag {
         step.unwrap_or(0) as i64 * AGE_STEP_MS
     }
 
-    /// At the end of a window of at least a second that saw live samples:
-    /// the new lag. Two seconds with none taken in at all: nothing waits in
-    /// the queue, so the console is not behind (a node that went silent is
-    /// judged without a discount).
-    fn judge(&mut self, now_ms: i64) -> Option<i64> {
+    /// The lag at `now_ms`, the runtime being `late_ms` late; returns the
+    /// discount. The queue's measure moves at the end of a window of at
+    /// least a second that saw live samples; after two seconds with none
+    /// taken in at all, nothing waits in the queue (a node that went silent
+    /// is judged without a discount).
+    fn judge(&mut self, now_ms: i64, late_ms: i64) -> i64 {
         let elapsed = now_ms - self.window_start_ms;
         let median = match self.seen {
-            0 if elapsed >= 2_000 && self.behind_ms > 0 => None,
+            0 if elapsed >= 2_000 => Some(0),
             n if n > 0 && elapsed >= 1_000 => Some(self.median_ms()),
-            _ => return None,
+            _ => None,
         };
-        self.ages.fill(0);
-        self.seen = 0;
-        self.window_start_ms = now_ms;
-        self.behind_ms = median.filter(|&m| m >= LAG_SAID).unwrap_or(0);
-        Some(self.behind_ms)
+        if let Some(median) = median {
+            self.ages.fill(0);
+            self.seen = 0;
+            self.window_start_ms = now_ms;
+            self.queued_ms = if median >= LAG_SAID { median } else { 0 };
+        }
+        let late_ms = if late_ms >= LATE_SAID { late_ms } else { 0 };
+        self.behind_ms = self.queued_ms.max(late_ms);
+        self.discount_ms = if late_ms > 0 { JUDGING_HELD } else { self.queued_ms };
+        self.discount_ms
     }
 }
 
@@ -164,6 +199,7 @@ impl Store {
             remediation: None,
             ray: None,
             lag: Lag::default(),
+            pace: Arc::default(),
             kube: Default::default(),
         }
     }
@@ -396,12 +432,11 @@ impl Store {
     /// reached, or never could be, for `unreachable_after`: crit, with why).
     pub fn tick(&mut self, now_ms: i64) {
         // The console's own lag first: a node whose samples wait in its
-        // queue is not a silent node (`NodeState::status` discounts it).
-        if let Some(behind) = self.lag.judge(now_ms) {
-            for n in &mut self.nodes {
-                n.console_lag_ms = behind;
-            }
-        }
+        // queue, or that its starved runtime did not get to, is not a
+        // silent node (`NodeState::status` discounts it).
+        let late_ms = self.pace.late().as_millis() as i64;
+        let discount = self.lag.judge(now_ms, late_ms);
+        let held = discount == JUDGING_HELD;
         // Node descriptions arrived: the host names their agents report
         // are names other schedulers may know the nodes by.
         if self.skew_dirty {
@@ -410,6 +445,12 @@ impl Store {
         let th = &self.thresholds;
         let after = th.unreachable_after.as_millis() as i64;
         for n in &mut self.nodes {
+            n.console_lag_ms = discount;
+            // Held: no flag is raised, and one is cleared only by what the
+            // node itself did (a fresh sample), never for the console's lag.
+            if held && !matches!(n.status_after(now_ms, th), NodeStatus::Ok | NodeStatus::Connecting) {
+                continue;
+            }
             let status = n.status(now_ms, th);
             let stale = match (status, &n.last) {
                 (NodeStatus::Stale, Some(last)) => {
@@ -549,6 +590,72 @@ mod tests {
         }
         st.tick(now + 600);
         assert_eq!(st.lag.behind_ms, 0);
+    }
+
+    /// A console starved outright takes nothing in: no sample has an age
+    /// to count, and only its runtime's probe knows it is behind.
+    #[test]
+    fn a_console_its_runtime_gets_to_late_says_so_and_calls_no_node_silent_for_it() {
+        let th = Thresholds::default();
+        let t0 = 1_700_000_000_000;
+        let starved = |late: Option<std::time::Duration>| {
+            let mut st = live_store(2, t0);
+            sample_at(&mut st, 0, t0 - 200, t0);
+            sample_at(&mut st, 1, t0 - 200, t0);
+            st.tick(t0 + 1_000);
+            assert_eq!(st.lag.behind_ms, 0);
+            if let Some(late) = late {
+                let ran = tokio::time::Instant::now();
+                st.pace.beat(ran - late, ran);
+            }
+            // Then nothing taken in for four and a half seconds.
+            for ms in [t0 + 3_000, t0 + 4_000, t0 + 4_500] {
+                st.tick(ms);
+            }
+            st
+        };
+        let st = starved(Some(std::time::Duration::from_secs(4)));
+        assert!((4_000..4_100).contains(&st.lag.behind_ms), "{}", st.lag.behind_ms);
+        for n in &st.nodes {
+            // However long: it cannot tell a silent node from one it did
+            // not get to.
+            assert_eq!(n.status(t0 + 600_000, &th), NodeStatus::Ok);
+            assert_eq!(n.detector.active().count(), 0, "no flag");
+        }
+        // The same silence on a console on time is the nodes'.
+        let st = starved(None);
+        assert_eq!(st.lag.behind_ms, 0);
+        for n in &st.nodes {
+            assert_eq!(n.status(t0 + 4_500, &th), NodeStatus::Stale);
+            assert!(n.detector.active().any(|f| f.kind == FlagKind::Stale));
+        }
+    }
+
+    /// Held judgement neither raises nor clears for the console's lag: a
+    /// node flagged before stays flagged; one that answers is cleared.
+    #[test]
+    fn while_judging_is_held_a_flag_stays_until_its_node_answers() {
+        let t0 = 1_700_000_000_000;
+        let mut st = live_store(2, t0);
+        let stale = |st: &Store, node: usize| st.nodes[node].detector.active().any(|f| f.kind == FlagKind::Stale);
+        sample_at(&mut st, 0, t0, t0);
+        sample_at(&mut st, 1, t0, t0);
+        for s in 1..=10 {
+            st.tick(t0 + s * 1_000);
+        }
+        assert!(
+            stale(&st, 0) && stale(&st, 1),
+            "both silent for 10 s on a console on time"
+        );
+        let ran = tokio::time::Instant::now();
+        st.pace.beat(ran - std::time::Duration::from_secs(4), ran);
+        sample_at(&mut st, 1, t0 + 11_000, t0 + 11_000);
+        for s in 11..=13 {
+            st.tick(t0 + s * 1_000);
+        }
+        assert_eq!(st.lag.discount_ms, JUDGING_HELD);
+        assert!(stale(&st, 0), "still silent: the flag stays");
+        assert!(!stale(&st, 1), "it answered");
     }
 
     #[test]

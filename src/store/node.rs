@@ -74,9 +74,9 @@ pub struct NodeState {
     seen: Option<(u64, u64)>,
     /// Per GPU position: the last NVLink counters seen.
     nvlink_base: Vec<Option<NvlinkReading>>,
-    /// How far behind the console itself is (`Store::lag`): the node's
-    /// samples may be waiting in its queue, so its silence is judged that
-    /// much later.
+    /// How much later the node's silence is judged for the console's own
+    /// lag (`Lag::discount_ms`): its samples may wait in the console's
+    /// queue, or its stream for a starved runtime to get to it.
     pub console_lag_ms: i64,
     /// Per GPU index: the Slurm jobs its processes belonged to when it last
     /// answered, taken when it stopped. A GPU that falls off the bus lists no
@@ -148,7 +148,12 @@ impl NodeState {
     /// The node's status at console time `now_ms`.
     pub fn status(&self, now_ms: i64, th: &Thresholds) -> NodeStatus {
         // What arrived may still wait in the console's queue.
-        let now_ms = now_ms - self.console_lag_ms;
+        self.status_after(now_ms - self.console_lag_ms, th)
+    }
+
+    /// The node's status at `now_ms`, nothing discounted for the console's
+    /// lag: what the node itself has shown.
+    pub fn status_after(&self, now_ms: i64, th: &Thresholds) -> NodeStatus {
         let stale_after = self.interval_ms() * i64::from(th.stale_intervals.max(1));
         match (self.sample_age_ms(now_ms), &self.link) {
             // A node never reached is still connecting (a fleet starting

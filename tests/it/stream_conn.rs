@@ -66,7 +66,9 @@ fn described(hostname: &str) -> AgentMessage {
 
 async fn open(target: &Target, token: Option<&str>) -> stream_conn::StreamConn {
     let token = token.map(|t| t.parse().expect("header value"));
-    stream_conn::open(target, None, token).await.expect("connects")
+    stream_conn::open(target, None, token, Default::default())
+        .await
+        .expect("connects")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
