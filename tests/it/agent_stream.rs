@@ -466,6 +466,84 @@ async fn a_refused_second_connection_leaves_the_node_on_its_first() {
     agent.stop().await;
 }
 
+/// A loopback port in front of `agent` that passes the first connection
+/// on and holds every later one without an answer, as a starved console
+/// or an overloaded agent is slow to finish a handshake.
+async fn answering_only_the_first(agent: &AgentHandle) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("bound");
+    let to = agent.addr;
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        let mut first = true;
+        while let Ok((mut from, _)) = listener.accept().await {
+            if !std::mem::take(&mut first) {
+                held.push(from);
+                continue;
+            }
+            tokio::spawn(async move {
+                if let Ok(mut agent) = tokio::net::TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut from, &mut agent).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// While the live stream's connection is being made (held here until it
+/// times out), the first stream's samples keep coming: a node whose second
+/// handshake is slow is not silent for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samples_keep_coming_while_the_second_connection_is_made() {
+    use fleetop::ingest::agent::{CONNECT_TIMEOUT, SourceOptions, spawn_all};
+    use fleetop::model::update::{Event, Update};
+    let agent = with_a_minute_of_history(Default::default()).await;
+    let port = answering_only_the_first(&agent).await;
+    let target = fleetop::model::target::Target {
+        name: "s1".into(),
+        host: port.ip().to_string(),
+        port: port.port(),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(100_000);
+    let tasks = spawn_all(&[target], &SourceOptions::default(), tx);
+    // When the history was in and each live sample came, until the second
+    // connection has timed out.
+    let (mut live, mut caught_up, mut seqs) = (Vec::new(), None, Vec::new());
+    loop {
+        let u = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .expect("samples come")
+            .expect("the source runs");
+        let Update::Node { event, .. } = u else { continue };
+        match event {
+            Event::CaughtUp => {
+                caught_up = Some(std::time::Instant::now());
+                live.extend(caught_up);
+            }
+            Event::Sample(s) => {
+                seqs.push(s.seq);
+                if caught_up.is_some() {
+                    live.push(std::time::Instant::now());
+                }
+            }
+            Event::Down(e) => panic!("the stream broke: {e}"),
+            Event::Info(_) => {}
+        }
+        if caught_up.is_some_and(|t| t.elapsed() > CONNECT_TIMEOUT + Duration::from_secs(2)) {
+            break;
+        }
+    }
+    let gap = live.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default();
+    assert!(
+        gap < CONNECT_TIMEOUT / 2,
+        "samples every 100 ms, none for {gap:?} while the second connection was held"
+    );
+    once_in_order(&seqs);
+    tasks.iter().for_each(|t| t.abort());
+    agent.stop().await;
+}
+
 /// Histories are read a few nodes at a time (`histories_at_once`): with
 /// one, the second node's history starts only once the first's is in, so
 /// that a large fleet's start does not queue minutes of history ahead of
