@@ -27,7 +27,8 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// `Summary` document (`export --view summary`) beside the full `Snapshot`;
 /// a node's `rack` and its scheduler's `partitions`; each GPU's `pods`;
 /// with `--ray`, each node's `ray` (its Ray node and the work holding GPUs
-/// there), a process's `ray_job`, and `ray_read_at`/`ray_error`.
+/// there), a process's `ray_job`, and `ray_read_at`/`ray_error`;
+/// `console_behind_ms` while the console is behind.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -50,6 +51,11 @@ pub struct Snapshot {
     pub ray_read_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ray_error: Option<String>,
+    /// Present only while the console is behind (its queue, or a runtime
+    /// starved of CPU): how far, in ms. What it shows is that old, and
+    /// while its runtime is late it judges no node stale or unreachable.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub console_behind_ms: Option<i64>,
     pub nodes: Vec<Node>,
 }
 
@@ -403,6 +409,9 @@ pub struct Summary {
     pub view: SummaryView,
     /// RFC 3339.
     pub generated_at: String,
+    /// As in the full view.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub console_behind_ms: Option<i64>,
     pub nodes: Vec<NodeSummary>,
 }
 
@@ -465,6 +474,7 @@ pub fn summary(s: &Snapshot) -> Summary {
         schema_version: s.schema_version,
         view: SummaryView::Summary,
         generated_at: s.generated_at.clone(),
+        console_behind_ms: s.console_behind_ms,
         nodes: s
             .nodes
             .iter()
@@ -537,6 +547,7 @@ fn head(store: &Store, now_ms: i64) -> Snapshot {
         scheduler_error: sched.error.clone(),
         ray_read_at: store.ray.as_ref().and_then(|r| r.health.read_ms).map(rfc3339),
         ray_error: store.ray.as_ref().and_then(|r| r.health.error.clone()),
+        console_behind_ms: Some(store.lag.behind_ms).filter(|&ms| ms > 0),
         nodes: Vec::new(),
     }
 }
@@ -569,9 +580,10 @@ impl Serialize for Streamed<'_> {
             scheduler_error,
             ray_read_at,
             ray_error,
+            console_behind_ms,
             nodes: _,
         } = head(self.store, self.now_ms);
-        let mut m = s.serialize_struct("Snapshot", 7)?;
+        let mut m = s.serialize_struct("Snapshot", 8)?;
         m.serialize_field("schema_version", &schema_version)?;
         m.serialize_field("generated_at", &generated_at)?;
         for (name, v) in [
@@ -584,6 +596,10 @@ impl Serialize for Streamed<'_> {
                 Some(v) => m.serialize_field(name, &v)?,
                 None => m.skip_field(name)?,
             }
+        }
+        match console_behind_ms {
+            Some(ms) => m.serialize_field("console_behind_ms", &ms)?,
+            None => m.skip_field("console_behind_ms")?,
         }
         m.serialize_field("nodes", &Lazy(self))?;
         m.end()

@@ -17,6 +17,9 @@ pub const STRETCH_MAX: Duration = Duration::from_secs(60);
 /// Starts the probe on the current runtime: it ends with the last handle
 /// to `pace` (the session's).
 pub fn spawn_probe(pace: &Arc<Pace>) {
+    // Counted from now: a runtime that never gets to the probe is late too.
+    let now = Instant::now();
+    pace.beat(now, now);
     let pace = Arc::downgrade(pace);
     tokio::spawn(async move {
         loop {

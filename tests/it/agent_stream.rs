@@ -26,7 +26,7 @@ fn sim(interval_ms: u64) -> SimConfig {
     }
 }
 
-async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
+pub(crate) async fn start(interval_ms: u64, history_s: u64) -> AgentHandle {
     let sim = sim(interval_ms);
     let opts = AgentOptions {
         interval: Duration::from_millis(interval_ms),

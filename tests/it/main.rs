@@ -22,6 +22,7 @@ mod record;
 mod replay;
 mod security;
 mod stale_restart;
+mod starved;
 mod stream_conn;
 mod tui;
 
