@@ -3569,6 +3569,19 @@ fn a_console_behind_says_so_in_the_header() {
     // Not behind: nothing said.
     let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), vec![], |_| {});
     assert!(!text(&buf).contains("behind"), "{}", text(&buf));
+    // Its runtime late: it says too, where there is room, that it calls no
+    // node silent meanwhile.
+    let held = |app: &mut App| {
+        let ran = tokio::time::Instant::now();
+        app.store.pace.beat(ran - std::time::Duration::from_millis(8_300), ran);
+    };
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (100, 30), vec![], held);
+    let screen = text(&buf);
+    let header = screen.lines().nth(1).unwrap_or_default();
+    assert!(
+        header.starts_with(" console behind 8s (silence not judged) │"),
+        "{screen}"
+    );
 }
 
 /// A terminal that takes `took` to draw each frame, as a large fleet's
