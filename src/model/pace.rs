@@ -6,8 +6,8 @@
 //! any timeout, though their agents are sound. Samples that were never
 //! taken in have no age to count, so the lag measured on samples (the
 //! store's `Lag`) cannot see this; the probe does. The store says it as
-//! the console's lag, and the console's own timeouts do not count the time
-//! it was late.
+//! the console's lag and judges no node's silence meanwhile, and the
+//! console's own timeouts do not count the time it was late.
 //!
 //! A `Pace` that no probe beats for (a test, a replay) is never late.
 
