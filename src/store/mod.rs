@@ -510,7 +510,11 @@ mod tests {
     }
 
     fn on(st: &mut Store, event: Event, now_ms: i64) {
-        st.apply(Update::Node { node: 0, event }, now_ms);
+        on_node(st, 0, event, now_ms);
+    }
+
+    fn on_node(st: &mut Store, node: usize, event: Event, now_ms: i64) {
+        st.apply(Update::Node { node, event }, now_ms);
     }
 
     fn feed(st: &mut Store, s: NodeSample) {
@@ -530,20 +534,8 @@ mod tests {
                 interval_ms: 1_000,
                 ..Default::default()
             };
-            st.apply(
-                Update::Node {
-                    node,
-                    event: Event::Info(Box::new(desc)),
-                },
-                t0,
-            );
-            st.apply(
-                Update::Node {
-                    node,
-                    event: Event::CaughtUp,
-                },
-                t0,
-            );
+            on_node(&mut st, node, Event::Info(Box::new(desc)), t0);
+            on_node(&mut st, node, Event::CaughtUp, t0);
         }
         st
     }
@@ -554,13 +546,7 @@ mod tests {
             time_ms,
             ..Default::default()
         };
-        st.apply(
-            Update::Node {
-                node,
-                event: Event::Sample(Box::new(s)),
-            },
-            now_ms,
-        );
+        on_node(st, node, Event::Sample(Box::new(s)), now_ms);
     }
 
     /// A starved console reads each stream's backlog in a burst when it
@@ -715,24 +701,12 @@ mod tests {
             }))
         };
         for node in 0..3 {
-            st.apply(
-                Update::Node {
-                    node,
-                    event: info("n1"),
-                },
-                0,
-            );
+            on_node(&mut st, node, info("n1"), 0);
         }
         let names: Vec<&str> = st.nodes.iter().map(|n| n.target.name.as_str()).collect();
         assert_eq!(names, ["n1", "n1:7002", "gpu01"], "a node given by name keeps it");
         // A reconnect describing the same host changes nothing.
-        st.apply(
-            Update::Node {
-                node: 1,
-                event: info("n1"),
-            },
-            1,
-        );
+        on_node(&mut st, 1, info("n1"), 1);
         assert_eq!(st.nodes[1].target.name, "n1:7002");
     }
 
