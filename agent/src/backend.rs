@@ -175,3 +175,39 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
     }
     Ok((collector, note))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_simulation_with_nothing_to_read_or_write_is_sampled_in_place() {
+        let sim = SimConfig {
+            hostname: "t".into(),
+            gpus: 2,
+            ib_ports: 0,
+            model: crate::sim::Model::H100,
+            scenario: crate::sim::Scenario::Training,
+            seed: 1,
+            start_ms: 0,
+            problem_ms: None,
+            interval_ms: 1000,
+        };
+        let (c, _) = build(&BackendOptions::sim(sim.clone())).expect("builds");
+        assert!(!c.blocks(), "arithmetic only");
+
+        // A kernel log to read, or a journal to write: off the runtime.
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("kmsg");
+        std::fs::write(&log, "").expect("w");
+        let mut opts = BackendOptions::sim(sim.clone());
+        opts.kmsg = Some(log);
+        assert!(build(&opts).expect("builds").0.blocks(), "the kernel log");
+        let mut opts = BackendOptions::sim(sim);
+        opts.state_dir = Some(StateDir {
+            path: dir.path().join("state"),
+            given: true,
+        });
+        assert!(build(&opts).expect("builds").0.blocks(), "the journal");
+    }
+}

@@ -23,6 +23,15 @@ pub trait Sampler: Send {
         false
     }
 
+    /// Whether a sample may wait on something outside the process (a driver
+    /// call, sysfs, the kernel log): such a source is sampled off the async
+    /// runtime. One that only computes (the simulation) is sampled in place,
+    /// which spares a swarm of thousands of agents a thread handoff each a
+    /// second.
+    fn blocks(&self) -> bool {
+        true
+    }
+
     /// The simulated node this source is, if it is one: a burn-in on such a
     /// node answers its GPU checks from the simulation (`bench::sim`), since
     /// there is no GPU to measure.
@@ -169,6 +178,12 @@ impl Collector {
     /// (the kubelet is asked elsewhere: see `pods::spawn`).
     pub fn set_pods(&mut self, view: crate::pods::HoldersView) {
         self.pods = Some(view);
+    }
+
+    /// Whether a sample may block: any source that may (see
+    /// `Sampler::blocks`), or the journal, written to disk on a fault.
+    pub fn blocks(&self) -> bool {
+        self.journal.is_some() || self.samplers.iter().any(|s| s.blocks())
     }
 
     /// The simulated node among the samplers, if any (see `Sampler::simulation`).

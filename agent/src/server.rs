@@ -425,7 +425,8 @@ fn instance_id() -> u64 {
 }
 
 /// Samples on the agent's own clock. Driver calls block, so each sample is
-/// taken on the blocking pool; a hung driver call stalls only this loop.
+/// taken on the blocking pool; a hung driver call stalls only this loop. A
+/// collector whose sources never block is sampled in place.
 async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -439,11 +440,16 @@ async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>,
             return;
         };
         let now = shared.now_ms();
-        let taken = tokio::task::spawn_blocking(move || {
+        let taken = if c.blocks() {
+            tokio::task::spawn_blocking(move || {
+                let s = c.sample(now);
+                (c, s)
+            })
+            .await
+        } else {
             let s = c.sample(now);
-            (c, s)
-        })
-        .await;
+            Ok((c, s))
+        };
         match taken {
             Ok((c, s)) => {
                 collector = Some(c);

@@ -664,6 +664,11 @@ impl Sampler for SimNode {
     fn simulation(&self) -> Option<&SimConfig> {
         Some(&self.cfg)
     }
+
+    /// Only arithmetic: a simulated hang is a missing sample, never a wait.
+    fn blocks(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

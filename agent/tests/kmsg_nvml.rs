@@ -74,6 +74,7 @@ fn nvml_and_kernel_log_report_one_xid_once() {
     });
     let (mut c, note) = backend::build(&opts).expect("the fake NVML loads");
     assert!(note.is_none());
+    assert!(c.blocks(), "driver calls are made off the async runtime");
 
     let mut seen = Vec::new();
     for i in 0..10 {
