@@ -19,7 +19,11 @@ What it does:
     payload the agents sent, divided by the GPU-samples they took;
   - reads the console's header every second: the most nodes it ever showed
     stale, unreachable or connecting once all had been shown (false alarms:
-    every agent here is healthy), and whether it said it was behind.
+    every agent here is healthy), and whether it said it was behind;
+  - counts every stale and unreachable flag the console raised, from its
+    timeline (its own state directory), until all were shown, in the
+    warm-up and in the window;
+  - ends the console, and waits for it, before the agents.
 
 Prints one line per figure and a Markdown table row for docs/PERFORMANCE.md.
 A figure, never a test: it depends on the machine (write the machine and the
@@ -81,19 +85,39 @@ def swarms_cpu(swarms):
     return None if None in each else sum(each)
 
 
-def socket_bytes_sent(pids):
-    """What the process's TCP sockets have sent (`ss -ti`'s bytes_sent: the
-    HTTP/2 and gRPC framing included, the TCP/IP headers not)."""
-    out = subprocess.run(["ss", "-tinpH", "state", "established"], capture_output=True, text=True).stdout
+def socket_bytes_sent(ports):
+    """What the agents' TCP sockets have sent (`ss -ti`'s bytes_sent: the
+    HTTP/2 and gRPC framing included, the TCP/IP headers not). An agent's
+    accepted connections have its listening port as their local port; by
+    port, not `ss -p`, whose walk of every process's open files takes the
+    busy box's CPU for seconds and made agents late."""
+    out = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True, text=True).stdout
     total, mine = 0, False
     for line in out.splitlines():
         if not line.startswith((" ", "\t")):
-            mine = any(f"pid={pid}," in line for pid in pids)
+            fields = line.split()
+            local = fields[2] if len(fields) > 2 else ""
+            mine = local.rsplit(":", 1)[-1] in ports
             continue
         m = re.search(r"bytes_sent:(\d+)", line)
         if mine and m:
             total += int(m.group(1))
     return total
+
+
+def timeline_flags(path, kinds=("stale", "unreachable")):
+    """The times (ms since the epoch) of the flags of `kinds` the console
+    raised, from its timeline."""
+    times = []
+    try:
+        for line in open(path):
+            what = json.loads(line).get("what", {})
+            raised = what.get("flag_raised")
+            if raised and raised.get("kind") in kinds:
+                times.append(json.loads(line)["time_ms"])
+    except (OSError, ValueError):
+        pass
+    return times
 
 
 def header(session):
@@ -222,9 +246,11 @@ def main():
             return export_once(console, hostfile, a)
         if a.mode == "watch":
             return watch(console, hostfile, swarms, a)
-        t0 = time.monotonic()
+        # Its own state directory: the timeline then holds this run's flags only.
+        timeline = os.path.join(tmp, "state", "fleetop", "timeline.jsonl")
+        t0, wall0 = time.monotonic(), time.time() * 1000
         tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50",
-             f"exec env XDG_CONFIG_HOME=/nonexistent {console} --hostfile {hostfile}")
+             f"exec env XDG_CONFIG_HOME=/nonexistent XDG_STATE_HOME={tmp}/state {console} --hostfile {hostfile}")
         pid = tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip()
         first = shown = None
         # While nodes are still connecting, stale and unreachable are false
@@ -251,12 +277,13 @@ def main():
         print(f"until then: most nodes shown stale/unreachable {start_alarm}, "
               f"behind {start_behind or 'never said'}")
 
+        shown_wall = time.time() * 1000
         time.sleep(a.warmup)
-        swarm_pids = [p.pid for p, _ in swarms]
+        ports = {line.rsplit(":", 1)[-1] for line in open(hostfile).read().split()}
         c0, s0 = cpu_seconds(pid), swarms_cpu(swarms)
         b0 = swarm_totals(swarms)
-        k0 = socket_bytes_sent(swarm_pids)
-        w0 = time.monotonic()
+        k0 = socket_bytes_sent(ports)
+        w0, window_wall = time.monotonic(), time.time() * 1000
         worst_alarm, worst_behind, rss = 0, "", []
         while time.monotonic() - w0 < a.window:
             h = header(session)
@@ -271,7 +298,8 @@ def main():
         elapsed = time.monotonic() - w0
         c1, s1 = cpu_seconds(pid), swarms_cpu(swarms)
         b1 = swarm_totals(swarms)
-        k1 = socket_bytes_sent(swarm_pids)
+        k1 = socket_bytes_sent(ports)
+        end_wall = time.time() * 1000
 
         console_pct = (c1 - c0) / elapsed * 100 if c0 is not None and c1 is not None else None
         swarm_pct = (s1 - s0) / elapsed * 100 if s0 is not None and s1 is not None else None
@@ -294,6 +322,12 @@ def main():
         print(f"TCP payload per GPU-sample (HTTP/2, gRPC framing): {wire_per:.0f} B" if wire_per else "TCP: ?")
         print(f"false alarms (most nodes shown stale/unreachable/connecting): {worst_alarm}")
         print(f"behind: {worst_behind or 'never said'}")
+        # Every flag, not only those a header read once a second caught.
+        flags = [t for t in timeline_flags(timeline) if t <= end_wall]
+        parts_of_run = [("until all shown", wall0, shown_wall),
+                        ("warm-up", shown_wall, window_wall), ("window", window_wall, end_wall)]
+        print("stale/unreachable flags raised (timeline): " + ", ".join(
+            f"{name} {sum(1 for t in flags if lo <= t < hi)}" for name, lo, hi in parts_of_run))
         cell = lambda v, f: "?" if v is None else f.format(v)
         print("| nodes | console CPU | RSS | CPU per node-sample | bytes per GPU-sample (protobuf / TCP payload) "
               "| first frame | all shown | false alarms | swarm CPU |")
@@ -302,7 +336,13 @@ def main():
               f"{cell(first, '{:.1f} s')} | "
               f"{cell(shown, '{:.1f} s')} | {worst_alarm} | {cell(swarm_pct, '{:.0f}%')} |")
     finally:
+        # The console ends first, and is waited for: agents gone before it
+        # would be flagged stale by it in its last seconds.
+        console_pid = tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip()
         tmux("kill-session", "-t", session)
+        deadline = time.monotonic() + 15
+        while console_pid and os.path.exists(f"/proc/{console_pid}") and time.monotonic() < deadline:
+            time.sleep(0.1)
         for proc, _ in swarms:
             proc.send_signal(signal.SIGTERM)
         for proc, _ in swarms:
