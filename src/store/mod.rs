@@ -100,7 +100,7 @@ pub struct Lag {
 /// close connections whose handshake or pings it answers that late. It
 /// says `console behind` instead, and judges again once it has been on
 /// time a while (`model::pace`).
-pub const JUDGING_HELD: i64 = i64::MAX / 4;
+const JUDGING_HELD: i64 = i64::MAX / 4;
 
 /// A lag under this is no lag: agents' clocks are matched to the console's
 /// to within a few hundred milliseconds, and a sample takes that to arrive.
@@ -126,6 +126,11 @@ impl Lag {
             discount_ms: behind_ms,
             ..Lag::default()
         }
+    }
+
+    /// Whether no node's silence is judged now (the runtime is late).
+    pub fn judging_held(&self) -> bool {
+        self.discount_ms == JUDGING_HELD
     }
 
     fn saw(&mut self, age_ms: i64, now_ms: i64) {
@@ -436,7 +441,7 @@ impl Store {
         // silent node (`NodeState::status` discounts it).
         let late_ms = self.pace.late().as_millis() as i64;
         let discount = self.lag.judge(now_ms, late_ms);
-        let held = discount == JUDGING_HELD;
+        let held = self.lag.judging_held();
         // Node descriptions arrived: the host names their agents report
         // are names other schedulers may know the nodes by.
         if self.skew_dirty {
@@ -639,7 +644,7 @@ mod tests {
         for s in 11..=13 {
             st.tick(t0 + s * 1_000);
         }
-        assert_eq!(st.lag.discount_ms, JUDGING_HELD);
+        assert!(st.lag.judging_held());
         assert!(stale(&st, 0), "still silent: the flag stays");
         assert!(!stale(&st, 1), "it answered");
     }

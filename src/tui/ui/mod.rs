@@ -199,7 +199,7 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
         let behind = view::human_age(app.store.lag.behind_ms);
         line2.push(Span::styled(format!(" console behind {behind} "), t.warn));
         // Its runtime is late: no node is called stale or unreachable now.
-        if app.store.lag.discount_ms == crate::store::JUDGING_HELD && area.width >= 100 {
+        if app.store.lag.judging_held() && area.width >= 100 {
             line2.push(Span::styled("(silence not judged) ", t.muted));
         }
         line2.push(Span::styled("│", t.border));
