@@ -43,10 +43,16 @@ const SUBSCRIBE: &str = "/fleetop.v1.Agent/Subscribe";
 /// a node description with its fault journal).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
-/// The flow-control windows hyper's client gave these streams (and still
-/// gives the control calls): a node's history comes in a few round trips.
-const STREAM_WINDOW: u32 = 2 << 20;
-const CONNECTION_WINDOW: u32 = 5 << 20;
+/// The most of an agent's stream the console takes in before it has read
+/// it: about a minute of a busy 8-GPU node's samples, or eight history
+/// batches (a node's ten minutes of history come in a few round trips).
+/// A console short of CPU reads late, and an agent with no room skips
+/// samples (the console then gets the newest when it gets to them). With
+/// hyper's 2 MiB, a starved console held up to an hour of each node's
+/// samples: 1.4 GiB at 6,144 nodes, growing. One stream a connection, so
+/// the connection's window is the same.
+pub const STREAM_WINDOW: u32 = 32 << 10;
+const CONNECTION_WINDOW: u32 = STREAM_WINDOW;
 
 /// A gRPC message's header: a compression flag, then its length.
 const HEADER_BYTES: usize = 5;

@@ -261,3 +261,57 @@ async fn an_agent_that_hangs_is_dropped_and_one_that_is_only_quiet_is_kept() {
     let still = tokio::time::timeout(Duration::from_millis(200), quiet.message()).await;
     assert!(still.is_err(), "a quiet agent's stream ended: {still:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_that_does_not_read_takes_in_at_most_its_window_and_the_rest_when_it_reads() {
+    // The agent has a 1 MiB message to send (a big node description). The
+    // console subscribes and then reads nothing, as one short of CPU does.
+    let big = AgentMessage {
+        kind: Some(Kind::Info(NodeInfo {
+            hostname: "big".into(),
+            gpu_backend_note: "x".repeat(1 << 20),
+            ..Default::default()
+        })),
+    };
+    let bytes = Bytes::from(framed(&big));
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = sent.clone();
+    let target = scripted(
+        Duration::from_secs(60),
+        Box::new(move |_, mut respond| {
+            let mut body = respond.send_response(grpc_headers(), false).expect("headers");
+            // Sends as the console's flow-control window allows, counting.
+            tokio::spawn(async move {
+                let mut rest = bytes;
+                while !rest.is_empty() {
+                    body.reserve_capacity(rest.len());
+                    let Some(Ok(room)) = std::future::poll_fn(|cx| body.poll_capacity(cx)).await else {
+                        return;
+                    };
+                    let part = rest.split_to(room.min(rest.len()));
+                    counted.fetch_add(part.len(), std::sync::atomic::Ordering::SeqCst);
+                    body.send_data(part, false).expect("data");
+                }
+                std::mem::forget(body);
+            });
+        }),
+    )
+    .await;
+    let conn = open(&target, None).await;
+    let mut stream = conn.subscribe(&SubscribeRequest::default()).await.expect("answered");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let unread = sent.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(unread > 0, "the agent could send nothing");
+    // A minute or so of a busy node's samples at most, not the megabytes
+    // that, for each of thousands of nodes, grew a starved console's memory.
+    assert!(
+        unread <= stream_conn::STREAM_WINDOW as usize && unread <= 64 << 10,
+        "{unread} bytes taken in unread: the agent should wait (and skip samples)"
+    );
+    // Read: the window opens as it is read, and the whole message comes.
+    let m = tokio::time::timeout(Duration::from_secs(30), stream.message())
+        .await
+        .expect("the rest arrives once read")
+        .expect("no error");
+    assert_eq!(m, Some(big));
+}
