@@ -48,9 +48,10 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// batches (a node's ten minutes of history come in a few round trips).
 /// A console short of CPU reads late, and an agent with no room skips
 /// samples (the console then gets the newest when it gets to them). With
-/// hyper's 2 MiB, a starved console held up to an hour of each node's
-/// samples: 1.4 GiB at 6,144 nodes, growing. One stream a connection, so
-/// the connection's window is the same.
+/// hyper's 2 MiB a starved console could hold up to an hour of each
+/// node's samples (one was seen at 1.4 GiB with 6,144 nodes, and
+/// growing). One stream a connection, so the connection's window is the
+/// same.
 pub const STREAM_WINDOW: u32 = 32 << 10;
 const CONNECTION_WINDOW: u32 = STREAM_WINDOW;
 
