@@ -111,10 +111,10 @@ def timeline_flags(path, kinds=("stale", "unreachable")):
     times = []
     try:
         for line in open(path):
-            what = json.loads(line).get("what", {})
-            raised = what.get("flag_raised")
+            event = json.loads(line)
+            raised = event.get("what", {}).get("flag_raised")
             if raised and raised.get("kind") in kinds:
-                times.append(json.loads(line)["time_ms"])
+                times.append(event["time_ms"])
     except (OSError, ValueError):
         pass
     return times

@@ -430,6 +430,8 @@ fn instance_id() -> u64 {
 async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // Its sources are fixed once it is built: asked once, not every tick.
+    let blocks = collector.blocks();
     let mut collector = Some(collector);
     loop {
         tokio::select! {
@@ -440,7 +442,7 @@ async fn sample_loop(collector: Collector, every: Duration, shared: Arc<Shared>,
             return;
         };
         let now = shared.now_ms();
-        let taken = if c.blocks() {
+        let taken = if blocks {
             tokio::task::spawn_blocking(move || {
                 let s = c.sample(now);
                 (c, s)
