@@ -124,12 +124,13 @@ fn gpu_desc(g: pb::GpuInfo, peers: &mut Vec<Arc<str>>) -> GpuDesc {
 /// A whole wire sample (delta already undone), its times moved to the
 /// console's clock by subtracting `skew_ms` (agent clock minus console clock).
 pub fn sample(s: &pb::Sample, skew_ms: i64) -> NodeSample {
-    sample_with(s, skew_ms, &mut LastProcesses::new())
+    sample_with(s, skew_ms, &mut LastProcesses::new(), &[])
 }
 
 /// As `sample`, sharing the processes of the stream's previous sample
-/// (`last`) where they did not change.
-fn sample_with(s: &pb::Sample, skew_ms: i64, last: &mut LastProcesses) -> NodeSample {
+/// (`last`) where they did not change: without a look where the wire says
+/// so (`kept`, per GPU), by comparing them otherwise.
+fn sample_with(s: &pb::Sample, skew_ms: i64, last: &mut LastProcesses, kept: &[bool]) -> NodeSample {
     last.resize_with(s.gpus.len(), Default::default);
     NodeSample {
         seq: s.seq,
@@ -145,7 +146,8 @@ fn sample_with(s: &pb::Sample, skew_ms: i64, last: &mut LastProcesses) -> NodeSa
             .gpus
             .iter()
             .zip(last.iter_mut())
-            .map(|(g, was)| gpu_reading(g, skew_ms, was))
+            .enumerate()
+            .map(|(i, (g, was))| gpu_reading(g, skew_ms, was, kept.get(i) == Some(&true)))
             .collect(),
         ib_ports: s.ib_ports.iter().map(ib_reading).collect(),
         sxids: s
@@ -169,7 +171,9 @@ fn sample_with(s: &pb::Sample, skew_ms: i64, last: &mut LastProcesses) -> NodeSa
 /// that changed shares the names of the pids it had, rather than names made
 /// printable, copied and freed again every second for every process of
 /// every node (a tenth of a large console's CPU, in `perf`, and the list's
-/// own allocation and freeing as much again).
+/// own allocation and freeing as much again). Where the wire says a list
+/// did not change (`wire::Decoder::processes_kept`) it is not even compared:
+/// its names, a second cold, were still 7% of that CPU.
 type LastProcesses = Vec<Arc<[GpuProcess]>>;
 
 /// Bounds of a process's names on screen, in characters.
@@ -177,8 +181,12 @@ const OWNER_MAX: usize = 64;
 const COMMAND_MAX: usize = 200;
 
 /// The processes on a GPU, given what its last sample had (`was`, which
-/// becomes what this one has).
-fn processes(got: &[pb::GpuProcess], was: &mut Arc<[GpuProcess]>) -> Arc<[GpuProcess]> {
+/// becomes what this one has), and whether the wire says they are those
+/// (`kept`).
+fn processes(got: &[pb::GpuProcess], was: &mut Arc<[GpuProcess]>, kept: bool) -> Arc<[GpuProcess]> {
+    if kept {
+        return Arc::clone(was);
+    }
     let same = |w: &GpuProcess, p: &pb::GpuProcess| {
         w.pid == p.pid
             && w.used_mem_bytes == p.used_mem_bytes
@@ -225,8 +233,11 @@ fn shared(was: Option<&Arc<str>>, raw: &str, max: usize) -> Option<Arc<str>> {
     }
 }
 
-fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuProcess]>) -> GpuReading {
+fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuProcess]>, kept: bool) -> GpuReading {
     use fleetop_proto::absent as a;
+    // Taken even from a GPU that did not answer, whose reading shows none:
+    // `was` must stay what the wire's base holds, for the next `kept`.
+    let processes = processes(&g.processes, was, kept);
     let xids = g
         .xids
         .iter()
@@ -305,7 +316,7 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuProcess]>) -> 
         nvlinks_down,
         nvlink_tx_kib: g.nvlink_tx_kib.clone(),
         nvlink_rx_kib: g.nvlink_rx_kib.clone(),
-        processes: processes(&g.processes, was),
+        processes,
         mig: g
             .mig
             .iter()
@@ -456,7 +467,7 @@ impl Stream {
     /// the skew from itself (it was taken just now).
     pub fn sample(&mut self, got: pb::Sample, now_ms: i64) -> Result<NodeSample, BadDelta> {
         let last_ms = self.wire.base().map(|p| p.time_ms);
-        let whole = self.wire.decode(got)?;
+        let (whole, kept) = self.wire.decode_kept(got)?;
         if self.live {
             let went_back = last_ms.is_some_and(|t| whole.time_ms <= t);
             let ahead = whole.time_ms - self.skew_ms - now_ms > STEP_MS;
@@ -465,7 +476,7 @@ impl Stream {
             }
         }
         // Converted from the kept base rather than from a copy of it.
-        Ok(sample_with(whole, self.skew_ms, &mut self.processes))
+        Ok(sample_with(whole, self.skew_ms, &mut self.processes, kept))
     }
 
     /// Part of the history, many samples in one message (each entry an
@@ -572,7 +583,7 @@ mod tests {
             pods: vec![p("b\x1b[2J", ""), p("a", "MIG-1")],
             ..Default::default()
         };
-        let r = gpu_reading(&g, 0, &mut Default::default());
+        let r = gpu_reading(&g, 0, &mut Default::default(), false);
         let got: Vec<(String, Option<String>)> = r.pods.iter().map(|x| (x.pod.clone(), x.mig_uuid.clone())).collect();
         assert_eq!(
             got,
@@ -589,7 +600,7 @@ mod tests {
             power_limit_mw: 0,
             ..Default::default()
         };
-        let r = gpu_reading(&g, 0, &mut Default::default());
+        let r = gpu_reading(&g, 0, &mut Default::default(), false);
         assert_eq!(r.util_pct, Some(0), "0% busy is a reading");
         assert_eq!(r.hbm_temp_c, None);
         assert_eq!(r.power_limit_w, None);
@@ -605,6 +616,7 @@ mod tests {
             },
             1000,
             &mut Default::default(),
+            false,
         );
         assert!(lost.is_lost());
         assert_eq!((lost.util_pct, lost.temp_c), (None, None));
@@ -621,6 +633,7 @@ mod tests {
                 },
                 0,
                 &mut Default::default(),
+                false,
             )
             .error
         };
@@ -750,6 +763,75 @@ mod tests {
             names(&e),
             names(&sample(&s(5, vec![proc_(8, "bob", "evil\\u{1b}[2J")]), 0))
         );
+    }
+
+    /// Where the wire says a GPU's processes did not change, the console
+    /// takes its last list without looking; every sample still shows the
+    /// processes the agent had, through a name changed on the same pid and
+    /// a sample in which the GPU did not answer, in plain and column deltas.
+    #[test]
+    fn processes_the_wire_says_are_unchanged_are_the_agents_in_every_sample() {
+        use fleetop_proto::wire;
+        let proc_ = |pid, command: &str| pb::GpuProcess {
+            pid,
+            used_mem_bytes: 1 << 30,
+            user: "alice".into(),
+            command: command.into(),
+            ..Default::default()
+        };
+        let gpu = |error: &str, procs: Vec<pb::GpuProcess>| pb::GpuSample {
+            error: error.into(),
+            processes: procs,
+            util_pct: 90,
+            ..Default::default()
+        };
+        // What the agent had, sample by sample: GPU 0 changes, GPU 1 stays.
+        let train = || vec![proc_(7, "python train.py")];
+        let eval = || vec![proc_(7, "python eval.py")];
+        let timeline = [
+            (train(), ""),
+            (train(), ""),
+            (eval(), ""),
+            (eval(), ""),
+            (vec![proc_(9, "python serve.py")], "gpu_lost"),
+            (vec![proc_(9, "python serve.py")], ""),
+            (vec![proc_(9, "python serve.py")], ""),
+            (train(), ""),
+        ];
+        let commands = |x: &NodeSample, i: usize| -> Vec<String> {
+            x.gpus[i]
+                .processes
+                .iter()
+                .map(|p| p.command.as_deref().unwrap_or("").to_string())
+                .collect()
+        };
+        for columns in [false, true] {
+            let (mut st, mut prev) = (Stream::default(), None::<pb::Sample>);
+            let mut kept = 0;
+            for (seq, (procs, error)) in (1..).zip(timeline.clone()) {
+                let cur = pb::Sample {
+                    seq,
+                    time_ms: 1000 * seq as i64,
+                    gpus: vec![gpu(error, procs.clone()), gpu("", train())],
+                    ..Default::default()
+                };
+                let sent = match columns {
+                    true => wire::encode_columns(prev.as_ref(), None, &cur),
+                    false => wire::encode(prev.as_ref(), &cur),
+                };
+                let got = st.sample(sent, 0).expect("decodes");
+                kept += st.wire.processes_kept().iter().filter(|k| **k).count();
+                let want = match error {
+                    "" => procs.iter().map(|p| p.command.clone()).collect(),
+                    _ => vec![],
+                };
+                assert_eq!(commands(&got, 0), want, "sample {seq}, columns {columns}");
+                assert_eq!(commands(&got, 1), ["python train.py"], "sample {seq}");
+                prev = Some(cur);
+            }
+            // Else the case this is about was never on the wire.
+            assert!(kept >= 6, "lists said unchanged: {kept}, columns {columns}");
+        }
     }
 
     #[test]

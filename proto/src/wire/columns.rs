@@ -12,7 +12,7 @@
 //! versions keep working; a sample that columns cannot say (a base of
 //! another shape, GPUs out of order) travels as a plain delta.
 
-use super::{BadDelta, can_elide, decode_gpu, decode_port, elide, encode as plain};
+use super::{BadDelta, Kept, can_elide, decode_gpu, decode_port, elide, encode as plain};
 use crate::pb::{Columns, Gpm, GpuSample, IbSample, Sample};
 
 /// Calls `$m!` with the GPU gauges that travel in `Columns.values`, each
@@ -349,7 +349,7 @@ fn runs(cols: &Columns, gpus: usize, ports: usize) -> Result<[&[u64]; READINGS],
 
 /// The whole sample from a column delta and its base (checked by the
 /// caller to be the one it names); what it repeats of `prev` is moved out.
-pub(super) fn decode(prev: &mut Sample, links: &Links, mut got: Sample) -> Result<Sample, BadDelta> {
+pub(super) fn decode(prev: &mut Sample, links: &Links, mut got: Sample, kept: &mut Kept) -> Result<Sample, BadDelta> {
     let seq = prev.seq.wrapping_add(got.seq);
     let bad = |what| BadDelta::Malformed { seq, what };
     let cols = got.columns.take().unwrap_or_default();
@@ -377,7 +377,7 @@ pub(super) fn decode(prev: &mut Sample, links: &Links, mut got: Sample) -> Resul
     for (i, g) in gpus.iter_mut().enumerate() {
         match listed.next_if(|e| e.index == g.index) {
             Some(mut e) => {
-                decode_gpu(g, &mut e);
+                kept.push(decode_gpu(g, &mut e));
                 // Its readings are the base's unless a column says.
                 macro_rules! keep {
                     ($($f:ident $bit:literal),*) => {$( e.$f = g.$f; )*};
@@ -387,6 +387,7 @@ pub(super) fn decode(prev: &mut Sample, links: &Links, mut got: Sample) -> Resul
                 *g = e;
             }
             None => {
+                kept.push(true);
                 g.xids.clear();
                 // Freed, not cleared: the base holds a node's sample for as
                 // long as its stream lasts, and the counters live in `links`

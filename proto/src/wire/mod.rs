@@ -150,8 +150,9 @@ fn encode_port(p: &IbSample, c: &mut IbSample) {
 }
 
 /// A GPU of a delta (`c`) made whole again from its base `p`, whose
-/// repeated fields are moved into it.
-fn decode_gpu(p: &mut GpuSample, c: &mut GpuSample) {
+/// repeated fields are moved into it. True where its process list is the
+/// base's, moved: the delta said it had not changed.
+fn decode_gpu(p: &mut GpuSample, c: &mut GpuSample) -> bool {
     gpu_counters(p, c, u64::wrapping_add);
     restore(&mut c.mem_used_bytes, &mut p.mem_used_bytes);
     restore(&mut c.power_limit_mw, &mut p.power_limit_mw);
@@ -164,17 +165,18 @@ fn decode_gpu(p: &mut GpuSample, c: &mut GpuSample) {
     restore(&mut c.pods, &mut p.pods);
     if std::mem::take(&mut c.processes_unchanged) {
         std::mem::swap(&mut c.processes, &mut p.processes);
-    } else {
-        for q in &mut c.processes {
-            if q.user.is_empty()
-                && q.command.is_empty()
-                && let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
-            {
-                q.user.clone_from(&was.user);
-                q.command.clone_from(&was.command);
-            }
+        return true;
+    }
+    for q in &mut c.processes {
+        if q.user.is_empty()
+            && q.command.is_empty()
+            && let Some(was) = p.processes.iter().find(|w| w.pid == q.pid)
+        {
+            q.user.clone_from(&was.user);
+            q.command.clone_from(&was.command);
         }
     }
+    false
 }
 
 fn decode_port(p: &mut IbSample, c: &mut IbSample) {
@@ -210,20 +212,43 @@ pub fn encode(prev: Option<&Sample>, cur: &Sample) -> Sample {
 pub struct Decoder {
     base: Option<Sample>,
     links: columns::Links,
+    kept: Kept,
 }
+
+/// Per GPU of the last sample decoded: whether its process list is the one
+/// of the sample before, moved because the delta said so (or, in a column
+/// delta, did not list the GPU at all). A reader that turned the sample
+/// before into its own types can reuse what it made of that list without
+/// looking at it: comparing every process's names with the last sample's,
+/// cold in cache a second later, was a tenth of a large console's CPU.
+pub type Kept = Vec<bool>;
 
 impl Decoder {
     /// The whole sample from what arrived; it stays as the next base.
     pub fn decode(&mut self, got: Sample) -> Result<&Sample, BadDelta> {
-        let mut whole = decode_with(self.base.as_mut(), &self.links, got)?;
+        self.decode_kept(got).map(|(whole, _)| whole)
+    }
+
+    /// As `decode`, with `processes_kept`.
+    pub fn decode_kept(&mut self, got: Sample) -> Result<(&Sample, &[bool]), BadDelta> {
+        self.kept.clear();
+        let mut whole =
+            decode_with(self.base.as_mut(), &self.links, got, &mut self.kept).inspect_err(|_| self.kept.clear())?;
         self.links.keep(&whole);
         compact(&mut whole);
-        Ok(self.base.insert(whole))
+        Ok((self.base.insert(whole), &self.kept))
     }
 
     /// The last whole sample.
     pub fn base(&self) -> Option<&Sample> {
         self.base.as_ref()
+    }
+
+    /// Per GPU of the last whole sample, whether its processes are those of
+    /// the sample before (see `Kept`); empty before the first, or after a
+    /// sample that was sent whole.
+    pub fn processes_kept(&self) -> &[bool] {
+        &self.kept
     }
 }
 
@@ -248,10 +273,17 @@ fn compact(s: &mut Sample) {
 /// copied: `prev` is left for the result to replace. Column deltas whose
 /// NVLink counters are differences need a `Decoder`.
 pub fn decode(prev: Option<&mut Sample>, got: Sample) -> Result<Sample, BadDelta> {
-    decode_with(prev, &columns::Links::default(), got)
+    decode_with(prev, &columns::Links::default(), got, &mut Kept::new())
 }
 
-fn decode_with(prev: Option<&mut Sample>, links: &columns::Links, mut got: Sample) -> Result<Sample, BadDelta> {
+/// As `decode`, saying in `kept` (empty on entry) which GPUs' process lists
+/// were moved from `prev`.
+fn decode_with(
+    prev: Option<&mut Sample>,
+    links: &columns::Links,
+    mut got: Sample,
+    kept: &mut Kept,
+) -> Result<Sample, BadDelta> {
     let columns = got.columns.is_some();
     if got.delta_from_seq == 0 {
         return match columns {
@@ -276,7 +308,7 @@ fn decode_with(prev: Option<&mut Sample>, links: &columns::Links, mut got: Sampl
         });
     };
     if columns {
-        return columns::decode(prev, links, got);
+        return columns::decode(prev, links, got, kept);
     }
     if prev.gpus.len() != got.gpus.len() || prev.ib_ports.len() != got.ib_ports.len() {
         return Err(BadDelta::Malformed {
@@ -284,9 +316,12 @@ fn decode_with(prev: Option<&mut Sample>, links: &columns::Links, mut got: Sampl
             what: "not as many GPUs or ports as its base",
         });
     }
-    for (p, c) in prev.gpus.iter_mut().zip(got.gpus.iter_mut()) {
-        decode_gpu(p, c);
-    }
+    kept.extend(
+        prev.gpus
+            .iter_mut()
+            .zip(got.gpus.iter_mut())
+            .map(|(p, c)| decode_gpu(p, c)),
+    );
     for (p, c) in prev.ib_ports.iter_mut().zip(got.ib_ports.iter_mut()) {
         decode_port(p, c);
     }
