@@ -220,7 +220,7 @@ pub struct Decoder {
 /// delta, did not list the GPU at all). A reader that turned the sample
 /// before into its own types can reuse what it made of that list without
 /// looking at it: comparing every process's names with the last sample's,
-/// cold in cache a second later, was a tenth of a large console's CPU.
+/// cold in cache a second later, was 7% of a large console's CPU.
 pub type Kept = Vec<bool>;
 
 impl Decoder {
@@ -229,7 +229,7 @@ impl Decoder {
         self.decode_kept(got).map(|(whole, _)| whole)
     }
 
-    /// As `decode`, with `processes_kept`.
+    /// As `decode`, with what `processes_kept` then says.
     pub fn decode_kept(&mut self, got: Sample) -> Result<(&Sample, &[bool]), BadDelta> {
         self.kept.clear();
         let mut whole =
