@@ -100,7 +100,11 @@ impl RayCluster {
                 format!("--dashboard-agent-listen-port={}", free_port()),
             ]
         };
-        let base = 20_000 + (std::process::id() % 200) as u16 * 100;
+        // Both nodes' worker ranges (200 ports) lie below Linux's ephemeral
+        // range (32768 up, by default), from which `free_port` picks the
+        // other ports: with a base up to 39,900, a pick once fell inside a
+        // worker range and Ray refused to start.
+        let base = 20_000 + (std::process::id() % 120) as u16 * 100;
         let mut head_args = vec![
             "--head".to_string(),
             "--node-ip-address=127.0.0.1".into(),
