@@ -140,8 +140,11 @@ def export_once(console, hostfile, a):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.monotonic()
     extra = ["--backfill", a.backfill] if a.backfill else []
+    # Its debug log says where the time went: connecting, histories, writing.
+    log = tempfile.NamedTemporaryFile(prefix="fleetop-export-", suffix=".log", delete=False)
     rc = subprocess.run([console, "export", "--hostfile", hostfile, "--once", "--timeout", "60s", *extra],
-                        stdout=out, stderr=subprocess.DEVNULL, env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent"}).returncode
+                        stdout=out, stderr=log,
+                        env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent", "FLEETOP_LOG": "fleetop::session=debug,fleetop::cmd::export=debug"}).returncode
     wall = time.monotonic() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     doc = json.load(open(out.name))
@@ -150,6 +153,10 @@ def export_once(console, hostfile, a):
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     size = os.path.getsize(out.name)
     os.unlink(out.name)
+    for line in open(log.name):
+        if "settl" in line or "snapshot written" in line:
+            print("  " + line.strip())
+    os.unlink(log.name)
     print(f"export --once{' --backfill ' + a.backfill if a.backfill else ''}: exit {rc}, {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {after.ru_maxrss / 1024:.0f} MiB, "
           f"{len(nodes)} nodes ({sampled} with GPUs), {size / 1e6:.1f} MB of JSON")
 

@@ -431,15 +431,28 @@ impl Session {
     /// Waits until every node has answered with its history or failed, or
     /// until `timeout`: the moment a first snapshot means something.
     pub async fn settle(&mut self, timeout: Duration) {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let start = tokio::time::Instant::now();
+        let deadline = start + timeout;
+        // Nodes before `first_open` have settled and are not looked at
+        // again: a pass after each update looked at every node up to the
+        // first one still open, each one's state cold in cache.
+        let mut first_open = 0;
+        let mut progress = start;
         loop {
             self.drain();
             let now = now_ms();
+            while self.store.nodes.get(first_open).is_some_and(|n| settled(n, now)) {
+                first_open += 1;
+            }
+            if progress.elapsed() >= Duration::from_secs(1) {
+                progress = tokio::time::Instant::now();
+                tracing::debug!("settling: {}", self.settling(now));
+            }
             // With a scheduler, its first reading (or its failure) belongs in
             // the first snapshot too; without one there is nothing to wait for.
             let sched_done = !self.scheduler || self.store.scheduler.answered();
             let ray_done = self.store.ray.as_ref().is_none_or(|r| r.health.answered());
-            if sched_done && ray_done && self.store.nodes.iter().all(|n| settled(n, now)) {
+            if sched_done && ray_done && first_open == self.store.nodes.len() {
                 break;
             }
             tokio::select! {
@@ -452,7 +465,30 @@ impl Session {
             }
         }
         self.drain();
-        self.store.tick(now_ms());
+        let now = now_ms();
+        self.store.tick(now);
+        tracing::debug!(
+            "settled after {:.1} s: {}",
+            start.elapsed().as_secs_f64(),
+            self.settling(now)
+        );
+    }
+
+    /// Where a first snapshot's wait stands, for the log.
+    fn settling(&self, now_ms: i64) -> String {
+        let (mut connecting, mut reading, mut down) = (0, 0, 0);
+        for n in &self.store.nodes {
+            match n.link {
+                Link::Connecting => connecting += 1,
+                Link::Down { .. } => down += 1,
+                Link::Connected { .. } if !settled(n, now_ms) => reading += 1,
+                Link::Connected { .. } => {}
+            }
+        }
+        format!(
+            "{} nodes: {connecting} connecting, {reading} reading their history, {down} down",
+            self.store.nodes.len()
+        )
     }
 }
 

@@ -39,6 +39,7 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
         session.drain();
         let now = now_ms();
         session.store.tick(now);
+        let started = std::time::Instant::now();
         let written = match args.view {
             View::Full => {
                 let snap = export::Streamed {
@@ -58,6 +59,7 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
             session.stop().await;
             return quiet_if_closed(Err(e));
         }
+        tracing::debug!("snapshot written in {} ms", started.elapsed().as_millis());
         emitted += 1;
         if count.is_some_and(|c| emitted >= c) {
             break;
