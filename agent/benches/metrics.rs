@@ -8,24 +8,14 @@ use std::io::Write;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fleetop_agent::backend::{self, BackendOptions};
 use fleetop_agent::metrics::{Publisher, render};
-use fleetop_agent::sim::{Model, Scenario, SimConfig};
+
+#[path = "support/node.rs"]
+mod support;
 
 fn node() -> (fleetop_agent::proto::NodeInfo, Publisher, i64) {
-    let start = 1_700_000_000_000;
-    let sim = SimConfig {
-        hostname: "gpu01".into(),
-        gpus: 8,
-        ib_ports: 8,
-        model: Model::H100,
-        scenario: Scenario::Training,
-        seed: 1,
-        start_ms: start,
-        interval_ms: 1000,
-        problem_ms: None,
-    };
-    let (mut c, _) = backend::build(&BackendOptions::sim(sim)).expect("sim");
+    let start = support::START_MS;
+    let mut c = support::busy_node();
     let mut info = c.info().clone();
     info.sample_interval_ms = 1000;
     let p = Publisher::default();

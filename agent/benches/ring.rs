@@ -8,28 +8,17 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fleetop_agent::backend::{self, BackendOptions};
 use fleetop_agent::ring::Ring;
-use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
-const START: i64 = 1_700_000_000_000;
+#[path = "support/node.rs"]
+mod support;
+use support::START_MS;
 
-/// Samples of a busy node, one a second from `START`.
+/// Samples of a busy node, one a second from `START_MS`.
 fn samples(n: usize) -> Vec<Arc<fleetop_agent::proto::Sample>> {
-    let sim = SimConfig {
-        hostname: "gpu01".into(),
-        gpus: 8,
-        ib_ports: 8,
-        model: Model::H100,
-        scenario: Scenario::Training,
-        seed: 1,
-        start_ms: START,
-        interval_ms: 1000,
-        problem_ms: None,
-    };
-    let (mut c, _) = backend::build(&BackendOptions::sim(sim)).expect("sim");
+    let mut c = support::busy_node();
     (0..n as i64)
-        .filter_map(|i| c.sample(START + i * 1000))
+        .filter_map(|i| c.sample(START_MS + i * 1000))
         .map(Arc::new)
         .collect()
 }
@@ -51,7 +40,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("ring_push_full_10_min", |b| {
         b.iter(|| ring.push(next.next().expect("cycles").clone()))
     });
-    let last_ms = START + 599 * 1000;
+    let last_ms = START_MS + 599 * 1000;
     for (name, since) in [("ring_backlog_10_s", last_ms - 9_000), ("ring_backlog_all", i64::MIN)] {
         c.bench_function(name, |b| {
             b.iter(|| {

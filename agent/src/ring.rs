@@ -312,6 +312,25 @@ mod tests {
         })
     }
 
+    /// `n` seconds of a busy simulated 8 x H100 node with 8 IB ports.
+    fn busy_node(seed: u64, n: i64) -> impl Iterator<Item = Sample> {
+        use crate::sampler::{Collector, Sampler};
+        use crate::sim::{Model, Scenario, SimConfig, SimNode};
+        let sim: Box<dyn Sampler> = Box::new(SimNode::new(SimConfig {
+            hostname: "sim01".into(),
+            gpus: 8,
+            ib_ports: 8,
+            model: Model::H100,
+            scenario: Scenario::Training,
+            seed,
+            start_ms: 0,
+            interval_ms: 1000,
+            problem_ms: None,
+        }));
+        let mut c = Collector::new(vec![sim], Default::default());
+        (0..n).map(move |t| c.sample(t * 1000).expect("a sample"))
+    }
+
     /// What a subscriber's decoder makes of a backlog.
     fn received(b: &Backlog) -> Vec<Sample> {
         let mut last: Option<Sample> = None;
@@ -349,25 +368,10 @@ mod tests {
     #[test]
     fn history_is_held_as_deltas_a_fraction_of_the_samples_size() {
         // Ten minutes of a busy simulated 8 x H100 node with 8 IB ports.
-        use crate::sampler::{Collector, Sampler};
-        use crate::sim::{Model, Scenario, SimConfig, SimNode};
-        let sim: Box<dyn Sampler> = Box::new(SimNode::new(SimConfig {
-            hostname: "sim01".into(),
-            gpus: 8,
-            ib_ports: 8,
-            model: Model::H100,
-            scenario: Scenario::Training,
-            seed: 7,
-            start_ms: 0,
-            interval_ms: 1000,
-            problem_ms: None,
-        }));
-        let mut c = Collector::new(vec![sim], Default::default());
         let mut ring = Ring::new(600, 64 << 20);
         let mut whole = 0;
         let mut pushed = Vec::new();
-        for t in 0..600 {
-            let s = c.sample(t * 1000).expect("a sample");
+        for s in busy_node(7, 600) {
             whole += s.encoded_len();
             pushed.push(s.clone());
             ring.push(Arc::new(s));
@@ -399,25 +403,10 @@ mod tests {
     fn a_short_backlog_of_a_long_history_is_rebuilt_from_a_key_not_from_the_oldest_sample() {
         // Ten minutes of a busy simulated node, then a console asking for
         // the last 10 s (as a large fleet's console does at start).
-        use crate::sampler::{Collector, Sampler};
-        use crate::sim::{Model, Scenario, SimConfig, SimNode};
-        let sim: Box<dyn Sampler> = Box::new(SimNode::new(SimConfig {
-            hostname: "sim01".into(),
-            gpus: 8,
-            ib_ports: 8,
-            model: Model::H100,
-            scenario: Scenario::Training,
-            seed: 3,
-            start_ms: 0,
-            interval_ms: 1000,
-            problem_ms: None,
-        }));
-        let mut c = Collector::new(vec![sim], Default::default());
         // Held for 300 samples: the oldest are dropped through the keys too.
         let mut ring = Ring::new(300, 64 << 20);
         let mut pushed = Vec::new();
-        for t in 0..600 {
-            let s = c.sample(t * 1000).expect("a sample");
+        for s in busy_node(3, 600) {
             pushed.push(s.clone());
             ring.push(Arc::new(s));
         }
