@@ -93,7 +93,8 @@ impl Backlog {
     }
 
     /// How many held deltas are decoded to make the first sample sent whole.
-    pub fn rebuilds(&self) -> usize {
+    #[cfg(test)]
+    fn rebuilds(&self) -> usize {
         self.skip.min(self.entries.len().saturating_sub(1))
     }
 
@@ -175,9 +176,10 @@ impl Ring {
         self.latest = Some(s);
         // Drop the oldest; the new oldest is then made whole, from its key
         // or from the chain (which may take it over the bytes bound again:
-        // then drop more).
-        let mut base: Option<Sample> = None;
+        // then drop more). Each pass starts at the whole front, so it needs
+        // no base from the one before.
         while self.over() {
+            let mut base: Option<Sample> = None;
             while self.over() {
                 let Some(old) = self.entries.pop_front() else { return };
                 self.first += 1;
@@ -191,24 +193,16 @@ impl Ring {
                 self.bytes -= key.len() + KEY_OVERHEAD;
             }
             let Some(front) = self.entries.front_mut() else { return };
-            let made = if self.keys.front().is_some_and(|(at, _)| *at == self.first) {
+            if self.keys.front().is_some_and(|(at, _)| *at == self.first) {
                 // The key becomes the entry: nothing to rebuild.
                 let (_, key) = self.keys.pop_front().expect("a key");
-                self.bytes -= KEY_OVERHEAD;
-                self.bytes -= front.bytes.len();
+                self.bytes -= KEY_OVERHEAD + front.bytes.len();
                 front.bytes = key;
-                // The next pass (if any) needs the front whole as its base.
-                Sample::decode(&front.bytes[..]).ok()
             } else if let Ok(got) = Sample::decode(&front.bytes[..]) {
-                let made = whole(base.as_mut(), got);
-                let bytes: Arc<[u8]> = made.encode_to_vec().into();
+                let bytes: Arc<[u8]> = whole(base.as_mut(), got).encode_to_vec().into();
                 self.bytes = self.bytes - front.bytes.len() + bytes.len();
                 front.bytes = bytes;
-                Some(made)
-            } else {
-                None
-            };
-            base = made;
+            }
         }
     }
 
@@ -239,22 +233,19 @@ impl Ring {
     /// the first such one on (times only go back if the clock steps back).
     pub fn backlog(&self, since_ms: i64) -> Backlog {
         let skip = self.entries.partition_point(|e| e.time_ms < since_ms);
+        let Some(front) = self.entries.front() else {
+            return Backlog {
+                entries: Vec::new(),
+                skip: 0,
+                last: None,
+            };
+        };
         let last = (skip < self.entries.len()).then(|| self.latest.clone()).flatten();
         // From the last key at or before the first sent (or the whole front).
         let at = self.first + skip as u64;
-        let key = self.keys.iter().rev().find(|(k, _)| *k <= at);
-        let (from, head) = match key {
+        let (from, head) = match self.keys.iter().rev().find(|(k, _)| *k <= at) {
             Some((k, bytes)) => ((k - self.first) as usize, bytes.clone()),
-            None => match self.entries.front() {
-                Some(e) => (0, e.bytes.clone()),
-                None => {
-                    return Backlog {
-                        entries: Vec::new(),
-                        skip: 0,
-                        last,
-                    };
-                }
-            },
+            None => (0, front.bytes.clone()),
         };
         let entries: Vec<Arc<[u8]>> = std::iter::once(head)
             .chain(self.entries.iter().skip(from + 1).map(|e| e.bytes.clone()))
