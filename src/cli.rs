@@ -241,13 +241,17 @@ pub struct WatchArgs {
 pub struct RemediateCmd {
     #[arg(value_enum)]
     pub action: RemediateVerb,
+    /// reset: do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RemediateVerb {
     /// What the policy holds drained, its recent drains, and whether its breaker tripped.
     Status,
-    /// Re-arm a tripped breaker (a person has looked at why it tripped).
+    /// Lift a tripped breaker's stop (a person has looked at why it
+    /// tripped); the drains in its window still count.
     Reset,
 }
 
@@ -331,6 +335,10 @@ pub struct NodeCmd {
     /// history: how far back (7d, 12h, 30m).
     #[arg(long, default_value = "7d", value_parser = parse_interval)]
     pub since: Duration,
+    /// return: how many GPUs each node's burn-in must measure (else the
+    /// agent's count, `[thresholds] expect_gpus`, or the most it listed).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub expect_gpus: Option<u32>,
     /// With --kubernetes, drain: evict only the pods that hold GPUs
     /// (nvidia.com/gpu or nvidia.com/mig-*); the others stay.
     #[arg(long, requires = "kubernetes")]
@@ -352,8 +360,9 @@ pub enum NodeVerb {
     /// Clear DRAIN only; a node that is DOWN stays DOWN.
     Undrain,
     /// Return to service: resume each drained node that passed a burn-in
-    /// since its drain began (running one where none has); the rest stay
-    /// drained with the failing check in their reason.
+    /// since its drain began (running one where none has) and has no
+    /// active fault that keeps it out; the rest stay drained, their Slurm
+    /// reason untouched.
     Return,
     /// The node's timeline: flags, drains, resumes, burn-ins, who and when.
     History,

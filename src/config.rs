@@ -164,6 +164,15 @@ impl RemediateConfig {
         let n = self.max_nodes.map_or(pct, |m| pct.min(m as usize));
         n.max(1)
     }
+
+    /// The limit's rule in words: "10% of the fleet, at least 1" or "10%
+    /// of the fleet, at least 1, at most 3".
+    pub fn limit_words(&self) -> String {
+        match self.max_nodes {
+            Some(m) => format!("{}% of the fleet, at least 1, at most {m}", self.max_percent),
+            None => format!("{}% of the fleet, at least 1", self.max_percent),
+        }
+    }
 }
 
 /// `[notify]`: which flags become alerts, where they go, and the TUI's bell.

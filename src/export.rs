@@ -72,7 +72,8 @@ pub struct Node {
     /// none, or only info flags), as the console's status word reads it.
     /// `status` says whether the node can be judged at all (fresh data);
     /// `health` what was judged: a node with a lost GPU is `status: ok`,
-    /// `health: crit`.
+    /// `health: crit`. A node that cannot be judged (`status` not `ok`) is
+    /// `unknown`, never `ok`, and carries its `stale` or `unreachable` flag.
     pub health: Health,
     /// Host name the agent reports.
     pub hostname: Option<String>,
@@ -100,10 +101,18 @@ pub enum Health {
     Ok,
     Warn,
     Crit,
+    /// No fresh data: the node is stale or cannot be reached, so nothing
+    /// that was judged of it can be trusted now.
+    Unknown,
 }
 
 impl Health {
-    fn of(n: &NodeState) -> Health {
+    /// The node's health at `status`: what its flags say only while its
+    /// data is fresh.
+    fn of(n: &NodeState, status: NodeStatus) -> Health {
+        if status != NodeStatus::Ok {
+            return Health::Unknown;
+        }
         match n.worst_severity() {
             Some(Severity::Crit) => Health::Crit,
             Some(Severity::Warn) => Health::Warn,
@@ -631,6 +640,7 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
     let ib_ports = info
         .map(|i| i.ib_ports.iter().enumerate().map(|(k, p)| ib_port(n, k, p)).collect())
         .unwrap_or_default();
+    let flags = flags_out(n, status, status_detail.as_deref(), now_ms);
     Node {
         name: n.target.name.clone(),
         address: n.target.address(),
@@ -640,7 +650,7 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
             NodeStatus::Unreachable | NodeStatus::Connecting => Status::Unreachable,
         },
         status_detail,
-        health: Health::of(n),
+        health: Health::of(n, status),
         hostname: info.map(|i| i.hostname.clone()),
         agent: info.map(|i| AgentDesc {
             version: i.agent_version.clone(),
@@ -671,8 +681,42 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
         ray: store.ray.as_ref().and_then(|r| ray_node(r, i)),
         gpus,
         ib_ports,
-        flags: n.detector.active().map(|f| flag_out(n, f)).collect(),
+        flags,
     }
+}
+
+/// The node's active flags; a node whose status is not `ok` and that the
+/// detectors have not flagged yet (the console waits `unreachable_after`
+/// before it raises an alert, so a fleet starting up pages no one) carries
+/// its `stale` or `unreachable` flag all the same: a script reading one
+/// document must not take a silent node for a healthy one.
+fn flags_out(n: &NodeState, status: NodeStatus, detail: Option<&str>, now_ms: i64) -> Vec<FlagOut> {
+    let mut out: Vec<FlagOut> = n.detector.active().map(|f| flag_out(n, f)).collect();
+    let (kind, severity) = match status {
+        NodeStatus::Ok => return out,
+        NodeStatus::Stale => (FlagKind::Stale, Severity::Warn),
+        NodeStatus::Unreachable | NodeStatus::Connecting => (FlagKind::Unreachable, Severity::Crit),
+    };
+    let says = |k: FlagKind| {
+        out.iter()
+            .any(|f| f.kind == k && f.gpu.is_none() && f.ib_port.is_none())
+    };
+    if !says(FlagKind::Stale) && !says(FlagKind::Unreachable) {
+        let since = match &n.link {
+            Link::Down { since_ms, .. } => n.last.as_ref().map_or(*since_ms, |l| l.time_ms),
+            _ => n.last.as_ref().map_or(now_ms, |l| l.time_ms),
+        };
+        let f = crate::detect::flag(
+            kind,
+            severity,
+            Subject::Node,
+            since,
+            detail.unwrap_or("no answer yet").to_string(),
+            &[],
+        );
+        out.insert(0, flag_out(n, &f));
+    }
+    out
 }
 
 fn ray_node(ray: &crate::store::ray::RayState, i: usize) -> Option<RayNodeOut> {

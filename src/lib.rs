@@ -80,6 +80,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         tui::theme::Theme::load(spec, dir.as_deref(), tui::theme::ColorDepth::TrueColor)?;
     }
     let rt = runtime()?;
+    let done = dispatch(cli, cfg, &rt);
+    // Whatever a command left running (a blocking Slurm read, a sampling
+    // task of the demo's agents) must not hold the exit: a dropped runtime
+    // waits for its blocking tasks without end.
+    rt.shutdown_timeout(SHUTDOWN_GRACE);
+    done
+}
+
+/// How long an ending command waits for its runtime's leftover tasks.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn dispatch(cli: Cli, mut cfg: config::Config, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Export(args)) => {
             logging::to_stderr();
@@ -93,7 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Node(args)) => {
             logging::to_stderr();
             let read_only = cli.read_only || cfg.read_only;
-            cmd::node::run(args, &cli.source, &cfg, read_only, &rt)
+            cmd::node::run(args, &cli.source, &cfg, read_only, rt)
         }
         Some(Command::Job(args)) => {
             logging::to_stderr();
@@ -102,7 +114,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Remediate(args)) => {
             logging::to_stderr();
-            cmd::watch::remediate(args)
+            cmd::watch::remediate(args, &cfg)
         }
         Some(Command::Watch(args)) => {
             logging::to_stderr_at("info");
@@ -112,7 +124,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             logging::to_stderr();
             rt.block_on(cmd::record::run(args, cfg))
         }
-        Some(Command::Replay(args)) => tui::replay::run(&rt, args, cli.theme.as_deref(), cfg),
+        Some(Command::Replay(args)) => tui::replay::run(rt, args, cli.theme.as_deref(), cfg),
         Some(Command::Demo {
             nodes,
             gpus,
@@ -129,7 +141,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ..cli.source
             };
             tui::run(
-                &rt,
+                rt,
                 source,
                 &record,
                 cli.theme.as_deref(),
@@ -140,7 +152,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         None => {
             cmd::apply_notify_flags(&cli.notify, &mut cfg.notify);
             let read_only = cli.read_only || cfg.read_only;
-            tui::run(&rt, cli.source, &cli.record, cli.theme.as_deref(), read_only, cfg)
+            tui::run(rt, cli.source, &cli.record, cli.theme.as_deref(), read_only, cfg)
         }
     }
 }

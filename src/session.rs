@@ -154,15 +154,40 @@ async fn run_actions(
                 // A burn-in takes minutes: it runs beside the drain/resume queue.
                 let (slurm, access, token) = (slurm.clone(), access.clone(), bench_token.clone());
                 let (poke, tx) = (poke.clone(), tx.clone());
+                // The burn-in's progress goes to the store as `B`'s does, so a
+                // failed return raises `burnin_failed` and the bench screen shows it.
+                let nodes: Vec<Option<usize>> = prepared
+                    .bench_targets()
+                    .iter()
+                    .map(|b| targets.iter().position(|t| t.name == b.name))
+                    .collect();
                 tokio::spawn(async move {
                     let plan = prepared.plan.clone();
+                    // The callback cannot wait: its events queue here and a
+                    // forwarder waits on the update channel (as `B`'s do).
+                    let (queue, mut queued) = mpsc::unbounded_channel::<Update>();
+                    let forward = {
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            while let Some(u) = queued.recv().await {
+                                if tx.send(u).await.is_err() {
+                                    return;
+                                }
+                            }
+                        })
+                    };
                     let report = match audit::started(&plan) {
                         Err(e) => audit::refused(&plan, &e.to_string()),
                         Ok(()) => {
-                            let quiet = |_: usize, _: &BenchUpdate| {};
+                            let seen = |i: usize, u: &BenchUpdate| {
+                                if let Some(&Some(node)) = nodes.get(i) {
+                                    let event = u.clone();
+                                    let _ = queue.send(Update::Bench { node, event });
+                                }
+                            };
                             let timeout = Duration::from_secs(1800);
                             let r =
-                                return_to_service::run(&prepared, &slurm, token.as_deref(), &access, timeout, &quiet)
+                                return_to_service::run(&prepared, &slurm, token.as_deref(), &access, timeout, &seen)
                                     .await;
                             if let Err(e) = audit::log(&r) {
                                 tracing::error!("{e}");
@@ -170,6 +195,8 @@ async fn run_actions(
                             r
                         }
                     };
+                    drop(queue);
+                    let _ = forward.await;
                     poke.notify_one();
                     let _ = tx.send(Update::ActionDone(Arc::new(report))).await;
                 });
@@ -366,8 +393,41 @@ impl Session {
         })
     }
 
+    /// A session on these agents alone, for a command that must know what
+    /// they say before it acts (`node resume`, `node return`): no scheduler,
+    /// no actions, no timeline from disk. `settle` it, then read its store.
+    pub fn of_agents(targets: Vec<Target>, mut access: agent::Access, cfg: &Config) -> Session {
+        let store = Store::new(targets, cfg.thresholds.clone());
+        pace::spawn_probe(&store.pace);
+        access.pace = store.pace.clone();
+        let (tx, updates) = mpsc::channel(8192);
+        let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
+        let sources = SourceOptions {
+            access,
+            backfill_s: agent::default_backfill_s(targets.len(), agent::Reading::Snapshot),
+            ..SourceOptions::default()
+        };
+        agent::spawn_all(&targets, &sources, tx);
+        Session {
+            store,
+            updates,
+            #[cfg(feature = "demo")]
+            demo: None,
+            actions: None,
+            scheduler: false,
+            bench_token: None,
+            kubernetes: false,
+        }
+    }
+
     /// Stops what the session started (the demo's agents).
     pub async fn stop(self) {
+        // The readers first: with no one to take their updates the streams'
+        // tasks end and close their connections, so the demo's agents have
+        // none left to wait for.
+        let Session { updates, actions, .. } = self;
+        drop(updates);
+        drop(actions);
         #[cfg(feature = "demo")]
         if let Some(d) = self.demo {
             d.stop().await;

@@ -238,13 +238,27 @@ impl AgentHandle {
     }
 
     /// Stops sampling and serving, ends every subscriber's stream, and waits
-    /// for the server to finish.
+    /// for the server to finish, at most `STOP_GRACE`: a graceful shutdown
+    /// waits for every connection to close, and a console that holds its
+    /// streams open without reading them (an in-process demo whose export
+    /// has written its document) would hold it for ever. Past the grace the
+    /// server is aborted, which drops its connections.
     pub async fn stop(mut self) {
         let _ = self.stop.send(true);
-        if let Some(server) = self.server.take() {
+        if let Some(mut server) = self.server.take()
+            && tokio::time::timeout(STOP_GRACE, &mut server).await.is_err()
+        {
+            tracing::debug!(
+                "agent {}: connections still open after {STOP_GRACE:?}; closed",
+                self.addr
+            );
+            server.abort();
             let _ = server.await;
         }
-        if let Some(m) = self.metrics.take() {
+        if let Some(mut m) = self.metrics.take()
+            && tokio::time::timeout(STOP_GRACE, &mut m).await.is_err()
+        {
+            m.abort();
             let _ = m.await;
         }
     }
@@ -257,6 +271,9 @@ impl AgentHandle {
         }
     }
 }
+
+/// How long `AgentHandle::stop` waits for open connections to close.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
 impl Drop for AgentHandle {
     fn drop(&mut self) {

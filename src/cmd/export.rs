@@ -30,6 +30,15 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     let mut session = Session::start_for(&args.source, &cfg, reading).await?;
     session.settle(args.timeout).await;
     ensure_some_answered(&session)?;
+    // A scheduler still silent when the first document is due: the
+    // document says so rather than leaving its fields quietly out.
+    if session.scheduler && !session.store.scheduler.answered() {
+        session.store.scheduler.error = Some(format!(
+            "Slurm did not answer within --timeout {}",
+            humantime::format_duration(args.timeout)
+        ));
+        session.store.scheduler.error_ms = Some(now_ms());
+    }
 
     let mut stdout = std::io::stdout().lock();
     let mut emitted = 0u64;
@@ -75,9 +84,20 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
             }
         }
     }
-    session.stop().await;
-    Ok(())
+    // The document is out: ending must not wait on what the session holds
+    // open (a demo agent's connections, a read in flight).
+    match tokio::time::timeout(STOP_DEADLINE, session.stop()).await {
+        Ok(()) => Ok(()),
+        Err(_) => anyhow::bail!(
+            "export: the document was written, but the session did not end within {} s",
+            STOP_DEADLINE.as_secs()
+        ),
+    }
 }
+
+/// The longest an export waits for its session to end once its documents
+/// are written.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(10);
 
 /// One document and a newline, written as it is serialized, then flushed.
 /// A 10,000-node snapshot is hundreds of megabytes: held whole as a string

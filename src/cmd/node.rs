@@ -38,6 +38,14 @@ pub fn run(
     }
     let mut plan = action::plan(action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
     plan.force = args.force;
+    if matches!(action, NodeAction::Resume | NodeAction::Undrain) {
+        // What the nodes' agents say now: a node with a fault that keeps
+        // it out of service is not put back unless forced.
+        match rt.block_on(gates(&plan.nodes, source, cfg, None)) {
+            Ok(g) => plan.faults = g.into_iter().filter_map(|(n, g)| Some((n, g.faults?))).collect(),
+            Err(e) => tracing::warn!("the nodes' flags could not be read: {e}"),
+        }
+    }
     let slurm = targets::slurm(cfg);
     run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| {
         slurm::execute(&slurm, p)
@@ -112,6 +120,14 @@ fn show_plan(plan: &action::Plan, what: &str) -> anyhow::Result<()> {
     writeln!(err, "{} {} node(s): {what}", plan.action.verb(), plan.nodes.len())?;
     for c in &plan.commands {
         writeln!(err, "  {}", action::shell_words(c))?;
+    }
+    for (node, fault) in &plan.faults {
+        let what = if plan.force {
+            "--force: put back all the same"
+        } else {
+            "left out of service (--force to put it back)"
+        };
+        writeln!(err, "  {node}: {fault} still active: {what}")?;
     }
     Ok(())
 }
@@ -225,7 +241,22 @@ async fn run_return(
     };
     let names: BTreeSet<String> = nodes.iter().cloned().collect();
     let events = timeline::load(Some(&names), 0);
-    let prepared = return_to_service::prepare(&nodes, |n| snap.nodes.get(n), &agents, &events, args.suite, args.force);
+    let gates = gates(&nodes, source, cfg, args.expect_gpus).await?;
+    let gate = |n: &str| {
+        gates.get(n).cloned().unwrap_or(return_to_service::Gate {
+            faults: None,
+            expect_gpus: args.expect_gpus,
+        })
+    };
+    let prepared = return_to_service::prepare(
+        &nodes,
+        |n| snap.nodes.get(n),
+        gate,
+        &agents,
+        &events,
+        args.suite,
+        args.force,
+    );
     let plan = prepared.plan.clone();
     if read_only {
         audit::log(&audit::refused(&plan, "read-only mode"))?;
@@ -265,6 +296,43 @@ async fn run_return(
         );
     }
     Ok(())
+}
+
+/// How long `gates` waits for the nodes' agents.
+const GATE_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What the agents of `nodes` say now, for an action that puts nodes back
+/// in service: per node read, its active flags that keep it out and its GPU
+/// count (`NodeState::gate`). A node whose agent cannot be read is missing
+/// from the map: its flags are unknown, and the log says so.
+async fn gates(
+    nodes: &[String],
+    source: &SourceArgs,
+    cfg: &Config,
+    expect_gpus: Option<u32>,
+) -> anyhow::Result<std::collections::BTreeMap<String, return_to_service::Gate>> {
+    let agents = targets::agents_of(nodes, source, cfg)?;
+    let access = targets::access(source, cfg)?;
+    let mut session = crate::session::Session::of_agents(agents, access, cfg);
+    session.settle(GATE_READ_TIMEOUT).await;
+    let now = now_ms();
+    let th = session.store.thresholds.clone();
+    let mut out = std::collections::BTreeMap::new();
+    for n in &session.store.nodes {
+        if !nodes.contains(&n.target.name) {
+            continue;
+        }
+        if n.status(now, &th) != crate::store::NodeStatus::Ok {
+            tracing::warn!(
+                "{}: its agent could not be read; its flags are not known",
+                n.target.name
+            );
+            continue;
+        }
+        out.insert(n.target.name.clone(), n.gate(expect_gpus, &th));
+    }
+    session.stop().await;
+    Ok(out)
 }
 
 /// `fleetop job cancel JOBID`: `scancel JOBID`, confirmed, logged, read back.

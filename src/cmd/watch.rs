@@ -47,7 +47,16 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
     let state_path = remediate::path();
     // A policy that cannot read what it did must not act: refused at start.
     let mut policy = match policy_cfg {
-        Some(c) => Some((Policy::new(c), remediate::load(&state_path)?)),
+        Some(c) => {
+            let mut p = Policy::new(c);
+            // The window counts what the audit log says was drained, not
+            // only what a state file (deleted, emptied) remembers.
+            let since = now_ms() - p.cfg.window.as_millis() as i64;
+            for (node, at) in remediate::audited_drains(since) {
+                p.count_drain(&node, at);
+            }
+            Some((p, remediate::load(&state_path)?))
+        }
         None => None,
     };
     // Bad URLs are refused before anything starts.
@@ -147,6 +156,7 @@ async fn remediate_step(
                     Some(r) if r.ok => {
                         tracing::warn!("remediate: drained {node}: {reason} ({})", r.message);
                         state.drained(&node, kind, &reason, now);
+                        p.count_drain(&node, now);
                     }
                     Some(r) => tracing::error!("remediate: {node} not drained: {}", r.message),
                     None => tracing::error!("remediate: {node} not drained"),
@@ -169,10 +179,18 @@ async fn remediate_step(
     remediate::sync_alerts(notifier, state, own_alerts, now);
 }
 
-/// `fleetop remediate status|reset`.
-pub fn remediate(args: RemediateCmd) -> anyhow::Result<()> {
+/// `fleetop remediate status|reset`. The window is counted from the
+/// audit log as the running policy counts it, so `status` and the policy
+/// agree, and `reset` lifts the stop only: the drains in the window still
+/// count.
+pub fn remediate(args: RemediateCmd, cfg: &Config) -> anyhow::Result<()> {
     let path = remediate::path();
     let mut state = remediate::load(&path)?;
+    let rc = cfg.remediate.clone().unwrap_or_default();
+    let window = humantime::format_duration(rc.window);
+    let drains = remediate::audited_drains(now_ms() - rc.window.as_millis() as i64);
+    let counted = drains.len().max(state.recent.len());
+    let limit = state.limit.map_or("?".to_string(), |l| l.to_string());
     match args.action {
         RemediateVerb::Status => {
             let mode = state.mode.map_or("not running here yet", |m| m.name());
@@ -181,25 +199,50 @@ pub fn remediate(args: RemediateCmd) -> anyhow::Result<()> {
                 Some(t) => println!("breaker: TRIPPED at {}: {}", rfc3339(t.at_ms), t.why),
                 None => println!("breaker: armed"),
             }
-            let limit = state.limit.map_or("?".to_string(), |l| l.to_string());
-            println!("drains in the window: {} of {limit}", state.recent.len());
+            println!(
+                "drains in the last {window} (from the audit log): {counted}, of a limit of {limit} ({})",
+                rc.limit_words()
+            );
+            for (node, at) in &drains {
+                println!("  {node}  drained at {}", rfc3339(*at));
+            }
+            if !state.holding.is_empty() {
+                println!("incidents open (not drained twice):");
+            }
             for d in state.holding.values() {
                 println!("  {}  drained at {}: {}", d.node, rfc3339(d.at_ms), d.reason);
             }
         }
         RemediateVerb::Reset => {
-            let Some(t) = state.tripped.take() else {
+            let Some(t) = state.tripped.clone() else {
                 println!("the breaker is not tripped: nothing to reset");
                 return Ok(());
             };
-            // A fresh window: the drains that tripped it no longer count;
-            // the nodes it holds are still not drained twice.
-            state.recent.clear();
             let what = format!("breaker re-armed (it tripped at {}: {})", rfc3339(t.at_ms), t.why);
             let plan =
                 crate::model::action::Plan::new(NodeAction::RemediateReset, Vec::new(), Some(what.clone()), Vec::new());
+            {
+                use std::io::Write;
+                let mut err = std::io::stderr().lock();
+                writeln!(err, "the breaker tripped at {}: {}", rfc3339(t.at_ms), t.why)?;
+                writeln!(
+                    err,
+                    "reset lifts the stop only: the {counted} drain(s) of the last {window} still count against its limit of {limit};"
+                )?;
+                writeln!(
+                    err,
+                    "once there is room the policy drains again, the next qualifying node first{}",
+                    next_node(&t.why)
+                        .map(|n| format!(" ({n} when it tripped)"))
+                        .unwrap_or_default()
+                )?;
+            }
+            if !args.yes {
+                super::confirm(&plan, "Re-arm the breaker?")?;
+            }
             // Logged first: a reset that cannot be audited does not happen.
             crate::ops::audit::started(&plan)?;
+            state.tripped = None;
             remediate::save(&path, &state)?;
             let result = crate::model::action::NodeResult {
                 node: "remediation policy".into(),
@@ -214,4 +257,10 @@ pub fn remediate(args: RemediateCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The node a trip named as the next it would drain ("...: NODE would be
+/// the next").
+fn next_node(why: &str) -> Option<&str> {
+    why.strip_suffix(" would be the next")?.rsplit(": ").next()
 }

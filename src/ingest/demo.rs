@@ -110,9 +110,13 @@ impl Demo {
         self.nodes.iter().map(|n| n.target.clone()).collect()
     }
 
+    /// Stops every agent at once: each waits a bounded time for its
+    /// connections (`AgentHandle::stop`), so 64 agents take that time once,
+    /// not 64 times.
     pub async fn stop(self) {
-        for a in self.agents {
-            a.stop().await;
+        let stopping: Vec<_> = self.agents.into_iter().map(|a| tokio::spawn(a.stop())).collect();
+        for s in stopping {
+            let _ = s.await;
         }
     }
 }

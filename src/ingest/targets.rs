@@ -110,7 +110,10 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
         let t = prometheus::discover(&p, port(args, cfg)).await?;
         feed = Feed::Prometheus(p);
         t
-    } else if args.slurm {
+    } else if args.slurm && args.hosts.is_none() && args.hostfile.is_none() {
+        // The nodes come from Slurm only where nothing else names them: with
+        // `--hosts` a hung controller costs the scheduler's fields, not the
+        // agents' document.
         let (s, c, port) = (slurm(cfg), cfg.clone(), port(args, cfg));
         tokio::task::spawn_blocking(move || slurm_targets(&s, &c, port)).await??
     } else {
@@ -150,7 +153,25 @@ pub fn access(args: &SourceArgs, cfg: &Config) -> anyhow::Result<crate::ingest::
 
 /// The nodes Slurm knows, at the agent address the config gives them.
 pub fn slurm_targets(slurm: &Slurm, cfg: &Config, port: u16) -> anyhow::Result<Vec<Target>> {
-    let snap = slurm.query().map_err(|e| anyhow::anyhow!("--slurm: {e}"))?;
+    let snap = match slurm.query() {
+        Ok(snap) => snap,
+        // A controller that cannot be read still leaves the nodes the
+        // config names: their agents are read, and the document says why
+        // Slurm's fields are missing.
+        Err(e) if !cfg.slurm.agents.is_empty() => {
+            tracing::warn!(
+                "--slurm: {e}; reading the {} nodes of [slurm.agents]",
+                cfg.slurm.agents.len()
+            );
+            return cfg
+                .slurm
+                .agents
+                .keys()
+                .map(|name| slurm_agent(cfg, name, port))
+                .collect();
+        }
+        Err(e) => anyhow::bail!("--slurm: {e} (no node list without Slurm: give --hosts, or [slurm.agents])"),
+    };
     if snap.nodes.is_empty() {
         anyhow::bail!("--slurm: Slurm lists no nodes");
     }

@@ -123,6 +123,10 @@ pub struct Plan {
     /// A Kubernetes drain evicts only the pods that hold GPUs
     /// (`--gpu-pods-only`); its eviction call says so in words.
     pub gpu_pods_only: bool,
+    /// Per node, the active flags that keep it out of service, in words, as
+    /// known when the plan was made: a resume, undrain or return of such a
+    /// node is refused unless the plan is forced.
+    pub faults: std::collections::BTreeMap<String, String>,
 }
 
 impl Plan {
@@ -137,6 +141,7 @@ impl Plan {
             policy: None,
             scheduler: Scheduler::Slurm,
             gpu_pods_only: false,
+            faults: Default::default(),
         }
     }
 }

@@ -227,6 +227,24 @@ impl Flag {
         r
     }
 
+    /// Whether this flag, while active, keeps its node out of service: its
+    /// action takes the node (reset, reboot, replace) and it says what the
+    /// node is now (a GPU missing or lost, rows that cannot be remapped).
+    /// An XID or SXid is an event the drain was made for, held a while
+    /// after it: the burn-in after the drain judges the node, not the held
+    /// event; a failed burn-in is judged by the next one.
+    pub fn keeps_out(&self) -> bool {
+        self.action.takes_node() && !matches!(self.kind, FlagKind::Xid | FlagKind::Sxid | FlagKind::BurninFailed)
+    }
+
+    /// "gpu_missing on node (3 of 4 GPUs answer)": the flag in a few words,
+    /// for a refusal that names it.
+    pub fn in_words(&self) -> String {
+        // The detail may hold text from outside (a kernel log line).
+        let d = fleetop_proto::input::printable(&self.detail, 120);
+        format!("{} on {} ({d})", self.kind.name(), self.subject.key())
+    }
+
     /// The sentence for the action: what to do, about what, and what next.
     pub fn action_detail(&self) -> String {
         let next = match &self.escalation {
@@ -300,9 +318,54 @@ impl Silence {
     }
 }
 
+/// The flags among `flags` that keep their node out of service, in words
+/// ("gpu_missing on node (3 of 4 GPUs answer); ..."), or `None`.
+pub fn keeping_out<'a>(flags: impl IntoIterator<Item = &'a Flag>) -> Option<String> {
+    let words: Vec<String> = flags
+        .into_iter()
+        .filter(|f| f.keeps_out())
+        .map(Flag::in_words)
+        .collect();
+    (!words.is_empty()).then(|| words.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_keeps_a_node_out_is_its_present_state_not_a_held_event() {
+        let f = |kind: FlagKind| Flag {
+            kind,
+            severity: Severity::Crit,
+            subject: Subject::Node,
+            since_ms: 0,
+            detail: "3 of 4 GPUs answer\u{1b}]0;x\u{7}".into(),
+            evidence: BTreeMap::new(),
+            action: kind.action(),
+            escalation: None,
+        };
+        for k in [FlagKind::GpuMissing, FlagKind::GpuLost, FlagKind::RemapFailed] {
+            assert!(f(k).keeps_out(), "{k:?}");
+        }
+        // The XID the drain was for, a failed burn-in, a dead agent: the
+        // burn-in (or the agent) decides, not this gate.
+        for k in [
+            FlagKind::Xid,
+            FlagKind::BurninFailed,
+            FlagKind::Unreachable,
+            FlagKind::Idle,
+        ] {
+            assert!(!f(k).keeps_out(), "{k:?}");
+        }
+        let words = keeping_out(&[f(FlagKind::Idle), f(FlagKind::GpuMissing)]).expect("one keeps it out");
+        assert!(words.starts_with("gpu_missing on node (3 of 4 GPUs answer"), "{words}");
+        assert!(
+            !words.contains('\u{1b}') && !words.contains('\u{7}'),
+            "escaped: {words}"
+        );
+        assert_eq!(keeping_out(&[f(FlagKind::Idle)]), None);
+    }
 
     #[test]
     fn every_flag_kind_has_a_catalog_entry_and_every_entry_a_kind() {

@@ -47,6 +47,11 @@ pub struct Drained {
     pub at_ms: i64,
     pub kind: FlagKind,
     pub reason: String,
+    /// Slurm has shown the node out of service since the drain: only then
+    /// does a node back in service mean someone put it back (a scheduler
+    /// read from before the drain says nothing).
+    #[serde(default)]
+    pub seen_out: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +68,7 @@ impl State {
             at_ms: now_ms,
             kind,
             reason: reason.to_string(),
+            seen_out: false,
         };
         self.holding.insert(node.to_string(), d.clone());
         self.recent.push(d);

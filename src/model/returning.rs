@@ -24,6 +24,18 @@ pub struct NodePlan {
     /// The reason it is drained for (ours, or someone else's with --force).
     pub reason: Option<String>,
     pub step: Step,
+    /// How many GPUs its burn-in must measure: a node that lost one passes
+    /// no burn-in on the ones left.
+    pub expect_gpus: Option<u32>,
+}
+
+/// What the console knows of a node beyond Slurm, for its return: the
+/// active flags that keep it out of service (in words), and how many GPUs it
+/// should have.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gate {
+    pub faults: Option<String>,
+    pub expect_gpus: Option<u32>,
 }
 
 /// A return, decided and shown before it runs.

@@ -2,15 +2,21 @@
 //! opt-in, dry-run first, bounded by a breaker. For a crit flag whose action
 //! takes the node (reset_gpu, reboot_node, replace) and that stays up for the
 //! grace period, the policy drains the node with the catalog's reason and
-//! notifies. It never touches a node someone else holds out of service, acts
-//! once per incident (a node a person resumed while the fault is still up is
-//! not drained again), and stops for good when it would drain more than the
-//! breaker allows in its window: a fleet-wide event (a switch, a bad driver
-//! rollout) must never drain the cluster. A person resets it
-//! (`fleetop remediate reset`).
+//! notifies. It never touches a node someone else holds out of service, and
+//! acts once per incident: a node it drained is not drained again while it
+//! is out of service. A node put back in service while its fault is still
+//! up (by a return, or a resume outside fleetop) is a new incident, drained
+//! again within the breaker. It logs, once each, every node it leaves alone
+//! and why. It stops for good when it would drain more than the breaker
+//! allows in its window: a fleet-wide event (a switch, a bad driver
+//! rollout) must never drain the cluster. A person lifts the stop
+//! (`fleetop remediate reset`); the window still counts every drain made in
+//! it.
 //!
 //! What it did is kept in `remediate.json` beside the audit log, so a
-//! restarted watch neither drains twice nor notifies twice.
+//! restarted watch neither drains twice nor notifies twice. The window is
+//! counted from the audit log too (`audited_drains`): a state file deleted,
+//! emptied or reset cannot make room for more drains.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -42,6 +48,32 @@ pub fn load(p: &Path) -> anyhow::Result<State> {
 pub fn save(p: &Path, s: &State) -> anyhow::Result<()> {
     let bytes = serde_json::to_vec_pretty(s)?;
     state_file::replace(p, &bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+}
+
+/// The policy's drains since `since_ms`, as the audit log has them (node,
+/// when): each drain the policy made that Slurm took.
+pub fn audited_drains(since_ms: i64) -> Vec<(String, i64)> {
+    drains_in(&crate::ops::timeline::load(None, since_ms))
+}
+
+fn drains_in(events: &[crate::model::timeline::Event]) -> Vec<(String, i64)> {
+    use crate::model::action::NodeAction;
+    use crate::model::timeline::What;
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.what,
+                What::Action {
+                    action: NodeAction::Drain,
+                    ok: true,
+                    policy: Some(_),
+                    ..
+                }
+            )
+        })
+        .map(|e| (e.node.clone(), e.time_ms))
+        .collect()
 }
 
 /// What the policy decided at one look at the fleet.
@@ -79,6 +111,10 @@ pub struct Policy {
     said: BTreeSet<String>,
     /// Dry-run only: the drains it would have made in the window.
     would: Vec<Drained>,
+    /// The policy's drains the audit log holds (node, when), read at
+    /// start, and each drain made since: the window's floor, which no
+    /// state file can lower.
+    audited: Vec<(String, i64)>,
 }
 
 impl Policy {
@@ -87,7 +123,20 @@ impl Policy {
             cfg,
             said: BTreeSet::new(),
             would: Vec::new(),
+            audited: Vec::new(),
         }
+    }
+
+    /// The policy's drains the audit log holds (`audited_drains`), and each
+    /// one made since (`made`).
+    pub fn count_drain(&mut self, node: &str, at_ms: i64) {
+        self.audited.push((node.to_string(), at_ms));
+    }
+
+    /// The drains counted against the window now: the most of what the
+    /// state file says and what the audit log says.
+    pub fn in_window(&self, state: &State) -> usize {
+        state.recent.len().max(self.audited.len())
     }
 
     /// Says `what` once (by `key`).
@@ -105,13 +154,36 @@ impl Policy {
         let grace = self.cfg.grace.as_millis() as i64;
         state.recent.retain(|d| now_ms - d.at_ms < window);
         self.would.retain(|d| now_ms - d.at_ms < window);
-        // An incident is over once its node has no qualifying flag and is
-        // back in service: the next fault is a new incident.
-        state.holding.retain(|node, _| {
-            store.nodes.iter().find(|n| &n.target.name == node).is_none_or(|n| {
-                let in_service = n.scheduler.as_ref().is_some_and(|s| s.node.hold() == Hold::InService);
-                worst(n, now_ms, None).is_some() || !in_service
-            })
+        self.audited.retain(|(_, at)| now_ms - at < window);
+        // An incident is over once its node is back in service: with no
+        // qualifying flag, the next fault is a new incident; with its fault
+        // still up (a return that let it through, a resume outside
+        // fleetop), that is a new incident now.
+        let said = &mut self.said;
+        state.holding.retain(|node, d| {
+            let Some(n) = store.nodes.iter().find(|n| &n.target.name == node) else {
+                return true;
+            };
+            let Some(s) = n.scheduler.as_ref().map(|v| &v.node) else {
+                return true;
+            };
+            if s.hold() != Hold::InService {
+                d.seen_out = true;
+                return true;
+            }
+            if !d.seen_out {
+                // Slurm has not shown the drain yet.
+                return true;
+            }
+            if let Some(f) = worst(n, now_ms, None)
+                && said.insert(format!("back {node} {}", d.at_ms))
+            {
+                tracing::warn!(
+                    "remediate: {node}: back in service with {} still active: a new incident",
+                    f.kind.name()
+                );
+            }
+            false
         });
         if let Some(t) = &state.tripped {
             let why = t.why.clone();
@@ -123,7 +195,7 @@ impl Policy {
         let dry = self.cfg.mode == RemediateMode::DryRun;
         let limit = self.cfg.limit(store.nodes.len());
         let mut out = Vec::new();
-        let mut made = if dry { self.would.len() } else { state.recent.len() };
+        let mut made = if dry { self.would.len() } else { self.in_window(state) };
         for n in &store.nodes {
             let name = &n.target.name;
             // A node whose history is still arriving shows the past.
@@ -133,7 +205,14 @@ impl Policy {
             let Some(f) = worst(n, now_ms, Some(grace)) else {
                 continue;
             };
-            if state.holding.contains_key(name) || (dry && self.would.iter().any(|d| &d.node == name)) {
+            if let Some(d) = state.holding.get(name) {
+                let (at, reason) = (rfc3339(d.at_ms), d.reason.clone());
+                self.once(format!("holding {name} {}", d.at_ms), || {
+                    format!("{name}: drained by the policy at {at} ({reason}); the incident is open: not drained twice")
+                });
+                continue;
+            }
+            if dry && self.would.iter().any(|d| &d.node == name) {
                 continue;
             }
             let Some(s) = n.scheduler.as_ref().map(|v| &v.node) else {
@@ -144,7 +223,16 @@ impl Policy {
             };
             match s.hold() {
                 Hold::InService => {}
-                Hold::Fleetop { .. } => continue,
+                Hold::Fleetop { .. } => {
+                    let held = s.held_by();
+                    self.once(format!("fleetop {name} {}", f.kind.name()), || {
+                        format!(
+                            "{name}: {} but the node is already {held}; left as it is",
+                            f.kind.name()
+                        )
+                    });
+                    continue;
+                }
                 Hold::Other => {
                     let held = s.held_by();
                     self.once(format!("other {name} {}", f.kind.name()), || {
@@ -158,11 +246,10 @@ impl Policy {
             }
             if made >= limit {
                 let why = format!(
-                    "{made} node(s) drained by the policy in the last {}, its limit for {} nodes ({}% or at most {}): {name} would be the next",
+                    "{made} node(s) drained by the policy in the last {}, its limit for {} nodes ({}): {name} would be the next",
                     humantime::format_duration(self.cfg.window),
                     store.nodes.len(),
-                    self.cfg.max_percent,
-                    self.cfg.max_nodes.map_or("-".to_string(), |m| m.to_string()),
+                    self.cfg.limit_words(),
                 );
                 if dry {
                     self.once(
@@ -189,6 +276,7 @@ impl Policy {
                     at_ms: now_ms,
                     kind,
                     reason,
+                    seen_out: false,
                 });
                 continue;
             }
@@ -411,6 +499,87 @@ mod tests {
             ["n03", "n04", "n05"],
             "never n00-n02 again, never n06 (warn) or n07 (someone else's)"
         );
+    }
+
+    fn set_state(st: &mut Store, i: usize, state: &str, reason: Option<&str>) {
+        st.nodes[i].scheduler.as_mut().expect("sched").node = SchedNode {
+            state: state.into(),
+            reason: reason.map(String::from),
+            ..Default::default()
+        };
+    }
+
+    fn drains(d: &[Decision]) -> Vec<&str> {
+        d.iter()
+            .filter_map(|d| match d {
+                Decision::Drain { node, .. } => Some(node.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_node_put_back_with_its_fault_still_up_is_a_new_incident() {
+        let mut st = store(20);
+        let t0 = 1_000_000;
+        xid(&mut st, 0, 79, t0);
+        let mut p = Policy::new(cfg(RemediateMode::Drain));
+        let mut state = State::default();
+        let t = t0 + 60_000;
+        assert_eq!(drains(&p.decide(&st, &mut state, t)), ["n00"]);
+        state.drained("n00", FlagKind::Xid, "fleetop: xid", t);
+        // Slurm has not shown the drain yet: not put back, nothing again.
+        assert!(p.decide(&st, &mut state, t + 1_000).is_empty());
+        set_state(&mut st, 0, "drained", Some("fleetop: xid"));
+        assert!(
+            p.decide(&st, &mut state, t + 2_000).is_empty(),
+            "one incident, one drain"
+        );
+        assert!(state.holding["n00"].seen_out);
+        // Returned with the XID still held: a new incident, drained again.
+        set_state(&mut st, 0, "idle", None);
+        assert_eq!(drains(&p.decide(&st, &mut state, t + 3_000)), ["n00"]);
+    }
+
+    #[test]
+    fn the_window_counts_the_audit_logs_drains_whatever_the_state_file_says() {
+        let mut st = store(20); // limit: 10% of 20 = 2
+        let t0 = 1_000_000;
+        xid(&mut st, 0, 79, t0);
+        let mut p = Policy::new(cfg(RemediateMode::Drain));
+        p.count_drain("n10", t0);
+        p.count_drain("n11", t0 + 1_000);
+        // An empty state file (deleted, or `{}`): the audit log's two drains
+        // fill the window, and the next node trips the breaker.
+        let mut state = State::default();
+        let d = p.decide(&st, &mut state, t0 + 60_000);
+        assert!(
+            matches!(d.as_slice(), [Decision::Trip { node, why }]
+            if node == "n00" && why.contains("2 node(s)") && why.contains("10% of the fleet, at least 1")),
+            "{d:?}"
+        );
+        // Past the window they no longer count.
+        assert_eq!(drains(&p.decide(&st, &mut state, t0 + 2 * 3_600_000)), ["n00"]);
+        // The audit log's lines of a policy drain are what is counted.
+        use crate::model::timeline::{Event, What};
+        let ev = |policy: Option<&str>, ok: bool| Event {
+            time_ms: 5,
+            node: "n01".into(),
+            what: What::Action {
+                action: crate::model::action::NodeAction::Drain,
+                ok,
+                reason: None,
+                message: String::new(),
+                policy: policy.map(String::from),
+            },
+            by: "root".into(),
+        };
+        let events = [
+            ev(Some("remediate"), true),
+            ev(None, true),
+            ev(Some("remediate"), false),
+        ];
+        assert_eq!(drains_in(&events), [("n01".to_string(), 5)]);
     }
 
     #[test]

@@ -1,29 +1,35 @@
 //! Return to service (`fleetop node return`, and the console's `T`): a
 //! drained node goes back only with a passing burn-in taken after its drain
-//! began. Nodes without one get one (the quick suite unless told
-//! otherwise); those that pass are resumed, the others stay drained with the
-//! failing check added to their reason. Every step is in the audit log: the
-//! return's plan before anything runs, the burn-in (as `fleetop bench` logs
-//! it), and the return's results node by node.
+//! began, and never while a flag that keeps it out of service is active
+//! (`--force` overrides that, audited). Nodes without a burn-in get one
+//! (the quick suite unless told otherwise) that must measure every GPU the
+//! node should have; those that pass are resumed, the others stay drained.
+//! Slurm's reason and its time are never rewritten: they say why the node
+//! was drained and since when, which the next return's "burn-in since the
+//! drain" needs. Every step is in the audit log (and so on the timeline):
+//! the return's plan before anything runs, the burn-in (as `fleetop bench`
+//! logs it), and the return's results node by node. A return that could not
+//! run a burn-in here (no token, an audit log that cannot be written) is a
+//! local error: no burn-in is recorded.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::ingest::agent::Access;
 use crate::ingest::slurm::Slurm;
 use crate::model::action::{self, ActionReport, NodeAction, NodeResult, Plan, Stage};
-use crate::model::bench::{BenchNode, BenchUpdate, Suite, Verdict};
+use crate::model::bench::{BenchNode, BenchResult, BenchUpdate, Suite, Verdict};
 use crate::model::sched::{Hold, SchedNode};
 use crate::model::target::Target;
 use crate::model::time::rfc3339;
 use crate::model::timeline::{Event, What};
 use crate::ops::{audit, bench, slurm, timeline};
 
-pub use crate::model::returning::{NodePlan, Prepared, Step};
+pub use crate::model::returning::{Gate, NodePlan, Prepared, Step};
 
 /// The plan of a return: a burn-in on the nodes that need one, then a
 /// resume of every node that may pass.
-fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool) -> Plan {
+fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool, faults: &BTreeMap<String, String>) -> Plan {
     let benched = crate::model::returning::bench_targets(nodes);
     let mut commands = Vec::new();
     if !benched.is_empty() {
@@ -41,6 +47,7 @@ fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool) -> Plan {
         commands,
     );
     p.force = force;
+    p.faults = faults.clone();
     p
 }
 
@@ -73,35 +80,50 @@ fn passed_since(events: &[Event], node: &str, since_ms: i64, suite: Suite) -> Op
         .max()
 }
 
-/// Decides, per node, from Slurm's state (`sched`: a node by name) and the
-/// timeline: `targets` are the agents of the nodes (by name), `events` the
-/// nodes' timelines (from disk, or the console's).
+/// Decides, per node, from Slurm's state (`sched`: a node by name), what
+/// the console knows of it (`gate`: its active faults, its GPU count) and
+/// the timeline: `targets` are the agents of the nodes (by name), `events`
+/// the nodes' timelines (from disk, or the console's).
 pub fn prepare<'a>(
     names: &[String],
     sched: impl Fn(&str) -> Option<&'a SchedNode>,
+    gate: impl Fn(&str) -> Gate,
     targets: &[Target],
     events: &[Event],
     suite: Suite,
     force: bool,
 ) -> Prepared {
+    let mut faults = BTreeMap::new();
     let nodes = names
         .iter()
         .map(|name| {
             let done = |ok: bool, message: String| Step::Done { ok, message };
+            let Gate {
+                faults: fault,
+                expect_gpus,
+            } = gate(name);
             let Some(s) = sched(name) else {
                 return NodePlan {
                     node: name.clone(),
                     reason: None,
                     step: done(false, "Slurm does not list this node".into()),
+                    expect_gpus,
                 };
             };
-            let step = match s.hold() {
-                Hold::InService => done(true, format!("already in service ({})", s.label())),
-                Hold::Other if !force => done(
+            if let Some(f) = &fault {
+                faults.insert(name.clone(), f.clone());
+            }
+            let step = match (s.hold(), fault) {
+                (Hold::InService, _) => done(true, format!("already in service ({})", s.label())),
+                (_, Some(f)) if !force => done(
+                    false,
+                    format!("{f} still active: not returned while it is (--force to return it anyway)"),
+                ),
+                (Hold::Other, _) if !force => done(
                     false,
                     format!("{}: not drained by fleetop (--force to return it anyway)", s.held_by()),
                 ),
-                Hold::Other | Hold::Fleetop { .. } => {
+                (Hold::Other | Hold::Fleetop { .. }, _) => {
                     // Without a known start, no earlier burn-in can be
                     // shown to be after it: one runs now.
                     let since = s.reason_time.as_deref().and_then(timeline::parse_time);
@@ -129,10 +151,11 @@ pub fn prepare<'a>(
                 node: name.clone(),
                 reason: s.reason.clone(),
                 step,
+                expect_gpus,
             }
         })
         .collect::<Vec<_>>();
-    let plan = plan_of(&nodes, suite, force);
+    let plan = plan_of(&nodes, suite, force, &faults);
     Prepared {
         suite,
         force,
@@ -141,10 +164,47 @@ pub fn prepare<'a>(
     }
 }
 
-/// The failing checks of a node's burn-in, for its drain reason.
-fn failing(n: &BenchNode) -> String {
+/// The GPUs a burn-in measured, against the count the node should have:
+/// "gpu_missing: 3 of 4 GPUs measured" where one is missing.
+fn missing_gpus(n: &BenchNode, expect: Option<u32>) -> Option<String> {
+    let expect = expect?;
+    // A GPU counts once a check measured it, passed or failed.
+    let measured: BTreeSet<u32> = n
+        .results
+        .iter()
+        .filter(|r| r.value.is_some())
+        .filter_map(|r| r.gpu)
+        .collect();
+    let got = measured.len() as u32;
+    (got < expect).then(|| format!("gpu_missing: {got} of {expect} GPUs measured"))
+}
+
+/// The failed `gpu_count` check of a burn-in that measured fewer GPUs than
+/// the node should have, if it did.
+fn gpu_count_check(n: &BenchNode, expect: Option<u32>) -> Option<BenchResult> {
+    let why = missing_gpus(n, expect)?;
+    let measured = n.results.iter().filter(|r| r.value.is_some()).filter_map(|r| r.gpu);
+    Some(BenchResult {
+        name: "gpu_count".into(),
+        gpu: None,
+        peer: None,
+        value: Some(measured.collect::<BTreeSet<u32>>().len() as f64),
+        unit: Some("GPUs".into()),
+        expected_min: expect.map(f64::from),
+        expected_source: Some("the node's expected GPU count".into()),
+        verdict: Verdict::Fail,
+        reason: Some(why),
+    })
+}
+
+/// The failing checks of a node's burn-in, for its result: the cause once
+/// (an error, or a missing GPU), else each failed check.
+fn failing(n: &BenchNode, expect: Option<u32>) -> String {
     if let Some(e) = &n.error {
         return e.clone();
+    }
+    if let Some(m) = missing_gpus(n, expect) {
+        return m;
     }
     let failed: Vec<String> = n
         .results
@@ -162,21 +222,6 @@ fn failing(n: &BenchNode) -> String {
     }
 }
 
-/// The reason a node that failed its return keeps: the failing check, then
-/// the words it was drained for (Slurm keeps one reason; the old one stays
-/// readable in it).
-pub fn failed_reason(old: Option<&str>, suite: Suite, why: &str) -> String {
-    let was = old.map(|r| action::own_words(r).unwrap_or(r)).unwrap_or_default();
-    let mut r = format!("burn-in {} failed: {why}", suite.name());
-    if !was.is_empty() {
-        r.push_str(&format!("; drained for: {was}"));
-    }
-    // Slurm cuts long reasons; keep it well inside what sinfo shows.
-    let mut r = action::owned_reason(&r);
-    fleetop_proto::input::truncate_to(&mut r, 240);
-    r
-}
-
 /// Runs a confirmed return. The plan was logged as started by the caller;
 /// this logs the burn-in and returns the return's report (for the caller to
 /// log and show). `seen` is told the burn-in's progress.
@@ -191,6 +236,8 @@ pub async fn run(
     let plan = prepared.plan.clone();
     let mut results: Vec<NodeResult> = Vec::new();
     let mut resume: Vec<String> = Vec::new();
+    // The nodes that stay drained, and why in words: a failed burn-in, or
+    // a burn-in that could not run here (a local error: nothing recorded).
     let mut keep_drained: Vec<(String, String)> = Vec::new();
     for n in &prepared.nodes {
         match &n.step {
@@ -210,14 +257,22 @@ pub async fn run(
         match token {
             None => {
                 for t in &targets {
-                    keep_drained.push((t.name.clone(), "a burn-in needs the agents' bench token".into()));
+                    keep_drained.push((
+                        t.name.clone(),
+                        "burn-in not run: it needs the agents' bench token (bench_token_file, --token-file)".into(),
+                    ));
                 }
             }
             Some(token) => {
                 let suite = prepared.suite.name();
                 let logged = audit::started(&bench::plan(suite, &targets));
                 let report = match logged {
-                    Ok(()) => Some(bench::run_suites(&targets, suite, token, access, timeout, seen).await),
+                    Ok(()) => {
+                        for i in 0..targets.len() {
+                            seen(i, &BenchUpdate::Started { suite: suite.into() });
+                        }
+                        Some(bench::run_suites(&targets, suite, token, access, timeout, seen).await)
+                    }
                     Err(e) => {
                         for t in &targets {
                             keep_drained.push((t.name.clone(), format!("burn-in not run: {e}")));
@@ -225,16 +280,30 @@ pub async fn run(
                         None
                     }
                 };
-                if let Some(report) = report {
-                    if let Err(e) = bench::audit_report(&report, &targets) {
-                        tracing::error!("{e}");
-                    }
-                    for n in &report.nodes {
+                if let Some(mut report) = report {
+                    for (i, n) in report.nodes.iter_mut().enumerate() {
+                        let expect = prepared
+                            .nodes
+                            .iter()
+                            .find(|p| p.node == n.name)
+                            .and_then(|p| p.expect_gpus);
+                        // A GPU short is a failed check of the burn-in, in
+                        // its report, the audit log and the bench screen.
+                        if let Some(r) = gpu_count_check(n, expect) {
+                            seen(i, &BenchUpdate::Result(r.clone()));
+                            n.results.push(r);
+                            n.ok = false;
+                        }
+                        seen(i, &BenchUpdate::Finished { error: n.error.clone() });
                         if n.ok {
                             resume.push(n.name.clone());
                         } else {
-                            keep_drained.push((n.name.clone(), failing(n)));
+                            let why = format!("burn-in {} failed: {}", prepared.suite.name(), failing(n, expect));
+                            keep_drained.push((n.name.clone(), why));
                         }
+                    }
+                    if let Err(e) = bench::audit_report(&report, &targets) {
+                        tracing::error!("{e}");
                     }
                 }
             }
@@ -267,33 +336,14 @@ pub async fn run(
             })),
         }
     }
-    // The others stay drained, and say why in Slurm's reason.
-    let mut commands = plan.commands.clone();
+    // The others stay drained. Slurm's reason and its time are left as
+    // they are (why the node was drained, and since when); what this
+    // return found is in its report, the audit log and the timeline.
     for (node, why) in keep_drained {
-        let old = prepared
-            .nodes
-            .iter()
-            .find(|n| n.node == node)
-            .and_then(|n| n.reason.clone());
-        let reason = failed_reason(old.as_deref(), prepared.suite, &why);
-        let argv = vec![
-            "scontrol".to_string(),
-            "update".into(),
-            format!("NodeName={node}"),
-            format!("Reason={reason}"),
-        ];
-        commands.push(argv.clone());
-        let s = slurm.clone();
-        let updated = tokio::task::spawn_blocking(move || s.run(&argv[0], &argv[1..])).await;
-        let note = match updated {
-            Ok(Ok(_)) => format!("left drained: {reason}"),
-            Ok(Err(e)) => format!("left drained ({why}); the reason could not be updated: {e}"),
-            Err(e) => format!("left drained ({why}); the reason could not be updated: {e}"),
-        };
         results.push(NodeResult {
             node,
             ok: false,
-            message: note,
+            message: format!("left drained: {why}"),
             state_before: None,
             state_after: None,
         });
@@ -301,9 +351,7 @@ pub async fn run(
     // In the order the nodes were asked for.
     let order: Vec<&String> = prepared.nodes.iter().map(|n| &n.node).collect();
     results.sort_by_key(|r| order.iter().position(|n| **n == r.node).unwrap_or(usize::MAX));
-    let mut report = audit::report(&plan, Stage::Done, None, results);
-    report.commands = commands;
-    report
+    audit::report(&plan, Stage::Done, None, results)
 }
 
 /// The node names of `report` that stay out of service.
@@ -375,7 +423,15 @@ mod tests {
         };
         let names: Vec<String> = ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect();
         let sched = |n: &str| snap.nodes.get(n);
-        let p = prepare(&names, sched, &[t("a"), t("b"), t("c")], &events, Suite::Quick, false);
+        let p = prepare(
+            &names,
+            sched,
+            no_gate,
+            &[t("a"), t("b"), t("c")],
+            &events,
+            Suite::Quick,
+            false,
+        );
         let steps: Vec<&Step> = p.nodes.iter().map(|n| &n.step).collect();
         assert!(matches!(steps[0], Step::Resume { .. }), "{steps:?}");
         assert!(matches!(steps[1], Step::Bench { .. }), "{steps:?}");
@@ -394,21 +450,88 @@ mod tests {
                 .any(|c| c.join(" ") == "scontrol update NodeName=a State=RESUME")
         );
         // A full suite is asked for: the quick one that passed does not do.
-        let full = prepare(&names[..1], sched, &[t("a")], &events, Suite::Full, false);
+        let full = prepare(&names[..1], sched, no_gate, &[t("a")], &events, Suite::Full, false);
         assert!(matches!(full.nodes[0].step, Step::Bench { .. }));
         // Forced: someone else's drain is returned like ours.
-        let forced = prepare(&names[2..3], sched, &[t("c")], &events, Suite::Quick, true);
+        let forced = prepare(&names[2..3], sched, no_gate, &[t("c")], &events, Suite::Quick, true);
         assert!(matches!(forced.nodes[0].step, Step::Bench { .. }));
     }
 
+    fn no_gate(_: &str) -> Gate {
+        Gate::default()
+    }
+
     #[test]
-    fn a_failed_return_keeps_the_check_and_the_old_words_in_the_reason() {
-        let r = failed_reason(Some("fleetop: xid 79 on gpu 3"), Suite::Quick, "pcie_h2d gpu 1");
-        assert_eq!(
-            r,
-            "fleetop: burn-in quick failed: pcie_h2d gpu 1; drained for: xid 79 on gpu 3"
+    fn a_node_with_a_fault_that_keeps_it_out_is_refused_naming_it_unless_forced() {
+        let mut snap = Snapshot::default();
+        snap.nodes
+            .insert("a".into(), drained("fleetop: gpu_missing", "1970-01-01T00:00:10Z"));
+        let events = vec![bench_event("a", 20_000, true, "quick")];
+        let t = Target {
+            name: "a".into(),
+            host: "127.0.0.1".into(),
+            port: 1,
+        };
+        let names = vec!["a".to_string()];
+        let gate = |_: &str| Gate {
+            faults: Some("gpu_missing on node (3 of 4 GPUs answer)".into()),
+            expect_gpus: Some(4),
+        };
+        let sched = |n: &str| snap.nodes.get(n);
+        // A burn-in passed since the drain, and still: the fault is up.
+        let p = prepare(
+            &names,
+            sched,
+            gate,
+            std::slice::from_ref(&t),
+            &events,
+            Suite::Quick,
+            false,
         );
-        let long = failed_reason(Some(&"é".repeat(400)), Suite::Quick, "x");
-        assert!(long.len() <= 240 && long.starts_with("fleetop: "));
+        assert!(
+            matches!(&p.nodes[0].step, Step::Done { ok: false, message } if message.contains("gpu_missing on node (3 of 4") && message.contains("--force")),
+            "{:?}",
+            p.nodes[0]
+        );
+        assert!(
+            !p.plan.commands.iter().any(|c| c.join(" ").contains("State=RESUME")),
+            "the plan shows no command it will not run: {:?}",
+            p.plan.commands
+        );
+        // Forced: it goes on, and its burn-in is held to 4 GPUs.
+        let f = prepare(&names, sched, gate, &[t], &events, Suite::Quick, true);
+        assert!(matches!(f.nodes[0].step, Step::Resume { .. }), "{:?}", f.nodes[0]);
+        assert_eq!(f.nodes[0].expect_gpus, Some(4));
+        assert!(f.plan.force && f.plan.faults.contains_key("a"));
+    }
+
+    #[test]
+    fn a_burn_in_that_measured_fewer_gpus_than_the_node_should_have_fails_once_for_it() {
+        let check = |gpu: u32, verdict: Verdict| crate::model::bench::BenchResult {
+            name: "gemm".into(),
+            gpu: Some(gpu),
+            peer: None,
+            value: Some(1.0),
+            unit: None,
+            expected_min: None,
+            expected_source: None,
+            verdict,
+            reason: None,
+        };
+        let node = BenchNode {
+            name: "a".into(),
+            address: "127.0.0.1:1".into(),
+            ok: true,
+            error: None,
+            net_peer: None,
+            results: (0..3).map(|g| check(g, Verdict::Pass)).collect(),
+        };
+        assert_eq!(
+            missing_gpus(&node, Some(4)).as_deref(),
+            Some("gpu_missing: 3 of 4 GPUs measured")
+        );
+        assert_eq!(missing_gpus(&node, Some(3)), None);
+        assert_eq!(missing_gpus(&node, None), None, "no count known: nothing to hold it to");
+        assert_eq!(failing(&node, Some(4)), "gpu_missing: 3 of 4 GPUs measured");
     }
 }

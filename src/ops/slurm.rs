@@ -58,6 +58,16 @@ fn leave_alone(plan: &Plan, node: &str, b: &SchedNode) -> Option<NodeResult> {
         Hold::Fleetop { .. } | Hold::Other if plan.action == NodeAction::Drain => {
             (true, format!("already {}; left as it is", describe(b)))
         }
+        // A fault that takes the node out of service is still up: putting
+        // it back would hand a broken node to the next job.
+        _ if resumes && !plan.force && plan.faults.contains_key(node) => (
+            false,
+            format!(
+                "{} still active, so left out of service (--force to {} it anyway)",
+                plan.faults[node],
+                plan.action.verb()
+            ),
+        ),
         Hold::Other if resumes && !plan.force => (
             false,
             format!(
@@ -245,6 +255,20 @@ mod tests {
             ..resume.clone()
         };
         assert!(leave_alone(&forced, "n", &theirs).is_none());
+        // A node with a fault that keeps it out is not resumed, ours or not,
+        // unless forced; the refusal names the fault.
+        let mut faulty = resume.clone();
+        faulty
+            .faults
+            .insert("n".into(), "gpu_lost on gpu1 (NVML: GPU is lost)".into());
+        let ours = node("drained", Some("fleetop: xid 79"));
+        let left = leave_alone(&faulty, "n", &ours).expect("refused");
+        assert!(
+            !left.ok && left.message.contains("gpu_lost on gpu1") && left.message.contains("--force"),
+            "{left:?}"
+        );
+        faulty.force = true;
+        assert!(leave_alone(&faulty, "n", &ours).is_none());
         // A drain never overwrites a reason, fleetop's or anyone's.
         let drain = action::plan(NodeAction::Drain, vec!["n".into()], Some("fan".into())).expect("plan");
         for held in [

@@ -292,6 +292,7 @@ impl Store {
                 for e in timeline::from_journal(&n.target.name, &info.health.fault_journal) {
                     n.timeline.add(e);
                 }
+                n.gpus_seen = n.gpus_seen.max(info.gpus.len() as u32);
                 n.info = Some(*info);
                 n.link = Link::Connected { since_ms: now_ms };
                 n.caught_up = false;

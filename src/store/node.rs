@@ -82,6 +82,10 @@ pub struct NodeState {
     /// answered, taken when it stopped. A GPU that falls off the bus lists no
     /// processes; its page should still say whose work was on it.
     last_jobs: BTreeMap<u32, Vec<u64>>,
+    /// The most GPUs any description of this node listed while the console
+    /// ran: a node that comes back from a fault with one fewer must not
+    /// pass its burn-in on the ones left.
+    pub gpus_seen: u32,
 }
 
 impl NodeState {
@@ -103,6 +107,39 @@ impl NodeState {
             seen: None,
             nvlink_base: Vec::new(),
             last_jobs: BTreeMap::new(),
+            gpus_seen: 0,
+        }
+    }
+
+    /// How many GPUs the node should have: `explicit` (`--expect-gpus`) if
+    /// given, else the most of what its agent says (`--expect-gpus` there, or
+    /// its GPUs plus those on the PCI bus NVML does not list), the fleet's
+    /// `[thresholds] expect_gpus`, and the most this console saw it list.
+    pub fn expected_gpus(&self, explicit: Option<u32>, th: &Thresholds) -> Option<u32> {
+        if explicit.is_some() {
+            return explicit;
+        }
+        let agent = self.info.as_ref().map(|i| {
+            let pci = i.gpus.len() as u32 + i.health.gpus_missing_pci.len() as u32;
+            i.health.expect_gpus.unwrap_or(0).max(pci)
+        });
+        // A node without a GPU backend (a login node) is not held to the fleet's count.
+        let fleet = th
+            .expect_gpus
+            .filter(|_| self.info.as_ref().is_some_and(|i| i.backend != "none"));
+        [agent, fleet, Some(self.gpus_seen)]
+            .into_iter()
+            .flatten()
+            .max()
+            .filter(|&n| n > 0)
+    }
+
+    /// What a return or resume of this node must know beyond Slurm: the
+    /// active flags that keep it out of service, and its GPU count.
+    pub fn gate(&self, explicit_gpus: Option<u32>, th: &Thresholds) -> crate::model::returning::Gate {
+        crate::model::returning::Gate {
+            faults: crate::model::flag::keeping_out(self.detector.active()),
+            expect_gpus: self.expected_gpus(explicit_gpus, th),
         }
     }
 

@@ -287,18 +287,31 @@ pub(crate) fn drain_failed_bench_node(app: &mut App) {
     open_drain(app, vec![name], text, "the failed node".into());
 }
 
-/// The guard for `names`, when someone else holds any of them.
+/// The guard for putting `names` back in service, when someone else holds
+/// any of them, or any has an active flag that keeps it out of service
+/// (a GPU missing or lost): either is put back only by typing its name.
 fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
     let held: Vec<(String, String)> = names
         .iter()
         .filter_map(|name| {
             let i = app.store.nodes.iter().position(|n| &n.target.name == name)?;
-            if to_kube(app) {
-                let k = app.store.kube.of(i)?;
-                return matches!(k.hold(), Hold::Other).then(|| (name.clone(), k.held_by()));
-            }
-            let s = &app.store.nodes[i].scheduler.as_ref()?.node;
-            matches!(s.hold(), Hold::Other).then(|| (name.clone(), s.held_by()))
+            let node = &app.store.nodes[i];
+            let fault = crate::model::flag::keeping_out(node.detector.active()).map(|f| format!("{f} still active"));
+            let other = if to_kube(app) {
+                app.store
+                    .kube
+                    .of(i)
+                    .filter(|k| matches!(k.hold(), Hold::Other))
+                    .map(|k| k.held_by())
+            } else {
+                node.scheduler
+                    .as_ref()
+                    .map(|v| &v.node)
+                    .filter(|s| matches!(s.hold(), Hold::Other))
+                    .map(|s| s.held_by())
+            };
+            let why: Vec<String> = [other, fault].into_iter().flatten().collect();
+            (!why.is_empty()).then(|| (name.clone(), why.join("; ")))
         })
         .collect();
     if held.is_empty() {
@@ -332,7 +345,16 @@ fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Pre
             .and_then(|n| n.scheduler.as_ref())
             .map(|v| &v.node)
     };
-    crate::ops::return_to_service::prepare(names, sched, &targets, &events, suite, force)
+    let th = &store.thresholds;
+    let gate = |name: &str| {
+        store
+            .nodes
+            .iter()
+            .find(|n| n.target.name == name)
+            .map(|n| n.gate(None, th))
+            .unwrap_or_default()
+    };
+    crate::ops::return_to_service::prepare(names, sched, gate, &targets, &events, suite, force)
 }
 
 /// `T` on the heatmap and node detail: return the marked nodes (or the one

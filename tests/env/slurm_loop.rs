@@ -407,11 +407,45 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
         (4, 1)
     );
 
-    // A person re-arms it: the window starts again and the next nodes are
-    // drained (again at most 4), never the ones already held.
-    let (ok, out, _) = env.run(&["remediate", "reset"]);
-    assert!(ok && out.contains("re-armed"), "{out}");
-    // The reset is evidence too: who re-armed it, and when.
+    // `reset` asks first: without a terminal and without --yes, nothing.
+    let (ok, _, err) = env.run(&["remediate", "reset"]);
+    assert!(!ok && err.contains("not confirmed"), "{err}");
+    assert!(env.run(&["remediate", "status"]).1.contains("breaker: TRIPPED"));
+
+    // No state file can empty the window: deleted, the restarted policy
+    // counts the 4 drains of the hour from the audit log and trips again
+    // at once, draining nothing.
+    stop(w);
+    std::fs::remove_file(env.path("state/remediate.json")).expect("the state file");
+    let log3 = env.path("watch-3.log");
+    let w = watch(&env, hook.port, &log3);
+    let start = Instant::now();
+    while !log_of(&log3).contains("BREAKER TRIPPED") {
+        assert!(start.elapsed() < Duration::from_secs(90), "{}", log_of(&log3));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        log_of(&log3).contains("4 node(s) drained by the policy in the last 1h"),
+        "{}",
+        log_of(&log3)
+    );
+    assert!(
+        log_of(&log3).contains("10% of the fleet, at least 1"),
+        "said plainly: {}",
+        log_of(&log3)
+    );
+    assert_eq!(audit_drains(&env).len(), 4, "nothing drained past the limit");
+    let status = env.run(&["remediate", "status"]).1;
+    assert!(
+        status.contains("drains in the last 1h (from the audit log): 4"),
+        "{status}"
+    );
+
+    // A person lifts the stop: it says the window still counts, the next
+    // node is named, and nothing more is drained within the hour.
+    let (ok, out, err) = env.run(&["remediate", "reset", "--yes"]);
+    assert!(ok && out.contains("re-armed"), "{out}{err}");
+    assert!(err.contains("still count") && err.contains("when it tripped"), "{err}");
     let reset = env
         .audit()
         .into_iter()
@@ -419,11 +453,10 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
         .expect("the reset is in the audit log");
     assert!(reset.actor.name.is_some() && reset.results[0].state_after.as_deref() == Some("armed"));
     let start = Instant::now();
-    while audit_drains(&env).len() < 8 {
-        assert!(start.elapsed() < Duration::from_secs(60), "{}", log_of(&log2));
+    while log_of(&log3).matches("BREAKER TRIPPED").count() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(60), "{}", log_of(&log3));
         std::thread::sleep(Duration::from_millis(500));
     }
-    let again: Vec<String> = audit_drains(&env).iter().map(|r| r.nodes[0].clone()).collect();
-    assert!(again[4..].iter().all(|n| faulty(n) && !nodes.contains(n)), "{again:?}");
+    assert_eq!(audit_drains(&env).len(), 4, "the window still holds its 4");
     stop(w);
 }

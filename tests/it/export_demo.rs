@@ -117,8 +117,10 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
         }
         // `status` says the node can be judged; `health` what was judged:
         // its worst flag (info is ok), so a broken node is never "ok".
+        // A node that cannot be judged (the hung agent) is `unknown`.
         let worst = node.flags.iter().map(|f| f.severity).max();
         let want = match worst {
+            _ if node.status != Status::Ok => Health::Unknown,
             Some(Severity::Crit) => Health::Crit,
             Some(Severity::Warn) => Health::Warn,
             _ => Health::Ok,
@@ -282,4 +284,27 @@ fn a_short_backfill_reads_too_little_history_to_call_a_gpu_idle() {
     };
     assert!(idle_flags(&[]) > 0, "the whole history: idle");
     assert_eq!(idle_flags(&["--backfill", "10s"]), 0, "ten seconds of it: not yet");
+}
+
+/// 64 in-process demo agents, a settle cut short: the one-shot export
+/// writes its document and ends, although the demo's agents still hold the
+/// streams its session opened (it used to wait on them for ever).
+#[test]
+fn a_one_shot_export_of_64_demo_nodes_ends_after_its_document() {
+    let started = std::time::Instant::now();
+    let out = fleetop()
+        .args(["export", "--demo", "--nodes", "64", "--once", "--timeout", "100ms"])
+        .args(["--format", "ndjson"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "exit {:?} after {:?}; stderr: {}",
+        out.status.code(),
+        started.elapsed(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("one document");
+    assert_eq!(snap.nodes.len(), 64);
 }

@@ -194,3 +194,45 @@ fn a_one_shot_export_of_a_large_fleet_reads_a_shorter_history() {
     let two = read(&["--count", "2", "--interval", "1s"]);
     assert!(two.contains("417 nodes: 599 s of each agent's history"), "{two}");
 }
+
+/// A node that cannot be judged never reads `ok`: from the first document
+/// of a one-shot export, a port nobody answers is `health: unknown` with its
+/// `unreachable` flag, and the live node beside it is judged as usual.
+#[test]
+fn a_one_shot_export_never_calls_a_node_it_cannot_read_healthy() {
+    let (live, refused) = (free_port(), free_port());
+    let _agent = start_agent(live, &[]);
+    let out = fleetop()
+        .args(["export", "--once", "--format", "json"])
+        .args(["--hosts", &format!("127.0.0.1:{live},127.0.0.1:{refused}")])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("a snapshot");
+    let dead = snap
+        .nodes
+        .iter()
+        .find(|n| n.address.ends_with(&format!(":{refused}")))
+        .expect("the dead node");
+    assert_eq!(dead.status, Status::Unreachable);
+    assert_eq!(dead.health, fleetop::export::Health::Unknown, "{dead:?}");
+    let f = dead.flags.first().expect("its unreachable flag");
+    assert_eq!((f.kind, f.severity), (FlagKind::Unreachable, Severity::Crit));
+    assert!(f.detail.contains("refused"), "{}", f.detail);
+    let up = snap
+        .nodes
+        .iter()
+        .find(|n| n.address.ends_with(&format!(":{live}")))
+        .expect("the live node");
+    assert_eq!((up.status, up.health), (Status::Ok, fleetop::export::Health::Ok));
+    // The README's selector finds the dead node.
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let bad: Vec<&str> = v["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["health"] != "ok")
+        .map(|n| n["address"].as_str().expect("address"))
+        .collect();
+    assert_eq!(bad, [format!("127.0.0.1:{refused}")]);
+}

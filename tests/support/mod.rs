@@ -15,9 +15,14 @@ pub fn fleetop() -> assert_cmd::Command {
     let mut c = assert_cmd::Command::new(env!("CARGO_BIN_EXE_fleetop"));
     // Keep tests away from the user's own config and logs.
     c.env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
-        .env_remove("FLEETOP_LOG");
+        .env_remove("FLEETOP_LOG")
+        // A hang fails its test, not CI's run (a test may ask for another).
+        .timeout(BIN_TIMEOUT);
     c
 }
+
+/// The longest any test lets a `fleetop` it runs go on.
+pub const BIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The `fleetop-agent` binary, built beside `fleetop` by `cargo test --workspace`
 /// (the agent's own integration tests make cargo build it).

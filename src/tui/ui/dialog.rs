@@ -385,10 +385,12 @@ fn job_lines(app: &App, nodes: &[String], width: usize) -> Vec<Line<'static>> {
 /// there is one.
 fn guard_lines(t: &Theme, g: &Guard, switch: Option<(&str, &str)>, width: usize) -> Vec<Line<'static>> {
     let mut lines = vec![Line::from(Span::styled(
+        // Someone else's hold, or a fault still up: either way not ours to
+        // undo with one key.
         if g.held.len() == 1 {
-            " Someone else holds this node out of service:"
+            " This node is held out of service:"
         } else {
-            " Someone else holds these nodes out of service:"
+            " These nodes are held out of service:"
         },
         t.warn,
     ))];
@@ -398,7 +400,7 @@ fn guard_lines(t: &Theme, g: &Guard, switch: Option<(&str, &str)>, width: usize)
     lines.extend(
         wrap(
             &format!(
-                " y alone does not run this: type {} and Enter to override their hold.",
+                " y alone does not run this: type {} and Enter to override the hold.",
                 g.names
             ),
             width,
