@@ -114,6 +114,10 @@ fn main() {
             slurm
         ),
         t!(
+            slurm_loop::a_node_missing_a_gpu_is_refused_then_fails_then_returns_once_repaired,
+            slurm
+        ),
+        t!(
             slurm_loop::the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wide_event,
             slurm
         ),

@@ -120,6 +120,22 @@ impl Loop {
         self.cluster.node_reason(node)
     }
 
+    /// When Slurm's reason was set (`sinfo -o %H`).
+    fn reason_time(&self, node: &str) -> String {
+        let out = self
+            .cluster
+            .command("sinfo")
+            .args(["-h", "-N", "-n", node, "-o", "%H"])
+            .output()
+            .expect("sinfo");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
     fn state(&self, node: &str) -> String {
         self.cluster.node_state(node)
     }
@@ -218,11 +234,13 @@ pub fn return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain() {
         (env.state("gpu03"), env.reason("gpu03")),
         ("drained".into(), "maintenance: PSU swap".into())
     );
-    let r4 = env.reason("gpu04");
+    // gpu04 failed: it stays drained, and Slurm still says why it was
+    // drained and since when; the failing check is in the result.
     assert_eq!(env.state("gpu04"), "drained");
+    assert_eq!(env.reason("gpu04"), "fleetop: xid 79 on gpu 1", "the reason untouched");
     assert!(
-        r4.starts_with("fleetop: burn-in quick failed: pcie_h2d gpu") && r4.ends_with("drained for: xid 79 on gpu 1"),
-        "the failing check in the reason, the old words kept: {r4}"
+        line(&out, "gpu04").contains("burn-in quick failed: pcie_h2d gpu"),
+        "{out}"
     );
 
     // Every step in the audit log: the return before it ran, the burn-in,
@@ -275,6 +293,106 @@ pub fn return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain() {
         events.iter().all(|e| e["node"] == "gpu04" && e["by"] == "root"),
         "{events:#?}"
     );
+}
+
+/// A node that lost a GPU (gpu_missing, crit) is drained; its return is
+/// refused while the fault is up, naming it; forced, its burn-in fails for
+/// the GPU it cannot measure; Slurm's reason and its time survive both;
+/// repaired (its agent back with both GPUs), it passes and goes back.
+pub fn a_node_missing_a_gpu_is_refused_then_fails_then_returns_once_repaired() {
+    let env = setup(&[("training", 1), ("gpu-missing", 1)], "");
+    let (ok, out, err) = env.run(&[
+        "node",
+        "drain",
+        "gpu02",
+        "--yes",
+        "--reason",
+        "gpu_missing: 1 of 2 GPUs",
+    ]);
+    assert!(ok, "{out}{err}");
+    env.wait("gpu02", "drained");
+    let (reason, since) = (env.reason("gpu02"), env.reason_time("gpu02"));
+    assert_eq!(reason, "fleetop: gpu_missing: 1 of 2 GPUs");
+    // Slurm's reason times are to the second: a rewrite would show.
+    std::thread::sleep(Duration::from_millis(1_100));
+
+    // Refused while the fault is up, naming it; no burn-in, nothing run.
+    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu02", "--yes"]);
+    assert!(!ok, "{out}{err}");
+    assert!(
+        line(&out, "gpu02").contains("FAIL") && out.contains("gpu_missing on node") && out.contains("--force"),
+        "{out}"
+    );
+    assert!(!err.contains("RunBench"), "no burn-in in the plan: {err}");
+    // `resume` too: the same refusal, unless forced.
+    let (ok, out, _) = env.run(&["--insecure", "node", "resume", "gpu02", "--yes"]);
+    assert!(!ok && line(&out, "gpu02").contains("gpu_missing on node"), "{out}");
+    assert_eq!(env.state("gpu02"), "drained");
+
+    // Forced: the burn-in runs, passes on the GPU that answers, and fails
+    // the node for the one it cannot measure, the cause said once.
+    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu02", "--yes", "--force"]);
+    assert!(!ok, "{out}{err}");
+    assert!(err.contains("RunBench suite=quick"), "{err}");
+    assert!(
+        line(&out, "gpu02").contains("gpu_missing: 1 of 2 GPUs measured"),
+        "{out}"
+    );
+    assert_eq!(env.state("gpu02"), "drained");
+    assert_eq!(
+        (env.reason("gpu02"), env.reason_time("gpu02")),
+        (reason.clone(), since.clone()),
+        "why and since when it was drained, as they were"
+    );
+    let forced = env
+        .audit()
+        .into_iter()
+        .rfind(|r| r.action == NodeAction::Return && r.stage == Stage::Done)
+        .expect("the return's results");
+    assert!(forced.forced, "a forced return is audited as one: {forced:?}");
+
+    // Repaired: the node's agent is back with both GPUs, at a new address.
+    let (fixed, hosts) = start_swarm(env.dir.path(), "training", 1, 9);
+    let start = Instant::now();
+    while !hosts.exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "agent did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _fixed = crate::Killed(fixed);
+    let addr = std::fs::read_to_string(&hosts).expect("address");
+    let cfg = std::fs::read_to_string(env.path("config.toml")).expect("config");
+    let old = cfg
+        .lines()
+        .find(|l| l.starts_with("gpu02 = "))
+        .expect("gpu02's line")
+        .to_string();
+    std::fs::write(
+        env.path("config.toml"),
+        cfg.replace(&old, &format!("gpu02 = \"{}\"", addr.trim())),
+    )
+    .expect("config");
+    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu02", "--yes"]);
+    assert!(ok, "{out}{err}");
+    assert!(line(&out, "gpu02").contains("ok"), "{out}");
+    env.wait("gpu02", "idle");
+
+    // The timeline tells it: the drain, the two failed returns, the pass.
+    let (ok, out, err) = env.run(&["node", "history", "gpu02", "--format", "json"]);
+    assert!(ok, "{err}");
+    let events: Vec<serde_json::Value> = serde_json::from_str(&out).expect("json");
+    let texts: Vec<&str> = events.iter().filter_map(|e| e["text"].as_str()).collect();
+    assert_eq!(
+        texts.iter().filter(|t| t.starts_with("return FAILED")).count(),
+        2,
+        "{texts:#?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.starts_with("bench FAILED (suite quick)")),
+        "{texts:#?}"
+    );
+    let failed = texts.iter().rposition(|t| t.starts_with("return FAILED"));
+    let passed = texts.iter().position(|t| t.starts_with("return ok"));
+    assert!(passed > failed, "the pass after the failures: {texts:#?}");
 }
 
 /// The policy's log, from the watch's stderr file.
