@@ -187,7 +187,7 @@ pub const FLAGS: &[Entry] = &[
         immediate: Action::CheckNode,
         investigate: None,
         runbook: &[
-            "Graded warn: it becomes unreachable if it lasts.",
+            "Graded warn: after `unreachable_after` (30 s) it becomes unreachable (crit), an agent connected but not sampling as much as one that does not answer.",
             "A loaded agent or network; a console that is behind says so in its header instead.",
         ],
     },

@@ -123,6 +123,12 @@ impl FlagKind {
         }
     }
 
+    /// Whether the flag says something of the job on the GPU (its use of
+    /// it), not of the hardware: such flags fold into one alert per job.
+    pub fn about_the_job(self) -> bool {
+        matches!(self, FlagKind::Idle | FlagKind::Underused)
+    }
+
     /// A short name, for where the full one does not fit (an 80-column header).
     pub fn short(self) -> &'static str {
         match self {

@@ -471,6 +471,11 @@ impl Store {
             };
             n.detector.set_stale(stale, now_ms, th);
             let unreachable = match (status, &n.link) {
+                (NodeStatus::Unreachable, Link::Connected { .. }) => n.last.as_ref().map(|l| {
+                    let age = now_ms - l.time_ms;
+                    let detail = format!("agent connected but not sampling for {} s", age / 1000);
+                    (l.time_ms, age, detail)
+                }),
                 (NodeStatus::Unreachable, Link::Down { since_ms, error }) => {
                     // Silent since its last sample, or since the first
                     // failed attempt for a node never reached.
@@ -748,6 +753,33 @@ mod tests {
         feed(&mut st, with(4000, 5));
         let r = &st.nodes[0].derived.gpus[0];
         assert_eq!((r.tx(0), r.rx(1)), (None, Some(0.0)));
+    }
+
+    #[test]
+    fn an_agent_connected_but_not_sampling_is_unreachable_once_it_lasts() {
+        let th = Thresholds::default();
+        let mut st = Store::new(vec![target()], th.clone());
+        let info = NodeDesc {
+            interval_ms: 1000,
+            ..Default::default()
+        };
+        on(&mut st, Event::Info(Box::new(info)), 10_000);
+        let s = NodeSample {
+            time_ms: 10_000,
+            ..Default::default()
+        };
+        on(&mut st, Event::Sample(Box::new(s)), 10_000);
+        on(&mut st, Event::CaughtUp, 10_000);
+        // Still connected, no sample since 10 s: stale (warn) a while...
+        st.tick(30_000);
+        assert_eq!(st.nodes[0].status(30_000, &th), NodeStatus::Stale);
+        // ...then, past `unreachable_after`, crit, saying why.
+        st.tick(40_000);
+        assert_eq!(st.nodes[0].status(40_000, &th), NodeStatus::Unreachable);
+        let flags: Vec<_> = st.nodes[0].detector.active().map(|f| (f.kind, f.severity)).collect();
+        assert_eq!(flags, [(FlagKind::Unreachable, Severity::Crit)]);
+        let f = st.nodes[0].detector.active().next().expect("flag");
+        assert_eq!(f.detail, "agent connected but not sampling for 30 s");
     }
 
     #[test]

@@ -210,8 +210,14 @@ impl NodeState {
                 NodeStatus::Ok
             }
             // Counted from when the node went silent, not from when the
-            // connection was noticed dead (keepalive takes its own 15 s).
-            (Some(age), Link::Down { .. }) if age >= th.unreachable_after.as_millis() as i64 => NodeStatus::Unreachable,
+            // connection was noticed dead (keepalive takes its own 15 s). An
+            // agent that answers but sends no sample (a hung sampler) is as
+            // blind as one that does not answer: unreachable after as long.
+            (Some(age), Link::Down { .. } | Link::Connected { .. })
+                if age >= th.unreachable_after.as_millis() as i64 =>
+            {
+                NodeStatus::Unreachable
+            }
             (Some(_), _) => NodeStatus::Stale,
         }
     }

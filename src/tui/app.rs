@@ -511,14 +511,16 @@ fn flag_job(n: &NodeState, f: &Flag) -> Option<u64> {
 }
 
 /// Folds the flags of one kind and severity on one job into its first row:
-/// "job 4152: 8 GPUs idle" is one line, not eight.
+/// "job 4152: 8 GPUs idle" is one line, not eight. Only what is about the
+/// job folds (idle, underused): a hardware fault is each node's own, a row
+/// of its own that `D` can drain.
 fn fold_by_job(rows: Vec<AlertRow<'_>>) -> Vec<AlertRow<'_>> {
     use std::collections::{BTreeMap, BTreeSet};
     let mut out: Vec<AlertRow<'_>> = Vec::new();
     let mut at: BTreeMap<(crate::model::flag::FlagKind, crate::model::flag::Severity, u64), usize> = BTreeMap::new();
     let mut nodes: Vec<BTreeSet<usize>> = Vec::new();
     for r in rows {
-        let Some(job) = r.job else {
+        let Some(job) = r.job.filter(|_| r.flag.kind.about_the_job()) else {
             nodes.push(BTreeSet::from([r.node]));
             out.push(r);
             continue;
@@ -626,4 +628,49 @@ fn clamp_cursors(app: &mut App) {
     app.select_row(pos);
     let g = app.gpu_count();
     app.detail_gpu = app.detail_gpu.min(g.saturating_sub(1));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::flag::{FlagKind, Severity};
+
+    fn flag(kind: FlagKind, severity: Severity) -> Flag {
+        Flag {
+            kind,
+            severity,
+            subject: Subject::Gpu(0),
+            since_ms: 0,
+            detail: String::new(),
+            evidence: Default::default(),
+            action: kind.action(),
+            escalation: None,
+        }
+    }
+
+    #[test]
+    fn only_what_is_about_the_job_folds_never_a_nodes_hardware_fault() {
+        fn row(node: usize, flag: &Flag) -> AlertRow<'_> {
+            AlertRow {
+                node,
+                flag,
+                cleared_ms: None,
+                job: Some(4848),
+                gpus: 1,
+                nodes: 1,
+                quiet: None,
+            }
+        }
+        let (idle, xid) = (
+            flag(FlagKind::Idle, Severity::Warn),
+            flag(FlagKind::Xid, Severity::Crit),
+        );
+        let out = fold_by_job(vec![row(0, &idle), row(1, &idle), row(0, &xid), row(1, &xid)]);
+        let shape: Vec<(FlagKind, usize, usize)> = out.iter().map(|r| (r.flag.kind, r.node, r.nodes)).collect();
+        assert_eq!(
+            shape,
+            [(FlagKind::Idle, 0, 2), (FlagKind::Xid, 0, 1), (FlagKind::Xid, 1, 1)],
+            "one row for the job's idle GPUs, one per node for XID 79"
+        );
+    }
 }

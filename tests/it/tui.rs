@@ -1788,8 +1788,14 @@ fn a_click_while_a_dialog_is_open_changes_nothing_it_acts_on() {
     let steps = vec![
         Step::Do(key(KeyCode::Char('R'))), // resume gpu01: the dialog lists it
         Step::Do(click(10, 7)),            // a click on gpu05 behind the dialog
-        Step::Do(key(KeyCode::Char('y'))),
     ];
+    // gpu01 has lost a GPU (the demo's first scenario): `y` alone does not
+    // put it back; its name, typed, does.
+    let steps: Vec<Step> = steps
+        .into_iter()
+        .chain("gpu01".chars().map(|c| Step::Do(key(KeyCode::Char(c)))))
+        .chain([Step::Do(key(KeyCode::Enter))])
+        .collect();
     let (_, asked) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 40), steps, setup);
     let [Request::Run(plan)] = asked.as_slice() else {
         panic!("{asked:?}")
