@@ -18,27 +18,98 @@ pub struct Cli {
     /// Config file (default: $XDG_CONFIG_HOME/fleetop/config.toml).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
-    /// Colour theme: default, light, high-contrast, colorblind, mono, a user
-    /// theme in $XDG_CONFIG_HOME/fleetop/themes, or a path. NO_COLOR forces mono.
-    #[arg(long, global = true)]
-    pub theme: Option<String>,
     /// Refuse every action that changes the cluster (also `read_only = true` in the config).
     #[arg(long, global = true)]
     pub read_only: bool,
-    /// How often the console redraws at most, 50ms to 10s (also `refresh` in
-    /// the config; default 200ms): raise it on a slow SSH link.
-    #[arg(long, global = true, value_parser = crate::model::time::parse_refresh)]
-    pub refresh: Option<Duration>,
-    /// No mouse: clicks and the wheel go to the terminal (text selection
-    /// without Shift); also `mouse = false` in the config.
-    #[arg(long, global = true)]
-    pub no_mouse: bool,
+    #[command(flatten)]
+    pub screen: ScreenArgs,
     #[command(flatten)]
     pub record: RecordFlags,
     #[command(flatten)]
     pub notify: NotifyFlags,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// How the console looks and takes input: before the subcommand, or after
+/// `demo` and `replay` (the commands with a screen); only those list them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ScreenArgs {
+    /// Colour theme: default, light, high-contrast, colorblind, mono, a user
+    /// theme in $XDG_CONFIG_HOME/fleetop/themes, or a path. NO_COLOR forces mono.
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// How often the console redraws at most, 50ms to 10s (also `refresh` in
+    /// the config; default 200ms): raise it on a slow SSH link.
+    #[arg(long, value_parser = crate::model::time::parse_refresh)]
+    pub refresh: Option<Duration>,
+    /// No mouse: clicks and the wheel go to the terminal (text selection
+    /// without Shift); also `mouse = false` in the config.
+    #[arg(long)]
+    pub no_mouse: bool,
+}
+
+impl ScreenArgs {
+    /// These, each given one winning over `before` (the options given
+    /// before the subcommand).
+    pub fn over(self, before: ScreenArgs) -> ScreenArgs {
+        ScreenArgs {
+            theme: self.theme.or(before.theme),
+            refresh: self.refresh.or(before.refresh),
+            no_mouse: self.no_mouse || before.no_mouse,
+        }
+    }
+}
+
+/// How `fleetop node` reaches the nodes' agents (their flags, a burn-in):
+/// after the subcommand, as before it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct AgentArgs {
+    /// The nodes' agents as a hostlist with optional :port, where the
+    /// config's Slurm mapping does not give them.
+    #[arg(long, conflicts_with = "hostfile")]
+    pub hosts: Option<String>,
+    /// A file with one hostlist expression per line.
+    #[arg(long)]
+    pub hostfile: Option<PathBuf>,
+    /// Agent port where a host gives none.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// Connect to the agents over TLS, trusting this CA (PEM).
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// This console's certificate (PEM), with --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The agents' telemetry token (their --token-file).
+    #[arg(long)]
+    pub telemetry_token_file: Option<PathBuf>,
+    /// Send the bench token to agents without TLS.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+impl SourceArgs {
+    /// The source with what was given after `node` winning.
+    pub fn with_agents(&self, a: &AgentArgs) -> SourceArgs {
+        let mut s = self.clone();
+        if a.hosts.is_some() || a.hostfile.is_some() {
+            s.hosts = a.hosts.clone();
+            s.hostfile = a.hostfile.clone();
+        }
+        s.port = a.port.or(s.port);
+        s.tls_ca = a.tls_ca.clone().or(s.tls_ca);
+        if a.tls_cert.is_some() {
+            s.tls_cert = a.tls_cert.clone();
+            s.tls_key = a.tls_key.clone();
+        }
+        s.telemetry_token_file = a.telemetry_token_file.clone().or(s.telemetry_token_file);
+        s.insecure |= a.insecure;
+        s
+    }
 }
 
 /// Where alerts are sent, by the console and by `fleetop watch`.
@@ -200,6 +271,8 @@ pub enum Command {
         record: RecordFlags,
         #[command(flatten)]
         notify: NotifyFlags,
+        #[command(flatten)]
+        screen: ScreenArgs,
     },
     /// Print snapshots of the fleet as JSON on stdout (logs go to stderr).
     Export(ExportArgs),
@@ -277,6 +350,8 @@ pub struct ReplayArgs {
     /// Where the cursor starts: RFC 3339 or an offset from the start (+5m); default the start.
     #[arg(long, value_name = "TIME")]
     pub at: Option<String>,
+    #[command(flatten)]
+    pub screen: ScreenArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -347,6 +422,8 @@ pub struct NodeCmd {
     pub kube: KubeArgs,
     #[command(flatten)]
     pub ray: RayArgs,
+    #[command(flatten)]
+    pub agents: AgentArgs,
 }
 
 /// What `fleetop node` does.

@@ -58,8 +58,15 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut cfg = config::load(cli.config.as_deref())?;
-    cfg.refresh = cli.refresh.or(cfg.refresh);
-    if cli.no_mouse {
+    // The screen's options, given before the subcommand or after `demo`
+    // and `replay` (the commands that have a screen).
+    let screen = match &cli.command {
+        Some(Command::Demo { screen, .. }) => screen.clone().over(cli.screen.clone()),
+        Some(Command::Replay(a)) => a.screen.clone().over(cli.screen.clone()),
+        _ => cli.screen.clone(),
+    };
+    cfg.refresh = screen.refresh.or(cfg.refresh);
+    if screen.no_mouse {
         cfg.mouse = Some(false);
     }
     let notify_flags = cli.notify.alertmanager.is_some() || cli.notify.webhook.is_some();
@@ -75,12 +82,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     // A theme is checked wherever it is given, so `export --theme nosuch` is
     // refused as the console would refuse it, not ignored.
-    if let Some(spec) = cli.theme.as_deref().or(cfg.theme.as_deref()) {
+    if let Some(spec) = screen.theme.as_deref().or(cfg.theme.as_deref()) {
         let dir = tui::theme::Theme::user_dir();
         tui::theme::Theme::load(spec, dir.as_deref(), tui::theme::ColorDepth::TrueColor)?;
     }
     let rt = runtime()?;
-    let done = dispatch(cli, cfg, &rt);
+    let done = dispatch(cli, cfg, &rt, screen.theme.as_deref());
     // Whatever a command left running (a blocking Slurm read, a sampling
     // task of the demo's agents) must not hold the exit: a dropped runtime
     // waits for its blocking tasks without end.
@@ -91,7 +98,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// How long an ending command waits for its runtime's leftover tasks.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-fn dispatch(cli: Cli, mut cfg: config::Config, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+fn dispatch(
+    cli: Cli,
+    mut cfg: config::Config,
+    rt: &tokio::runtime::Runtime,
+    theme: Option<&str>,
+) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Export(args)) => {
             logging::to_stderr();
@@ -114,7 +126,8 @@ fn dispatch(cli: Cli, mut cfg: config::Config, rt: &tokio::runtime::Runtime) -> 
         }
         Some(Command::Remediate(args)) => {
             logging::to_stderr();
-            cmd::watch::remediate(args, &cfg)
+            let read_only = cli.read_only || cfg.read_only;
+            cmd::watch::remediate(args, &cfg, read_only)
         }
         Some(Command::Watch(args)) => {
             logging::to_stderr_at("info");
@@ -124,13 +137,14 @@ fn dispatch(cli: Cli, mut cfg: config::Config, rt: &tokio::runtime::Runtime) -> 
             logging::to_stderr();
             rt.block_on(cmd::record::run(args, cfg))
         }
-        Some(Command::Replay(args)) => tui::replay::run(rt, args, cli.theme.as_deref(), cfg),
+        Some(Command::Replay(args)) => tui::replay::run(rt, args, theme, cfg),
         Some(Command::Demo {
             nodes,
             gpus,
             seed,
             record,
             notify,
+            ..
         }) => {
             cmd::apply_notify_flags(&notify, &mut cfg.notify);
             let source = SourceArgs {
@@ -140,19 +154,12 @@ fn dispatch(cli: Cli, mut cfg: config::Config, rt: &tokio::runtime::Runtime) -> 
                 seed,
                 ..cli.source
             };
-            tui::run(
-                rt,
-                source,
-                &record,
-                cli.theme.as_deref(),
-                cli.read_only || cfg.read_only,
-                cfg,
-            )
+            tui::run(rt, source, &record, theme, cli.read_only || cfg.read_only, cfg)
         }
         None => {
             cmd::apply_notify_flags(&cli.notify, &mut cfg.notify);
             let read_only = cli.read_only || cfg.read_only;
-            tui::run(rt, cli.source, &cli.record, cli.theme.as_deref(), read_only, cfg)
+            tui::run(rt, cli.source, &cli.record, theme, read_only, cfg)
         }
     }
 }

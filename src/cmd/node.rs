@@ -22,6 +22,8 @@ pub fn run(
     rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<()> {
     let nodes = hostlist::expand(&args.nodes)?;
+    // The agents' options work after `node` as before it.
+    let source = &source.with_agents(&args.agents);
     if args.kube.kubernetes && args.action.action().is_some() {
         return run_kube(nodes, &args, read_only, rt);
     }

@@ -21,11 +21,7 @@ use crate::session::Session;
 pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     super::apply_notify_flags(&args.notify, &mut cfg.notify);
-    if cfg.notify.alertmanager.is_none() && cfg.notify.webhook.is_none() {
-        anyhow::bail!(
-            "watch: nowhere to send alerts: give --alertmanager URL or --webhook URL (or [notify] in the config)"
-        );
-    }
+    let pager = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
     let policy_cfg = match (args.remediate, cfg.remediate.clone()) {
         (None, None) => None,
         (mode, c) => {
@@ -36,6 +32,16 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
             Some(c)
         }
     };
+    // A watch that sends nothing and decides nothing would only burn CPU;
+    // a policy alone (a dry-run to read its log first) needs no pager.
+    if !pager && policy_cfg.is_none() {
+        anyhow::bail!(
+            "watch: nowhere to send alerts: give --alertmanager URL or --webhook URL (or [notify] in the config), or --remediate"
+        );
+    }
+    if !pager {
+        tracing::warn!("watch: no --alertmanager or --webhook: alerts are not sent; the policy's decisions are logged");
+    }
     if let Some(c) = &policy_cfg {
         if !args.source.slurm {
             anyhow::bail!("watch --remediate: the policy drains nodes in Slurm: add --slurm");
@@ -183,7 +189,7 @@ async fn remediate_step(
 /// audit log as the running policy counts it, so `status` and the policy
 /// agree, and `reset` lifts the stop only: the drains in the window still
 /// count.
-pub fn remediate(args: RemediateCmd, cfg: &Config) -> anyhow::Result<()> {
+pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
     let path = remediate::path();
     let mut state = remediate::load(&path)?;
     let rc = cfg.remediate.clone().unwrap_or_default();
@@ -221,6 +227,10 @@ pub fn remediate(args: RemediateCmd, cfg: &Config) -> anyhow::Result<()> {
             let what = format!("breaker re-armed (it tripped at {}: {})", rfc3339(t.at_ms), t.why);
             let plan =
                 crate::model::action::Plan::new(NodeAction::RemediateReset, Vec::new(), Some(what.clone()), Vec::new());
+            if read_only {
+                crate::ops::audit::log(&crate::ops::audit::refused(&plan, "read-only mode"))?;
+                anyhow::bail!("read-only mode: reset refused (the breaker stays tripped)");
+            }
             {
                 use std::io::Write;
                 let mut err = std::io::stderr().lock();

@@ -4,6 +4,7 @@
 mod agent_stream;
 mod audit;
 mod bench;
+mod cli;
 mod dcgm_exporter;
 mod export_demo;
 mod export_errors;

@@ -1,0 +1,126 @@
+//! The command line as people type it: options that reach the agents work
+//! after `node` as before it, and each subcommand's help lists what applies
+//! to it, not the screen's options.
+
+use crate::fleetop;
+
+#[test]
+fn the_agents_options_work_after_node_as_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [
+        &["node", "history", "gpu01", "--insecure", "--hosts", "127.0.0.1:1"][..],
+        &["--insecure", "node", "history", "gpu01", "--hosts", "127.0.0.1:1"][..],
+    ] {
+        let out = fleetop()
+            .env("FLEETOP_AUDIT_LOG", dir.path().join("audit.jsonl"))
+            .args(args)
+            .args(["--format", "json"])
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn node_and_remediate_help_list_only_what_applies_to_them() {
+    for cmd in ["node", "remediate"] {
+        let out = fleetop().args([cmd, "--help"]).output().expect("runs");
+        let help = String::from_utf8_lossy(&out.stdout);
+        for not in ["--theme", "--refresh", "--no-mouse", "--demo", "--nodes <"] {
+            assert!(!help.contains(not), "{cmd} --help lists {not}:\n{help}");
+        }
+        assert!(help.contains("--read-only") && help.contains("--config"), "{help}");
+    }
+    let help = fleetop().args(["node", "--help"]).output().expect("runs");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--insecure") && help.contains("--expect-gpus"), "{help}");
+    // The screen's options go with the commands that have a screen.
+    let out = fleetop()
+        .env("COLORTERM", "truecolor")
+        .args(["demo", "--theme", "nope"])
+        .output()
+        .expect("runs");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("theme 'nope': no such theme"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_tripped_breaker_is_not_reset_in_read_only_mode() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("remediate.json");
+    std::fs::write(
+        &state,
+        r#"{"tripped":{"at_ms":1000,"why":"5 node(s) drained ...: gpu07 would be the next"}}"#,
+    )
+    .expect("state");
+    let run = |args: &[&str]| {
+        fleetop()
+            .env("FLEETOP_AUDIT_LOG", dir.path().join("audit.jsonl"))
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let out = run(&["--read-only", "remediate", "reset", "--yes"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only mode: reset refused"));
+    assert!(std::fs::read_to_string(&state).expect("state").contains("tripped"));
+    // Without --yes and without a terminal: asked, not confirmed, kept.
+    let out = run(&["remediate", "reset"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("not confirmed"), "{err}");
+    assert!(err.contains("gpu07 when it tripped"), "names the next node: {err}");
+    let out = run(&["remediate", "reset", "--yes"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!std::fs::read_to_string(&state).expect("state").contains("tripped\":{"));
+}
+
+/// `watch --remediate dry-run` needs no pager: a person reads what the
+/// policy would do in its log first. Slurm cannot be read here: the nodes
+/// come from `[slurm.agents]`, and the watch starts all the same.
+#[test]
+fn a_dry_run_policy_starts_without_a_pager_and_says_so() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        "[slurm]\ntimeout = \"2s\"\n[slurm.agents]\ngpu01 = \"127.0.0.1:1\"\n",
+    )
+    .expect("config");
+    let log = dir.path().join("watch.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .env("FLEETOP_AUDIT_LOG", dir.path().join("audit.jsonl"))
+        .env("SLURM_CONF", dir.path().join("no-slurm.conf"))
+        .arg("--config")
+        .arg(&cfg)
+        .args(["watch", "--slurm", "--remediate", "dry-run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("starts");
+    let mut child = crate::Killed(child);
+    let start = std::time::Instant::now();
+    let mut text = String::new();
+    while !text.contains("remediate: dry-run") {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the watch did not start its policy:\n{text}"
+        );
+        assert!(child.0.try_wait().expect("wait").is_none(), "it exited:\n{text}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        text.clear();
+        std::fs::File::open(&log)
+            .expect("log")
+            .read_to_string(&mut text)
+            .expect("read");
+    }
+    assert!(text.contains("alerts are not sent"), "{text}");
+}
