@@ -27,6 +27,9 @@ use crate::record::writer::Stats;
 use crate::record::{RecordError, Recorder, RecorderOptions};
 use crate::store::{Link, NodeState, Store};
 
+/// How often a console reads what others appended to the audit log.
+const AUDIT_FOLLOW_EVERY: Duration = Duration::from_secs(3);
+
 /// A console's live connection to its fleet.
 pub struct Session {
     pub store: Store,
@@ -320,10 +323,31 @@ impl Session {
         if !args.demo {
             tokio::spawn(async move {
                 let week = now_ms() - 7 * 24 * 3_600_000;
-                if let Ok(events) = tokio::task::spawn_blocking(move || timeline::load(Some(&names), week)).await
+                let (names, mut follow) = (Arc::new(names), timeline::AuditFollower::from_end());
+                let all = names.clone();
+                if let Ok(events) = tokio::task::spawn_blocking(move || timeline::load(Some(&all), week)).await
                     && !events.is_empty()
+                    && ttx.send(Update::Timeline(events)).await.is_err()
                 {
-                    let _ = ttx.send(Update::Timeline(events)).await;
+                    return;
+                }
+                // Then what others do (the CLI, another console, a watch's
+                // policy), as they do it.
+                loop {
+                    tokio::time::sleep(AUDIT_FOLLOW_EVERY).await;
+                    let names = names.clone();
+                    let Ok((events, f)) = tokio::task::spawn_blocking(move || {
+                        let events = follow.new_events(&names);
+                        (events, follow)
+                    })
+                    .await
+                    else {
+                        return;
+                    };
+                    follow = f;
+                    if !events.is_empty() && ttx.send(Update::Timeline(events)).await.is_err() {
+                        return;
+                    }
                 }
             });
         }

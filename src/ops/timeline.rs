@@ -134,6 +134,63 @@ fn load_from(timeline: &Path, audit_log: &Path, nodes: Option<&BTreeSet<String>>
     out
 }
 
+/// Follows the audit log as it grows, for a console that shows actions
+/// taken elsewhere (the CLI, another console, the policy of a `watch`)
+/// after it started: each call reads what was appended since the last
+/// (at most `AUDIT_TAIL_BYTES` at a time, whole lines only).
+pub struct AuditFollower {
+    path: std::path::PathBuf,
+    offset: u64,
+}
+
+impl AuditFollower {
+    /// From the log's end now: what is already there was read at start.
+    pub fn from_end() -> AuditFollower {
+        AuditFollower::at_end(audit::audit_path())
+    }
+
+    fn at_end(path: std::path::PathBuf) -> AuditFollower {
+        let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
+        AuditFollower { path, offset }
+    }
+
+    /// The events of the lines appended since the last call, of `nodes`.
+    pub fn new_events(&mut self, nodes: &BTreeSet<String>) -> Vec<Event> {
+        match self.read_new() {
+            Ok(text) => text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<AuditLine>(l).ok())
+                .map(AuditLine::into_report)
+                .filter_map(|r| parse_time(&r.time).map(|t| timeline::from_report(&r, t)))
+                .flatten()
+                .filter(|e| nodes.contains(&e.node))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                tracing::debug!("{}: {e}", self.path.display());
+                Vec::new()
+            }
+        }
+    }
+
+    fn read_new(&mut self) -> std::io::Result<String> {
+        let mut f = std::fs::File::open(&self.path)?;
+        let len = f.metadata()?.len();
+        if len < self.offset {
+            // Replaced by a shorter file: read it from its start.
+            self.offset = 0;
+        }
+        f.seek(SeekFrom::Start(self.offset))?;
+        let mut buf = Vec::new();
+        f.take(AUDIT_TAIL_BYTES).read_to_end(&mut buf)?;
+        // Whole lines only: a line being written is read next time.
+        let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        buf.truncate(end);
+        self.offset += end as u64;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+}
+
 /// RFC 3339 to ms since the epoch.
 pub fn parse_time(s: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(s)
@@ -197,5 +254,36 @@ mod tests {
             kept.iter().all(|e| e.time_ms != 1_000 || e.node != "gpu02"),
             "the oldest went"
         );
+    }
+
+    #[test]
+    fn a_follower_reads_the_actions_appended_since_whole_lines_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("audit.jsonl");
+        let drain = |node: &str, by: &str| {
+            format!(
+                r#"{{"time":"1970-01-01T00:00:05Z","stage":"done","actor":{{"uid":0,"name":"{by}","sudo_user":null,"env_user":null}},"action":"drain","nodes":["{node}"],"reason":"fleetop: xid","commands":[],"refused":null,"results":[{{"node":"{node}","ok":true,"message":"now drained","state_before":"idle","state_after":"drained"}}]}}"#
+            )
+        };
+        std::fs::write(&log, format!("{}\n", drain("gpu01", "old"))).expect("log");
+        let mut f = AuditFollower::at_end(log.clone());
+        let nodes = BTreeSet::from(["gpu01".to_string(), "gpu02".to_string()]);
+        assert!(f.new_events(&nodes).is_empty(), "what was there at start is not new");
+        // Another console drains gpu02, and a third node not ours; a line
+        // half written waits for its end.
+        let more = format!("{}\n{}\n", drain("gpu02", "bob"), drain("gpu09", "eve"));
+        let half = drain("gpu01", "carol");
+        let mut text = std::fs::read_to_string(&log).expect("log");
+        text.push_str(&more);
+        text.push_str(&half[..40]);
+        std::fs::write(&log, &text).expect("log");
+        let got: Vec<(String, String)> = f.new_events(&nodes).into_iter().map(|e| (e.node, e.by)).collect();
+        assert_eq!(got, [("gpu02".to_string(), "bob".to_string())]);
+        text.push_str(&half[40..]);
+        text.push('\n');
+        std::fs::write(&log, &text).expect("log");
+        let got: Vec<String> = f.new_events(&nodes).into_iter().map(|e| e.by).collect();
+        assert_eq!(got, ["carol"]);
+        assert!(f.new_events(&nodes).is_empty());
     }
 }

@@ -2440,6 +2440,34 @@ fn rows_and_node_detail_say_who_drained_a_node_for_how_long_and_why() {
         screen.contains("slurm drained by fleetop 2h13m: xid on gpu3: reboot_node (XID 79)"),
         "{screen}"
     );
+    // Who made fleetop's drain, from the timeline (the audit log, read as
+    // it grows): the policy, or a person through fleetop.
+    use fleetop::model::timeline::{Event as TEvent, What};
+    for (policy, by, says) in [
+        (
+            Some("remediate"),
+            "root",
+            "slurm drained by fleetop's policy 2h13m: xid on gpu3",
+        ),
+        (None, "alice", "slurm drained by alice via fleetop 2h13m: xid on gpu3"),
+    ] {
+        let drained = Step::Arrive(Update::Timeline(vec![TEvent {
+            time_ms: NOW - (2 * 60 + 13) * 60_000,
+            node: "gpu02".into(),
+            what: What::Action {
+                action: NodeAction::Drain,
+                ok: true,
+                reason: Some("fleetop: xid on gpu3: reboot_node (XID 79)".into()),
+                message: String::new(),
+                policy: policy.map(String::from),
+            },
+            by: by.into(),
+        }]));
+        let mut steps = vec![sched(), drained];
+        steps.extend(detail_of("gpu02"));
+        let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 30), steps, |_| {});
+        assert!(text(&buf).contains(says), "{}", text(&buf));
+    }
     let mut steps = vec![sched()];
     steps.extend(detail_of("gpu03"));
     let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 30), steps, |_| {});

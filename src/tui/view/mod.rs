@@ -573,14 +573,35 @@ pub fn sched_label(s: &SchedNode, now_ms: i64) -> String {
     }
 }
 
+/// Who made fleetop's drain of a node, from its timeline (the audit log's
+/// drains, this console's and others'): "fleetop's policy" or "alice via
+/// fleetop" for the newest drain that went through; `None` where it does
+/// not say.
+pub fn fleetop_drainer(timeline: &crate::model::timeline::Timeline) -> Option<String> {
+    use crate::model::timeline::What;
+    timeline.events().rev().find_map(|e| match &e.what {
+        What::Action {
+            action: crate::model::action::NodeAction::Drain,
+            ok: true,
+            policy,
+            ..
+        } => Some(match policy {
+            Some(_) => "fleetop's policy".to_string(),
+            None => format!("{} via fleetop", fleetop_proto::input::printable(&e.by, 32)),
+        }),
+        _ => None,
+    })
+}
+
 /// Who holds a node out of service, for how long and why: "drained by
 /// fleetop 2h13m: xid on gpu3 ...", "drained by alice 3h00m: maintenance";
-/// `None` for a node in service.
-pub fn held_text(s: &SchedNode, now_ms: i64) -> Option<String> {
+/// `None` for a node in service. `drainer` names who made fleetop's drain
+/// where the timeline says ("fleetop's policy", "alice via fleetop").
+pub fn held_text(s: &SchedNode, now_ms: i64, drainer: Option<&str>) -> Option<String> {
     let (who, words) = match s.hold() {
         Hold::InService => return None,
         Hold::Fleetop { reason } => (
-            Some("fleetop"),
+            Some(drainer.unwrap_or("fleetop")),
             crate::model::action::own_words(reason).unwrap_or(reason).to_string(),
         ),
         Hold::Other => (
