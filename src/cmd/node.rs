@@ -245,10 +245,18 @@ async fn run_return(
     let events = timeline::load(Some(&names), 0);
     let gates = gates(&nodes, source, cfg, args.expect_gpus).await?;
     let gate = |n: &str| {
-        gates.get(n).cloned().unwrap_or(return_to_service::Gate {
-            faults: None,
+        let mut g = gates.get(n).cloned().unwrap_or(return_to_service::Gate {
             expect_gpus: args.expect_gpus,
-        })
+            ..Default::default()
+        });
+        // Slurm was read just now: its jobs on the node.
+        g.jobs = snap
+            .jobs
+            .iter()
+            .filter(|j| j.nodes.iter().any(|x| x == n))
+            .map(crate::model::sched::Job::words)
+            .collect();
+        g
     };
     let prepared = return_to_service::prepare(
         &nodes,

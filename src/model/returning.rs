@@ -36,6 +36,9 @@ pub struct NodePlan {
 pub struct Gate {
     pub faults: Option<String>,
     pub expect_gpus: Option<u32>,
+    /// The jobs Slurm lists on the node ("job 4411 alice train"): a burn-in
+    /// would take their GPUs.
+    pub jobs: Vec<String>,
 }
 
 /// A return, decided and shown before it runs.

@@ -98,6 +98,18 @@ pub struct Job {
     pub nodes: Vec<String>,
 }
 
+impl Job {
+    /// "job 4411 (alice, train)": the job in a few words, for a refusal.
+    pub fn words(&self) -> String {
+        format!(
+            "job {} ({}, {})",
+            self.id,
+            fleetop_proto::input::printable(&self.user, 32),
+            fleetop_proto::input::printable(&self.name, 64)
+        )
+    }
+}
+
 /// Everything read from the scheduler at one time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {

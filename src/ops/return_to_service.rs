@@ -101,6 +101,7 @@ pub fn prepare<'a>(
             let Gate {
                 faults: fault,
                 expect_gpus,
+                jobs,
             } = gate(name);
             let Some(s) = sched(name) else {
                 return NodePlan {
@@ -136,6 +137,15 @@ pub fn prepare<'a>(
                         (Some(t), _) => Step::Resume {
                             passed: format!("burn-in passed at {} ({drained})", rfc3339(t)),
                         },
+                        // A draining node's jobs still run: a burn-in would
+                        // take their GPUs.
+                        (None, Some(_)) if !jobs.is_empty() && !force => done(
+                            false,
+                            format!(
+                                "{} still running: the burn-in waits for them (--force to run it anyway)",
+                                jobs.join(", ")
+                            ),
+                        ),
                         (None, Some(target)) => Step::Bench {
                             target: target.clone(),
                             since: format!("no passing burn-in since the drain ({drained})"),
@@ -476,6 +486,7 @@ mod tests {
         let gate = |_: &str| Gate {
             faults: Some("gpu_missing on node (3 of 4 GPUs answer)".into()),
             expect_gpus: Some(4),
+            jobs: Vec::new(),
         };
         let sched = |n: &str| snap.nodes.get(n);
         // A burn-in passed since the drain, and still: the fault is up.
@@ -503,6 +514,38 @@ mod tests {
         assert!(matches!(f.nodes[0].step, Step::Resume { .. }), "{:?}", f.nodes[0]);
         assert_eq!(f.nodes[0].expect_gpus, Some(4));
         assert!(f.plan.force && f.plan.faults.contains_key("a"));
+    }
+
+    #[test]
+    fn a_burn_in_waits_for_the_jobs_still_on_a_draining_node_unless_forced() {
+        let mut snap = Snapshot::default();
+        let mut n = drained("fleetop: xid 79", "1970-01-01T00:00:10Z");
+        n.state = "draining".into();
+        snap.nodes.insert("a".into(), n);
+        let t = Target {
+            name: "a".into(),
+            host: "127.0.0.1".into(),
+            port: 1,
+        };
+        let names = vec!["a".to_string()];
+        let gate = |_: &str| Gate {
+            jobs: vec!["job 4411 (alice, train)".into()],
+            ..Gate::default()
+        };
+        let sched = |n: &str| snap.nodes.get(n);
+        let p = prepare(&names, sched, gate, std::slice::from_ref(&t), &[], Suite::Quick, false);
+        assert!(
+            matches!(&p.nodes[0].step, Step::Done { ok: false, message } if message.contains("job 4411 (alice, train) still running") && message.contains("--force")),
+            "{:?}",
+            p.nodes[0]
+        );
+        assert!(
+            p.plan.commands.is_empty(),
+            "no burn-in shown that will not run: {:?}",
+            p.plan.commands
+        );
+        let f = prepare(&names, sched, gate, &[t], &[], Suite::Quick, true);
+        assert!(matches!(f.nodes[0].step, Step::Bench { .. }), "{:?}", f.nodes[0]);
     }
 
     #[test]

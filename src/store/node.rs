@@ -140,6 +140,11 @@ impl NodeState {
         crate::model::returning::Gate {
             faults: crate::model::flag::keeping_out(self.detector.active()),
             expect_gpus: self.expected_gpus(explicit_gpus, th),
+            jobs: self
+                .scheduler
+                .as_ref()
+                .map(|v| v.jobs.iter().map(crate::model::sched::Job::words).collect())
+                .unwrap_or_default(),
         }
     }
 

@@ -47,7 +47,13 @@ pub enum Dialog {
     /// Sent; waiting for the result.
     Running(Plan),
     /// A burn-in suite on these nodes, waiting for `y`.
-    ConfirmBench { nodes: Vec<usize>, suite: Suite },
+    /// (`guard`: nodes with running jobs, or held by someone else, run
+    /// only with their names typed.)
+    ConfirmBench {
+        nodes: Vec<usize>,
+        suite: Suite,
+        guard: Option<Guard>,
+    },
     /// Stopping the running burn-in, waiting for `y`.
     ConfirmCancelBench { nodes: Vec<String> },
     /// Signalling a GPU's processes through node `node`'s agent, waiting for `y`.
@@ -61,6 +67,8 @@ pub enum Dialog {
 /// do it. Only their names, typed, confirm (and the plan is forced).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guard {
+    /// What the nodes have in common, above them ("held out of service").
+    pub head: &'static str,
     /// "gpu02: drained by alice at 2026-..: maintenance", one per node.
     pub held: Vec<String>,
     /// What must be typed: the held nodes as a Slurm hostlist.
@@ -319,6 +327,7 @@ fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
     }
     let list: Vec<String> = held.iter().map(|(n, _)| n.clone()).collect();
     Some(Guard {
+        head: "held out of service",
         held: held.into_iter().map(|(n, by)| format!("{n}: {by}")).collect(),
         names: hostlist::compress(&list),
         typed: String::new(),
@@ -404,10 +413,42 @@ pub(crate) fn start_bench(app: &mut App) {
         app.message = Some("burn-in needs the agents' token: bench_token_file in the config".into());
         return;
     }
+    let guard = bench_guard(app, &nodes);
     app.dialog = Some(Dialog::ConfirmBench {
         nodes,
         suite: Suite::Quick,
+        guard,
     });
+}
+
+/// The guard for a burn-in on `nodes`: a node with jobs running (a burn-in
+/// takes its GPUs from them) or held out of service by someone else (an
+/// RMA, maintenance) runs one only with its name typed, each named with
+/// what is on it and who holds it.
+fn bench_guard(app: &App, nodes: &[usize]) -> Option<Guard> {
+    let busy: Vec<(String, String)> = nodes
+        .iter()
+        .filter_map(|&i| {
+            let n = app.store.nodes.get(i)?;
+            let v = n.scheduler.as_ref()?;
+            let mut why: Vec<String> = v.jobs.iter().map(|j| format!("{} runs on it", job_text(j))).collect();
+            if v.node.hold() == Hold::Other {
+                why.push(v.node.held_by());
+            }
+            (!why.is_empty()).then(|| (n.target.name.clone(), why.join("; ")))
+        })
+        .collect();
+    if busy.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = busy.iter().map(|(n, _)| n.clone()).collect();
+    Some(Guard {
+        head: "running jobs or held by someone else",
+        held: busy.into_iter().map(|(n, why)| format!("{n}: {why}")).collect(),
+        names: hostlist::compress(&list),
+        typed: String::new(),
+        wrong: false,
+    })
 }
 
 /// `K` in node detail: cancel the Slurm job on the selected GPU (its
@@ -534,6 +575,13 @@ fn guard_key(mut g: Guard, k: &KeyEvent) -> Typed {
     Typed::Still(g)
 }
 
+/// Sends a confirmed burn-in and shows its screen.
+fn run_bench(app: &mut App, nodes: Vec<usize>, suite: Suite) {
+    app.outgoing = Some(Request::Bench { nodes, suite });
+    app.screen = Screen::Bench;
+    app.bench_cursor = 0;
+}
+
 fn other(s: Suite) -> Suite {
     match s {
         Suite::Quick => Suite::Full,
@@ -657,21 +705,50 @@ pub(crate) fn dialog_key(app: &mut App, k: KeyEvent) {
             None
         }
         Dialog::Running(plan) => Some(Dialog::Running(plan)),
-        Dialog::ConfirmBench { nodes, suite } => match k.code {
+        Dialog::ConfirmBench {
+            nodes,
+            suite,
+            guard: None,
+        } => match k.code {
             KeyCode::Char('s') => Some(Dialog::ConfirmBench {
                 nodes,
                 suite: other(suite),
+                guard: None,
             }),
             _ if yes => {
-                app.outgoing = Some(Request::Bench { nodes, suite });
-                app.screen = Screen::Bench;
-                app.bench_cursor = 0;
+                run_bench(app, nodes, suite);
                 None
             }
             _ => {
                 app.message = Some("burn-in cancelled: nothing was run".into());
                 None
             }
+        },
+        Dialog::ConfirmBench {
+            nodes,
+            suite,
+            guard: Some(g),
+        } => match k.code {
+            KeyCode::Tab => Some(Dialog::ConfirmBench {
+                nodes,
+                suite: other(suite),
+                guard: Some(g),
+            }),
+            _ => match guard_key(g, &k) {
+                Typed::Still(g) => Some(Dialog::ConfirmBench {
+                    nodes,
+                    suite,
+                    guard: Some(g),
+                }),
+                Typed::Confirmed => {
+                    run_bench(app, nodes, suite);
+                    None
+                }
+                Typed::Cancelled => {
+                    app.message = Some("burn-in cancelled: nothing was run".into());
+                    None
+                }
+            },
         },
         Dialog::ConfirmSignal { node, plan } => {
             if yes {

@@ -619,6 +619,55 @@ fn a_scheduler_that_cannot_be_read_says_so_in_the_header_and_the_detail() {
 }
 
 #[test]
+fn burn_in_on_a_node_with_a_job_or_someone_elses_hold_names_them_and_needs_the_name_typed() {
+    let setup = |app: &mut App| {
+        app.bench_enabled = true;
+        app.actions_enabled = true;
+    };
+    let sched = || {
+        sched_arrives(
+            vec![
+                ("gpu01", sched_node("mixed", None, None, None)),
+                (
+                    "gpu02",
+                    sched_node("drained", Some("RMA 5521"), Some("bob"), Some(NOW - 3_600_000)),
+                ),
+            ],
+            vec![job(4411, "gpu01", 600)],
+        )
+    };
+    // gpu01 (the one in view) runs job 4411: `y` alone runs nothing.
+    let steps = vec![
+        sched(),
+        Step::Do(key(KeyCode::Char('B'))),
+        Step::Do(key(KeyCode::Char('y'))),
+    ];
+    let (buf, asked) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, setup);
+    let screen = text(&buf);
+    assert!(asked.is_empty(), "{asked:?}");
+    assert!(
+        screen.contains("gpu01: job 4411 · alice · train · 10m runs on it") && screen.contains("type gpu01"),
+        "{screen}"
+    );
+    // Its name typed: it runs.
+    let mut steps = vec![sched(), Step::Do(key(KeyCode::Char('B')))];
+    steps.extend(step_keys("gpu01"));
+    steps.push(Step::Do(key(KeyCode::Enter)));
+    let (_, asked) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, setup);
+    assert!(matches!(asked.as_slice(), [Request::Bench { .. }]), "{asked:?}");
+    // Someone else's hold is named with who and why.
+    let mut steps = vec![sched()];
+    steps.extend(step_keys("jB"));
+    let (buf, asked) = drive_steps(theme(), fleet_updates(3, 8, 30), (120, 30), steps, setup);
+    assert!(asked.is_empty());
+    assert!(
+        text(&buf).contains("gpu02: drained by bob") && text(&buf).contains("RMA 5521"),
+        "{}",
+        text(&buf)
+    );
+}
+
+#[test]
 fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
     use fleetop::model::bench::BenchUpdate;
     use fleetop::model::bench::{BenchResult, Verdict};

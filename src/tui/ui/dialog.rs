@@ -100,7 +100,7 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             }
             popup(t, "return to service", lines, width, area, buf);
         }
-        Dialog::ConfirmBench { nodes, suite } => {
+        Dialog::ConfirmBench { nodes, suite, guard } => {
             let names: Vec<&str> = nodes
                 .iter()
                 .filter_map(|&i| app.store.nodes.get(i))
@@ -119,7 +119,10 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."),
                 Line::from(""),
             ];
-            lines.push(answers(t, "run", &[("s", "quick/full")], "cancel"));
+            match guard {
+                Some(g) => lines.extend(guard_lines(t, g, Some(("Tab", "quick/full")), inner)),
+                None => lines.push(answers(t, "run", &[("s", "quick/full")], "cancel")),
+            }
             popup(t, "confirm burn-in", lines, width, area, buf);
         }
         Dialog::ConfirmSignal { plan, node } => {
@@ -385,12 +388,12 @@ fn job_lines(app: &App, nodes: &[String], width: usize) -> Vec<Line<'static>> {
 /// there is one.
 fn guard_lines(t: &Theme, g: &Guard, switch: Option<(&str, &str)>, width: usize) -> Vec<Line<'static>> {
     let mut lines = vec![Line::from(Span::styled(
-        // Someone else's hold, or a fault still up: either way not ours to
-        // undo with one key.
+        // Someone else's hold, a fault still up, a running job: none is
+        // ours to override with one key.
         if g.held.len() == 1 {
-            " This node is held out of service:"
+            format!(" This node is {}:", g.head)
         } else {
-            " These nodes are held out of service:"
+            format!(" These nodes are {}:", g.head)
         },
         t.warn,
     ))];
@@ -400,7 +403,7 @@ fn guard_lines(t: &Theme, g: &Guard, switch: Option<(&str, &str)>, width: usize)
     lines.extend(
         wrap(
             &format!(
-                " y alone does not run this: type {} and Enter to override the hold.",
+                " y alone does not run this: type {} and Enter to go on anyway.",
                 g.names
             ),
             width,
