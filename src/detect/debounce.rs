@@ -79,6 +79,13 @@ impl Hold {
         self.last = Some(t);
     }
 
+    /// Forgets the episode if its last event was before `t`.
+    pub fn forget_before(&mut self, t: i64) {
+        if self.last.is_some_and(|last| last < t) {
+            *self = Hold::default();
+        }
+    }
+
     /// When the episode began, while it is held at `t`; `None` (and the
     /// episode forgotten) once `hold_ms` has passed since the last event.
     pub fn held(&mut self, t: i64, hold_ms: i64) -> Option<i64> {

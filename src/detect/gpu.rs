@@ -55,6 +55,8 @@ pub struct Context<'a> {
     pub th: &'a Thresholds,
     /// The node's fault journal, for escalation.
     pub health: &'a NodeHealth,
+    /// When the node last passed a burn-in: the XIDs before it are over.
+    pub burnin_passed_ms: Option<i64>,
 }
 
 /// Every GPU flag for one sample.
@@ -305,6 +307,11 @@ fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
         if !st.xids.contains(&x.xid) {
             st.xids.push(x.xid);
         }
+    }
+    // A burn-in that passed after the last XID ends the hold: the GPU was
+    // measured good since.
+    if let Some(p) = cx.burnin_passed_ms {
+        st.xid.forget_before(p);
     }
     let Some(first) = st.xid.held(cx.t, ms(cx.th.xid_hold)) else {
         st.xids.clear();

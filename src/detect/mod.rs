@@ -60,6 +60,10 @@ pub struct NodeDetector {
     /// store from the last Ray read), to name who holds an idle GPU where
     /// no Slurm job does.
     pub ray: Vec<crate::model::ray::RayWork>,
+    /// When the node last passed a burn-in (set by the store from the bench
+    /// screen and the timeline): XIDs before it are no longer held, since
+    /// the hardware was measured good after them.
+    pub burnin_passed_ms: Option<i64>,
 }
 
 const PENDING_MAX: usize = 256;
@@ -123,6 +127,7 @@ impl NodeDetector {
                 ray: &self.ray,
                 th,
                 health: &info.health,
+                burnin_passed_ms: self.burnin_passed_ms,
             };
             gpu::flags(st, g, &cx, &mut want);
         }

@@ -326,6 +326,7 @@ impl Store {
         let cleared = matches!(event, BenchUpdate::Cleared);
         let b = self.bench.entry(node).or_default();
         b.apply(event);
+        let passed = b.outcome() == Outcome::Passed;
         let verdict = match b.outcome() {
             // Judged when it ends: a run failing midway is shown, not flagged.
             Outcome::Failed if b.finished => Some(Some((Severity::Crit, b.failure()))),
@@ -342,6 +343,10 @@ impl Store {
         let (Some(verdict), Some(n)) = (verdict, self.nodes.get_mut(node)) else {
             return;
         };
+        if passed {
+            // The holds of the faults before it end.
+            n.detector.burnin_passed_ms = Some(now_ms);
+        }
         let verdict = verdict.map(|(sev, detail)| (sev, now_ms, detail));
         n.detector.set_burnin(verdict, now_ms, &self.thresholds);
         n.take_flag_changes(self.unsaved.as_mut());
@@ -393,6 +398,18 @@ impl Store {
         let at: Vec<Option<usize>> = events.iter().map(|e| index.get(e.node.as_str()).copied()).collect();
         for (e, i) in events.into_iter().zip(at) {
             if let Some(n) = i.and_then(|i| self.nodes.get_mut(i)) {
+                // A burn-in that passed, wherever it was run from, ends the
+                // holds of the faults before it.
+                if matches!(
+                    e.what,
+                    timeline::What::Action {
+                        action: crate::model::action::NodeAction::Bench,
+                        ok: true,
+                        ..
+                    }
+                ) {
+                    n.detector.burnin_passed_ms = n.detector.burnin_passed_ms.max(Some(e.time_ms));
+                }
                 n.timeline.add(e);
             }
         }
@@ -756,6 +773,68 @@ mod tests {
     }
 
     #[test]
+    fn a_burn_in_that_passed_after_an_xid_ends_its_hold_wherever_it_ran() {
+        use crate::model::sample::Xid;
+        let th = Thresholds::default();
+        let sample = |t: i64, xids: Vec<Xid>| NodeSample {
+            seq: t as u64,
+            time_ms: t,
+            gpus: vec![GpuReading {
+                xids,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let xid_flag = |st: &Store| st.nodes[0].detector.active().any(|f| f.kind == FlagKind::Xid);
+        let mut st = Store::new(vec![target()], th.clone());
+        on(&mut st, Event::Info(Box::default()), 1_000);
+        on(&mut st, Event::CaughtUp, 1_000);
+        let x = Xid {
+            xid: 79,
+            time_ms: 1_000,
+        };
+        on(&mut st, Event::Sample(Box::new(sample(1_000, vec![x]))), 1_000);
+        on(&mut st, Event::Sample(Box::new(sample(2_000, vec![]))), 2_000);
+        assert!(xid_flag(&st), "held for an hour");
+        // A burn-in passed at 10 s (from the CLI: the audit log's line).
+        let passed = timeline::Event {
+            time_ms: 10_000,
+            node: "n1".into(),
+            what: timeline::What::Action {
+                action: crate::model::action::NodeAction::Bench,
+                ok: true,
+                reason: Some("suite quick".into()),
+                message: String::new(),
+                policy: None,
+            },
+            by: "alice".into(),
+        };
+        let failed = timeline::Event {
+            what: timeline::What::Action {
+                action: crate::model::action::NodeAction::Bench,
+                ok: false,
+                reason: Some("suite quick".into()),
+                message: String::new(),
+                policy: None,
+            },
+            ..passed.clone()
+        };
+        st.apply(Update::Timeline(vec![failed]), 10_000);
+        on(&mut st, Event::Sample(Box::new(sample(11_000, vec![]))), 11_000);
+        assert!(xid_flag(&st), "a failed burn-in ends nothing");
+        st.apply(Update::Timeline(vec![passed]), 12_000);
+        on(&mut st, Event::Sample(Box::new(sample(13_000, vec![]))), 13_000);
+        assert!(!xid_flag(&st), "the hold ended with the passing burn-in");
+        // An XID after it is a new fault.
+        let again = Xid {
+            xid: 79,
+            time_ms: 14_000,
+        };
+        on(&mut st, Event::Sample(Box::new(sample(14_000, vec![again]))), 14_000);
+        assert!(xid_flag(&st));
+    }
+
+    #[test]
     fn an_agent_connected_but_not_sampling_is_unreachable_once_it_lasts() {
         let th = Thresholds::default();
         let mut st = Store::new(vec![target()], th.clone());
@@ -919,8 +998,8 @@ mod tests {
         st.tick(100_000);
         assert_eq!(
             st.nodes[0].status(100_000, &th),
-            NodeStatus::Stale,
-            "a hung agent is stale once caught up"
+            NodeStatus::Unreachable,
+            "an agent silent 90 s is judged once caught up: past unreachable_after"
         );
     }
 
