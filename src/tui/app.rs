@@ -511,28 +511,37 @@ fn flag_job(n: &NodeState, f: &Flag) -> Option<u64> {
 }
 
 /// Folds the flags of one kind and severity on one job into its first row:
-/// "job 4152: 8 GPUs idle" is one line, not eight. Only what is about the
-/// job folds (idle, underused): a hardware fault is each node's own, a row
-/// of its own that `D` can drain.
+/// "job 4152: 8 GPUs idle" is one line, not eight. What is about the job
+/// (idle, underused) folds across its nodes; anything else (a hardware
+/// fault, persistence off) only within one node, so each node's fault is a
+/// row of its own that `D` can drain.
 fn fold_by_job(rows: Vec<AlertRow<'_>>) -> Vec<AlertRow<'_>> {
     use std::collections::{BTreeMap, BTreeSet};
+    type Key = (
+        crate::model::flag::FlagKind,
+        crate::model::flag::Severity,
+        u64,
+        Option<usize>,
+    );
     let mut out: Vec<AlertRow<'_>> = Vec::new();
-    let mut at: BTreeMap<(crate::model::flag::FlagKind, crate::model::flag::Severity, u64), usize> = BTreeMap::new();
+    let mut at: BTreeMap<Key, usize> = BTreeMap::new();
     let mut nodes: Vec<BTreeSet<usize>> = Vec::new();
     for r in rows {
-        let Some(job) = r.job.filter(|_| r.flag.kind.about_the_job()) else {
+        let Some(job) = r.job else {
             nodes.push(BTreeSet::from([r.node]));
             out.push(r);
             continue;
         };
-        match at.get(&(r.flag.kind, r.flag.severity, job)) {
+        let node = (!r.flag.kind.about_the_job()).then_some(r.node);
+        let key = (r.flag.kind, r.flag.severity, job, node);
+        match at.get(&key) {
             Some(&i) => {
                 out[i].gpus += 1;
                 nodes[i].insert(r.node);
                 out[i].nodes = nodes[i].len();
             }
             None => {
-                at.insert((r.flag.kind, r.flag.severity, job), out.len());
+                at.insert(key, out.len());
                 nodes.push(BTreeSet::from([r.node]));
                 out.push(r);
             }
@@ -665,12 +674,23 @@ mod tests {
             flag(FlagKind::Idle, Severity::Warn),
             flag(FlagKind::Xid, Severity::Crit),
         );
-        let out = fold_by_job(vec![row(0, &idle), row(1, &idle), row(0, &xid), row(1, &xid)]);
-        let shape: Vec<(FlagKind, usize, usize)> = out.iter().map(|r| (r.flag.kind, r.node, r.nodes)).collect();
+        let out = fold_by_job(vec![
+            row(0, &idle),
+            row(1, &idle),
+            row(0, &xid),
+            row(1, &xid),
+            row(1, &xid),
+        ]);
+        let shape: Vec<(FlagKind, usize, usize, usize)> =
+            out.iter().map(|r| (r.flag.kind, r.node, r.nodes, r.gpus)).collect();
         assert_eq!(
             shape,
-            [(FlagKind::Idle, 0, 2), (FlagKind::Xid, 0, 1), (FlagKind::Xid, 1, 1)],
-            "one row for the job's idle GPUs, one per node for XID 79"
+            [
+                (FlagKind::Idle, 0, 2, 2),
+                (FlagKind::Xid, 0, 1, 1),
+                (FlagKind::Xid, 1, 1, 2)
+            ],
+            "one row for the job's idle GPUs; XID 79 one row per node (its GPUs folded)"
         );
     }
 }

@@ -619,6 +619,105 @@ fn a_scheduler_that_cannot_be_read_says_so_in_the_header_and_the_detail() {
 }
 
 #[test]
+fn a_drained_nodes_alert_says_where_the_response_stands_and_do_now_is_the_next_step() {
+    use fleetop_agent::sim::Scenario;
+    let plan = demo::plan(20, 8, 7, NOW - 600_000);
+    let node = plan
+        .iter()
+        .find(|c| c.scenario == Scenario::EccUncorrectable)
+        .map(|c| c.hostname.clone())
+        .expect("the demo has an ECC node");
+    let drained = || {
+        sched_arrives(
+            vec![(
+                node.as_str(),
+                sched_node(
+                    "drained",
+                    Some("fleetop: ecc_uncorrected on gpu3: reset_gpu"),
+                    Some("root"),
+                    Some(NOW - 13 * 60_000),
+                ),
+            )],
+            vec![],
+        )
+    };
+    let mut steps = vec![drained()];
+    steps.extend(detail_of(&node));
+    let (buf, _) = drive_steps(theme(), fleet_updates(20, 8, 60), (140, 40), steps, |_| {});
+    let screen = text(&buf);
+    let do_now = screen.lines().find(|l| l.contains("do now")).unwrap_or_default();
+    assert!(
+        do_now.contains("replace the hardware (RMA), then T: burn-in and return (drained by fleetop 13m)"),
+        "{screen}"
+    );
+    assert!(!do_now.contains("drain, then"), "never a step already done: {do_now}");
+    // The alerts screen: the node's rows say it is handled, and how far.
+    let steps = vec![drained(), Step::Do(key(KeyCode::Tab))];
+    let (buf, _) = drive_steps(theme(), fleet_updates(20, 8, 60), (160, 40), steps, |_| {});
+    let screen = text(&buf);
+    let rows: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.contains(&format!(" {node} ")) && l.starts_with("CRIT"))
+        .collect();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|l| l.contains("drained by fleetop 13m")),
+        "{screen}"
+    );
+    // A burn-in passed since (run from anywhere: the audit log's line).
+    use fleetop::model::timeline::{Event as TEvent, What};
+    let passed = |node: &str| {
+        Step::Arrive(Update::Timeline(vec![TEvent {
+            time_ms: NOW - 60_000,
+            node: node.into(),
+            what: What::Action {
+                action: NodeAction::Bench,
+                ok: true,
+                reason: Some("suite quick".into()),
+                message: String::new(),
+                policy: None,
+            },
+            by: "alice".into(),
+        }]))
+    };
+    let mut steps = vec![drained(), passed(&node)];
+    steps.extend(detail_of(&node));
+    let (buf, _) = drive_steps(theme(), fleet_updates(20, 8, 60), (140, 40), steps, |_| {});
+    let screen = text(&buf);
+    let do_now = screen.lines().find(|l| l.contains("do now")).unwrap_or_default();
+    assert!(
+        do_now.contains("replace the hardware") && !do_now.contains("T: return"),
+        "a row that cannot be remapped keeps it out, whatever passed: {screen}"
+    );
+    // A node drained for an SXid (an event, not a state) that passed: return it.
+    let sxid = plan
+        .iter()
+        .find(|c| c.scenario == Scenario::SxidFatal)
+        .map(|c| c.hostname.clone())
+        .expect("the demo has an SXid node");
+    let held = sched_arrives(
+        vec![(
+            sxid.as_str(),
+            sched_node(
+                "drained",
+                Some("fleetop: sxid on node"),
+                Some("root"),
+                Some(NOW - 13 * 60_000),
+            ),
+        )],
+        vec![],
+    );
+    let mut steps = vec![held, passed(&sxid)];
+    steps.extend(detail_of(&sxid));
+    let (buf, _) = drive_steps(theme(), fleet_updates(20, 8, 60), (140, 40), steps, |_| {});
+    let screen = text(&buf);
+    let do_now = screen.lines().find(|l| l.contains("do now")).unwrap_or_default();
+    assert!(
+        do_now.contains("T: return it to service (burn-in passed 23:59Z)"),
+        "{screen}"
+    );
+}
+
+#[test]
 fn burn_in_on_a_node_with_a_job_or_someone_elses_hold_names_them_and_needs_the_name_typed() {
     let setup = |app: &mut App| {
         app.bench_enabled = true;
@@ -2859,11 +2958,11 @@ fn header_totals_come_from_live_nodes_and_say_how_many_they_leave_out() {
     assert!(head.ends_with("│ 4 not counted"), "{head}");
     assert!(head.chars().count() <= 80, "{head}");
     // A wider fleet at 80 columns keeps the count of what is left out
-    // (the numbers give way first: 1 stale and 12 unreachable) and never
-    // runs off the edge.
+    // (the numbers give way first: 12 down and the demo's hung agent, 13
+    // unreachable, short) and never runs off the edge.
     let down: Vec<usize> = (0..12).collect();
     let head = header(&drive(theme(), fleet_with_down(300, &down), (80, 24), vec![]));
-    assert!(head.contains(" 1 stale 12 unreachable"), "{head}");
+    assert!(head.contains(" 13 unrch │ 13 not counted"), "{head}");
     assert!(!head.contains("GPU") && !head.contains("util"), "{head}");
     assert!(head.chars().count() <= 80, "{head}");
 }
@@ -3061,9 +3160,10 @@ fn the_header_counts_nodes_by_health_as_the_status_column_does() {
     let screen = text(&buf);
     let words = status_words(&screen);
     let c = |w: &str| words.get(w).copied().unwrap_or(0);
-    assert!(c("crit") > 0 && c("warn") > 0 && c("stale") == 1, "{words:?}");
+    // The demo's hung agent: silent for minutes, so unreachable.
+    assert!(c("crit") > 0 && c("warn") > 0 && c("unrch") == 1, "{words:?}");
     let want = format!(
-        "16 nodes: {} crit {} warn {} ok 1 stale │",
+        "16 nodes: {} crit {} warn {} ok 1 unreachable │",
         c("crit"),
         c("warn"),
         c("ok")
@@ -3079,10 +3179,11 @@ fn the_header_counts_nodes_by_health_as_the_status_column_does() {
 #[test]
 fn a_stale_nodes_row_says_how_old_its_numbers_are_sorts_apart_and_stays_out_of_the_totals() {
     let screen = text(&drive(theme(), fleet_updates(16, 8, 600), (120, 30), vec![]));
+    // The demo's hung agent, silent for minutes: unreachable, its numbers old.
     let stale = screen
         .lines()
-        .find(|l| l.split_whitespace().nth(1) == Some("stale"))
-        .expect("the demo's stale node");
+        .find(|l| l.split_whitespace().nth(1) == Some("unrch"))
+        .expect("the demo's hung node");
     let age = stale.split_whitespace().nth(2).unwrap_or_default();
     assert!(age.ends_with('s') || age.ends_with('m'), "{stale}");
     let stale_name = stale.split_whitespace().next().unwrap_or_default().to_string();
@@ -3092,7 +3193,7 @@ fn a_stale_nodes_row_says_how_old_its_numbers_are_sorts_apart_and_stays_out_of_t
         // A flagged GPU's mark ("!97", "*0") is not part of its number.
         let l = l.replace(['!', '*'], " ");
         let w: Vec<&str> = l.split_whitespace().collect();
-        if w.len() < 10 || !w[0].starts_with("gpu") || w[1] == "stale" {
+        if w.len() < 10 || !w[0].starts_with("gpu") || w[1] == "unrch" {
             continue;
         }
         for c in &w[2..10] {

@@ -10,7 +10,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table, Widget, Wrap};
 use super::{block, line_at, severity_style};
 use crate::model::flag::{Flag, Severity, Subject};
 use crate::tui::app::App;
-use crate::tui::view::human_age;
+use crate::tui::view::{hhmm, human_age};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
@@ -69,7 +69,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         let rule = Line::from(Span::styled("─".repeat(pane.width as usize), t.border));
         line_at(rule, pane, 0, buf);
         let name = &app.store.nodes[r.node].target.name;
-        Paragraph::new(entry_lines(app, name, r.flag))
+        Paragraph::new(entry_lines(app, &app.store.nodes[r.node], name, r.flag))
             .wrap(Wrap { trim: false })
             .render(
                 Rect {
@@ -120,6 +120,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             },
             None => String::new(),
         };
+        // Where the response stands, before the detail: a drained node's
+        // alert does not look unhandled.
+        if r.nodes == 1
+            && r.cleared_ms.is_none()
+            && let Some(resp) = crate::tui::view::response(n, f.since_ms, app.now_ms)
+        {
+            detail.push_str(&format!("{resp} · "));
+        }
         detail.push_str(&match r.job {
             Some(job) if r.gpus > 1 => folded_detail(f, job, r.gpus),
             _ => f.detail.clone(),
@@ -176,7 +184,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 /// A flag and its catalog entry, for the pane under the list: the flag,
 /// what it means, what to do now (escalated, and why), what next, where
 /// the runbook is.
-fn entry_lines<'a>(app: &App, node: &str, f: &'a Flag) -> Vec<Line<'a>> {
+fn entry_lines<'a>(app: &App, n: &crate::store::NodeState, node: &str, f: &'a Flag) -> Vec<Line<'a>> {
     let t = &app.theme;
     let e = f.entry();
     let ev = crate::tui::view::evidence_text(f);
@@ -191,12 +199,22 @@ fn entry_lines<'a>(app: &App, node: &str, f: &'a Flag) -> Vec<Line<'a>> {
     let mut lines = vec![
         Line::from(head),
         Line::from(vec![label("means   "), Span::raw(e.meaning)]),
-        Line::from(vec![
-            label("do now  "),
-            Span::styled(f.action.name(), severity_style(t, f.action.severity())),
-            Span::raw(format!(": {}", f.action.says())),
-        ]),
+        // Once fleetop has acted, the next step, never one already done.
+        match crate::tui::view::next_step(n, Some(f)) {
+            Some(next) => Line::from(vec![
+                label("do now  "),
+                Span::styled(next, severity_style(t, f.action.severity())),
+            ]),
+            None => Line::from(vec![
+                label("do now  "),
+                Span::styled(f.action.name(), severity_style(t, f.action.severity())),
+                Span::raw(format!(": {}", f.action.says())),
+            ]),
+        },
     ];
+    if let Some(r) = crate::tui::view::response(n, f.since_ms, app.now_ms) {
+        lines.push(Line::from(vec![label("so far  "), Span::raw(r)]));
+    }
     match (&f.escalation, e.investigate) {
         (Some(why), _) => lines.push(Line::from(vec![label("because "), Span::raw(why.as_str())])),
         (None, Some(next)) if next != f.action => lines.push(Line::from(vec![
@@ -223,11 +241,4 @@ fn folded_detail(f: &crate::model::flag::Flag, job: u64, gpus: usize) -> String 
         Some((who, rest)) => format!("{who}: {what}; {rest}"),
         None => format!("job {job}: {what}; {}", f.detail),
     }
-}
-
-/// "14:05Z": when a silence ends, UTC like the header's clock.
-fn hhmm(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%H:%MZ").to_string())
-        .unwrap_or_default()
 }

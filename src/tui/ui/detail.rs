@@ -68,7 +68,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let flags: Vec<&Flag> = n.detector.active().collect();
     let room = inner.height.saturating_sub(1 + sched_h + kube_h + pods_h + table_h + 4);
     let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(1));
-    let diag_h = u16::from(!flags.is_empty()) + flags_h;
+    // A "do now" line with a flag, or for a node fleetop holds (its return).
+    let do_now = !flags.is_empty() || crate::tui::view::next_step(n, None).is_some();
+    let diag_h = u16::from(do_now) + flags_h;
     let [host, sched, kube, pods_at, diag, table, lower] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(sched_h),
@@ -142,12 +144,26 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 /// shows GPU flags in their rows, and nothing else above pane 3 shows these.
 fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let Some((top, said)) = crate::tui::view::diagnosis(n) else {
-        return;
+    let diagnosis = crate::tui::view::diagnosis(n);
+    let top = diagnosis.as_ref().map(|(f, _)| *f);
+    // Once fleetop has acted, the next step and where the response
+    // stands, never a step already done (a drained node with nothing
+    // flagged still has one: its return).
+    let said = match (crate::tui::view::next_step(n, top), &diagnosis) {
+        (Some(next), _) => {
+            let since = top.map_or(i64::MIN, |f| f.since_ms);
+            match crate::tui::view::response(n, since, app.now_ms) {
+                Some(r) => format!("{next} ({r})"),
+                None => next,
+            }
+        }
+        (None, Some((_, said))) => said.clone(),
+        (None, None) => return,
     };
+    let severity = top.map_or(crate::model::flag::Severity::Info, |f| f.action.severity());
     let line = Line::from(vec![
         Span::styled("do now ", t.muted),
-        Span::styled(said, severity_style(t, top.action.severity())),
+        Span::styled(said, severity_style(t, severity)),
     ]);
     line_at(line, area, 0, buf);
     let mut sorted = flags.to_vec();

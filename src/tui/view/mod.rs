@@ -1,10 +1,12 @@
 //! What the screens show, computed from the store: metrics as fractions for
 //! the heat scale, node summaries, the filter and the sort. Pure functions.
 //! The filter typed after `/` is in `filter`, the group view's rows in
-//! `groups`; both are re-exported here, where the screens look for them.
+//! `groups`, where the response to a node's trouble stands in `response`;
+//! all are re-exported here, where the screens look for them.
 
 mod filter;
 mod groups;
+mod response;
 
 use crate::model::sample::{GpuDesc, GpuReading, MigReading};
 
@@ -15,6 +17,7 @@ use crate::store::{NodeState, NodeStatus, Store};
 
 pub use filter::Filter;
 pub use groups::{GroupBy, GroupRow, NO_GROUP, groups};
+pub use response::{hhmm, next_step, response};
 
 /// The metric that colours the heatmap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
