@@ -293,9 +293,11 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Logs go to stderr; stdout is kept for `sample --format json`.
+    // Logs go to stderr; stdout is kept for `sample --format json`. Colour
+    // only on a terminal: a file or the journal gets plain text.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("FLEETOP_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -121,3 +121,33 @@ fn durations_and_counts_out_of_range_are_clear_errors() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// A log that is not a terminal (a file, the journal) gets plain text, no
+/// colour codes.
+#[test]
+fn the_log_to_a_file_has_no_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .args([
+            "--backend",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--kmsg",
+            "none",
+            "--state-dir",
+            "none",
+        ])
+        .env("FLEETOP_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mut line = String::new();
+    let read = BufReader::new(child.stderr.take().expect("stderr")).read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    read.expect("a log line");
+    assert!(line.contains("serving on"), "{line}");
+    assert!(!line.contains('\u{1b}'), "colour codes in a file: {line:?}");
+}

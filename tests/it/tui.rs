@@ -718,6 +718,33 @@ fn a_drained_nodes_alert_says_where_the_response_stands_and_do_now_is_the_next_s
 }
 
 #[test]
+fn a_gpu_that_fell_off_the_bus_shows_its_nvlinks_as_unknown_never_up() {
+    use fleetop_agent::sim::Scenario;
+    let plan = demo::plan(16, 8, 7, NOW - 600_000);
+    let cfg = plan
+        .iter()
+        .find(|c| c.scenario == Scenario::Xid79)
+        .expect("the XID 79 node");
+    let lost = fleetop_agent::sim::target_gpu(cfg.seed, 8);
+    let mut steps = detail_of(&cfg.hostname);
+    steps.extend((0..lost).map(|_| Step::Do(key(KeyCode::Char('j')))));
+    steps.push(Step::Do(key(KeyCode::Char('2'))));
+    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (120, 50), steps, |_| {});
+    let screen = text(&buf);
+    let link_rows = |state: &str| {
+        let below = screen.lines().skip_while(|l| !l.starts_with("link state"));
+        below
+            .filter(|l| {
+                let mut w = l.split_whitespace();
+                w.next().is_some_and(|n| n.parse::<u32>().is_ok()) && w.next() == Some(state)
+            })
+            .count()
+    };
+    assert_eq!(link_rows("up"), 0, "{screen}");
+    assert!(link_rows("?") >= 1, "{screen}");
+}
+
+#[test]
 fn burn_in_on_a_node_with_a_job_or_someone_elses_hold_names_them_and_needs_the_name_typed() {
     let setup = |app: &mut App| {
         app.bench_enabled = true;

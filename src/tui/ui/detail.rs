@@ -725,14 +725,15 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let rates = n.derived.gpus.get(app.detail_gpu);
     let row = |i: usize| {
         let l = &gi.nvlinks[i];
-        let down = g.nvlink_up(i) == Some(false);
-
+        // No reading (a GPU that fell off the bus): not known, never "up".
+        let state = match g.nvlink_up(i).filter(|_| !g.is_lost()) {
+            Some(true) => Span::styled("up", t.ok),
+            Some(false) => Span::styled("down", t.crit),
+            None => Span::styled("?", t.muted),
+        };
         Row::new(vec![
             Cell::from(format!("{}", l.link)),
-            Cell::from(Span::styled(
-                if down { "down" } else { "up" },
-                if down { t.crit } else { t.ok },
-            )),
+            Cell::from(state),
             Cell::from(human_rate(rates.and_then(|r| r.tx(i)))),
             Cell::from(human_rate(rates.and_then(|r| r.rx(i)))),
         ])
