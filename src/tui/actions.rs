@@ -146,6 +146,36 @@ fn plan_for(app: &App, action: NodeAction, nodes: Vec<String>, reason: Option<St
     }
 }
 
+/// The nodes among `names` already held out of service in Slurm, with who
+/// holds them and why ("gpu03: drained by alice at ...: maintenance"): a
+/// drain leaves them as they are.
+pub(crate) fn already_held(app: &App, names: &[String]) -> Vec<String> {
+    if to_kube(app) || to_ray(app) {
+        return Vec::new();
+    }
+    names
+        .iter()
+        .filter_map(|name| {
+            let n = app.store.nodes.iter().find(|n| &n.target.name == name)?;
+            let s = &n.scheduler.as_ref()?.node;
+            (s.hold() != Hold::InService).then(|| format!("{name}: {}", s.held_by()))
+        })
+        .collect()
+}
+
+/// The nodes a drain acts on: those not already held out of service.
+fn drainable(app: &App, action: NodeAction, names: &[String]) -> Vec<String> {
+    if action != NodeAction::Drain {
+        return names.to_vec();
+    }
+    let held = already_held(app, names);
+    names
+        .iter()
+        .filter(|n| !held.iter().any(|h| h.starts_with(&format!("{n}: "))))
+        .cloned()
+        .collect()
+}
+
 /// What is logged for an attempt refused before it was planned (read-only):
 /// the calls it would have made, whether or not a reason was typed.
 fn refused_plan(app: &App, action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Plan {
@@ -609,7 +639,16 @@ pub(crate) fn dialog_key(app: &mut App, k: KeyEvent) {
                 cancelled(app, action.verb());
                 None
             }
-            KeyCode::Enter => match plan_for(app, action, nodes.clone(), Some(text.clone())) {
+            // A node already held out of service is left as it is: the
+            // plan (and the confirmation) names no command that will not run.
+            KeyCode::Enter if action == NodeAction::Drain && already_held(app, &nodes).len() == nodes.len() => {
+                app.message = Some(format!(
+                    "nothing to drain: {} already out of service, left as it is",
+                    hostlist::compress(&nodes)
+                ));
+                None
+            }
+            KeyCode::Enter => match plan_for(app, action, drainable(app, action, &nodes), Some(text.clone())) {
                 Ok(plan) => Some(Dialog::Confirm {
                     plan,
                     chosen,

@@ -35,6 +35,19 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             ];
             lines.extend(reason_lines(t, text, inner));
             lines.push(Line::from(""));
+            // Before the confirmation: a node someone (or fleetop) already
+            // holds is left as it is, its reason kept.
+            let held = crate::tui::actions::already_held(app, nodes);
+            if *action == NodeAction::Drain && !held.is_empty() {
+                lines.push(Line::from(Span::styled(
+                    " Already out of service, left as it is (its reason kept):",
+                    t.warn,
+                )));
+                for h in &held {
+                    lines.extend(wrap(&format!("   {h}"), inner, "     ").into_iter().map(Line::from));
+                }
+                lines.push(Line::from(""));
+            }
             lines.extend(job_lines(app, nodes, inner));
             lines.push(Line::from(""));
             lines.push(Line::from(Span::styled(

@@ -106,41 +106,18 @@ struct RowLayout {
 
 const FLAGS_MIN: usize = 12;
 
-impl RowLayout {
-    /// Columns a row of `gpus` cells takes, the flags' minimum included.
-    fn used(&self, gpus: usize) -> usize {
-        2 + self.name_w
-            + 1
-            + if self.status { self.status_w } else { 0 }
-            + gpus * self.cell_w
-            + if self.mean { 5 } else { 0 }
-            + FLAGS_MIN
-    }
-}
-
 /// The scheduler column's width: 10 for Slurm's state words; wider where
-/// fleetop drained a shown node, so its row says so and for how long
-/// (`need`), and as much of the reason (`want`) as the row's spare room
-/// allows. Where `need` only fits with narrower GPU cells, it gets just
-/// that: what room the narrower cells leave goes to the flags.
+/// a shown node is held out of service, so its row says for how long and by
+/// whom (`need`, at most `view::SCHED_LABEL_MAX` and a gap). Where `need`
+/// only fits with narrower GPU cells, it gets just that.
 #[cfg(test)]
-fn sched_width(width: usize, gpus: usize, name_w: usize, need: usize, want: usize) -> usize {
-    sched_width_with(width, gpus, (name_w, 6), need, want)
+fn sched_width(need: usize) -> usize {
+    sched_width_with(need)
 }
 
-/// The same, with the name's and the status column's widths.
-fn sched_width_with(width: usize, gpus: usize, (name_w, status_w): (usize, usize), need: usize, want: usize) -> usize {
+fn sched_width_with(need: usize) -> usize {
     const STATE_W: usize = 10;
-    if need <= STATE_W {
-        return STATE_W;
-    }
-    let rest = width.saturating_sub(STATE_W);
-    let at_state = STATE_W + rest.saturating_sub(row_layout(rest, gpus, name_w, status_w).used(gpus));
-    if at_state >= need {
-        want.clamp(need, at_state)
-    } else {
-        need
-    }
+    need.clamp(STATE_W, view::SCHED_LABEL_MAX + 1)
 }
 
 fn row_layout(width: usize, gpus: usize, name_w: usize, status_w: usize) -> RowLayout {
@@ -210,7 +187,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         .unwrap_or(4)
         .clamp(4, 16);
     // The scheduler's word for the node, where a scheduler is known; for
-    // a node fleetop drained, how long and why.
+    // a node held out of service, how long and by whom.
     let labels: Vec<Option<String>> = vis
         .iter()
         .map(|&i| {
@@ -219,22 +196,15 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         })
         .collect();
     let with_sched = labels.iter().any(Option::is_some);
-    // "drained 2h fleetop…" at least (a gap after): the reason's words as room allows.
+    // "drained 2h fleetop", "draining 5m alice" (a gap after): bounded, so
+    // a long reason never takes the flags' room; the reason is in detail.
     let need = labels
-        .iter()
-        .flatten()
-        .filter_map(|l| {
-            l.find(crate::model::action::REASON_PREFIX)
-                .map(|at| at + "fleetop".len() + 2)
-        })
-        .max()
-        .unwrap_or(0);
-    let want = labels
         .iter()
         .flatten()
         .map(|l| l.chars().count() + 1)
         .max()
         .unwrap_or(0);
+
     // A GPU in MIG mode gets a cell per instance where those still fit three
     // columns wide; else one cell per GPU, which says how many instances it has.
     let cells = |i: usize| -> usize {
@@ -263,11 +233,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         .max()
         .unwrap_or(0)
         .max(6);
-    let sched_w = if with_sched {
-        sched_width_with(area.width as usize, max_gpus, (name_w, status_w), need, want)
-    } else {
-        0
-    };
+    let sched_w = if with_sched { sched_width_with(need) } else { 0 };
     let width = (area.width as usize).saturating_sub(sched_w);
     let split_lay = row_layout(width, max_cells, name_w, status_w);
     let split = max_cells > max_gpus && split_lay.cell_w >= 3;
@@ -402,13 +368,7 @@ fn sched_span(t: &Theme, n: &NodeState, label: Option<&str>, w: usize) -> Span<'
         t.muted
     };
     let room = w.saturating_sub(1);
-    let label: String = if label.chars().count() > room && label.contains(crate::model::action::REASON_PREFIX) {
-        let mut cut: String = label.chars().take(room.saturating_sub(1)).collect();
-        cut.push('…');
-        cut
-    } else {
-        label.chars().take(room).collect()
-    };
+    let label: String = label.chars().take(room).collect();
     Span::styled(format!("{label:<w$}"), style)
 }
 
@@ -512,17 +472,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fleetop_drain_gets_its_words_from_spare_room_and_its_minimum_from_the_cells() {
-        // 80 columns, 8 GPUs: "drained 2h fleetop…" does not fit beside
-        // 4-wide cells; it gets exactly its minimum.
-        assert_eq!(sched_width(80, 8, 5, 20, 60), 20);
-        // Wide: the whole reason where it fits, never less than the minimum.
-        assert_eq!(sched_width(200, 8, 5, 20, 60), 60);
-        assert_eq!(sched_width(200, 8, 5, 20, 12), 20);
-        // No fleetop drain shown: Slurm's words in 10.
-        assert_eq!(sched_width(80, 8, 5, 0, 9), 10);
-        // Too narrow for anything: no panic.
-        assert_eq!(sched_width(5, 8, 5, 20, 60), 20);
+    fn a_held_nodes_slurm_word_is_bounded_so_the_flags_keep_their_room() {
+        // Slurm's words in 10.
+        assert_eq!(sched_width(0), 10);
+        assert_eq!(sched_width(9), 10);
+        // "draining 59m fleetop" and a gap.
+        assert_eq!(sched_width(21), 21);
+        // Never wider than the longest label and its gap.
+        assert_eq!(sched_width(200), crate::tui::view::SCHED_LABEL_MAX + 1);
     }
 
     #[test]

@@ -563,17 +563,29 @@ pub fn held_for_ms(s: &SchedNode, now_ms: i64) -> Option<i64> {
     Some((now_ms - at).max(0))
 }
 
-/// A heatmap row's Slurm word: the state, and for a node fleetop drained
-/// how long and why ("drained 2h fleetop: xid on gpu3: ..."); someone
-/// else's drain is their business, shown as the state alone.
+/// The most a heatmap row's Slurm word takes: a state, an age and a
+/// holder, never the reason (node detail has it), so the flags keep their
+/// room.
+pub const SCHED_LABEL_MAX: usize = 26;
+
+/// A heatmap row's Slurm word: the state, and for a node held out of
+/// service how long and by whom ("drained 2h fleetop", "draining 5m
+/// alice"), someone else's drain as visible as fleetop's. At most
+/// `SCHED_LABEL_MAX` characters.
 pub fn sched_label(s: &SchedNode, now_ms: i64) -> String {
-    match s.hold() {
-        Hold::Fleetop { reason } => match held_for_ms(s, now_ms) {
-            Some(ms) => format!("{} {} {reason}", s.label(), human_age(ms)),
-            None => format!("{} {reason}", s.label()),
-        },
-        _ => s.label(),
+    let who = match s.hold() {
+        Hold::InService => return s.label(),
+        Hold::Fleetop { .. } => "fleetop".to_string(),
+        Hold::Other => fleetop_proto::input::printable(s.reason_user.as_deref().unwrap_or("?"), 10),
+    };
+    let mut l = match held_for_ms(s, now_ms) {
+        Some(ms) => format!("{} {} {who}", s.label(), human_age(ms)),
+        None => format!("{} {who}", s.label()),
+    };
+    if l.chars().count() > SCHED_LABEL_MAX {
+        l = l.chars().take(SCHED_LABEL_MAX - 1).chain(['…']).collect();
     }
+    l
 }
 
 /// Who made fleetop's drain of a node, from its timeline (the audit log's
