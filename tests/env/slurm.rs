@@ -541,6 +541,26 @@ pub fn a_hung_then_dead_controller_is_shown_and_never_hangs_an_action() {
         log.last().is_some_and(|r| r.results.iter().all(|r| !r.ok)),
         "logged as failed"
     );
+    // A one-shot export started now: Slurm cannot name the nodes, the
+    // config's [slurm.agents] does; every agent is read, and the document
+    // says why Slurm's fields are missing (exit 0).
+    let out = crate::fleetop()
+        .envs(env.cluster.env())
+        .arg("--config")
+        .arg(env.config())
+        .args(["export", "--slurm", "--once", "--timeout", "5s"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let once: fleetop::export::Snapshot = serde_json::from_slice(&out.stdout).expect("a document");
+    assert_eq!(once.nodes.len(), 4);
+    assert!(once.nodes.iter().all(|n| n.status == fleetop::export::Status::Ok), "{once:?}");
+    assert!(
+        once.scheduler_error.as_deref().is_some_and(|e| e.contains("did not answer") || e.contains("within")),
+        "{:?}",
+        once.scheduler_error
+    );
 
     // Back: the error clears.
     env.cluster.signal_ctld("CONT");
