@@ -555,9 +555,14 @@ pub fn a_hung_then_dead_controller_is_shown_and_never_hangs_an_action() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let once: fleetop::export::Snapshot = serde_json::from_slice(&out.stdout).expect("a document");
     assert_eq!(once.nodes.len(), 4);
-    assert!(once.nodes.iter().all(|n| n.status == fleetop::export::Status::Ok), "{once:?}");
     assert!(
-        once.scheduler_error.as_deref().is_some_and(|e| e.contains("did not answer") || e.contains("within")),
+        once.nodes.iter().all(|n| n.status == fleetop::export::Status::Ok),
+        "{once:?}"
+    );
+    assert!(
+        once.scheduler_error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not answer") || e.contains("within")),
         "{:?}",
         once.scheduler_error
     );

@@ -1421,6 +1421,34 @@ fn on_the_wall_red_means_crit_and_nothing_else_in_every_theme_at_256_and_16_colo
 }
 
 #[test]
+fn a_crit_gpu_cell_is_drawn_in_the_crit_colour_not_the_heat_of_its_number() {
+    let t = Theme::load("default", None, ColorDepth::Ansi256).expect("theme");
+    let crit = shown_bg(&{
+        let mut c = ratatui::buffer::Cell::default();
+        c.set_style(t.crit_block());
+        c
+    });
+    let buf = drive(t.clone(), fleet_updates(16, 8, 60), (120, 30), vec![]);
+    let (mut marked, mut in_crit) = (0, 0);
+    let rows: Vec<u16> = text(&buf)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("  gpu"))
+        .map(|(y, _)| y as u16)
+        .collect();
+    for &y in &rows {
+        for x in 0..buf.area.width {
+            if buf[(x, y)].symbol() == "!" {
+                marked += 1;
+                in_crit += usize::from(shown_bg(&buf[(x, y)]) == crit);
+            }
+        }
+    }
+    assert!(marked > 0, "{}", text(&buf));
+    assert_eq!(in_crit, marked, "every `!` cell in the crit colour");
+}
+
+#[test]
 fn without_colour_the_wall_glyphs_are_distinct() {
     let mono = Theme::load("default", None, ColorDepth::Mono).expect("mono");
     let screen = text(&drive(mono, fleet_updates(300, 8, 30), (80, 24), vec![]));

@@ -293,7 +293,11 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
                 drawn += 1;
             } else if g.mig.is_empty() || g.error.is_some() {
                 let text = cell_text(app.metric.cell_text(g, gi, th), g.index, true);
-                spans.push(cell_span(t, app.metric.frac(g, gi, th), stale, false, text));
+                // A crit GPU is drawn as crit, not in the heat of its number:
+                // its `!` and its colour say the same.
+                let crit = !stale && flagged.get(&g.index) == Some(&crate::model::flag::Severity::Crit);
+                let frac = app.metric.frac(g, gi, th).filter(|_| !crit);
+                spans.push(cell_span(t, frac, stale, false, text));
                 drawn += 1;
             } else if split {
                 for (k, m) in g.mig.iter().enumerate() {
