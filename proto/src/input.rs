@@ -39,8 +39,20 @@ pub fn truncate_to(s: &mut String, max: usize) {
     }
 }
 
+/// Control characters, the byte-order mark, and the characters that
+/// reorder text on screen (bidi overrides and isolates, the direction
+/// marks): a line from outside must read as it is.
 fn needs_escape(c: char) -> bool {
-    c.is_control() || c == '\u{feff}'
+    c.is_control()
+        || matches!(
+            c,
+            '\u{feff}' | '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Whether `s` holds anything `printable` would escape.
+pub fn has_unprintable(s: &str) -> bool {
+    s.chars().any(needs_escape)
 }
 
 /// `s` for a one-line message: control characters escaped (`\x1b`, `\n`),
@@ -97,6 +109,19 @@ mod tests {
         let e = read_capped(&p, 1 << 20).expect_err("oversized");
         assert!(e.to_string().contains("larger than 1 MiB"), "{e}");
         let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn controls_and_bidi_overrides_are_escaped_and_long_text_cut() {
+        assert_eq!(
+            printable("\u{1b}]0;T\u{7}\u{1b}[2J", 100),
+            "\\u{1b}]0;T\\u{7}\\u{1b}[2J"
+        );
+        assert_eq!(printable("abc\u{202e}def", 100), "abc\\u{202e}def");
+        assert_eq!(printable("a\u{2067}b", 100), "a\\u{2067}b");
+        assert!(!has_unprintable("plain words: 79"));
+        assert!(has_unprintable("x\u{200f}"));
+        assert_eq!(printable("abcdef", 3), "abc… (3 more characters)");
     }
 
     #[test]

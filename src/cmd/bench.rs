@@ -49,7 +49,11 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
     let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
     let progress = |i: usize, u: &BenchUpdate| {
         if let BenchUpdate::Progress { step, done, total } = u {
-            eprintln!("{} [{done}/{total}] {step}", names[i]);
+            eprintln!(
+                "{} [{done}/{total}] {}",
+                names[i],
+                fleetop_proto::input::printable(step, 200)
+            );
         }
     };
     audit::started(&plan)?;

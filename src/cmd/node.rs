@@ -121,7 +121,11 @@ fn show_plan(plan: &action::Plan, what: &str) -> anyhow::Result<()> {
     let mut err = std::io::stderr().lock();
     writeln!(err, "{} {} node(s): {what}", plan.action.verb(), plan.nodes.len())?;
     for c in &plan.commands {
-        writeln!(err, "  {}", action::shell_words(c))?;
+        writeln!(
+            err,
+            "  {}",
+            fleetop_proto::input::printable(&action::shell_words(c), 4000)
+        )?;
     }
     for (node, fault) in &plan.faults {
         let what = if plan.force {
@@ -208,9 +212,10 @@ async fn fault_journals(nodes: &[String], source: &SourceArgs, cfg: &Config) -> 
                 }
             }
             Err(e) => eprintln!(
-                "fleetop: {}: the agent at {} did not answer ({e}): its fault journal is left out",
+                "fleetop: {}: the agent at {} did not answer ({}): its fault journal is left out",
                 t.name,
-                t.address()
+                t.address(),
+                fleetop_proto::input::printable(&e.to_string(), 500)
             ),
         }
     }
@@ -276,10 +281,14 @@ async fn run_return(
         let mut err = std::io::stderr().lock();
         writeln!(err, "return {} node(s): {}", nodes.len(), args.nodes)?;
         for line in prepared.describe() {
-            writeln!(err, "  {line}")?;
+            writeln!(err, "  {}", fleetop_proto::input::printable(&line, 2000))?;
         }
         for c in &plan.commands {
-            writeln!(err, "  {}", action::shell_words(c))?;
+            writeln!(
+                err,
+                "  {}",
+                fleetop_proto::input::printable(&action::shell_words(c), 4000)
+            )?;
         }
     }
     if !args.yes {
@@ -288,7 +297,10 @@ async fn run_return(
     audit::started(&plan)?;
     let progress = |_: usize, u: &crate::model::bench::BenchUpdate| {
         if let crate::model::bench::BenchUpdate::Progress { step, done, total } = u {
-            eprintln!("burn-in [{done}/{total}] {step}");
+            eprintln!(
+                "burn-in [{done}/{total}] {}",
+                fleetop_proto::input::printable(step, 200)
+            );
         }
     };
     let report = return_to_service::run(&prepared, &slurm, token.as_deref(), &access, args.timeout, &progress).await;
@@ -417,12 +429,14 @@ fn print_report(report: &ActionReport, format: ActionFormat) -> anyhow::Result<(
         ActionFormat::Text => {
             let w = report.results.iter().map(|r| r.node.len()).max().unwrap_or(4);
             for r in &report.results {
+                // Slurm's and the API servers' words, and reasons anyone
+                // set: escaped before the terminal sees them.
                 writeln!(
                     out,
                     "{:<w$}  {}  {}",
-                    r.node,
+                    fleetop_proto::input::printable(&r.node, 64),
                     if r.ok { "ok  " } else { "FAIL" },
-                    r.message
+                    fleetop_proto::input::printable(&r.message, 2000)
                 )?;
             }
         }

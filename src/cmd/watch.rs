@@ -202,7 +202,11 @@ pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::R
             let mode = state.mode.map_or("not running here yet", |m| m.name());
             println!("policy: {mode}; state in {}", path.display());
             match &state.tripped {
-                Some(t) => println!("breaker: TRIPPED at {}: {}", rfc3339(t.at_ms), t.why),
+                Some(t) => println!(
+                    "breaker: TRIPPED at {}: {}",
+                    rfc3339(t.at_ms),
+                    fleetop_proto::input::printable(&t.why, 500)
+                ),
                 None => println!("breaker: armed"),
             }
             println!(
@@ -216,7 +220,12 @@ pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::R
                 println!("incidents open (not drained twice):");
             }
             for d in state.holding.values() {
-                println!("  {}  drained at {}: {}", d.node, rfc3339(d.at_ms), d.reason);
+                println!(
+                    "  {}  drained at {}: {}",
+                    fleetop_proto::input::printable(&d.node, 64),
+                    rfc3339(d.at_ms),
+                    fleetop_proto::input::printable(&d.reason, 500)
+                );
             }
         }
         RemediateVerb::Reset => {

@@ -168,9 +168,35 @@ pub fn command(action: NodeAction, node: &str, reason: Option<&str>) -> Vec<Stri
 
 /// Plans an action; a drain needs a reason (the next person needs to know
 /// why), which Slurm is given with fleetop's prefix.
+/// The most bytes a reason given to fleetop may have: Slurm shows a line,
+/// and a reason is read by people in sinfo and the console.
+pub const MAX_REASON_BYTES: usize = 1000;
+
+/// A reason given to fleetop, checked before any plan: no control or
+/// reordering characters (they would reach every terminal that shows the
+/// reason, and a newline broke Slurm's text output), and a bound on length.
+pub fn check_reason(reason: &str) -> Result<(), String> {
+    if fleetop_proto::input::has_unprintable(reason) {
+        return Err(format!(
+            "the reason holds a control character: {} (type it without)",
+            fleetop_proto::input::printable(reason, 80)
+        ));
+    }
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(format!(
+            "the reason is {} bytes: at most {MAX_REASON_BYTES}",
+            reason.len()
+        ));
+    }
+    Ok(())
+}
+
 pub fn plan(action: NodeAction, nodes: Vec<String>, reason: Option<String>) -> Result<Plan, String> {
     if nodes.is_empty() {
         return Err("no nodes given".into());
+    }
+    if let Some(r) = &reason {
+        check_reason(r)?;
     }
     let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
     if action == NodeAction::Drain && reason.as_deref().and_then(own_words).is_some_and(str::is_empty) {

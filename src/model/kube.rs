@@ -289,6 +289,9 @@ pub fn plan(
     reason: Option<String>,
     gpu_pods_only: bool,
 ) -> Result<Plan, String> {
+    if let Some(r) = &reason {
+        crate::model::action::check_reason(r)?;
+    }
     let action = match action {
         // Undrain has no meaning of its own in Kubernetes: an uncordon.
         NodeAction::Undrain => NodeAction::Resume,

@@ -49,6 +49,9 @@ pub fn drain_plan(
     how: &RayDrain,
     now_ms: i64,
 ) -> Result<Plan, String> {
+    if let Some(r) = &reason {
+        crate::model::action::check_reason(r)?;
+    }
     let unknown: Vec<&str> = nodes
         .iter()
         .filter(|(_, r)| r.is_none())

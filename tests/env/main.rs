@@ -101,6 +101,10 @@ fn main() {
         ),
         t!(slurm::discover_drain_resume_undrain_with_state_and_reason_shown, slurm),
         t!(slurm::text_format_reads_the_same_as_json, slurm),
+        t!(
+            slurm::a_hostile_reason_set_by_anyone_breaks_no_read_and_reaches_no_terminal,
+            slurm
+        ),
         t!(slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node, slurm),
         t!(slurm::a_job_shows_on_its_node_and_a_drain_waits_for_it, slurm),
         t!(slurm::read_only_refuses_and_logs_the_attempt, slurm),

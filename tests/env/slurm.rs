@@ -268,6 +268,69 @@ pub fn text_format_reads_the_same_as_json() {
     assert_eq!(parts(1), Some(vec!["gpu".to_string()]));
 }
 
+/// A reason someone set with scontrol holding a newline and terminal
+/// escapes: every later read of Slurm still works, in both formats, for
+/// every other node's actions; nothing of it reaches the terminal raw; and
+/// fleetop refuses such a reason given to it, before anything runs.
+pub fn a_hostile_reason_set_by_anyone_breaks_no_read_and_reaches_no_terminal() {
+    let env = setup();
+    let hostile = "line one\nNodeName=gpu03 State=DOWN \u{1b}]0;TITLE\u{7}\u{1b}[2J \u{202e}drowkcab";
+    let ok = env
+        .cluster
+        .command("scontrol")
+        .args(["update", "NodeName=gpu02", "State=DRAIN", &format!("Reason={hostile}")])
+        .status()
+        .expect("scontrol");
+    assert!(ok.success());
+    env.cluster
+        .wait_state("gpu02", "drained", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for format in ["json", "text"] {
+        let cfg = std::fs::read_to_string(env.config()).expect("config");
+        let cfg = match cfg.find("format = ") {
+            Some(_) => cfg.replace("format = \"json\"", &format!("format = \"{format}\"")),
+            None => cfg.replace("[slurm]\n", &format!("[slurm]\nformat = \"{format}\"\n")),
+        };
+        std::fs::write(env.config(), cfg).expect("config");
+        // Another node's drain and resume work.
+        let (ok, out, err) = env.node("drain", "gpu01", Some("fan"));
+        assert!(ok, "{format}: {out}{err}");
+        let (ok, out, err) = env.node("resume", "gpu01", None);
+        assert!(ok, "{format}: {out}{err}");
+        // The hostile node's own lines: its reason shown, escaped.
+        let (ok, out, err) = env.node("resume", "gpu02", None);
+        assert!(!ok, "someone else's drain: {out}{err}");
+        for text in [&out, &err] {
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{202e}'),
+                "{format}: {text:?}"
+            );
+        }
+        assert!(out.contains("line one\\nNodeName=gpu03"), "{format}: {out}");
+        let snap = env.export();
+        let r = snap.nodes[1]
+            .scheduler
+            .as_ref()
+            .and_then(|s| s.reason.clone())
+            .unwrap_or_default();
+        assert!(r.starts_with("line one\\n") && !r.contains('\u{1b}'), "{format}: {r:?}");
+        assert_eq!(
+            snap.nodes[2].scheduler.as_ref().map(|s| s.state.as_str()),
+            Some("idle"),
+            "{format}"
+        );
+    }
+    // Given to fleetop: refused in one line, nothing run.
+    let (ok, out, err) = env.node("drain", "gpu03", Some("bad\u{1b}[2J"));
+    assert!(
+        !ok && err.contains("control character") && !err.contains('\u{1b}'),
+        "{out}{err}"
+    );
+    let (ok, _, err) = env.node("drain", "gpu03", Some(&"x".repeat(100_000)));
+    assert!(!ok && err.contains("at most 1000"), "{}", &err[..err.len().min(300)]);
+    assert_eq!(env.cluster.node_state("gpu03"), "idle");
+}
+
 pub fn a_multi_node_drain_with_an_invalid_name_reports_each_node() {
     let env = setup();
     let (ok, stdout, stderr) = env.node("drain", "gpu01,nosuch", Some("maintenance"));

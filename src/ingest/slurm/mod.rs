@@ -98,6 +98,40 @@ fn args(a: &[&str]) -> Vec<String> {
 /// node names, states or user names (reasons and job names come last, so they
 /// may contain anything).
 const SEP: char = '\u{1f}';
+/// The end of a record in the text formats (ASCII's record separator).
+const END: char = '\u{1e}';
+
+/// The most characters of a reason, a user or a job name kept.
+const MAX_TEXT_CHARS: usize = 1000;
+
+/// `snap` with the text anyone may have set escaped (control and
+/// reordering characters) and bounded: a reason set with `scontrol` by
+/// anyone reaches every console that shows the node.
+fn escaped(mut snap: Snapshot) -> Snapshot {
+    let esc = |s: &mut String| *s = fleetop_proto::input::printable(s, MAX_TEXT_CHARS);
+    for n in snap.nodes.values_mut() {
+        n.reason.as_mut().map(esc);
+        n.reason_user.as_mut().map(esc);
+    }
+    for j in &mut snap.jobs {
+        esc(&mut j.user);
+        esc(&mut j.name);
+    }
+    snap
+}
+
+/// The records of a text read: ended by `END` (and the newline after it),
+/// or, from an older format or a test, one a line.
+fn records(out: &str) -> Vec<&str> {
+    if out.contains(END) {
+        out.split(END)
+            .map(|r| r.strip_prefix('\n').unwrap_or(r))
+            .filter(|r| !r.trim().is_empty())
+            .collect()
+    } else {
+        out.lines().filter(|l| !l.trim().is_empty()).collect()
+    }
+}
 
 impl Slurm {
     /// Runs one Slurm client with this reader's timeout.
@@ -105,8 +139,14 @@ impl Slurm {
         run(program, args, self.timeout)
     }
 
-    /// Reads node states and running jobs.
+    /// Reads node states and running jobs; what anyone may have written
+    /// (reasons, users, job names) escaped once, here, before anything
+    /// shows it.
     pub fn query(&self) -> Result<Snapshot, SchedError> {
+        self.query_raw().map(escaped)
+    }
+
+    fn query_raw(&self) -> Result<Snapshot, SchedError> {
         if self.format != Format::Text {
             match self.query_json() {
                 Ok(s) => return Ok(s),
@@ -120,9 +160,11 @@ impl Slurm {
     }
 
     fn query_text(&self) -> Result<Snapshot, SchedError> {
-        let fmt = format!("%N{SEP}%T{SEP}%u{SEP}%H{SEP}%P{SEP}%E");
+        // Each record ends in `END`: a reason or a job name holding a
+        // newline stays inside its record instead of breaking the read.
+        let fmt = format!("%N{SEP}%T{SEP}%u{SEP}%H{SEP}%P{SEP}%E{END}");
         let nodes = parse_sinfo_text(&self.run("sinfo", &args(&["-h", "-N", "-o", &fmt]))?)?;
-        let fmt = format!("%i{SEP}%u{SEP}%M{SEP}%N{SEP}%b{SEP}%j");
+        let fmt = format!("%i{SEP}%u{SEP}%M{SEP}%N{SEP}%b{SEP}%j{END}");
         let jobs = parse_squeue_text(&self.run("squeue", &args(&["-h", "-t", "RUNNING,COMPLETING", "-o", &fmt]))?)?;
         Ok(Snapshot { nodes, jobs })
     }
@@ -152,12 +194,17 @@ pub fn parse_state(word: &str) -> (String, bool) {
     (state, not_responding)
 }
 
+/// Nodes from sinfo's text. A record that cannot be read is that node's
+/// problem (logged, left out), not the fleet's: only output with no
+/// readable record at all is an error.
 pub fn parse_sinfo_text(out: &str) -> Result<BTreeMap<String, SchedNode>, SchedError> {
     let mut nodes: BTreeMap<String, SchedNode> = BTreeMap::new();
-    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+    let mut unreadable = Vec::new();
+    for line in records(out) {
         let f: Vec<&str> = line.splitn(6, SEP).collect();
         let [name, state, user, time, partition, reason] = f[..] else {
-            return Err(SchedError::Parse("sinfo".into(), format!("unexpected line {line:?}")));
+            unreadable.push(line);
+            continue;
         };
         let (state, not_responding) = parse_state(state);
         // A node in several partitions is listed once per partition: the
@@ -171,6 +218,13 @@ pub fn parse_sinfo_text(out: &str) -> Result<BTreeMap<String, SchedNode>, SchedE
             partitions: Vec::new(),
         });
         add_partition(&mut node.partitions, partition);
+    }
+    if let Some(first) = unreadable.first() {
+        let first = fleetop_proto::input::printable(first, 200);
+        if nodes.is_empty() {
+            return Err(SchedError::Parse("sinfo".into(), format!("unexpected record {first}")));
+        }
+        tracing::warn!("sinfo: {} record(s) unreadable, left out: {first}", unreadable.len());
     }
     Ok(nodes)
 }
@@ -220,8 +274,8 @@ pub fn parse_gpus(gres: &str) -> u32 {
 }
 
 pub fn parse_squeue_text(out: &str) -> Result<Vec<Job>, SchedError> {
-    out.lines()
-        .filter(|l| !l.trim().is_empty())
+    records(out)
+        .into_iter()
         .map(|line| {
             let f: Vec<&str> = line.splitn(6, SEP).collect();
             let [id, user, elapsed, nodes, gres, name] = f[..] else {
@@ -284,6 +338,42 @@ mod tests {
         assert_eq!(g2.reason_user.as_deref(), Some("root"));
         assert!(n["gpu03"].not_responding && n["gpu03"].state == "idle");
         assert!(parse_sinfo_text("garbage").is_err());
+    }
+
+    #[test]
+    fn a_newline_or_a_terminal_escape_in_a_reason_breaks_nothing() {
+        let rec = |f: &[&str]| format!("{}{END}\n", line(f));
+        let out = [
+            rec(&["gpu01", "idle", "Unknown", "Unknown", "gpu*", "none"]),
+            rec(&["gpu02", "drained", "eve", "2026-11-21T09:00:00", "gpu*", "one\ntwo"]),
+            rec(&[
+                "gpu03",
+                "drained",
+                "eve",
+                "2026-11-21T09:00:00",
+                "gpu*",
+                "\u{1b}]0;T\u{7}\u{1b}[2J",
+            ]),
+            "garbage without separators".to_string() + &END.to_string() + "\n",
+            rec(&["gpu04", "idle", "Unknown", "Unknown", "gpu*", "none"]),
+        ]
+        .concat();
+        let n = parse_sinfo_text(&out).expect("the readable nodes");
+        assert_eq!(n.keys().collect::<Vec<_>>(), ["gpu01", "gpu02", "gpu03", "gpu04"]);
+        assert_eq!(n["gpu02"].reason.as_deref(), Some("one\ntwo"));
+        let snap = escaped(Snapshot {
+            nodes: n,
+            jobs: parse_squeue_text(&rec(&["7", "bob", "1:00", "gpu01", "gpu:1", "a\nb\u{202e}"])).expect("job"),
+        });
+        assert_eq!(snap.nodes["gpu02"].reason.as_deref(), Some("one\\ntwo"));
+        assert!(
+            !snap.nodes["gpu03"]
+                .reason
+                .as_deref()
+                .unwrap_or_default()
+                .contains('\u{1b}')
+        );
+        assert_eq!(snap.jobs[0].name, "a\\nb\\u{202e}");
     }
 
     #[test]
