@@ -33,7 +33,24 @@ pub fn to_file() -> Option<PathBuf> {
                 .ok()?;
         }
     }
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).ok()?;
+    // Private (a log says which nodes were drained and by whom), never
+    // through a link planted in its place, never a file linked elsewhere.
+    let file = {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(&path)
+            .ok()?;
+        let m = f.metadata().ok()?;
+        if !m.is_file() || m.nlink() > 1 {
+            return None;
+        }
+        f.set_permissions(std::fs::Permissions::from_mode(0o600)).ok()?;
+        f
+    };
     tracing_subscriber::fmt()
         .with_writer(std::sync::Mutex::new(file))
         .with_ansi(false)

@@ -8,7 +8,7 @@
 //! journal, never a failed start.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -60,6 +60,8 @@ pub enum StateDirError {
     Symlink(String),
     #[error("--state-dir {0}: not a directory")]
     NotADirectory(String),
+    #[error("--state-dir {0}: {1}; refusing it (chmod 700, owned by the agent's user)")]
+    Unsafe(String, String),
     #[error("--state-dir {0}: {1}")]
     Io(String, std::io::Error),
 }
@@ -82,6 +84,16 @@ impl Journal {
         match std::fs::symlink_metadata(dir) {
             Ok(m) if m.file_type().is_symlink() => return Err(StateDirError::Symlink(shown)),
             Ok(m) if !m.is_dir() => return Err(StateDirError::NotADirectory(shown)),
+            // Anyone who may write there could plant a FIFO or a forged
+            // journal that escalates XIDs and feeds the remediation policy.
+            Ok(m) if m.mode() & 0o022 != 0 => {
+                let why = format!("others may write to it (mode {:o})", m.mode() & 0o7777);
+                return Err(StateDirError::Unsafe(shown, why));
+            }
+            Ok(m) if m.uid() != unsafe { libc::geteuid() } => {
+                let why = format!("owned by uid {}, not this process's", m.uid());
+                return Err(StateDirError::Unsafe(shown, why));
+            }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::DirBuilder::new()
@@ -248,15 +260,24 @@ impl Journal {
 fn read_file(path: &Path) -> std::io::Result<Option<Vec<FaultRecord>>> {
     use std::io::Read;
     // Never through a link: the directory is ours, a link in it is not.
+    // Non-blocking: a FIFO planted in its place must not hang the open;
+    // the type is checked on what was opened.
     let f = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.nlink() > 1 {
+        return Err(std::io::Error::other("has other hard links: not the agent's own file"));
+    }
     let mut buf = Vec::new();
     f.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > MAX_FILE_BYTES {
@@ -406,6 +427,36 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, "x").expect("w");
         assert!(Journal::open(&file, String::new(), NOW).is_err());
+    }
+
+    #[test]
+    fn a_state_dir_others_may_write_to_is_refused_and_a_planted_fifo_never_hangs() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).expect("mkdir");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = Journal::open(&state, String::new(), NOW)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("others may write to it (mode 777)"), "{err}");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        // A FIFO in the journal's place: refused at once, an empty journal.
+        let fifo = std::ffi::CString::new(state.join(FILE_NAME).as_os_str().as_encoded_bytes()).expect("path");
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let j = Journal::open(&state, String::new(), NOW).expect("opens without hanging");
+        assert!(j.records().is_empty());
+        // A hard link to a file elsewhere is not the agent's own.
+        std::fs::remove_file(state.join(FILE_NAME)).expect("rm");
+        let forged = dir.path().join("forged.json");
+        std::fs::write(
+            &forged,
+            r#"{"version":1,"records":[{"gpu_uuid":"GPU-1","kind":"xid","code":79,"time_ms":1,"boot_id":""}]}"#,
+        )
+        .expect("w");
+        std::fs::hard_link(&forged, state.join(FILE_NAME)).expect("link");
+        assert!(read_file(&state.join(FILE_NAME)).is_err());
     }
 
     #[test]

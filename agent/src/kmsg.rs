@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -347,6 +347,18 @@ pub struct KmsgSampler {
     held: VecDeque<(u32, XidEvent)>,
 }
 
+/// How far past now a kernel-log record's time may be (the boot time is
+/// read to the second, the clocks drift).
+const RECORD_TIME_SLACK_MS: i64 = 60_000;
+
+/// Whether a character device number is the kernel log's (`/dev/kmsg`:
+/// major 1, minor 11 on Linux).
+fn is_kmsg_device(rdev: u64) -> bool {
+    let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
+    let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+    (major, minor) == (1, 11)
+}
+
 impl KmsgSampler {
     /// Opens `path`: the kernel's log device (a character device) or a file
     /// in its record format. `proc_root` gives the boot time for record
@@ -354,15 +366,25 @@ impl KmsgSampler {
     pub fn open(path: &Path, proc_root: &Path) -> std::io::Result<KmsgSampler> {
         let boot_ms = boot_time_ms(proc_root);
         let pending: Shared = Arc::default();
-        let meta = std::fs::metadata(path)?;
-        let source = if meta.file_type().is_char_device() {
-            // Non-blocking: the buffer is read until EAGAIN (a fresh open
-            // starts at the oldest record), and the thread never hangs in a
-            // read it cannot leave.
-            let mut file = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(path)?;
+        // Non-blocking, and the type checked on what was opened: a FIFO
+        // would hang a blocking open for ever, and any other device
+        // (/dev/zero) would be read for ever. Only the kernel's log device
+        // or a regular file in its format is read.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        let meta = file.metadata()?;
+        let kernel_log = meta.file_type().is_char_device() && is_kmsg_device(meta.rdev());
+        if !kernel_log && !meta.is_file() {
+            return Err(std::io::Error::other(
+                "neither the kernel log device (/dev/kmsg) nor a regular file",
+            ));
+        }
+        let source = if kernel_log {
+            // The buffer is read until EAGAIN (a fresh open starts at the
+            // oldest record), and the thread never hangs in a read it
+            // cannot leave.
             let mut buf = vec![0u8; READ_BUF];
             {
                 let mut p = lock(&pending);
@@ -373,7 +395,6 @@ impl KmsgSampler {
             spawn_follower(file, buf, Arc::downgrade(&pending), path.to_path_buf());
             Source::Device
         } else {
-            let file = File::open(path)?;
             let mut f = FileFollower {
                 path: path.to_path_buf(),
                 file,
@@ -397,9 +418,15 @@ impl KmsgSampler {
         })
     }
 
-    fn wall_ms(&self, time_us: u64) -> i64 {
-        self.boot_ms
-            .saturating_add(i64::try_from(time_us / 1000).unwrap_or(i64::MAX))
+    /// A record's time on the wall clock, bounded to the boot it belongs
+    /// to: a record can be no later than now (a little slack for the
+    /// clocks); a later one (`u64::MAX`: an XID in the year 586,000) is
+    /// `None`, and dropped.
+    fn wall_ms(&self, time_us: u64, now_ms: i64) -> Option<i64> {
+        let wall = self
+            .boot_ms
+            .saturating_add(i64::try_from(time_us / 1000).unwrap_or(i64::MAX));
+        (wall <= now_ms.saturating_add(RECORD_TIME_SLACK_MS)).then_some(wall)
     }
 
     /// The GPU index of an XID's bus id: by the node's GPUs' bus ids, else
@@ -524,7 +551,7 @@ impl Sampler for KmsgSampler {
             .collect();
     }
 
-    fn sample(&mut self, _now_ms: i64, out: &mut Sample) {
+    fn sample(&mut self, now_ms: i64, out: &mut Sample) {
         let (events, dropped) = {
             let mut p = lock(&self.pending);
             if let Source::File(f) = &mut self.source {
@@ -537,7 +564,13 @@ impl Sampler for KmsgSampler {
         }
         let mut xids: Vec<(u32, XidEvent)> = self.held.drain(..).collect();
         for t in events {
-            let time_ms = self.wall_ms(t.time_us);
+            let Some(time_ms) = self.wall_ms(t.time_us, now_ms) else {
+                tracing::debug!(
+                    "kernel log: a record dated after now ({} µs since boot); dropped",
+                    t.time_us
+                );
+                continue;
+            };
             match t.event {
                 Event::Xid { pci, code } => match self.gpu_of(pci) {
                     Some(gpu) => xids.push((
@@ -786,7 +819,7 @@ mod tests {
         f.write_all(&vec![b'a'; MAX_LINE * 2]).expect("w");
         writeln!(f, "\n3,3,3000000,-;NVRM: Xid (PCI:0000:3b:00): 94, z").expect("w");
         let mut out = Sample::default();
-        s.sample(0, &mut out);
+        s.sample(crate::now_ms(), &mut out);
         // No GPU matches: nothing lands, and nothing is held for a GPU the
         // node does not list.
         assert!(out.gpus.is_empty() && s.held.is_empty());
@@ -799,7 +832,7 @@ mod tests {
         s.describe(&mut info);
         writeln!(f, "3,4,4000000,-;NVRM: Xid (PCI:0000:3b:00): 31, w").expect("w");
         let mut out = Sample::default();
-        s.sample(0, &mut out);
+        s.sample(crate::now_ms(), &mut out);
         assert!(out.gpus.is_empty());
         assert_eq!(s.held.len(), 1, "listed GPU, absent from the sample: held");
         let mut out = Sample::default();
@@ -807,9 +840,52 @@ mod tests {
             index: 2,
             ..Default::default()
         });
-        s.sample(0, &mut out);
+        s.sample(crate::now_ms(), &mut out);
         let codes: Vec<u32> = out.gpus[0].xids.iter().map(|x| x.xid).collect();
         assert_eq!(codes, [31]);
         assert_eq!(out.gpus[0].xids[0].source, SOURCE_KMSG);
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_that_is_not_the_kernel_log_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for p in [fifo.as_path(), Path::new("/dev/zero"), Path::new("/dev/null")] {
+            let e = KmsgSampler::open(p, dir.path()).err().expect("refused");
+            assert!(
+                e.to_string().contains("neither the kernel log device"),
+                "{}: {e}",
+                p.display()
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_dated_after_now_is_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("kmsg");
+        std::fs::write(
+            &log,
+            format!(
+                "3,1,{},-;NVRM: Xid (PCI:0000:3b:00): 79, x\n3,2,1000,-;NVRM: Xid (PCI:0000:3b:00): 48, y\n",
+                u64::MAX
+            ),
+        )
+        .expect("w");
+        let mut s = KmsgSampler::open(&log, dir.path()).expect("opens");
+        let mut info = NodeInfo::default();
+        info.gpus.push(crate::proto::GpuInfo {
+            index: 0,
+            pci_bus_id: "00000000:3B:00.0".into(),
+            ..Default::default()
+        });
+        s.describe(&mut info);
+        let mut out = Sample::default();
+        out.gpus.push(crate::proto::GpuSample::default());
+        s.sample(crate::now_ms(), &mut out);
+        let codes: Vec<u32> = out.gpus[0].xids.iter().map(|x| x.xid).collect();
+        assert_eq!(codes, [48], "the XID from the year 586,000 is dropped");
     }
 }

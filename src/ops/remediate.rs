@@ -38,7 +38,7 @@ pub fn path() -> PathBuf {
 /// Reads the state; a missing file is a fresh policy. A damaged one is an
 /// error: a policy that does not know what it did must not act.
 pub fn load(p: &Path) -> anyhow::Result<State> {
-    match fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES) {
+    match state_file::read(p, fleetop_proto::input::MAX_FILE_BYTES) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
         Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),

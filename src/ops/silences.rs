@@ -21,7 +21,7 @@ pub fn load() -> Vec<Silence> {
 }
 
 fn load_from(p: &std::path::Path, now: i64) -> Vec<Silence> {
-    let text = match fleetop_proto::input::read_capped(p, fleetop_proto::input::MAX_FILE_BYTES) {
+    let text = match crate::ops::state_file::read(p, fleetop_proto::input::MAX_FILE_BYTES) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
         Err(e) => {

@@ -41,6 +41,46 @@ fn no_link(path: &Path, e: std::io::Error) -> std::io::Error {
     }
 }
 
+/// The file opened is the directory's own: a regular file with no other
+/// hard link (a link to a file elsewhere would be written, or read, through).
+fn own_file(path: &Path, f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{}: not a regular file: refused",
+            path.display()
+        )));
+    }
+    if m.nlink() > 1 {
+        return Err(std::io::Error::other(format!(
+            "{}: has {} hard links, not fleetop's own file: refused",
+            path.display(),
+            m.nlink()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads a state file of at most `max` bytes: never through a symbolic
+/// link, a FIFO or a hard link planted in its place (each refused in one
+/// line), never hanging on the open.
+pub fn read(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| no_link(path, e))?;
+    own_file(path, &f)?;
+    let mut buf = Vec::new();
+    f.take(max + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(std::io::Error::other(format!("larger than {} MiB", max >> 20)));
+    }
+    String::from_utf8(buf).map_err(|_| std::io::Error::other("not UTF-8 text"))
+}
+
 /// Appends `bytes` in one write (so concurrent consoles do not interleave
 /// lines), flushed to disk before this returns.
 pub fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -49,9 +89,10 @@ pub fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .create(true)
         .append(true)
         .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)
         .map_err(|e| no_link(path, e))?;
+    own_file(path, &f)?;
     f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.write_all(bytes)?;
     f.sync_data()
@@ -62,6 +103,14 @@ pub fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// never half a file.
 pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     ensure_dir(path)?;
+    // A link planted in the file's place is refused, not quietly replaced:
+    // someone put it there.
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(std::io::Error::other(format!(
+            "{} is a symbolic link: refused",
+            path.display()
+        )));
+    }
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".{}.tmp", std::process::id()));
     let tmp = path.with_file_name(name);
@@ -127,5 +176,37 @@ mod tests {
         let e = replace(&linked.join("b.json"), b"{}").expect_err("refused");
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert!(!dir.path().join("state").join("b.json").exists());
+    }
+
+    #[test]
+    fn planted_links_fifos_and_hard_links_are_refused_read_or_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let elsewhere = dir.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, "[]").expect("w");
+        replace(&state.join("ok.json"), b"[]").expect("a plain file");
+        assert_eq!(read(&state.join("ok.json"), 1 << 20).expect("read"), "[]");
+        // A symbolic link: refused to read, and not replaced quietly.
+        let link = state.join("silences.json");
+        std::os::unix::fs::symlink(&elsewhere, &link).expect("symlink");
+        let e = read(&link, 1 << 20).expect_err("a link");
+        assert!(e.to_string().contains("symbolic link: refused"), "{e}");
+        let e = replace(&link, b"[1]").expect_err("a link");
+        assert!(e.to_string().contains("symbolic link: refused"), "{e}");
+        assert!(std::fs::symlink_metadata(&link).expect("m").file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&elsewhere).expect("r"), "[]");
+        // A FIFO: refused at once, never a hang.
+        let fifo = state.join("remediate.json");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read(&fifo, 1 << 20).expect_err("a FIFO");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        // A hard link to a file elsewhere: neither read nor written through.
+        let hard = state.join("audit.jsonl");
+        std::fs::hard_link(&elsewhere, &hard).expect("link");
+        let e = append(&hard, b"x\n").expect_err("a hard link");
+        assert!(e.to_string().contains("hard links"), "{e}");
+        assert!(read(&hard, 1 << 20).is_err());
+        assert_eq!(std::fs::read_to_string(&elsewhere).expect("r"), "[]");
     }
 }

@@ -71,7 +71,12 @@ pub fn save_in_background(events: Vec<Event>) {
 
 /// The last `bytes` of a file, from its first whole line.
 fn tail(p: &Path, bytes: u64) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(p)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a planted link, never hanging on a FIFO.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(p)?;
     let meta = f.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
