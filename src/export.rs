@@ -28,7 +28,8 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// a node's `rack` and its scheduler's `partitions`; each GPU's `pods`;
 /// with `--ray`, each node's `ray` (its Ray node and the work holding GPUs
 /// there), a process's `ray_job`, and `ray_read_at`/`ray_error`;
-/// `console_behind_ms` while the console is behind.
+/// `console_behind_ms` while the console is behind; with `--kubernetes`,
+/// `kube_read_at`/`kube_error`.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -51,6 +52,13 @@ pub struct Snapshot {
     pub ray_read_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ray_error: Option<String>,
+    /// With `--kubernetes`: when the API server was last read, and why the
+    /// latest read failed, if it did (a deadline, a refusal, an answer too
+    /// large).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kube_read_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kube_error: Option<String>,
     /// Present only while the console is behind (its queue, or a runtime
     /// starved of CPU): how far, in ms. What it shows is that old, and
     /// while its runtime is late it judges no node stale or unreachable.
@@ -556,6 +564,13 @@ fn head(store: &Store, now_ms: i64) -> Snapshot {
         scheduler_error: sched.error.clone(),
         ray_read_at: store.ray.as_ref().and_then(|r| r.health.read_ms).map(rfc3339),
         ray_error: store.ray.as_ref().and_then(|r| r.health.error.clone()),
+        kube_read_at: store
+            .kube
+            .known
+            .then_some(store.kube.health.read_ms)
+            .flatten()
+            .map(rfc3339),
+        kube_error: store.kube.known.then(|| store.kube.health.error.clone()).flatten(),
         console_behind_ms: Some(store.lag.behind_ms).filter(|&ms| ms > 0),
         nodes: Vec::new(),
     }
@@ -589,10 +604,12 @@ impl Serialize for Streamed<'_> {
             scheduler_error,
             ray_read_at,
             ray_error,
+            kube_read_at,
+            kube_error,
             console_behind_ms,
             nodes: _,
         } = head(self.store, self.now_ms);
-        let mut m = s.serialize_struct("Snapshot", 8)?;
+        let mut m = s.serialize_struct("Snapshot", 10)?;
         m.serialize_field("schema_version", &schema_version)?;
         m.serialize_field("generated_at", &generated_at)?;
         for (name, v) in [
@@ -600,6 +617,8 @@ impl Serialize for Streamed<'_> {
             ("scheduler_error", scheduler_error),
             ("ray_read_at", ray_read_at),
             ("ray_error", ray_error),
+            ("kube_read_at", kube_read_at),
+            ("kube_error", kube_error),
         ] {
             match v {
                 Some(v) => m.serialize_field(name, &v)?,

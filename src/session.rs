@@ -536,7 +536,8 @@ impl Session {
             // the first snapshot too; without one there is nothing to wait for.
             let sched_done = !self.scheduler || self.store.scheduler.answered();
             let ray_done = self.store.ray.as_ref().is_none_or(|r| r.health.answered());
-            if sched_done && ray_done && first_open == self.store.nodes.len() {
+            let kube_done = !self.kubernetes || self.store.kube.health.answered();
+            if sched_done && ray_done && kube_done && first_open == self.store.nodes.len() {
                 break;
             }
             tokio::select! {

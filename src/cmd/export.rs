@@ -39,6 +39,13 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
         ));
         session.store.scheduler.error_ms = Some(now_ms());
     }
+    if session.kubernetes && !session.store.kube.health.answered() {
+        let why = format!(
+            "the API server did not answer within --timeout {}",
+            humantime::format_duration(args.timeout)
+        );
+        session.store.kube.failed(why, now_ms());
+    }
 
     let mut stdout = std::io::stdout().lock();
     let mut emitted = 0u64;

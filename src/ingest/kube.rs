@@ -106,19 +106,55 @@ pub async fn connect(args: &KubeArgs) -> Result<Kube, KubeError> {
             ))
         })?,
     };
-    // A console must say soon that the API server does not answer.
+    // A console must say soon that the API server does not answer; each
+    // call as a whole is bounded too (`Kube::bounded`): a server that
+    // trickles a byte a second resets a read timeout for ever.
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(20));
     let server = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config)
+    let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|e| KubeError::Config(format!("Kubernetes client for {server}: {}", error_chain(&e))))?;
+    // Every answer's body is bounded as it is read, never after it is held.
+    let client = builder
+        .with_layer(&tower::util::MapResponseLayer::new(limit_body))
+        .build();
     Ok(Kube { client, server })
 }
 
+/// The longest one Kubernetes call may take, however its answer trickles.
+pub const CALL_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The most bytes one Kubernetes answer may hold (a node list of 10,000
+/// nodes is about 100 MiB; a pod list of one node far less).
+pub const MAX_ANSWER_BYTES: usize = 128 << 20;
+
+fn limit_body<B>(res: http::Response<B>) -> http::Response<http_body_util::Limited<B>> {
+    res.map(|b| http_body_util::Limited::new(b, MAX_ANSWER_BYTES))
+}
+
 impl Kube {
+    /// `call` within `CALL_DEADLINE`, or an error saying so.
+    pub async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        match tokio::time::timeout(CALL_DEADLINE, call).await {
+            Ok(r) => r,
+            Err(_) => Err(kube::Error::Service(
+                format!("no whole answer within {} s", CALL_DEADLINE.as_secs()).into(),
+            )),
+        }
+    }
+
     /// One line for a failed call: who refused what, and for a 403 the
     /// RBAC rule that is missing (docs/kubernetes.md has the whole role).
     pub fn explain(&self, e: &kube::Error, verb: &str, resource: &str) -> String {
+        // The API server's words (a 401's body, a status message) are from
+        // outside: escaped before any terminal sees them.
+        fleetop_proto::input::printable(&self.explain_raw(e, verb, resource), 2000)
+    }
+
+    fn explain_raw(&self, e: &kube::Error, verb: &str, resource: &str) -> String {
         match e {
             kube::Error::Api(s) => {
                 let mut msg = if s.message.is_empty() {
@@ -156,8 +192,8 @@ impl Kube {
     /// The GPU nodes (`GET /api/v1/nodes`), by name.
     pub async fn gpu_nodes(&self) -> Result<KubeSnapshot, KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
-        let list = api
-            .list(&ListParams::default())
+        let list = self
+            .bounded(api.list(&ListParams::default()))
             .await
             .map_err(|e| KubeError::Api(self.explain(&e, "list", "nodes")))?;
         let mut nodes: Vec<KubeNode> = list.items.iter().filter(|n| is_gpu_node(n)).map(decode_node).collect();
@@ -169,7 +205,7 @@ impl Kube {
     /// has no such node.
     pub async fn node(&self, name: &str) -> Result<Option<KubeNode>, KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
-        match api.get(name).await {
+        match self.bounded(api.get(name)).await {
             Ok(n) => Ok(Some(decode_node(&n))),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
             Err(e) => Err(KubeError::Api(self.explain(&e, "get", "nodes"))),
@@ -180,8 +216,8 @@ impl Kube {
     pub async fn pods_on(&self, node: &str) -> Result<Vec<KubePod>, KubeError> {
         let api: Api<Pod> = Api::all(self.client.clone());
         let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
-        let list = api
-            .list(&lp)
+        let list = self
+            .bounded(api.list(&lp))
             .await
             .map_err(|e| KubeError::Api(self.explain(&e, "list", "pods")))?;
         Ok(list.items.iter().map(decode_pod).collect())

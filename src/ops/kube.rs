@@ -41,7 +41,7 @@ async fn patch(kube: &Kube, plan: &Plan, node: &str) -> Result<KubeNode, String>
     let path = km::node_path(node);
     let body = planned_body(plan, "PATCH", &path).ok_or_else(|| format!("the plan has no PATCH {path}"))?;
     let api: Api<Node> = Api::all(kube.client.clone());
-    api.patch(node, &PatchParams::default(), &Patch::Merge(&body))
+    kube.bounded(api.patch(node, &PatchParams::default(), &Patch::Merge(&body)))
         .await
         .map(|n| decode_node(&n))
         .map_err(|e| kube.explain(&e, "patch", "nodes"))
@@ -89,8 +89,8 @@ async fn evict_pods(kube: &Kube, node: &str, gpu_pods_only: bool) -> Result<Evic
         }
         let api: Api<Pod> = Api::namespaced(kube.client.clone(), &p.namespace);
         let body = km::eviction_body(&p.namespace, &p.name);
-        let sent: Result<serde_json::Value, kube::Error> = api
-            .create_subresource("eviction", &p.name, &PostParams::default(), &body)
+        let sent: Result<serde_json::Value, kube::Error> = kube
+            .bounded(api.create_subresource("eviction", &p.name, &PostParams::default(), &body))
             .await;
         match sent {
             Ok(_) => out.evicted.push(p.id()),

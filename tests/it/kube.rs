@@ -632,3 +632,125 @@ fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() 
     assert_eq!(audit(&log).len(), 2);
     drop(dir);
 }
+
+/// A hostile API server on loopback: each connection's request is read,
+/// then `answer` writes what it likes (bounded in time by the test).
+fn hostile(answer: fn(&mut std::net::TcpStream)) -> u16 {
+    use std::io::Read;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in l.incoming().take(8) {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut buf = [0u8; 65536];
+                let _ = c.read(&mut buf);
+                answer(&mut c);
+            });
+        }
+    });
+    port
+}
+
+/// Headers, then a byte a second: each read within the client's read
+/// timeout, the whole never. The call ends at its deadline, in one line.
+#[test]
+fn an_api_server_that_trickles_cannot_hold_a_cordon() {
+    let port = hostile(|c| {
+        use std::io::Write;
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{");
+        for _ in 0..90 {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            if c.write_all(b" ").is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = kubeconfig(dir.path(), &format!("http://127.0.0.1:{port}"), ADMIN_TOKEN);
+    let log = dir.path().join("audit.jsonl");
+    let started = std::time::Instant::now();
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "xid 79"]);
+    assert!(!r.ok, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("gpu01  FAIL") && r.stdout.contains("no whole answer within 30 s"),
+        "after {:?}: {}{}",
+        started.elapsed(),
+        r.stdout,
+        r.stderr
+    );
+}
+
+/// An answer far larger than any fleet's: refused as it is read, in one
+/// line; and a 401 whose body holds terminal escapes reaches no terminal.
+#[test]
+fn a_huge_answer_is_refused_and_an_error_body_is_escaped() {
+    let huge = hostile(|c| {
+        use std::io::Write;
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500000000\r\n\r\n");
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..500 {
+            if c.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("audit.jsonl");
+    let kc = kubeconfig(dir.path(), &format!("http://127.0.0.1:{huge}"), ADMIN_TOKEN);
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "xid 79"]);
+    assert!(!r.ok && r.stdout.contains("gpu01  FAIL"), "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.to_lowercase().contains("length limit"), "{}", r.stdout);
+    let evil = hostile(|c| {
+        use std::io::Write;
+        let body = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"\\u001b]0;PWNED\\u0007\\u001b[2J go away\",\"reason\":\"Unauthorized\",\"code\":401}";
+        let _ = write!(
+            c,
+            "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    let kc = kubeconfig(dir.path(), &format!("http://127.0.0.1:{evil}"), ADMIN_TOKEN);
+    let r = node(&kc, &log, &["cordon", "gpu01", "--reason", "xid 79"]);
+    assert!(
+        !r.ok && r.stdout.contains("401 Unauthorized"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    for text in [&r.stdout, &r.stderr] {
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text:?}");
+    }
+    assert!(r.stdout.contains("\\u{1b}]0;PWNED"), "{}", r.stdout);
+}
+
+/// `export --kubernetes` with an API server that does not answer: the
+/// document is written with every agent's data and says why Kubernetes'
+/// is missing (`kube_error`, as `ray_error`).
+#[test]
+fn export_says_when_kubernetes_failed() {
+    let port = crate::free_port();
+    let _agent = crate::start_agent(port, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = crate::free_port();
+    let kc = kubeconfig(dir.path(), &format!("http://127.0.0.1:{api}"), ADMIN_TOKEN);
+    let out = crate::fleetop()
+        .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
+        .args(["--kubernetes", "--kubeconfig"])
+        .arg(&kc)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let snap: fleetop::export::Snapshot = serde_json::from_slice(&out.stdout).expect("a document");
+    assert_eq!(snap.nodes[0].status, fleetop::export::Status::Ok);
+    assert!(
+        snap.kube_error
+            .as_deref()
+            .is_some_and(|e| e.contains("cannot reach the API server")),
+        "{:?}",
+        snap.kube_error
+    );
+    assert_eq!(snap.kube_read_at, None);
+}
