@@ -39,6 +39,13 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
         ));
         session.store.scheduler.error_ms = Some(now_ms());
     }
+    if let Some(ray) = session.store.ray.as_mut().filter(|r| !r.health.answered()) {
+        ray.health.error = Some(format!(
+            "Ray did not answer within --timeout {}",
+            humantime::format_duration(args.timeout)
+        ));
+        ray.health.error_ms = Some(now_ms());
+    }
     if session.kubernetes && !session.store.kube.health.answered() {
         let why = format!(
             "the API server did not answer within --timeout {}",

@@ -19,8 +19,9 @@ use crate::model::ray::{RayJob, RayNode, RayNodeStatus, RaySnapshot, RayWork, Ra
 
 /// The GCS port where `--ray-gcs` gives none (Ray's default `--port`).
 pub const DEFAULT_GCS_PORT: u16 = 6379;
-/// A state API answer larger than this is refused.
-const MAX_ANSWER: usize = 64 << 20;
+/// The most bytes of answers one refresh of Ray's dashboard reads, its
+/// four lists together (each read after the other, so held one at a time).
+pub const MAX_ANSWER: usize = 64 << 20;
 /// How many rows a state API list may return (its default is 100).
 const LIST_LIMIT: u32 = 10_000;
 /// Ray's node ids are 28 bytes.
@@ -36,6 +37,8 @@ pub enum RayError {
     Gcs { addr: String, error: String },
     #[error("{0}: not a Ray node id (Ray's are 56 hex digits)")]
     BadNodeId(String),
+    #[error("Ray (dashboard {url}, GCS {addr}): no whole answer within {secs} s")]
+    Deadline { url: String, addr: String, secs: u64 },
 }
 
 /// One Ray cluster: its dashboard's URL and its GCS's address.
@@ -88,18 +91,46 @@ impl Ray {
 
     /// Everything at once: the GCS's node states, then the dashboard's
     /// names, work and jobs.
+    ///
+    /// Bounded as a whole: within `timeout` (a GCS that accepts and never
+    /// answers, a dashboard that trickles: an error saying so), and the
+    /// dashboard's four answers read one after another within one budget of
+    /// `MAX_ANSWER` bytes, so a refresh holds at most that of answers.
     pub async fn read(&self) -> Result<RaySnapshot, RayError> {
-        let (states, nodes, actors, tasks, jobs) = tokio::try_join!(
-            self.node_states(),
-            self.list::<StateNode>("nodes", ""),
-            self.list::<StateActor>("actors", "&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"),
-            self.list::<StateTask>(
-                "tasks",
-                "&filter_keys=state&filter_predicates=%3D&filter_values=RUNNING"
-            ),
-            self.jobs(),
-        )?;
+        let dashboard = async {
+            let mut budget = MAX_ANSWER;
+            let nodes = self.list::<StateNode>("nodes", "", &mut budget).await?;
+            let actors = self
+                .list::<StateActor>(
+                    "actors",
+                    "&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE",
+                    &mut budget,
+                )
+                .await?;
+            let tasks = self
+                .list::<StateTask>(
+                    "tasks",
+                    "&filter_keys=state&filter_predicates=%3D&filter_values=RUNNING",
+                    &mut budget,
+                )
+                .await?;
+            let jobs = self.jobs(&mut budget).await?;
+            Ok::<_, RayError>((nodes, actors, tasks, jobs))
+        };
+        let both = async { tokio::try_join!(self.node_states(), dashboard) };
+        let (states, (nodes, actors, tasks, jobs)) = self.within(both).await?;
         Ok(snapshot(states, nodes, actors, tasks, jobs))
+    }
+
+    /// `call` within the reader's timeout, or `RayError::Deadline`.
+    async fn within<T>(&self, call: impl std::future::Future<Output = Result<T, RayError>>) -> Result<T, RayError> {
+        tokio::time::timeout(self.timeout, call).await.unwrap_or_else(|_| {
+            Err(RayError::Deadline {
+                url: self.dashboard.clone(),
+                addr: self.gcs.clone(),
+                secs: self.timeout.as_secs().max(1),
+            })
+        })
     }
 
     /// The GCS's view of every node, by hex id.
@@ -126,20 +157,24 @@ impl Ray {
         idle_only: bool,
     ) -> Result<DrainAnswer, RayError> {
         let node_id = node_id_bytes(id)?;
-        let mut client = self.gcs_client().await?;
-        let reply = client
-            .drain_node(pb::DrainNodeRequest {
-                node_id,
-                reason: if idle_only {
-                    pb::DrainNodeReason::IdleTermination as i32
-                } else {
-                    pb::DrainNodeReason::Preemption as i32
-                },
-                reason_message: message.to_string(),
-                deadline_timestamp_ms: deadline_ms,
+        let reply = self
+            .within(async {
+                let mut client = self.gcs_client().await?;
+                client
+                    .drain_node(pb::DrainNodeRequest {
+                        node_id,
+                        reason: if idle_only {
+                            pb::DrainNodeReason::IdleTermination as i32
+                        } else {
+                            pb::DrainNodeReason::Preemption as i32
+                        },
+                        reason_message: message.to_string(),
+                        deadline_timestamp_ms: deadline_ms,
+                    })
+                    .await
+                    .map_err(|s| self.gcs_error(&s))
             })
-            .await
-            .map_err(|s| self.gcs_error(&s))?
+            .await?
             .into_inner();
         Ok(if reply.is_accepted {
             DrainAnswer::Accepted
@@ -171,19 +206,21 @@ impl Ray {
     fn gcs_error(&self, s: &tonic::Status) -> RayError {
         RayError::Gcs {
             addr: self.gcs.clone(),
-            error: format!("{:?}: {}", s.code(), s.message()),
+            error: fleetop_proto::input::printable(&format!("{:?}: {}", s.code(), s.message()), 500),
         }
     }
 
-    async fn get(&self, path: &str) -> Result<Vec<u8>, RayError> {
+    /// One answer of at most what is left of `budget` bytes, taken from it.
+    async fn get(&self, path: &str, budget: &mut usize) -> Result<Vec<u8>, RayError> {
         let url = format!("{}{path}", self.dashboard);
         let err = |error: String| RayError::Dashboard {
             url: self.dashboard.clone(),
-            error,
+            error: fleetop_proto::input::printable(&error, 500),
         };
-        let answer = scrape::get_capped(&self.client, &url, "application/json", MAX_ANSWER, self.timeout)
+        let answer = scrape::get_capped(&self.client, &url, "application/json", *budget, self.timeout)
             .await
-            .map_err(err)?;
+            .map_err(|e| err(format!("{path}: {e}")))?;
+        *budget = budget.saturating_sub(answer.body.len());
         if !answer.status.is_success() {
             let body = String::from_utf8_lossy(&answer.body);
             let first = body.lines().next().unwrap_or("").chars().take(200).collect::<String>();
@@ -193,9 +230,14 @@ impl Ray {
     }
 
     /// One list of the state API (`/api/v0/{what}`).
-    async fn list<T: serde::de::DeserializeOwned>(&self, what: &str, filter: &str) -> Result<Vec<T>, RayError> {
+    async fn list<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        filter: &str,
+        budget: &mut usize,
+    ) -> Result<Vec<T>, RayError> {
         let path = format!("/api/v0/{what}?detail=1&limit={LIST_LIMIT}{filter}");
-        let body = self.get(&path).await?;
+        let body = self.get(&path, budget).await?;
         let bad = |error: String| RayError::Dashboard {
             url: self.dashboard.clone(),
             error: format!("/api/v0/{what}: {error}"),
@@ -216,8 +258,8 @@ impl Ray {
         Ok(list.result)
     }
 
-    async fn jobs(&self) -> Result<Vec<JobInfo>, RayError> {
-        let body = self.get("/api/jobs/").await?;
+    async fn jobs(&self, budget: &mut usize) -> Result<Vec<JobInfo>, RayError> {
+        let body = self.get("/api/jobs/", budget).await?;
         serde_json::from_slice(&body).map_err(|e| RayError::Dashboard {
             url: self.dashboard.clone(),
             error: format!("/api/jobs/: not the job API's answer ({e})"),

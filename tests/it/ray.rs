@@ -85,6 +85,64 @@ fn an_unreachable_ray_leaves_the_export_whole_and_says_why() {
     assert!(!snap.nodes[0].gpus.is_empty(), "the node's own data is all there");
 }
 
+/// A port that accepts and then says nothing (a hung GCS, a dashboard
+/// that never answers), or trickles a byte a second after its headers.
+fn silent(trickle: bool) -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming().take(32).flatten() {
+            if trickle {
+                let mut c = c.try_clone().expect("clone");
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf);
+                    let _ = c.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+                    );
+                    for _ in 0..60 {
+                        std::thread::sleep(Duration::from_secs(1));
+                        if c.write_all(b" ").is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            held.push(c);
+        }
+    });
+    addr
+}
+
+/// A GCS that accepts and never answers, a dashboard that trickles: the
+/// export still ends, with every agent's data and `ray_error` saying why.
+#[test]
+fn a_hung_gcs_or_a_trickling_dashboard_still_gives_ray_error() {
+    let port = free_port();
+    let _agent = start_agent(port, &crate::HERMETIC_AGENT);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, "[ray]\ntimeout = \"2s\"\n").expect("config");
+    // Both hung: nothing fails fast, only the deadline ends the read.
+    for (dashboard, gcs) in [(silent(true), silent(false)), (silent(false), silent(false))] {
+        let out = fleetop()
+            .arg("--config")
+            .arg(&cfg)
+            .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
+            .args(["--ray", &format!("http://{dashboard}"), "--ray-gcs", &gcs])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("export JSON");
+        let why = snap.ray_error.unwrap_or_default();
+        assert!(why.contains("within 2 s"), "dashboard {dashboard}, gcs {gcs}: {why:?}");
+        assert!(!snap.nodes[0].gpus.is_empty());
+    }
+}
+
 mod console {
     use std::sync::Arc;
 
@@ -196,4 +254,19 @@ mod console {
         assert!(asked.is_empty(), "{asked:?}");
         assert!(text(&buf).contains("Ray has no undrain"), "{}", text(&buf));
     }
+}
+
+/// A GCS that accepts the connection and never speaks: a drain ends at the
+/// reader's deadline, saying so, instead of waiting on its handshake.
+#[tokio::test]
+async fn a_drain_sent_to_a_gcs_that_never_answers_ends_at_its_deadline() {
+    let gcs = silent(false);
+    let ray = fleetop::ingest::ray::Ray::new(&format!("http://{}", closed()), Some(&gcs), Duration::from_secs(1))
+        .expect("a Ray");
+    let id = "ab".repeat(28);
+    let r = tokio::time::timeout(Duration::from_secs(30), ray.drain(&id, "test", 0, false))
+        .await
+        .expect("ends");
+    let e = r.err().expect("an error").to_string();
+    assert!(e.contains("no whole answer within 1 s"), "{e}");
 }
