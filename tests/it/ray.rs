@@ -267,6 +267,6 @@ async fn a_drain_sent_to_a_gcs_that_never_answers_ends_at_its_deadline() {
     let r = tokio::time::timeout(Duration::from_secs(30), ray.drain(&id, "test", 0, false))
         .await
         .expect("ends");
-    let e = r.err().expect("an error").to_string();
+    let e = r.expect_err("an error").to_string();
     assert!(e.contains("no whole answer within 1 s"), "{e}");
 }
