@@ -80,7 +80,15 @@ const FIRST_READ_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The largest answer to one query (a 4,096-node fleet's busiest query is ~40 MB).
-const MAX_ANSWER_BYTES: usize = 256 << 20;
+pub const MAX_ANSWER_BYTES: usize = 256 << 20;
+
+/// The most bytes of answers one refresh reads, its queries together.
+pub const MAX_REFRESH_BYTES: usize = 1 << 30;
+
+/// The most series one refresh reads, its queries together: a 10,240-node,
+/// 8-GPU fleet's full refresh is about 6 million; more is a store that
+/// matches more than a fleet.
+pub const MAX_REFRESH_SERIES: usize = 8_000_000;
 
 /// A Prometheus HTTP API and how to ask it.
 #[derive(Debug, Clone)]
@@ -296,7 +304,7 @@ impl Prometheus {
     fn parse<'a>(
         a: &'a scrape::Answer,
         want: &'static str,
-        each: impl FnMut(&promjson::Series<'a>),
+        each: impl FnMut(&promjson::Series<'a>) -> Result<(), String>,
     ) -> Result<usize, String> {
         match promjson::read(&a.body, want, each) {
             Ok(n) => Ok(n),
@@ -343,7 +351,10 @@ impl Prometheus {
             )
             .await?;
         let mut h = HistoryAcc::default();
-        Self::parse(&a, "matrix", |s| h.add(s))?;
+        Self::parse(&a, "matrix", |s| {
+            h.add(s);
+            Ok(())
+        })?;
         drop(a);
         // The states the debounced flags read (throttling, errors, links,
         // ports), over the last few steps only: a flag that holds now is
@@ -362,7 +373,10 @@ impl Prometheus {
                     timeout,
                 )
                 .await?;
-            Self::parse(&a, "matrix", |s| h.add(s))?;
+            Self::parse(&a, "matrix", |s| {
+                h.add(s);
+                Ok(())
+            })?;
         }
         Ok(h.finish(step_ms))
     }
@@ -371,7 +385,16 @@ impl Prometheus {
     /// is due, else what moves, on top of what `kept` holds), two at a
     /// time, each answer mapped series by series into its node as it
     /// arrives. `timeout` bounds each query.
+    ///
+    /// A refresh is bounded as a whole, not only query by query: within
+    /// `timeout` (checked between answers and while each is parsed), at
+    /// most `MAX_REFRESH_BYTES` of answers and `MAX_REFRESH_SERIES` series
+    /// across its queries, each bound applied as the answers are read.
     pub async fn read(&self, interval_ms: i64, kept: &mut Kept, timeout: Duration) -> Result<Fleet, String> {
+        let deadline = Instant::now() + timeout;
+        let over = || format!("no whole refresh within {} s", timeout.as_secs_f64());
+        let mut series_left = MAX_REFRESH_SERIES;
+        let mut bytes_left = MAX_REFRESH_BYTES;
         let full = kept.due();
         let queries = self.queries(full);
         let mut answers = futures_util::stream::iter(queries.into_iter().map(|q| async move {
@@ -385,9 +408,26 @@ impl Prometheus {
         let mut instance_host: HashMap<String, String> = HashMap::new();
         let mut ups: Vec<(String, f64)> = Vec::new();
         let mut slowest = Duration::ZERO;
-        while let Some((a, started)) = answers.next().await {
+        loop {
+            let next = tokio::time::timeout_at(deadline.into(), answers.next())
+                .await
+                .map_err(|_| over())?;
+            let Some((a, started)) = next else { break };
             let a = a?;
+            bytes_left = bytes_left.checked_sub(a.body.len()).ok_or_else(|| {
+                format!(
+                    "a refresh's answers hold more than {MAX_REFRESH_BYTES} bytes: narrow it with --prometheus-match"
+                )
+            })?;
             let n = Self::parse(&a, "vector", |s| {
+                series_left = series_left.checked_sub(1).ok_or_else(|| {
+                    format!("a refresh holds more than {MAX_REFRESH_SERIES} series: narrow it with --prometheus-match")
+                })?;
+                // A large answer parses for seconds: the deadline is
+                // looked at as it goes.
+                if series_left % 4096 == 0 && Instant::now() > deadline {
+                    return Err(over());
+                }
                 let l = s.labels();
                 let name = s.name();
                 let value = s
@@ -399,9 +439,9 @@ impl Prometheus {
                     if let Some(i) = l.get("instance") {
                         ups.push((i.to_string(), value));
                     }
-                    return;
+                    return Ok(());
                 }
-                let Some(host) = l.host() else { return };
+                let Some(host) = l.host() else { return Ok(()) };
                 if let Some(inst) = l.get("instance")
                     && !instance_host.contains_key(inst)
                 {
@@ -419,6 +459,7 @@ impl Prometheus {
                     }),
                 };
                 acc.add(name, &l, value);
+                Ok(())
             })?;
             self.recycle(a);
             slowest = slowest.max(started.elapsed());
@@ -756,7 +797,11 @@ mod tests {
            "values":[[1700000005,"NaN"]]}
         ]}}"#;
         let mut h = HistoryAcc::default();
-        promjson::read(json, "matrix", |s| h.add(s)).expect("an answer");
+        promjson::read(json, "matrix", |s| {
+            h.add(s);
+            Ok(())
+        })
+        .expect("an answer");
         let h = h.finish(5000);
         let n1 = &h["n1"];
         assert_eq!(n1.len(), 2);

@@ -121,7 +121,7 @@ pub const MAX_SERIES: usize = 2_000_000;
 /// The `result` array: each series to `each` as it is read.
 struct ResultSeed<'f, F>(&'f mut F);
 
-impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for ResultSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>) -> Result<(), String>> DeserializeSeed<'de> for ResultSeed<'_, F> {
     type Value = usize;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
@@ -129,7 +129,7 @@ impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for ResultSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for ResultSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>) -> Result<(), String>> Visitor<'de> for ResultSeed<'_, F> {
     type Value = usize;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -145,7 +145,9 @@ impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for ResultSeed<'_, F> {
                     "more than {MAX_SERIES} series in one answer: narrow it with --prometheus-match"
                 )));
             }
-            (self.0)(&slot);
+            // The reader may stop here (its budget spent, its deadline
+            // passed): nothing more of the answer is read.
+            (self.0)(&slot).map_err(de::Error::custom)?;
             n += 1;
         }
         Ok(n)
@@ -158,7 +160,7 @@ struct DataSeed<'f, F> {
     want: &'static str,
 }
 
-impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for DataSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>) -> Result<(), String>> DeserializeSeed<'de> for DataSeed<'_, F> {
     type Value = (String, usize);
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -166,7 +168,7 @@ impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for DataSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for DataSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>) -> Result<(), String>> Visitor<'de> for DataSeed<'_, F> {
     type Value = (String, usize);
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -207,7 +209,7 @@ struct Head {
     error: Option<String>,
 }
 
-impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for AnswerSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>) -> Result<(), String>> DeserializeSeed<'de> for AnswerSeed<'_, F> {
     type Value = Head;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Head, D::Error> {
@@ -215,7 +217,7 @@ impl<'de, F: FnMut(&Series<'de>)> DeserializeSeed<'de> for AnswerSeed<'_, F> {
     }
 }
 
-impl<'de, F: FnMut(&Series<'de>)> Visitor<'de> for AnswerSeed<'_, F> {
+impl<'de, F: FnMut(&Series<'de>) -> Result<(), String>> Visitor<'de> for AnswerSeed<'_, F> {
     type Value = Head;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -258,6 +260,9 @@ pub enum AnswerError {
     NoData,
     #[error("expected a {want}, got a {got}")]
     WrongType { want: &'static str, got: String },
+    /// The reader stopped it (`each` said why).
+    #[error("{0}")]
+    Stopped(String),
 }
 
 /// Reads one answer whose result should be of type `want` ("vector",
@@ -267,13 +272,18 @@ pub enum AnswerError {
 pub fn read<'de>(
     body: &'de [u8],
     want: &'static str,
-    mut each: impl FnMut(&Series<'de>),
+    mut each: impl FnMut(&Series<'de>) -> Result<(), String>,
 ) -> Result<usize, AnswerError> {
     let mut d = serde_json::Deserializer::from_slice(body);
+    let mut stopped = None;
+    let mut each = |s: &Series<'de>| each(s).inspect_err(|e| stopped = Some(e.clone()));
     let h = AnswerSeed { each: &mut each, want }
         .deserialize(&mut d)
-        .and_then(|h| d.end().map(|()| h))
-        .map_err(|e| AnswerError::NotJson(e.to_string()))?;
+        .and_then(|h| d.end().map(|()| h));
+    let h = match (h, stopped) {
+        (_, Some(why)) => return Err(AnswerError::Stopped(why)),
+        (h, None) => h.map_err(|e| AnswerError::NotJson(e.to_string()))?,
+    };
     if h.status != "success" {
         return Err(AnswerError::Query {
             kind: h.error_type.unwrap_or_else(|| "error".into()),
@@ -299,10 +309,14 @@ mod tests {
             format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{series}]}}}}"#)
         };
         let ok = answer(MAX_SERIES);
-        assert_eq!(read(ok.as_bytes(), "vector", |_| {}), Ok(MAX_SERIES));
+        assert_eq!(read(ok.as_bytes(), "vector", |_| Ok(())), Ok(MAX_SERIES));
         let over = answer(MAX_SERIES + 1);
         let mut seen = 0;
-        let e = read(over.as_bytes(), "vector", |_| seen += 1).expect_err("refused");
+        let e = read(over.as_bytes(), "vector", |_| {
+            seen += 1;
+            Ok(())
+        })
+        .expect_err("refused");
         assert!(e.to_string().contains("more than 2000000 series"), "{e}");
         assert_eq!(seen, MAX_SERIES, "nothing past the limit is handed over");
     }
@@ -322,6 +336,7 @@ mod tests {
                 l.get("exported_job").is_none(),
                 s.value.as_ref().and_then(|(_, v)| number(v)).map(|v| v.is_nan()),
             ));
+            Ok(())
         })
         .expect("an answer");
         assert_eq!(n, 2);
@@ -337,7 +352,7 @@ mod tests {
         let e = read(
             br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3"}"#,
             "vector",
-            |_| {},
+            |_| Ok(()),
         );
         assert_eq!(
             e.expect_err("an error").to_string(),
@@ -346,10 +361,10 @@ mod tests {
         let e = read(
             br#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#,
             "vector",
-            |_| {},
+            |_| Ok(()),
         );
         assert_eq!(e.expect_err("an error").to_string(), "expected a vector, got a scalar");
-        let e = read(b"<html>oops</html>", "vector", |_| {});
+        let e = read(b"<html>oops</html>", "vector", |_| Ok(()));
         assert!(
             e.expect_err("an error")
                 .to_string()
@@ -358,8 +373,28 @@ mod tests {
         let e = read(
             br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{}"#,
             "vector",
-            |_| {},
+            |_| Ok(()),
         );
         assert!(matches!(e, Err(AnswerError::NotJson(_))));
+    }
+
+    #[test]
+    fn the_reader_stops_an_answer_where_it_says_and_says_why() {
+        let one = r#"{"metric":{"Hostname":"n"},"value":[1,"1"]}"#;
+        let body = format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+            vec![one; 100].join(",")
+        );
+        let mut seen = 0;
+        let e = read(body.as_bytes(), "vector", |_| {
+            seen += 1;
+            if seen == 10 {
+                Err("the refresh's budget is spent".into())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(e, Err(AnswerError::Stopped("the refresh's budget is spent".into())));
+        assert_eq!(seen, 10, "nothing read past the stop");
     }
 }

@@ -313,3 +313,48 @@ fn a_prometheus_that_goes_silent_after_its_headers_cannot_hold_an_export() {
     assert!(!status.success());
     assert!(err.contains("within 2 s") && err.lines().count() == 1, "{err}");
 }
+
+/// A store that answers every query, each in well under `--scrape-timeout`,
+/// but a refresh's fourteen queries together far over it: the refresh is
+/// bounded as a whole, and the export ends saying so (each query alone
+/// within its bound used to make a 2 s timeout a 5 s read).
+#[test]
+fn a_prometheus_refresh_is_bounded_as_a_whole_not_query_by_query() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(64) {
+            let Ok(mut c) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(700));
+                    let body = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    if c.write_all(head.as_bytes())
+                        .and_then(|()| c.write_all(body.as_bytes()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let out = fleetop()
+        .args(["export", "--once", "--scrape-timeout", "1s", "--prometheus"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no whole refresh within 1 s"), "{err}");
+}

@@ -338,3 +338,51 @@ fn the_documented_secure_setup_works_through_the_binaries() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("may require a client certificate"), "{err}");
 }
+
+/// docs/security.md states the bounds the code has: each constant it quotes
+/// is read here, so a change to one fails until the document says it too.
+#[test]
+fn the_documented_bounds_are_the_codes() {
+    use fleetop::ingest::{kube, prometheus, promjson, ray};
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).expect("the document");
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let thousands = |n: usize| {
+        let s = n.to_string();
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let mib = |n: usize| format!("{} MiB", n >> 20);
+    for said in [
+        format!(
+            "{} and {} series an answer",
+            mib(prometheus::MAX_ANSWER_BYTES),
+            thousands(promjson::MAX_SERIES)
+        ),
+        format!(
+            "at most 1 GiB of answers and {} series",
+            thousands(prometheus::MAX_REFRESH_SERIES)
+        ),
+        format!("each call within {} s", kube::CALL_DEADLINE.as_secs()),
+        format!("each answer at most {}", mib(kube::MAX_ANSWER_BYTES)),
+        format!("one budget of {}", mib(ray::MAX_ANSWER)),
+        format!("at most {} bytes)", thousands(fleetop::model::action::MAX_REASON_BYTES)),
+        format!(
+            "waits at most {} s for its open connections",
+            fleetop_agent::server::STOP_GRACE.as_secs()
+        ),
+        format!(
+            "at most {} s after its document is written",
+            fleetop::cmd::export::STOP_DEADLINE.as_secs()
+        ),
+        format!("get {} s (`SHUTDOWN_GRACE`)", fleetop::SHUTDOWN_GRACE.as_secs()),
+    ] {
+        assert!(doc.contains(&said), "docs/security.md does not say: {said}");
+    }
+    assert_eq!(prometheus::MAX_REFRESH_BYTES, 1 << 30, "the document says 1 GiB");
+}
