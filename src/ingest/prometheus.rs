@@ -425,7 +425,7 @@ impl Prometheus {
                 })?;
                 // A large answer parses for seconds: the deadline is
                 // looked at as it goes.
-                if series_left % 4096 == 0 && Instant::now() > deadline {
+                if series_left.is_multiple_of(4096) && Instant::now() > deadline {
                     return Err(over());
                 }
                 let l = s.labels();
