@@ -29,7 +29,7 @@ use crate::store::{Link, NodeState, NodeStatus, Store};
 /// with `--ray`, each node's `ray` (its Ray node and the work holding GPUs
 /// there), a process's `ray_job`, and `ray_read_at`/`ray_error`;
 /// `console_behind_ms` while the console is behind; with `--kubernetes`,
-/// `kube_read_at`/`kube_error`.
+/// `kube_read_at`/`kube_error`; `slurm_error` beside `scheduler_error`.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -46,6 +46,12 @@ pub struct Snapshot {
     pub scheduler_read_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub scheduler_error: Option<String>,
+    /// `scheduler_error` under the name scripts look for beside
+    /// `ray_error` and `kube_error` (Slurm is the scheduler `--slurm` reads):
+    /// why the latest read of Slurm failed, and the document was written
+    /// with what the agents said.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub slurm_error: Option<String>,
     /// With `--ray`: when Ray was last read, and why the latest read
     /// failed, if it did.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -562,6 +568,7 @@ fn head(store: &Store, now_ms: i64) -> Snapshot {
         generated_at: rfc3339(now_ms),
         scheduler_read_at: sched.read_ms.map(rfc3339),
         scheduler_error: sched.error.clone(),
+        slurm_error: sched.error.clone(),
         ray_read_at: store.ray.as_ref().and_then(|r| r.health.read_ms).map(rfc3339),
         ray_error: store.ray.as_ref().and_then(|r| r.health.error.clone()),
         kube_read_at: store
@@ -602,6 +609,7 @@ impl Serialize for Streamed<'_> {
             generated_at,
             scheduler_read_at,
             scheduler_error,
+            slurm_error,
             ray_read_at,
             ray_error,
             kube_read_at,
@@ -609,12 +617,13 @@ impl Serialize for Streamed<'_> {
             console_behind_ms,
             nodes: _,
         } = head(self.store, self.now_ms);
-        let mut m = s.serialize_struct("Snapshot", 10)?;
+        let mut m = s.serialize_struct("Snapshot", 11)?;
         m.serialize_field("schema_version", &schema_version)?;
         m.serialize_field("generated_at", &generated_at)?;
         for (name, v) in [
             ("scheduler_read_at", scheduler_read_at),
             ("scheduler_error", scheduler_error),
+            ("slurm_error", slurm_error),
             ("ray_read_at", ray_read_at),
             ("ray_error", ray_error),
             ("kube_read_at", kube_read_at),
