@@ -29,7 +29,7 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     };
     let mut session = Session::start_for(&args.source, &cfg, reading).await?;
     session.settle(args.timeout).await;
-    ensure_some_answered(&session)?;
+    ensure_some_answered(&session, args.timeout)?;
     // A scheduler still silent when the first document is due: the
     // document says so rather than leaving its fields quietly out.
     if session.scheduler && !session.store.scheduler.answered() {
@@ -173,7 +173,7 @@ fn quiet_if_closed(r: std::io::Result<()>) -> anyhow::Result<()> {
 }
 
 /// Fails with one line naming every node and why, when none answered.
-fn ensure_some_answered(session: &Session) -> anyhow::Result<()> {
+fn ensure_some_answered(session: &Session, timeout: Duration) -> anyhow::Result<()> {
     let now = now_ms();
     let th = &session.store.thresholds;
     let nodes = &session.store.nodes;
@@ -194,10 +194,18 @@ fn ensure_some_answered(session: &Session) -> anyhow::Result<()> {
         })
         .collect();
     let more = nodes.len().saturating_sub(5);
-    let tail = if more > 0 {
+    let mut tail = if more > 0 {
         format!("; and {more} more")
     } else {
         String::new()
     };
+    // Nothing failed, nothing arrived: the source is still reading (a slow
+    // store's first read of a large fleet). Said plainly.
+    if nodes.iter().all(|n| matches!(n.link, Link::Connecting)) {
+        tail.push_str(&format!(
+            " (still reading after --timeout {}: give a longer --timeout)",
+            humantime::format_duration(timeout)
+        ));
+    }
     anyhow::bail!("no node answered: {}{tail}", reasons.join("; "))
 }

@@ -632,7 +632,10 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
         };
         if !backfilled {
             backfilled = true;
-            let past = history(&p, &fleet, interval, timeout).await;
+            // The history may cost the start no more than HISTORY_WAIT: a
+            // slow store's range query must not hold back the nodes the
+            // first read found (a one-shot export waits for them).
+            let past = history(&p, &fleet, interval, timeout.min(HISTORY_WAIT)).await;
             if !backfill(&targets, &fleet, past, &mut described, &mut seq, &tx).await {
                 return;
             }
@@ -691,6 +694,9 @@ async fn run(p: Prometheus, targets: Vec<Target>, interval: Duration, tx: mpsc::
 
 /// How far back the history is read at start.
 const HISTORY_WINDOW: Duration = Duration::from_secs(600);
+
+/// The longest the history's read may hold back the first nodes.
+const HISTORY_WAIT: Duration = Duration::from_secs(5);
 
 /// The history the sparklines start with: `HISTORY_WINDOW` back from now
 /// at the refresh step. A failed range query costs the history only.

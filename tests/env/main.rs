@@ -60,6 +60,10 @@ fn main() {
         "needs prometheus (/usr/bin/prometheus)",
     );
     let am = need(alertmanager::installed(), "needs prometheus-alertmanager");
+    let victoria = need(
+        prometheus_harness::victoria_installed(),
+        "needs victoria-metrics (/usr/bin/victoria-metrics)",
+    );
     let ray = need(
         ray_harness::installed() && e2e_tmux::tmux_installed(),
         "needs Ray in $FLEETOP_RAY_VENV (.ci/run makes it) and tmux",
@@ -132,6 +136,7 @@ fn main() {
         t!(prometheus::prometheus_export_matches_the_exporters, prometheus),
         t!(prometheus::a_bad_match_is_prometheus_error_in_one_line, prometheus),
         t!(prometheus_agents::agent_flags_come_through_prometheus, prometheus),
+        t!(prometheus_agents::agent_flags_come_through_victoria_metrics, victoria),
     ];
     libtest_mimic::run(&args, trials).exit();
 }

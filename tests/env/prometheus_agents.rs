@@ -57,6 +57,15 @@ fn export(args: &[&str]) -> Snapshot {
 }
 
 pub fn agent_flags_come_through_prometheus() {
+    flags_come_through(Prometheus::start);
+}
+
+/// The same through VictoriaMetrics: the store past one console reads alike.
+pub fn agent_flags_come_through_victoria_metrics() {
+    flags_come_through(Prometheus::start_victoria);
+}
+
+fn flags_come_through(store: fn(&[String]) -> Prometheus) {
     let mut agents = Vec::new();
     let mut grpc = Vec::new();
     let mut metrics = Vec::new();
@@ -88,7 +97,7 @@ pub fn agent_flags_come_through_prometheus() {
         grpc.push(format!("127.0.0.1:{g}"));
         metrics.push(format!("127.0.0.1:{m}"));
     }
-    let prom = Prometheus::start(&metrics);
+    let prom = store(&metrics);
     // Enough scrapes for the flags' debounce (a few samples) in the history.
     prom.wait_scrapes(NODES.len(), 8);
 

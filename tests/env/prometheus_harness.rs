@@ -12,6 +12,18 @@ use crate::{Killed, fleetop, free_port};
 
 const BIN: &str = "/usr/bin/prometheus";
 
+const VICTORIA: &str = "/usr/bin/victoria-metrics";
+
+/// Debian's VictoriaMetrics (a Prometheus-compatible store that shards:
+/// the path past one console that docs/PERFORMANCE.md names).
+pub fn victoria_installed() -> bool {
+    Path::new(VICTORIA).exists()
+        && std::process::Command::new(VICTORIA)
+            .arg("-version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+}
+
 pub fn installed() -> bool {
     Path::new(BIN).exists()
         && std::process::Command::new(BIN)
@@ -55,6 +67,47 @@ impl Prometheus {
         let deadline = Instant::now() + Duration::from_secs(60);
         while http_get(port, "/-/ready").is_none_or(|(s, _)| s != 200) {
             assert!(Instant::now() < deadline, "prometheus not ready in 60 s: {}", p.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    /// VictoriaMetrics scraping `targets` the same way, serving the same
+    /// query API (as a store fleetop reads with `--prometheus`).
+    pub fn start_victoria(targets: &[String]) -> Prometheus {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let list = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+        let cfg = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+             scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{list}]\n"
+        );
+        let cfg_path = dir.path().join("scrape.yml");
+        std::fs::write(&cfg_path, cfg).expect("write config");
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
+        let child = std::process::Command::new(VICTORIA)
+            .arg(format!("-promscrape.config={}", cfg_path.display()))
+            .arg(format!("-storageDataPath={}", dir.path().join("data").display()))
+            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            // Fresh samples visible at once (its default hides the last 30 s).
+            .arg("-search.latencyOffset=1s")
+            .arg("-search.disableCache")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("victoria-metrics starts");
+        let p = Prometheus {
+            port,
+            _child: Killed(child),
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while http_get(port, "/health").is_none_or(|(s, _)| s != 200) {
+            assert!(
+                Instant::now() < deadline,
+                "victoria-metrics not ready in 60 s: {}",
+                p.log()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
         p

@@ -358,3 +358,20 @@ fn a_prometheus_refresh_is_bounded_as_a_whole_not_query_by_query() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no whole refresh within 1 s"), "{err}");
 }
+
+/// A source still reading when the first document is due (a slow store's
+/// first read, a fleet's histories): the error says so and what to do,
+/// rather than calling every node silent.
+#[test]
+fn a_source_still_reading_at_the_timeout_says_so_plainly() {
+    let out = fleetop()
+        .args(["export", "--demo", "--nodes", "8", "--once", "--timeout", "1ms"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no node answered") && err.contains("still reading after --timeout 1ms: give a longer --timeout"),
+        "{err}"
+    );
+}
