@@ -166,19 +166,7 @@ async fn run_actions(
                     .collect();
                 tokio::spawn(async move {
                     let plan = prepared.plan.clone();
-                    // The callback cannot wait: its events queue here and a
-                    // forwarder waits on the update channel (as `B`'s do).
-                    let (queue, mut queued) = mpsc::unbounded_channel::<Update>();
-                    let forward = {
-                        let tx = tx.clone();
-                        tokio::spawn(async move {
-                            while let Some(u) = queued.recv().await {
-                                if tx.send(u).await.is_err() {
-                                    return;
-                                }
-                            }
-                        })
-                    };
+                    let (queue, forward) = bench::forwarder(tx.clone());
                     let report = match audit::started(&plan) {
                         Err(e) => audit::refused(&plan, &e.to_string()),
                         Ok(()) => {

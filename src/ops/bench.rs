@@ -264,6 +264,22 @@ pub async fn run_suites(
     }
 }
 
+/// A queue for a burn-in's progress callback, which cannot wait, and the
+/// task that forwards it onto the update channel: events queue without
+/// bound (a suite makes a few dozen a node), so nothing is dropped. Drop
+/// the queue, then await the task: everything queued has gone out.
+pub fn forwarder(tx: mpsc::Sender<Update>) -> (mpsc::UnboundedSender<Update>, tokio::task::JoinHandle<()>) {
+    let (queue, mut queued) = mpsc::unbounded_channel::<Update>();
+    let task = tokio::spawn(async move {
+        while let Some(u) = queued.recv().await {
+            if tx.send(u).await.is_err() {
+                return;
+            }
+        }
+    });
+    (queue, task)
+}
+
 /// Runs a burn-in suite on some nodes, reporting every event as an update,
 /// and logs it like any other action.
 pub async fn run_reporting(
@@ -294,20 +310,7 @@ pub async fn run_reporting(
         }
         return;
     }
-    // The callback cannot wait, so events queue without bound here and a
-    // forwarder waits on the update channel: nothing is dropped, and a suite
-    // produces a few dozen events per node.
-    let (queue, mut queued) = mpsc::unbounded_channel::<Update>();
-    let forward = {
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            while let Some(u) = queued.recv().await {
-                if tx.send(u).await.is_err() {
-                    return;
-                }
-            }
-        })
-    };
+    let (queue, forward) = forwarder(tx.clone());
     let seen = |i: usize, event: &BenchUpdate| {
         let _ = queue.send(Update::Bench {
             node: index[i],
