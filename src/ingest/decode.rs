@@ -156,9 +156,11 @@ fn sample_with(s: &pb::Sample, skew_ms: i64, last: &mut LastProcesses, kept: &[b
             .map(|x| Sxid {
                 sxid: x.sxid,
                 time_ms: x.time_ms - skew_ms,
-                switch_pci: x.switch_pci.clone(),
+                // The kernel log's words: escaped (controls, bidi
+                // overrides) before anything shows them.
+                switch_pci: fleetop_proto::input::printable(&x.switch_pci, 64),
                 fatal: x.fatal,
-                text: x.text.clone(),
+                text: fleetop_proto::input::printable(&x.text, 500),
             })
             .collect(),
     }
@@ -501,6 +503,22 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_sxids_kernel_log_text_is_escaped_once_decoded() {
+        let s = pb::Sample {
+            sxids: vec![pb::SxidEvent {
+                sxid: 12028,
+                text: "Non-fatal \u{202e}lortnoc \u{1b}[2J".into(),
+                switch_pci: "0000:05:00.0\u{7}".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let d = sample(&s, 0);
+        assert_eq!(d.sxids[0].text, "Non-fatal \\u{202e}lortnoc \\u{1b}[2J");
+        assert_eq!(d.sxids[0].switch_pci, "0000:05:00.0\\u{7}");
+    }
 
     #[test]
     fn a_second_stream_from_the_same_process_keeps_the_clock_skew() {
