@@ -75,8 +75,10 @@ pub struct Hold {
 impl Hold {
     /// An event at `t`.
     pub fn event(&mut self, t: i64) {
-        self.first.get_or_insert(t);
-        self.last = Some(t);
+        // Events may come out of order (the fault journal's beside the
+        // samples'): the episode spans the earliest to the latest.
+        self.first = Some(self.first.map_or(t, |f| f.min(t)));
+        self.last = Some(self.last.map_or(t, |l| l.max(t)));
     }
 
     /// Forgets the episode if its last event was before `t`.

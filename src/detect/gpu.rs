@@ -302,10 +302,22 @@ pub fn split_holder(detail: &str, job: u64) -> Option<(&str, &str)> {
 }
 
 fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
-    for x in &g.xids {
-        st.xid.event(x.time_ms);
-        if !st.xids.contains(&x.xid) {
-            st.xids.push(x.xid);
+    // The agent's fault journal holds this GPU's XIDs across restarts: a
+    // console started after the agent's history has moved past an XID
+    // holds it as one that saw it does, and so does every export.
+    let uuid = cx.desc.map(|d| d.uuid.as_str()).unwrap_or_default();
+    let journal = cx
+        .health
+        .fault_journal
+        .iter()
+        .filter(|r| !uuid.is_empty() && r.gpu_uuid == uuid && r.kind == "xid")
+        .filter(|r| cx.t - r.time_ms <= ms(cx.th.xid_hold))
+        .map(|r| (r.code, r.time_ms));
+    let seen = g.xids.iter().map(|x| (x.xid, x.time_ms));
+    for (code, time_ms) in journal.chain(seen) {
+        st.xid.event(time_ms);
+        if !st.xids.contains(&code) {
+            st.xids.push(code);
         }
     }
     // A burn-in that passed after the last XID ends the hold: the GPU was
@@ -319,7 +331,6 @@ fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     };
     // The catalog grades each code; the most urgent decides, after the
     // GPU's history has had its say.
-    let uuid = cx.desc.map(|d| d.uuid.as_str()).unwrap_or_default();
     let mut action: Option<(Action, Option<String>)> = None;
     for &code in &st.xids {
         let mut a = (fleetop_catalog::xid_action(code), None);

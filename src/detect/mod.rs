@@ -740,6 +740,39 @@ mod tests {
     }
 
     #[test]
+    fn an_xid_held_comes_from_the_journal_too_so_every_console_says_the_same() {
+        use crate::model::sample::FaultRecord;
+        let mut info = info();
+        info.gpus[0].uuid = "GPU-1".into();
+        let now = 10 * 86_400_000;
+        let rec = |t: i64| FaultRecord {
+            gpu_uuid: "GPU-1".into(),
+            kind: "xid".into(),
+            code: 79,
+            time_ms: t,
+            boot_id: None,
+        };
+        // Twenty minutes ago: past the agent's ten minutes of history, so
+        // a console started now sees it in the journal only, and holds it.
+        info.health.fault_journal = vec![rec(now - 20 * 60_000)];
+        let mut d = NodeDetector::default();
+        let f = feed(&mut d, &info, now, vec![gpu(|_| {})]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!((f[0].kind, f[0].since_ms), (FlagKind::Xid, now - 20 * 60_000));
+        // Past the hold: nothing.
+        info.health.fault_journal = vec![rec(now - 2 * 3_600_000)];
+        let mut d = NodeDetector::default();
+        assert!(feed(&mut d, &info, now, vec![gpu(|_| {})]).is_empty());
+        // A burn-in that passed since ends it, journal or not.
+        info.health.fault_journal = vec![rec(now - 20 * 60_000)];
+        let mut d = NodeDetector {
+            burnin_passed_ms: Some(now - 60_000),
+            ..Default::default()
+        };
+        assert!(feed(&mut d, &info, now, vec![gpu(|_| {})]).is_empty());
+    }
+
+    #[test]
     fn a_narrow_pcie_link_is_flagged_and_a_slow_one_only_while_busy() {
         use crate::model::sample::PcieLink;
         let mut info = info();
