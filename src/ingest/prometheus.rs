@@ -386,17 +386,22 @@ impl Prometheus {
     /// time, each answer mapped series by series into its node as it
     /// arrives. `timeout` bounds each query.
     ///
-    /// A refresh is bounded as a whole, not only query by query: within
-    /// `timeout` (checked between answers and while each is parsed), at
-    /// most `MAX_REFRESH_BYTES` of answers and `MAX_REFRESH_SERIES` series
-    /// across its queries, each bound applied as the answers are read.
+    /// A refresh is bounded as a whole, not only query by query: a given
+    /// `--scrape-timeout` bounds the whole refresh (a cron job's promise);
+    /// otherwise the whole may take `timeout` for each round of queries in
+    /// flight. The deadline is checked between answers and while each is
+    /// parsed. At most `MAX_REFRESH_BYTES` of answers and
+    /// `MAX_REFRESH_SERIES` series are read across its queries, each bound
+    /// applied as the answers are read.
     pub async fn read(&self, interval_ms: i64, kept: &mut Kept, timeout: Duration) -> Result<Fleet, String> {
-        let deadline = Instant::now() + timeout;
-        let over = || format!("no whole refresh within {} s", timeout.as_secs_f64());
-        let mut series_left = MAX_REFRESH_SERIES;
-        let mut bytes_left = MAX_REFRESH_BYTES;
         let full = kept.due();
         let queries = self.queries(full);
+        let rounds = queries.len().div_ceil(IN_FLIGHT).max(1) as u32;
+        let whole = self.bound.unwrap_or(timeout * rounds);
+        let deadline = Instant::now() + whole;
+        let over = || format!("no whole refresh within {} s", whole.as_secs_f64());
+        let mut series_left = MAX_REFRESH_SERIES;
+        let mut bytes_left = MAX_REFRESH_BYTES;
         let mut answers = futures_util::stream::iter(queries.into_iter().map(|q| async move {
             let started = Instant::now();
             let a = self.get("/api/v1/query", &[("query", q.as_str())], timeout).await;
