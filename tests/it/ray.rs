@@ -169,7 +169,12 @@ fn a_hung_gcs_or_a_trickling_dashboard_still_gives_ray_error() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let snap: Snapshot = serde_json::from_slice(&out.stdout).expect("export JSON");
         let why = snap.ray_error.unwrap_or_default();
-        assert!(why.contains("within 2 s"), "dashboard {dashboard}, gcs {gcs}: {why:?}");
+        // Whichever 2 s bound spoke first: the read's, the dashboard's, or
+        // tonic's for the GCS request.
+        assert!(
+            why.contains("within 2 s") || why.contains("Timeout expired"),
+            "dashboard {dashboard}, gcs {gcs}: {why:?}"
+        );
         assert!(!snap.nodes[0].gpus.is_empty());
     }
 }
