@@ -297,7 +297,7 @@ fn a_short_backfill_reads_too_little_history_to_call_a_gpu_idle() {
 fn a_one_shot_export_of_64_demo_nodes_ends_after_its_document() {
     let started = std::time::Instant::now();
     let out = fleetop()
-        .args(["export", "--demo", "--nodes", "64", "--once", "--timeout", "3s"])
+        .args(["export", "--demo", "--nodes", "64", "--once", "--timeout", "10s"])
         .args(["--format", "ndjson"])
         .timeout(std::time::Duration::from_secs(120))
         .output()

@@ -332,7 +332,7 @@ fn a_prometheus_refresh_is_bounded_as_a_whole_not_query_by_query() {
                     if n == 0 {
                         return;
                     }
-                    std::thread::sleep(std::time::Duration::from_millis(700));
+                    std::thread::sleep(std::time::Duration::from_millis(400));
                     let body = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
