@@ -32,26 +32,18 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     ensure_some_answered(&session, args.timeout)?;
     // A scheduler still silent when the first document is due: the
     // document says so rather than leaving its fields quietly out.
-    if session.scheduler && !session.store.scheduler.answered() {
-        session.store.scheduler.error = Some(format!(
-            "Slurm did not answer within --timeout {}",
-            humantime::format_duration(args.timeout)
-        ));
-        session.store.scheduler.error_ms = Some(now_ms());
-    }
-    if let Some(ray) = session.store.ray.as_mut().filter(|r| !r.health.answered()) {
-        ray.health.error = Some(format!(
-            "Ray did not answer within --timeout {}",
-            humantime::format_duration(args.timeout)
-        ));
-        ray.health.error_ms = Some(now_ms());
-    }
-    if session.kubernetes && !session.store.kube.health.answered() {
-        let why = format!(
-            "the API server did not answer within --timeout {}",
-            humantime::format_duration(args.timeout)
-        );
-        session.store.kube.failed(why, now_ms());
+    let (now, waited) = (now_ms(), humantime::format_duration(args.timeout));
+    let store = &mut session.store;
+    let silent = [
+        (session.scheduler.then_some(&mut store.scheduler), "Slurm"),
+        (store.ray.as_mut().map(|r| &mut r.health), "Ray"),
+        (session.kubernetes.then_some(&mut store.kube.health), "the API server"),
+    ];
+    for (health, who) in silent {
+        if let Some(h) = health.filter(|h| !h.answered()) {
+            h.error = Some(format!("{who} did not answer within --timeout {waited}"));
+            h.error_ms = Some(now);
+        }
     }
 
     let mut stdout = std::io::stdout().lock();

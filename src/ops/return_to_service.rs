@@ -178,27 +178,31 @@ pub fn prepare<'a>(
 /// "gpu_missing: 3 of 4 GPUs measured" where one is missing.
 fn missing_gpus(n: &BenchNode, expect: Option<u32>) -> Option<String> {
     let expect = expect?;
-    // A GPU counts once a check measured it, passed or failed.
+    let got = measured_gpus(n);
+    (got < expect).then(|| format!("gpu_missing: {got} of {expect} GPUs measured"))
+}
+
+/// How many GPUs a burn-in measured: a GPU counts once a check measured
+/// it, passed or failed.
+fn measured_gpus(n: &BenchNode) -> u32 {
     let measured: BTreeSet<u32> = n
         .results
         .iter()
         .filter(|r| r.value.is_some())
         .filter_map(|r| r.gpu)
         .collect();
-    let got = measured.len() as u32;
-    (got < expect).then(|| format!("gpu_missing: {got} of {expect} GPUs measured"))
+    measured.len() as u32
 }
 
 /// The failed `gpu_count` check of a burn-in that measured fewer GPUs than
 /// the node should have, if it did.
 fn gpu_count_check(n: &BenchNode, expect: Option<u32>) -> Option<BenchResult> {
     let why = missing_gpus(n, expect)?;
-    let measured = n.results.iter().filter(|r| r.value.is_some()).filter_map(|r| r.gpu);
     Some(BenchResult {
         name: "gpu_count".into(),
         gpu: None,
         peer: None,
-        value: Some(measured.collect::<BTreeSet<u32>>().len() as f64),
+        value: Some(f64::from(measured_gpus(n))),
         unit: Some("GPUs".into()),
         expected_min: expect.map(f64::from),
         expected_source: Some("the node's expected GPU count".into()),
@@ -333,6 +337,9 @@ pub async fn run(
                 .collect(),
         );
         p.force = prepared.force;
+        // The faults the return was decided on: Slurm's side refuses those
+        // nodes too unless forced (`ops::slurm::leave_alone`).
+        p.faults = plan.faults.clone();
         let (s, p2) = (slurm.clone(), p.clone());
         let done = tokio::task::spawn_blocking(move || slurm::execute(&s, &p2)).await;
         match done {

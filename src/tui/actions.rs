@@ -78,6 +78,24 @@ pub struct Guard {
     pub wrong: bool,
 }
 
+impl Guard {
+    /// The guard over `held` (a node's name, and why it needs its name
+    /// typed), or `None` when no node does.
+    fn over(head: &'static str, held: Vec<(String, String)>) -> Option<Guard> {
+        if held.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = held.iter().map(|(n, _)| n.clone()).collect();
+        Some(Guard {
+            head,
+            held: held.into_iter().map(|(n, why)| format!("{n}: {why}")).collect(),
+            names: hostlist::compress(&list),
+            typed: String::new(),
+            wrong: false,
+        })
+    }
+}
+
 /// The nodes an action applies to: the marked ones, else the one in view.
 pub(crate) fn action_targets(app: &App) -> Vec<String> {
     let idx: Vec<usize> = if !app.marked.is_empty() {
@@ -352,17 +370,7 @@ fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
             (!why.is_empty()).then(|| (name.clone(), why.join("; ")))
         })
         .collect();
-    if held.is_empty() {
-        return None;
-    }
-    let list: Vec<String> = held.iter().map(|(n, _)| n.clone()).collect();
-    Some(Guard {
-        head: "held out of service",
-        held: held.into_iter().map(|(n, by)| format!("{n}: {by}")).collect(),
-        names: hostlist::compress(&list),
-        typed: String::new(),
-        wrong: false,
-    })
+    Guard::over("held out of service", held)
 }
 
 /// A return to service of `names`, decided from what the console holds:
@@ -468,17 +476,7 @@ fn bench_guard(app: &App, nodes: &[usize]) -> Option<Guard> {
             (!why.is_empty()).then(|| (n.target.name.clone(), why.join("; ")))
         })
         .collect();
-    if busy.is_empty() {
-        return None;
-    }
-    let list: Vec<String> = busy.iter().map(|(n, _)| n.clone()).collect();
-    Some(Guard {
-        head: "running jobs or held by someone else",
-        held: busy.into_iter().map(|(n, why)| format!("{n}: {why}")).collect(),
-        names: hostlist::compress(&list),
-        typed: String::new(),
-        wrong: false,
-    })
+    Guard::over("running jobs or held by someone else", busy)
 }
 
 /// `K` in node detail: cancel the Slurm job on the selected GPU (its
