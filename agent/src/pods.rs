@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::proto::{NodeInfo, PodRef, Sample};
+use fleetop_proto::input::printable;
 
 /// The generated PodResources API (client, and the server the tests use).
 pub mod pb {
@@ -34,7 +35,7 @@ pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 pub const DEFAULT_POLL: Duration = Duration::from_secs(10);
 
 /// The longest one answer may take (connecting included), at most.
-const MAX_DEADLINE: Duration = Duration::from_secs(5);
+pub const MAX_DEADLINE: Duration = Duration::from_secs(5);
 
 /// How long the last answer stands while the kubelet fails (a kubelet
 /// restart takes seconds: the pods are still there, and series that lose
@@ -43,7 +44,7 @@ const KEEP_ON_ERROR: Duration = Duration::from_secs(60);
 
 /// The most bytes one List answer may take (a node of a few hundred pods
 /// takes tens of KiB).
-const MAX_ANSWER_BYTES: usize = 16 << 20;
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// The resources the NVIDIA device plugin advertises: whole GPUs, MIG
 /// instances (`nvidia.com/mig-3g.40gb`, ...), and shared GPUs renamed
@@ -81,10 +82,14 @@ impl Holders {
             for c in &p.containers {
                 for d in c.devices.iter().filter(|d| is_gpu_resource(&d.resource_name)) {
                     for id in &d.device_ids {
+                        // Made printable and bounded (Kubernetes' own limits on
+                        // the names) here, where they come in: they reach
+                        // /metrics, which people read with curl, as well as
+                        // the console.
                         by_device.entry(device_of(id).to_string()).or_default().push(Holder {
-                            namespace: p.namespace.clone(),
-                            pod: p.name.clone(),
-                            container: c.name.clone(),
+                            namespace: printable(&p.namespace, 63),
+                            pod: printable(&p.name, 253),
+                            container: printable(&c.name, 63),
                         });
                     }
                 }
@@ -381,6 +386,24 @@ mod tests {
                 ..Default::default()
             }],
         }
+    }
+
+    #[test]
+    fn names_from_the_kubelet_are_made_printable_and_bounded() {
+        // The socket is the kubelet's, but whoever can write there (or a
+        // compromised kubelet) names the pods that /metrics and the console
+        // show.
+        let mut p = pod("ns\u{1b}[2J", &"p".repeat(10_000), "nvidia.com/gpu", &["GPU-0"]);
+        p.containers[0].name = "c\u{202e}".into();
+        let h = Holders::from_answer(&ListPodResourcesResponse { pod_resources: vec![p] });
+        let got = &h.get("GPU-0")[0];
+        assert_eq!(got.namespace, "ns\\u{1b}[2J");
+        assert_eq!(got.container, "c\\u{202e}");
+        assert!(
+            got.pod.len() < 300 && got.pod.ends_with("(9747 more characters)"),
+            "{}",
+            got.pod.len()
+        );
     }
 
     #[test]

@@ -12,19 +12,30 @@ pub const MAX_FILE_BYTES: u64 = 4 << 20;
 /// Reads a text file of at most `max` bytes; a larger one (or an endless
 /// one, like /dev/zero) is refused after reading just past the bound.
 pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
-    // A FIFO with no writer would block the open for ever, a device
-    // (/dev/zero) would never end: only regular files are read.
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
     let mut buf = Vec::new();
-    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut buf)?;
+    open_regular(path)?.take(max + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > max {
         return Err(std::io::Error::other(format!("larger than {} MiB", max >> 20)));
     }
     let text = String::from_utf8(buf).map_err(|_| std::io::Error::other("not UTF-8 text"))?;
     // A byte-order mark is invisible and never part of the content.
     Ok(text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text))
+}
+
+/// Opens a regular file for reading, and nothing else. A FIFO with no
+/// writer would block a plain open for ever and a device (/dev/zero) would
+/// never end: the open does not wait (`O_NONBLOCK`, which a regular file
+/// ignores), and the type is checked on what was opened, not on the path.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
 }
 
 /// Cuts `s` to at most `max` bytes, on a character boundary (a cut never

@@ -35,7 +35,7 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
     // What a node's NVLinks connect to is a few NVSwitches, named on every
     // link of every GPU (144 times on an HGX H100): one copy of each name.
     let mut peers: Vec<Arc<str>> = Vec::new();
-    NodeDesc {
+    let desc = NodeDesc {
         hostname: info.hostname,
         agent_version: info.agent_version,
         backend: info.backend,
@@ -76,7 +76,8 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
                 .collect(),
             boot_id: text(info.boot_id),
         },
-    }
+    };
+    desc.printable()
 }
 
 /// `name` as the copy in `names`, added there if it is new.
@@ -262,7 +263,7 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuProcess]>, kep
                 .and_then(|(_, n)| n.strip_suffix(" ms")?.parse().ok())
                 .unwrap_or(0),
         }),
-        _ => Some(GpuError::Other(g.error.clone())),
+        s => Some(GpuError::Other(fleetop_proto::input::printable(s, 200))),
     };
     if error.is_some() {
         // No readings from a GPU that did not answer; XIDs still count.
@@ -324,8 +325,8 @@ fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuProcess]>, kep
             .iter()
             .map(|m| MigReading {
                 gpu_instance_id: m.gpu_instance_id,
-                profile: m.profile.clone(),
-                uuid: m.uuid.clone(),
+                profile: fleetop_proto::input::printable(&m.profile, 32),
+                uuid: fleetop_proto::input::printable(&m.uuid, 96),
                 mem_used_bytes: nz(m.mem_total_bytes).map(|_| m.mem_used_bytes),
                 mem_total_bytes: nz(m.mem_total_bytes),
                 gpm: m.gpm.as_ref().map(gpm),
@@ -518,6 +519,61 @@ mod tests {
         let d = sample(&s, 0);
         assert_eq!(d.sxids[0].text, "Non-fatal \\u{202e}lortnoc \\u{1b}[2J");
         assert_eq!(d.sxids[0].switch_pci, "0000:05:00.0\\u{7}");
+    }
+
+    #[test]
+    fn an_agents_description_and_errors_are_made_printable_once_decoded() {
+        // A hostile agent (or a GPU's firmware) names its node, GPUs and
+        // MIG profiles: none of it reaches the screen raw, and a name of a
+        // megabyte is cut.
+        let evil = "x\u{1b}]0;t\u{7}\u{202e}";
+        let d = node_desc(pb::NodeInfo {
+            hostname: format!("{evil}{}", "h".repeat(1 << 20)),
+            driver_version: evil.into(),
+            gpus: vec![pb::GpuInfo {
+                model: evil.into(),
+                uuid: evil.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let escaped = "x\\u{1b}]0;t\\u{7}\\u{202e}";
+        assert!(
+            d.hostname.starts_with(escaped) && d.hostname.len() < 400,
+            "{}",
+            &d.hostname[..60]
+        );
+        assert_eq!(d.driver_version.as_deref(), Some(escaped));
+        assert_eq!((d.gpus[0].model.as_str(), d.gpus[0].uuid.as_str()), (escaped, escaped));
+        let s = sample(
+            &pb::Sample {
+                gpus: vec![pb::GpuSample {
+                    error: format!("nvml: {evil}"),
+                    mig: vec![pb::MigInstance {
+                        profile: evil.into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            0,
+        );
+        assert_eq!(s.gpus[0].error, Some(GpuError::Other(format!("nvml: {escaped}"))));
+        let ok = sample(
+            &pb::Sample {
+                gpus: vec![pb::GpuSample {
+                    mig: vec![pb::MigInstance {
+                        profile: evil.into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            0,
+        );
+        assert_eq!(ok.gpus[0].mig[0].profile, escaped);
     }
 
     #[test]

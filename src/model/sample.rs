@@ -36,6 +36,54 @@ pub struct NodeDesc {
     pub health: NodeHealth,
 }
 
+impl NodeDesc {
+    /// The description with every text from outside made printable and
+    /// bounded (`fleetop_proto::input::printable`): an agent, an exporter
+    /// or a GPU's firmware names these, and the TUI shows them. The
+    /// mappers of every source (agent, dcgm-exporter, Prometheus) call this
+    /// once, so nothing after them escapes again.
+    pub fn printable(mut self) -> NodeDesc {
+        fn line(s: &mut String, max: usize) {
+            if s.len() > max || fleetop_proto::input::has_unprintable(s) {
+                *s = fleetop_proto::input::printable(s, max);
+            }
+        }
+        fn some(s: &mut Option<String>, max: usize) {
+            if let Some(s) = s {
+                line(s, max);
+            }
+        }
+        // Bounds in characters: a DNS name's 253; the rest generous for
+        // what NVML and the drivers say (a GPU's name is under 96 bytes).
+        line(&mut self.hostname, 253);
+        line(&mut self.agent_version, 64);
+        line(&mut self.backend, 64);
+        some(&mut self.driver_version, 64);
+        some(&mut self.cuda_version, 64);
+        some(&mut self.gpu_note, 500);
+        some(&mut self.health.boot_id, 64);
+        for g in &mut self.gpus {
+            line(&mut g.uuid, 96);
+            line(&mut g.model, 96);
+            line(&mut g.pci_bus_id, 32);
+            some(&mut g.vbios_version, 64);
+        }
+        for p in &mut self.ib_ports {
+            line(&mut p.device, 64);
+            line(&mut p.link_layer, 32);
+        }
+        for b in &mut self.health.gpus_missing_pci {
+            line(b, 32);
+        }
+        for r in &mut self.health.fault_journal {
+            line(&mut r.gpu_uuid, 96);
+            line(&mut r.kind, 64);
+            some(&mut r.boot_id, 64);
+        }
+        self
+    }
+}
+
 /// What the agent checked of the node as a whole, and the faults its
 /// journal keeps across restarts and reboots.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -4,6 +4,7 @@
 //! it covers. Damage (a truncated file, a flipped byte) ends the recording
 //! there: what came before replays, and `Damage` says where it stopped.
 
+use fleetop_proto::input::open_regular;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ impl Recording {
     /// Errors only when nothing can be replayed: no such file, not a
     /// recording, a newer schema, a damaged header.
     pub fn open(path: &Path) -> Result<Recording, RecordError> {
-        let mut file = File::open(path).map_err(|e| io(path, e))?;
+        let mut file = open_regular(path).map_err(|e| io(path, e))?;
         let (header, schema) = read_header(&mut file, path)?;
         if header.targets.is_empty() {
             return Err(RecordError::NoNodes { path: path.into() });
@@ -107,7 +108,7 @@ impl Recording {
         let mut n = header.segment + 1;
         loop {
             let next = segment_path(&first, n);
-            let Ok(mut f) = File::open(&next) else { break };
+            let Ok(mut f) = open_regular(&next) else { break };
             let schema = match read_header(&mut f, &next) {
                 Ok((h, schema)) if h.recording_id == header.recording_id && h.segment == n => schema,
                 // Another recording's leftover: not ours, not damage.
@@ -234,7 +235,7 @@ impl Recording {
             frame: i as u64,
             what,
         };
-        let mut f = File::open(path).map_err(|e| damage(e.to_string()))?;
+        let mut f = open_regular(path).map_err(|e| damage(e.to_string()))?;
         f.seek(SeekFrom::Start(fr.offset)).map_err(|e| damage(e.to_string()))?;
         let mut packed = vec![0; fr.len as usize];
         f.read_exact(&mut packed).map_err(|e| damage(e.to_string()))?;

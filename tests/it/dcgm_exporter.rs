@@ -203,3 +203,41 @@ fn a_profiling_only_exporter_shows_what_it_has_the_rest_absent_and_its_pods() {
     assert_eq!(pods(g0), ["ml/train-0 (trainer)"]);
     assert_eq!(pods(g1), ["infer/server-7d9 (triton)"]);
 }
+
+/// The probes every source meets (docs/security.md): an exporter that
+/// trickles, one that never stops, and one whose labels hold terminal
+/// escapes and bidi overrides. Each costs its own node only, within the
+/// scrape timeout, and nothing it says is kept raw.
+#[test]
+fn a_trickling_an_endless_and_a_hostile_exporter_each_cost_only_their_node() {
+    let good = HttpServer::start(Reply::Metrics(dcgm_text("gpu-good", &mixed_node())));
+    let trickle = HttpServer::start(Reply::Trickle);
+    let endless = HttpServer::start(Reply::Endless);
+    let raw = "gpu\u{1b}]0;owned\u{7}\u{202e}x";
+    let hostile_text = dcgm_text(raw, &mixed_node())
+        .replace("NVIDIA H100 80GB HBM3", "H100\u{1b}[2J\u{202e}")
+        .replace("pod=\"\"", "pod=\"p\u{1b}[31m\"")
+        .replace("namespace=\"\"", "namespace=\"ns\"");
+    let hostile = HttpServer::start(Reply::Metrics(hostile_text));
+    let hosts = [&good, &trickle, &endless, &hostile].map(|s| s.addr()).join(",");
+    let started = std::time::Instant::now();
+    let snap = export(&["--dcgm-exporter", &hosts]);
+    // Not a speed test: a trickle that held the export would take minutes.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(node(&snap, &good.addr()).status, Status::Ok);
+    for (s, needle) in [(&trickle, "timed out"), (&endless, "over the limit")] {
+        let n = node(&snap, &s.addr());
+        assert_eq!(n.status, Status::Unreachable, "{n:?}");
+        let detail = n.status_detail.as_deref().unwrap_or_default();
+        assert!(detail.contains(needle), "{needle:?} not in {detail:?}");
+    }
+    let h = node(&snap, &hostile.addr());
+    assert_eq!(h.status, Status::Ok, "{h:?}");
+    let doc = serde_json::to_string(h).expect("json");
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!doc.contains(bad), "{bad:?} kept raw in {doc}");
+    }
+    assert_eq!(h.hostname.as_deref(), Some("gpu\\u{1b}]0;owned\\u{7}\\u{202e}x"));
+    assert_eq!(h.gpus[0].model, "H100\\u{1b}[2J\\u{202e}");
+    assert!(doc.contains("p\\\\u{1b}[31m"), "the pod, escaped: {doc}");
+}

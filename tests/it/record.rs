@@ -255,6 +255,29 @@ fn a_recording_of_a_newer_schema_is_refused_in_one_line() {
 }
 
 #[test]
+fn a_fifo_or_a_device_named_as_a_recording_is_refused_at_once() {
+    // A FIFO nobody writes to would block a plain open for ever; /dev/zero
+    // would never end. Each is refused in one line, before any terminal.
+    let dir = tempfile::tempdir().expect("tmp");
+    let fifo = dir.path().join("rec.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    for file in [fifo.as_path(), Path::new("/dev/zero")] {
+        for args in [vec!["export", "--replay"], vec!["replay"]] {
+            let out = fleetop().args(&args).arg(file).output().expect("runs");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{args:?} {file:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains("not a regular file"), "{err}");
+            assert!(out.stdout.is_empty());
+        }
+    }
+}
+
+#[test]
 fn recordings_rotate_by_size_and_each_segment_replays_alone() {
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("rot.rec");

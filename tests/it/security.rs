@@ -360,7 +360,7 @@ fn the_documented_bounds_are_the_codes() {
     let mib = |n: usize| format!("{} MiB", n >> 20);
     for said in [
         format!(
-            "{} and {} series an answer",
+            "answer may hold {} and {} series",
             mib(prometheus::MAX_ANSWER_BYTES),
             thousands(promjson::MAX_SERIES)
         ),
@@ -368,7 +368,17 @@ fn the_documented_bounds_are_the_codes() {
             "at most 1 GiB of answers and {} series",
             thousands(prometheus::MAX_REFRESH_SERIES)
         ),
+        format!(
+            "page may hold {} and {} samples",
+            mib(fleetop::ingest::promtext::Limits::default().max_bytes),
+            thousands(fleetop::ingest::promtext::Limits::default().max_samples)
+        ),
         format!("each call within {} s", kube::CALL_DEADLINE.as_secs()),
+        format!(
+            "asked within at most {} s (less when sampling is faster) and its answer may hold {}",
+            fleetop_agent::pods::MAX_DEADLINE.as_secs(),
+            mib(fleetop_agent::pods::MAX_ANSWER_BYTES)
+        ),
         format!("each answer at most {}", mib(kube::MAX_ANSWER_BYTES)),
         format!("one budget of {}", mib(ray::MAX_ANSWER)),
         format!("at most {} bytes)", thousands(fleetop::model::action::MAX_REASON_BYTES)),
@@ -385,4 +395,49 @@ fn the_documented_bounds_are_the_codes() {
         assert!(doc.contains(&said), "docs/security.md does not say: {said}");
     }
     assert_eq!(prometheus::MAX_REFRESH_BYTES, 1 << 30, "the document says 1 GiB");
+}
+
+/// The table of hostile-input tests in docs/security.md names tests that
+/// exist: a renamed or deleted test leaves a hole the document must show.
+#[test]
+fn the_hostile_input_table_names_tests_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/security.md")).expect("the document");
+    let table = doc
+        .split("### Hostile inputs, source by source")
+        .nth(1)
+        .and_then(|t| t.split("\n### ").next())
+        .expect("the section");
+    let mut sources = String::new();
+    let mut stack = vec![
+        root.join("src"),
+        root.join("tests"),
+        root.join("agent"),
+        root.join("proto/src"),
+    ];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                sources.push_str(&std::fs::read_to_string(&p).expect("source"));
+            }
+        }
+    }
+    let mut named = 0;
+    for cell in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| source"))
+    {
+        for name in cell.split('`').skip(1).step_by(2).filter(|n| n.contains("::")) {
+            let f = name.rsplit("::").next().expect("a name");
+            assert!(
+                sources.contains(&format!("fn {f}(")),
+                "docs/security.md names {name}, which is no test"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 20, "only {named} tests named");
 }

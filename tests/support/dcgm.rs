@@ -152,6 +152,10 @@ pub enum Reply {
     Raw(Vec<u8>),
     /// Reads the request, then never answers (until the process ends).
     Hang,
+    /// Headers, then a byte of body every 100 ms, for ever.
+    Trickle,
+    /// Headers, then metrics lines without end, as fast as they are read.
+    Endless,
 }
 
 impl Reply {
@@ -236,6 +240,22 @@ fn serve(mut conn: TcpStream, reply: &Mutex<Reply>) {
         Reply::Raw(b) => b,
         Reply::Hang => {
             std::thread::sleep(Duration::from_secs(3600));
+            return;
+        }
+        Reply::Trickle => {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n");
+            for b in dcgm_text("gpu-slow", &mixed_node()).bytes().cycle() {
+                std::thread::sleep(Duration::from_millis(100));
+                if conn.write_all(&[b]).is_err() {
+                    return;
+                }
+            }
+            return;
+        }
+        Reply::Endless => {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n");
+            let line = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-0\",Hostname=\"gpu-huge\"} 1\n".repeat(1000);
+            while conn.write_all(line.as_bytes()).is_ok() {}
             return;
         }
     };

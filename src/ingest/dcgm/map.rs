@@ -217,10 +217,13 @@ impl NodeAcc {
             l.get("pod").filter(|p| !p.is_empty()),
             l.get("namespace").filter(|n| !n.is_empty()),
         ) {
+            // Bounded and made printable as the agent's pods are (Kubernetes'
+            // own limits on the names): they reach the screen.
+            use fleetop_proto::input::printable;
             let p = PodRef {
-                namespace: namespace.to_string(),
-                pod: pod.to_string(),
-                container: l.get("container").unwrap_or_default().to_string(),
+                namespace: printable(namespace, 63),
+                pod: printable(pod, 253),
+                container: printable(l.get("container").unwrap_or_default(), 63),
                 mig_uuid: None,
             };
             if !g.pods.contains(&p) {
@@ -275,7 +278,7 @@ impl NodeAcc {
             Some(gi) => {
                 let (profile, acc) = g.mig.entry(gi).or_default();
                 if profile.is_empty() {
-                    *profile = l.get("GPU_I_PROFILE").unwrap_or_default().to_string();
+                    *profile = fleetop_proto::input::printable(l.get("GPU_I_PROFILE").unwrap_or_default(), 32);
                 }
                 if is_per_instance(f) {
                     acc.set(f, value);
@@ -397,7 +400,7 @@ impl NodeAcc {
             });
         }
         Mapped {
-            desc,
+            desc: desc.printable(),
             sample,
             skipped: self.skipped,
         }
