@@ -6,7 +6,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use fleetop::tui::app::{Action, App, Wall, update};
+use fleetop::tui::app::{Action, App, Wall};
+use fleetop::tui::dispatch::update;
 use fleetop::tui::theme::{ColorDepth, Theme};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;

@@ -8,7 +8,7 @@
 #   cp "$(ls -t target/release/deps/nvml_sample-* | grep -v '\.d$' | head -1)" target/gpu-check/nvml_sample
 #   scripts/gpu-check.sh target/gpu-check OUT            # on the GPU machine
 #
-# What it records (docs/PERFORMANCE.md, "On a real GPU", has the figures):
+# What it records (docs/performance-log.md, "On a real GPU", has the figures):
 #   1. the GPUs as nvidia-smi sees them, and one `fleetop-agent sample --once`
 #      beside nvidia-smi's reading of the same fields;
 #   2. the agent's CPU per sample through the real driver (the nvml_sample

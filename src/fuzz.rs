@@ -129,7 +129,8 @@ fn draw(store: Store, now: i64) {
     use ratatui::layout::Rect;
     use ratatui::widgets::Widget;
 
-    use crate::tui::app::{Action, App, update};
+    use crate::tui::app::{Action, App};
+    use crate::tui::dispatch::update;
     let Ok(theme) = crate::tui::theme::Theme::load("default", None, crate::tui::theme::ColorDepth::TrueColor) else {
         return;
     };

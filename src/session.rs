@@ -1,7 +1,11 @@
 //! A console's connection to its fleet: resolve the SOURCE to targets
 //! (starting the demo agents if asked), create the store, and start the tasks
 //! that feed its one update channel: a source per node, the scheduler poller
-//! (with `--slurm`), and the action task that runs what the person confirmed.
+//! (with `--slurm`; and the Kubernetes and Ray pollers with `--kubernetes`
+//! and `--ray`), and the action task that runs what the person confirmed.
+//! The action task sends each plan to the scheduler it names (Slurm,
+//! Kubernetes or Ray); a plan for a scheduler that is not read is refused
+//! and logged, never sent elsewhere.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fleetop_agent::metrics::{Publisher, render};
+use fleetop_agent::serve::metrics::{Publisher, render};
 
 #[path = "support/node.rs"]
 mod support;

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use fleetop_agent::ring::Ring;
+use fleetop_agent::keep::ring::Ring;
 
 #[path = "support/node.rs"]
 mod support;

@@ -6,9 +6,10 @@
 
 use std::collections::BTreeMap;
 
+use fleetop_agent::collector::Collector;
 use fleetop_agent::proto::{GpuSample, IbSample, Sample};
-use fleetop_agent::sampler::{Collector, Sampler};
 use fleetop_agent::sim::{Model, Scenario, SimConfig, SimNode};
+use fleetop_agent::sources::Sampler;
 use fleetop_agent::wire::{encode, encode_columns};
 use prost::Message;
 

@@ -3,15 +3,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::host::HostSampler;
-use crate::ib::IbSampler;
-use crate::journal::{Journal, StateDirError};
-use crate::kmsg::KmsgSampler;
-use crate::nvml::{self, NvmlSampler, NvmlUnavailable};
-use crate::pci::NodeChecks;
+use crate::collector::Collector;
+use crate::keep::journal::{Journal, StateDirError};
 use crate::proto::NodeInfo;
-use crate::sampler::{Collector, Sampler};
 use crate::sim::{SimConfig, SimNode};
+use crate::sources::Sampler;
+use crate::sources::host::HostSampler;
+use crate::sources::ib::IbSampler;
+use crate::sources::kmsg::KmsgSampler;
+use crate::sources::nvml::{self, NvmlSampler, NvmlUnavailable};
+use crate::sources::pci::NodeChecks;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
@@ -76,7 +77,7 @@ impl BackendOptions {
             nvml_lib: None,
             interval: Duration::from_millis(u64::from(sim.interval_ms)),
             sim,
-            nvlink_counters_every: crate::sampler::NVLINK_COUNTERS_EVERY,
+            nvlink_counters_every: crate::collector::NVLINK_COUNTERS_EVERY,
             kmsg: None,
             state_dir: None,
             sysfs_root: Default::default(),
@@ -112,7 +113,7 @@ fn journal(opts: &BackendOptions) -> Result<Option<Journal>, StateDirError> {
     let Some(dir) = &opts.state_dir else {
         return Ok(None);
     };
-    let boot_id = crate::journal::boot_id(&opts.proc_root);
+    let boot_id = crate::keep::journal::boot_id(&opts.proc_root);
     match Journal::open(&dir.path, boot_id, crate::now_ms()) {
         Ok(j) => Ok(Some(j)),
         Err(e) if !dir.given => {
@@ -137,6 +138,7 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
         let mut samplers: Vec<Box<dyn Sampler>> = vec![Box::new(SimNode::new(opts.sim.clone()))];
         samplers.extend(kmsg_sampler(opts));
         let mut collector = Collector::new(samplers, base);
+        collector.set_simulation(opts.sim.clone());
         collector.set_nvlink_counters_every(opts.nvlink_counters_every);
         if let Some(j) = journal {
             collector.set_journal(j);
@@ -145,7 +147,7 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
     }
     let mut base = base;
     // This machine's boot, journal or not (a simulated node has none).
-    base.boot_id = crate::journal::boot_id(&opts.proc_root);
+    base.boot_id = crate::keep::journal::boot_id(&opts.proc_root);
     let mut samplers: Vec<Box<dyn Sampler>> = Vec::new();
     let mut note = None;
     match nvml::open(opts.nvml_lib.as_deref()).and_then(|n| NvmlSampler::new(n, opts.proc_root.clone(), opts.interval))

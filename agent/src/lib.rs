@@ -6,23 +6,11 @@
 
 pub mod backend;
 pub mod bench;
-pub mod host;
-pub mod ib;
-pub mod jobs;
-pub mod journal;
-pub mod kmsg;
-pub mod metrics;
-pub mod net;
-pub mod nvml;
-pub mod pci;
-pub mod pods;
-pub mod procinfo;
-pub mod ring;
-pub mod sampler;
-pub mod server;
-pub mod signal;
+pub mod collector;
+pub mod keep;
+pub mod serve;
 pub mod sim;
-pub mod tls;
+pub mod sources;
 
 /// The wire contract lives in its own crate, shared with the console.
 pub use fleetop_proto::pb as proto;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use fleetop_agent::backend::{self, Backend, BackendOptions, StateDir};
-use fleetop_agent::server::{self, AgentOptions};
+use fleetop_agent::serve::server::{self, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
 /// fleetop's node agent: samples GPUs (NVML), InfiniBand ports and the host,
@@ -78,7 +78,7 @@ struct Cli {
     /// which GPUs (sent to consoles, and /metrics' pod, namespace and
     /// container labels); "none" never asks. Without the socket (not a
     /// Kubernetes node) the agent runs on without pods.
-    #[arg(long, value_name = "PATH", default_value = fleetop_agent::pods::DEFAULT_SOCKET, value_parser = path_or_none)]
+    #[arg(long, value_name = "PATH", default_value = fleetop_agent::sources::pods::DEFAULT_SOCKET, value_parser = path_or_none)]
     kubelet_socket: PathOrNone,
     /// How often the kubelet is asked (tests).
     #[arg(long, default_value = "10s", value_parser = kubelet_poll, hide = true)]
@@ -113,10 +113,10 @@ struct NodeArgs {
     #[arg(long, default_value = "1s", value_parser = interval)]
     interval: Duration,
     /// Root of the InfiniBand sysfs tree.
-    #[arg(long, default_value = fleetop_agent::ib::DEFAULT_ROOT)]
+    #[arg(long, default_value = fleetop_agent::sources::ib::DEFAULT_ROOT)]
     ib_sysfs: PathBuf,
     /// Send per-link NVLink counters in every N-th sample (link state is in every one).
-    #[arg(long, default_value_t = fleetop_agent::sampler::NVLINK_COUNTERS_EVERY, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = fleetop_agent::collector::NVLINK_COUNTERS_EVERY, value_parser = clap::value_parser!(u32).range(1..))]
     nvlink_counters_every: u32,
     /// Root of procfs, where GPU processes' Slurm jobs are looked up.
     #[arg(long, default_value = "/proc", hide = true)]
@@ -135,7 +135,7 @@ struct NodeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     expect_gpus: Option<u32>,
     /// Root of sysfs, where the PCI bus and kernel modules are looked at.
-    #[arg(long, value_name = "DIR", default_value = fleetop_agent::pci::DEFAULT_SYSFS, hide = true)]
+    #[arg(long, value_name = "DIR", default_value = fleetop_agent::sources::pci::DEFAULT_SYSFS, hide = true)]
     sysfs_root: PathBuf,
     /// Simulation: number of GPUs (1 to 64).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -244,7 +244,7 @@ impl NodeArgs {
             Some(PathOrNone::Path(p)) => Some(p.clone()),
             // A simulated node's kernel log is not this machine's.
             None if simulated => None,
-            None => Some(PathBuf::from(fleetop_agent::kmsg::DEFAULT_PATH)),
+            None => Some(PathBuf::from(fleetop_agent::sources::kmsg::DEFAULT_PATH)),
         };
         let state_dir = match &self.state_dir {
             Some(PathOrNone::None) => None,
@@ -254,7 +254,7 @@ impl NodeArgs {
             }),
             None if simulated || mode == Mode::Once => None,
             None => Some(StateDir {
-                path: fleetop_agent::journal::DEFAULT_STATE_DIR.into(),
+                path: fleetop_agent::keep::journal::DEFAULT_STATE_DIR.into(),
                 given: false,
             }),
         };
@@ -366,7 +366,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             max_ring_bytes: (cli.history_max_mib as usize) << 20,
             pods: match &cli.kubelet_socket {
                 PathOrNone::None => None,
-                PathOrNone::Path(p) => Some(fleetop_agent::pods::PodsOptions {
+                PathOrNone::Path(p) => Some(fleetop_agent::sources::pods::PodsOptions {
                     socket: p.clone(),
                     every: cli.kubelet_poll,
                 }),
@@ -384,7 +384,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let mut handle = server::serve(collector, opts, listener).await?;
         tracing::info!("serving on {}", handle.addr);
         if let Some(l) = metrics {
-            let limits = fleetop_agent::metrics::http::Limits {
+            let limits = fleetop_agent::serve::metrics::http::Limits {
                 max_connections: cli.metrics_max_connections as usize,
                 idle_timeout: cli.idle_timeout,
                 head_timeout: cli.handshake_timeout,
@@ -601,7 +601,7 @@ fn swarm(
             lines.push_str(&format!("{}\n", h.addr));
             if files.metrics.is_some() {
                 let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                let limits = fleetop_agent::metrics::http::Limits {
+                let limits = fleetop_agent::serve::metrics::http::Limits {
                     max_connections: cli.metrics_max_connections as usize,
                     idle_timeout: cli.idle_timeout,
                     head_timeout: cli.handshake_timeout,

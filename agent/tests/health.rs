@@ -327,11 +327,11 @@ async fn a_later_subscriber_gets_the_journal_as_it_is_then() {
     });
     let (collector, _) = backend::build(&opts).expect("builds");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let agent_opts = fleetop_agent::server::AgentOptions {
+    let agent_opts = fleetop_agent::serve::server::AgentOptions {
         interval: std::time::Duration::from_millis(100),
         ..Default::default()
     };
-    let handle = fleetop_agent::server::serve(collector, agent_opts, listener)
+    let handle = fleetop_agent::serve::server::serve(collector, agent_opts, listener)
         .await
         .expect("serves");
     let addr = handle.addr;

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::scrape::{Scrape, scrape_until};
-use fleetop_agent::pods::pb::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
-use fleetop_agent::pods::pb::{
+use fleetop_agent::sources::pods::pb::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
+use fleetop_agent::sources::pods::pb::{
     AllocatableResourcesRequest, AllocatableResourcesResponse, ContainerDevices, ContainerResources,
     GetPodResourcesRequest, GetPodResourcesResponse, ListPodResourcesRequest, ListPodResourcesResponse, PodResources,
 };

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use fleetop_agent::bench::expect::Expectations;
 use fleetop_agent::proto::agent_client::AgentClient;
 use fleetop_agent::proto::{BenchRequest, SignalRequest, SubscribeRequest};
-use fleetop_agent::server::{AgentOptions, BenchSettings, TlsSettings, serve_sim};
+use fleetop_agent::serve::server::{AgentOptions, BenchSettings, TlsSettings, serve_sim};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 use tonic::Code;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};

@@ -6,7 +6,7 @@ use fleetop_agent::bench::expect::{Expectations, Verdict};
 use fleetop_agent::proto::agent_client::AgentClient;
 use fleetop_agent::proto::bench_event::Kind;
 use fleetop_agent::proto::{BenchRequest, BenchResult};
-use fleetop_agent::server::{AgentOptions, BenchSettings, serve_sim};
+use fleetop_agent::serve::server::{AgentOptions, BenchSettings, serve_sim};
 use fleetop_agent::sim::{Model, ONSET_MS, Scenario, SimConfig, target_gpu};
 use fleetop_proto::bench::GPU_CHECKS;
 

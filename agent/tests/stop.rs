@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fleetop_agent::proto::SubscribeRequest;
 use fleetop_agent::proto::agent_client::AgentClient;
-use fleetop_agent::server::{AgentOptions, STOP_GRACE, serve_sim};
+use fleetop_agent::serve::server::{AgentOptions, STOP_GRACE, serve_sim};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

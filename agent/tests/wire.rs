@@ -1,9 +1,10 @@
 //! The wire codec on real simulated samples: exact round trips, and the
 //! size a busy node costs (a size, which is deterministic for the simulation).
 
+use fleetop_agent::collector::Collector;
 use fleetop_agent::proto::Sample;
-use fleetop_agent::sampler::{Collector, Sampler};
 use fleetop_agent::sim::{Model, Scenario, SimConfig, SimNode};
+use fleetop_agent::sources::Sampler;
 use fleetop_agent::wire::{Decoder, decode, encode, encode_columns};
 use prost::Message;
 

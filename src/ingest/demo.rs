@@ -2,9 +2,10 @@
 //! process on loopback ephemeral ports, with scenarios mixed so that every
 //! kind of flag appears (given at least as many nodes as problem scenarios).
 
-use fleetop_agent::sampler::{Collector, Sampler};
-use fleetop_agent::server::{self, AgentHandle, AgentOptions};
+use fleetop_agent::collector::Collector;
+use fleetop_agent::serve::server::{self, AgentHandle, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig, SimNode};
+use fleetop_agent::sources::Sampler;
 
 use crate::ingest::agent::Access;
 use crate::ingest::decode;

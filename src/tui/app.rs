@@ -1,6 +1,5 @@
-//! The console's state and the pure function that changes it. Nothing here
-//! does I/O or reads the clock: time arrives in actions.
-//! `update` hands keys to `keys` (the key table) and the mouse to `mouse`.
+//! The console's state. Nothing here does I/O or reads the clock: time
+//! arrives in actions, which `dispatch::update` applies.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -11,11 +10,11 @@ use crate::model::flag::{Flag, Silence, Subject};
 use crate::model::request::Request;
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
+use crate::tui::layout;
 use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
-use crate::tui::{keys, layout, mouse};
 
-pub use crate::tui::actions::{Dialog, Guard};
+pub use crate::tui::modal::{CommandLine, Dialog, Guard};
 
 /// Where copied text goes (the terminal's clipboard, by OSC 52).
 pub type ClipboardSink = Box<dyn FnMut(&str) + Send>;
@@ -170,7 +169,7 @@ pub struct App {
     /// The filter before `/` was pressed, restored by Esc.
     pub(crate) filter_before: Option<(Filter, String)>,
     /// The `:` command line, while it is open (`tui::command`).
-    pub command: Option<crate::tui::command::CommandLine>,
+    pub command: Option<CommandLine>,
     /// Where a range mark (Ctrl-Space) starts: the last node marked.
     pub(super) mark_anchor: Option<usize>,
     /// How often the screen may be redrawn (`--refresh`).
@@ -557,63 +556,6 @@ pub(super) fn moved(pos: usize, delta: isize, len: usize) -> usize {
     (pos as isize + delta).clamp(0, len as isize - 1) as usize
 }
 
-pub fn update(app: &mut App, action: Action) {
-    match action {
-        Action::Quit => app.quit = true,
-        // Paused: the clock and the updates go to the live store behind
-        // the frozen display (and nothing redraws).
-        Action::Tick(now) if app.paused.is_some() => {
-            if let Some(p) = app.paused.as_mut() {
-                p.tick(now);
-            }
-        }
-        Action::Store(u, now) if app.paused.is_some() && !matches!(u, Update::ActionDone(_)) => {
-            if let Some(p) = app.paused.as_mut() {
-                p.apply(u, now);
-            }
-        }
-        Action::Tick(now) => {
-            app.now_ms = now;
-            app.store.tick(now);
-            clamp_cursors(app);
-        }
-        // The hot path (a fleet's history arrives as hundreds of thousands of
-        // these): no per-update work beyond the store's.
-        Action::Store(u, now) => {
-            let done = match &u {
-                Update::ActionDone(r) => Some((r.action.verb(), r.ok())),
-                _ => None,
-            };
-            // An action's result is shown now, paused or not, and kept
-            // in the live store too.
-            if let Some(p) = app.paused.as_mut() {
-                p.apply(u.clone(), now);
-            }
-            app.store.apply(u, now);
-            match (done, &app.dialog) {
-                (None, _) => {}
-                // A dialog being filled in is not taken away by a result
-                // (a return hidden with Esc ends minutes later).
-                (Some((verb, ok)), Some(d)) if !matches!(d, Dialog::Running(_) | Dialog::Result) => {
-                    let how = if ok { "done" } else { "failed on some nodes" };
-                    app.message = Some(format!("{verb} {how}: see the node's timeline (5) and the audit log"));
-                }
-                (Some(_), _) => app.dialog = Some(Dialog::Result),
-            }
-            app.changed = true;
-        }
-        Action::Resize(w, h) => app.size = (w, h),
-        Action::Mouse(m) => {
-            mouse::on_mouse(app, m);
-            clamp_cursors(app);
-        }
-        Action::Key(k) => {
-            keys::on_key(app, k);
-            clamp_cursors(app);
-        }
-    }
-}
-
 /// `p`: freezes the display (the store drawn stays as it is) or brings
 /// it back to now, with everything that arrived meanwhile.
 pub(super) fn toggle_pause(app: &mut App) {
@@ -630,7 +572,7 @@ pub(super) fn toggle_pause(app: &mut App) {
 }
 
 /// Keeps cursors inside what is shown (the list can shrink under a filter).
-fn clamp_cursors(app: &mut App) {
+pub(super) fn clamp_cursors(app: &mut App) {
     // The selected node keeps the cursor wherever a re-sort takes it; one
     // that is no longer shown hands it to whatever is now on its row.
     let pos = app.cursor_pos();

@@ -14,14 +14,6 @@ pub const COMMANDS: [&str; 9] = [
     "node", "filter", "drain", "resume", "return", "sort", "help", "q", "quit",
 ];
 
-/// The `:` line being typed.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CommandLine {
-    pub text: String,
-    /// What Tab found and could not choose between, shown in the footer.
-    pub choices: Vec<String>,
-}
-
 /// A key while the filter is typed: the list follows each key (a term that
 /// does not parse yet, like `gpu[0`, keeps the last good filter); Enter
 /// keeps it, Esc puts back the one before, Ctrl-U clears the line.

@@ -1,7 +1,7 @@
 //! The key table: what each key does, first the keys every screen shares
 //! (quit, help, filter, Tab, actions), then each screen's own, and the
 //! helpers behind them (marking, jumping to the next flagged node, quieting
-//! an alert, copying a hostlist). `app::update` hands every key here; the
+//! an alert, copying a hostlist). `dispatch::update` hands every key here; the
 //! state the keys change stays in `app`.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};

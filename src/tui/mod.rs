@@ -1,12 +1,14 @@
-//! The terminal console. State lives in one `App`; `app::update` is pure;
+//! The terminal console. State lives in one `App`; `dispatch::update` is pure;
 //! `ui` renders `&App` as a widget; this module owns the terminal and the one
 //! event channel that merges keys, ticks, signals and store updates.
 
 pub mod actions;
 pub mod app;
 pub mod command;
+pub mod dispatch;
 mod keys;
 mod layout;
+pub mod modal;
 mod mouse;
 pub mod pause;
 pub mod replay;
@@ -282,8 +284,8 @@ where
     B::Error: Send + Sync + 'static,
 {
     let size = terminal.size()?;
-    app::update(app, Action::Resize(size.width, size.height));
-    app::update(app, Action::Tick(clock()));
+    dispatch::update(app, Action::Resize(size.width, size.height));
+    dispatch::update(app, Action::Tick(clock()));
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
     // Updates are coalesced: the screen is redrawn at most this often.
@@ -310,7 +312,7 @@ where
             biased;
             a = actions.recv() => match a {
                 Some(a) => {
-                    app::update(app, a);
+                    dispatch::update(app, a);
                     dirty = true;
                     send_outgoing(app, cluster.as_ref()).await;
                     if let (Some(text), Some(sink)) = (app.clipboard.take(), app.clipboard_sink.as_mut()) {
@@ -323,7 +325,7 @@ where
             u = updates.recv(), if updates_open && !resting => match u {
                 Some(u) => {
                     let now = clock();
-                    app::update(app, Action::Store(u, now));
+                    dispatch::update(app, Action::Store(u, now));
                     // Take what is already waiting, in batches small enough
                     // that a key press is seen between them (a big fleet's
                     // history is hundreds of thousands of updates); draw on
@@ -331,7 +333,7 @@ where
                     let mut emptied = false;
                     for _ in 0..UPDATE_BATCH {
                         match updates.try_recv() {
-                            Ok(u) => app::update(app, Action::Store(u, now)),
+                            Ok(u) => dispatch::update(app, Action::Store(u, now)),
                             Err(_) => {
                                 emptied = true;
                                 break;
@@ -352,7 +354,7 @@ where
                 }
             }
             _ = tick.tick() => {
-                app::update(app, Action::Tick(clock()));
+                dispatch::update(app, Action::Tick(clock()));
                 dirty = true;
                 on_tick(app);
             }

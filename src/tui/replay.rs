@@ -25,7 +25,8 @@ use crate::config::Config;
 use crate::detect::Thresholds;
 use crate::model::time::rfc3339;
 use crate::record::{Player, parse_at};
-use crate::tui::app::{self, Action, App};
+use crate::tui::app::{Action, App};
+use crate::tui::dispatch;
 use crate::tui::theme::{ColorDepth, Theme};
 
 /// The speeds `<` and `>` step through.
@@ -101,7 +102,7 @@ impl Replay {
         }
         self.player.feed_until(&mut app.store, t);
         self.cursor_ms = t;
-        app::update(app, Action::Tick(t));
+        dispatch::update(app, Action::Tick(t));
     }
 
     /// Plays `wall_ms` of wall time at the current speed; pauses at the end.
@@ -135,7 +136,7 @@ impl Replay {
                 self.message = Some("no flag raised after this".into());
             }
         }
-        app::update(app, Action::Tick(self.cursor_ms));
+        dispatch::update(app, Action::Tick(self.cursor_ms));
     }
 
     /// Takes the replay's keys; false for every other key (the app's).
@@ -261,7 +262,7 @@ where
     B::Error: Send + Sync + 'static,
 {
     let size = terminal.size()?;
-    app::update(app, Action::Resize(size.width, size.height.saturating_sub(1)));
+    dispatch::update(app, Action::Resize(size.width, size.height.saturating_sub(1)));
     let mut play = tokio::time::interval(PLAY_STEP);
     play.tick().await;
     while !app.quit {
@@ -275,11 +276,11 @@ where
             a = actions.recv() => match a {
                 Some(Action::Key(k)) => {
                     if !replay.key(app, k) {
-                        app::update(app, Action::Key(k));
+                        dispatch::update(app, Action::Key(k));
                     }
                 }
-                Some(Action::Resize(w, h)) => app::update(app, Action::Resize(w, h.saturating_sub(1))),
-                Some(Action::Mouse(m)) => app::update(app, Action::Mouse(m)),
+                Some(Action::Resize(w, h)) => dispatch::update(app, Action::Resize(w, h.saturating_sub(1))),
+                Some(Action::Mouse(m)) => dispatch::update(app, Action::Mouse(m)),
                 // The wall clock is not the replay's: time is the cursor.
                 Some(Action::Tick(_) | Action::Store(..)) => {}
                 Some(Action::Quit) | None => app.quit = true,

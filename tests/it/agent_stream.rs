@@ -8,7 +8,7 @@ use fleetop::model::sample::NodeSample;
 use fleetop_agent::proto::SubscribeRequest;
 use fleetop_agent::proto::agent_client::AgentClient;
 use fleetop_agent::proto::agent_message::Kind;
-use fleetop_agent::server::{self, AgentHandle, AgentOptions};
+use fleetop_agent::serve::server::{self, AgentHandle, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
 /// A two-GPU simulated node sampled every `interval_ms`.
@@ -357,7 +357,7 @@ async fn history_in_batches_is_the_same_history_in_a_few_messages() {
 }
 
 /// An agent sampling every 100 ms that has a minute of history (600 samples).
-async fn with_a_minute_of_history(limits: fleetop_agent::server::Limits) -> AgentHandle {
+async fn with_a_minute_of_history(limits: fleetop_agent::serve::server::Limits) -> AgentHandle {
     let now = fleetop_agent::now_ms();
     let mut sim = sim(100);
     sim.start_ms = now - 120_000;
@@ -383,7 +383,7 @@ fn target_of(agent: &AgentHandle, name: &str) -> fleetop::model::target::Target 
 /// of history, until 20 live samples: descriptions, caught-ups, seqs.
 /// The source task is still running (and connected) when this returns.
 async fn a_session_with_history(
-    limits: fleetop_agent::server::Limits,
+    limits: fleetop_agent::serve::server::Limits,
 ) -> (AgentHandle, Vec<tokio::task::JoinHandle<()>>, usize, usize, Vec<u64>) {
     use fleetop::ingest::agent::{SourceOptions, spawn_all};
     use fleetop::model::update::{Event, Update};
@@ -454,7 +454,7 @@ async fn a_history_is_read_on_its_own_connection_and_nothing_falls_between() {
 /// never down, and still gets every sample once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_second_connection_leaves_the_node_on_its_first() {
-    let limits = fleetop_agent::server::Limits {
+    let limits = fleetop_agent::serve::server::Limits {
         max_connections: 1,
         ..Default::default()
     };

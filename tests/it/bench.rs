@@ -186,20 +186,20 @@ fn the_token_read_only_and_confirmation_guard_the_agents() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass --yes"));
 }
 
-async fn agent(max: Duration, token: Option<&str>) -> fleetop_agent::server::AgentHandle {
-    let bench = token.map(|t| fleetop_agent::server::BenchSettings {
+async fn agent(max: Duration, token: Option<&str>) -> fleetop_agent::serve::server::AgentHandle {
+    let bench = token.map(|t| fleetop_agent::serve::server::BenchSettings {
         token: t.into(),
         expectations: fleetop_agent::bench::expect::Expectations::load(None).expect("shipped"),
         max_duration: max,
     });
     let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
     // Plaintext, for the suite logic: these clients are in this process.
-    let o = fleetop_agent::server::AgentOptions {
+    let o = fleetop_agent::serve::server::AgentOptions {
         bench,
         insecure: true,
         ..Default::default()
     };
-    fleetop_agent::server::serve_sim(sim, o).await.expect("serves")
+    fleetop_agent::serve::server::serve_sim(sim, o).await.expect("serves")
 }
 
 fn req(suite: &str) -> BenchRequest {

@@ -36,10 +36,11 @@ fn every_input_the_fuzzers_found_is_handled() {
 /// few bytes, through decoding, the store, the export and every screen.
 #[test]
 fn a_real_agent_stream_and_its_truncations_never_panic_the_console() {
+    use fleetop_agent::collector::Collector;
     use fleetop_agent::proto::agent_message::Kind;
     use fleetop_agent::proto::{AgentMessage, Sample};
-    use fleetop_agent::sampler::{Collector, Sampler};
     use fleetop_agent::sim::{Scenario, SimNode};
+    use fleetop_agent::sources::Sampler;
     use prost::Message;
 
     let mut cfg = fleetop::ingest::demo::plan(1, 4, 3, 0).remove(0);

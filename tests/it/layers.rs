@@ -1,7 +1,8 @@
-//! The console's layers point one way (see `src/lib.rs`): a module may
-//! import only modules of lower layers or its own. This reads every
-//! `crate::` path in `src/` and fails on an import against that order, so a
-//! cycle between the console's modules cannot come back unnoticed.
+//! The console's and the agent's layers point one way (see `src/lib.rs`
+//! and `agent/src/lib.rs`): a module may import only modules of lower
+//! layers or its own. This reads every `crate::` and `super::` path and
+//! fails on an import against that order, and on any circle of imports
+//! between the files of one folder, so a knot cannot come back unnoticed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -26,6 +27,20 @@ const LAYERS: &[(&str, u32)] = &[
     // The fuzz targets' entry points drive every front end, like main does.
     ("fuzz", 7),
     ("tui", 6),
+];
+
+/// The agent's top-level modules and their layers, as `LAYERS` is the
+/// console's: where readings come from and what is kept below, the
+/// simulation (a source), the collector that runs the sources, the
+/// backend that builds it, and serving on top.
+const AGENT_LAYERS: &[(&str, u32)] = &[
+    ("keep", 0),
+    ("sources", 0),
+    ("sim", 1),
+    ("collector", 2),
+    ("bench", 2),
+    ("backend", 3),
+    ("serve", 4),
 ];
 
 /// The top-level modules named by `crate::` paths in `text`, `use crate::{a, b}` included.
@@ -67,13 +82,12 @@ fn visit(dir: &Path, f: &mut dyn FnMut(&Path)) {
     }
 }
 
-#[test]
-fn console_modules_import_only_lower_layers() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let layer: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
+/// Imports against `layers` among the top-level modules under `src`.
+fn against_layers(src: &Path, layers: &[(&str, u32)]) -> Vec<String> {
+    let layer: BTreeMap<&str, u32> = layers.iter().copied().collect();
     let mut wrong = Vec::new();
-    visit(&src, &mut |p| {
-        let rel = p.strip_prefix(&src).expect("under src");
+    visit(src, &mut |p| {
+        let rel = p.strip_prefix(src).expect("under src");
         let top = rel
             .iter()
             .next()
@@ -91,7 +105,7 @@ fn console_modules_import_only_lower_layers() {
             return;
         };
         let text = std::fs::read_to_string(p).expect("readable");
-        for m in imports(&text) {
+        for m in imports(without_tests(&text)) {
             match layer.get(m.as_str()) {
                 Some(_) if m == top => {}
                 Some(&theirs) if theirs < mine => {}
@@ -100,7 +114,185 @@ fn console_modules_import_only_lower_layers() {
             }
         }
     });
+    wrong
+}
+
+/// A file's text before its unit tests, which may use any module.
+fn without_tests(text: &str) -> &str {
+    text.find("#[cfg(test)]\nmod tests").map_or(text, |i| &text[..i])
+}
+
+#[test]
+fn console_modules_import_only_lower_layers() {
+    let wrong = against_layers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), LAYERS);
     assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn agent_modules_import_only_lower_layers() {
+    let wrong = against_layers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("agent/src"), AGENT_LAYERS);
+    assert!(
+        wrong.is_empty(),
+        "imports against the agent's layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Every module (one per file: `a/b.rs` is `a::b`, `a/mod.rs` is `a`) and
+/// the modules it imports through `crate::` and `super::` paths.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    visit(src, &mut |p| files.push(p.to_path_buf()));
+    let name = |p: &Path| {
+        let rel = p.strip_prefix(src).expect("under src").with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        if parts.last().is_some_and(|l| l == "mod") {
+            parts.pop();
+        }
+        parts.join("::")
+    };
+    let modules: BTreeSet<String> = files.iter().map(|p| name(p)).collect();
+    // The longest module that `path` (segments from the crate root) is in.
+    let resolve = |path: &[&str]| {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].join("::"))
+            .find(|m| modules.contains(m))
+    };
+    let mut graph = BTreeMap::new();
+    for f in &files {
+        let me = name(f);
+        let is_mod = f.file_name().is_some_and(|n| n == "mod.rs");
+        let text = std::fs::read_to_string(f).expect("readable");
+        let mut to = BTreeSet::new();
+        for line in without_tests(&text)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with("//"))
+        {
+            for (start, base) in [
+                ("crate::", Vec::new()),
+                ("super::", {
+                    let mut b: Vec<&str> = me.split("::").collect();
+                    // `super` of a.rs's items is a's parent; of a/mod.rs's, too.
+                    b.pop();
+                    if is_mod {
+                        // a/mod.rs is `a`: its `super` is a's parent, popped above.
+                    }
+                    b
+                }),
+            ] {
+                let mut rest = line;
+                while let Some(i) = rest.find(start) {
+                    if start == "crate::" && i > 0 && rest[..i].ends_with(char::is_alphanumeric) {
+                        rest = &rest[i + start.len()..];
+                        continue;
+                    }
+                    rest = &rest[i + start.len()..];
+                    let path: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                        .collect();
+                    let mut segs: Vec<&str> = base.clone();
+                    segs.extend(path.split("::").filter(|s| !s.is_empty()));
+                    // `a::{b, c}`: each item is looked at on its own.
+                    let mut targets = vec![segs.clone()];
+                    if let Some(group) = rest[path.len()..].strip_prefix('{') {
+                        let end = group.find('}').unwrap_or(group.len());
+                        for item in group[..end].split(',') {
+                            let first: String = item
+                                .trim()
+                                .chars()
+                                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                                .collect();
+                            let mut s = segs.clone();
+                            s.push(Box::leak(first.into_boxed_str()));
+                            targets.push(s);
+                        }
+                    }
+                    for t in targets {
+                        if let Some(m) = resolve(&t)
+                            && m != me
+                        {
+                            to.insert(m);
+                        }
+                    }
+                }
+            }
+        }
+        graph.insert(me, to);
+    }
+    graph
+}
+
+/// Circles of imports between modules of which neither holds the other (a
+/// parent's shared types used by its children are no circle).
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let within = |a: &str, b: &str| a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"));
+    let edges = |m: &str| -> Vec<String> {
+        graph
+            .get(m)
+            .into_iter()
+            .flatten()
+            .filter(|t| !within(m, t))
+            .cloned()
+            .collect()
+    };
+    let mut found = Vec::new();
+    for start in graph.keys() {
+        // Paths from `start` back to it, shortest first.
+        let mut seen = BTreeSet::new();
+        let mut queue = std::collections::VecDeque::from([vec![start.clone()]]);
+        while let Some(path) = queue.pop_front() {
+            let last = path.last().expect("a path");
+            for next in edges(last) {
+                if &next == start {
+                    let circle = path.join(" -> ") + " -> " + start;
+                    // Each circle once, from its smallest module.
+                    if path.iter().all(|m| m >= start) {
+                        found.push(circle);
+                    }
+                    queue.clear();
+                    break;
+                }
+                if seen.insert(next.clone()) {
+                    let mut p = path.clone();
+                    p.push(next);
+                    queue.push_back(p);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_circle_of_imports_between_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = Vec::new();
+    for src in ["src", "agent/src"] {
+        for c in circles(&module_graph(&root.join(src))) {
+            all.push(format!("{src}: {c}"));
+        }
+    }
+    assert!(all.is_empty(), "circles of imports:\n{}", all.join("\n"));
+}
+
+#[test]
+fn the_circle_finder_sees_a_circle_through_super_and_crate_paths() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let nvml = dir.path().join("nvml");
+    std::fs::create_dir(&nvml).expect("dir");
+    std::fs::write(nvml.join("mod.rs"), "mod fields;\nmod reader;\npub struct Gpu;\n").expect("write");
+    std::fs::write(
+        nvml.join("fields.rs"),
+        "use super::reader::GpuReader;\nuse super::Gpu;\n",
+    )
+    .expect("write");
+    std::fs::write(nvml.join("reader.rs"), "use crate::nvml::{fields, Gpu};\n").expect("write");
+    std::fs::write(dir.path().join("lib.rs"), "mod nvml;\n").expect("write");
+    let found = circles(&module_graph(dir.path()));
+    assert_eq!(found, ["nvml::fields -> nvml::reader -> nvml::fields"]);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fleetop::ingest::agent::{self, Access};
 use fleetop::model::target::Target;
 use fleetop_agent::proto::SubscribeRequest;
-use fleetop_agent::server::{AgentHandle, AgentOptions, Limits};
+use fleetop_agent::serve::server::{AgentHandle, AgentOptions, Limits};
 
 async fn agent_with(limits: Limits) -> AgentHandle {
     let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
@@ -20,7 +20,9 @@ async fn agent_with(limits: Limits) -> AgentHandle {
         limits,
         ..Default::default()
     };
-    fleetop_agent::server::serve_sim(sim, opts).await.expect("serves")
+    fleetop_agent::serve::server::serve_sim(sim, opts)
+        .await
+        .expect("serves")
 }
 
 fn target(a: &AgentHandle) -> Target {
@@ -307,7 +309,9 @@ async fn a_short_interval_and_a_long_history_cannot_grow_the_ring_past_its_bytes
         max_ring_bytes: 256 << 10,
         ..Default::default()
     };
-    let a = fleetop_agent::server::serve_sim(sim, opts).await.expect("serves");
+    let a = fleetop_agent::serve::server::serve_sim(sim, opts)
+        .await
+        .expect("serves");
     // 8.6 million samples would fit the history; 256 KiB holds a few hundred.
     until("the ring is full and still sampling", || {
         a.samples_taken() > 2 * a.ring_size().0 as u64 && a.samples_taken() > 20

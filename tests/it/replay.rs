@@ -29,7 +29,7 @@ fn typed(r: &mut Replay, app: &mut App, s: &str) {
     for c in s.chars() {
         let k = key(KeyCode::Char(c));
         if !r.key(app, k) {
-            fleetop::tui::app::update(app, Action::Key(k));
+            fleetop::tui::dispatch::update(app, Action::Key(k));
         }
     }
 }

@@ -8,7 +8,7 @@ use fleetop::ingest::agent::{self, Access};
 use fleetop::model::bench::BenchReport;
 use fleetop::model::target::Target;
 use fleetop_agent::proto::SubscribeRequest;
-use fleetop_agent::server::{AgentOptions, TlsSettings};
+use fleetop_agent::serve::server::{AgentOptions, TlsSettings};
 
 fn target(addr: std::net::SocketAddr) -> Target {
     Target {
@@ -85,7 +85,7 @@ async fn the_demo_is_served_over_tls_and_wants_its_token() {
 
 /// A one-node agent serving TLS with the certificates `write_tls` puts in
 /// `dir`; `mutual`: it wants a client certificate from that CA.
-async fn tls_agent(dir: &std::path::Path, mutual: bool) -> fleetop_agent::server::AgentHandle {
+async fn tls_agent(dir: &std::path::Path, mutual: bool) -> fleetop_agent::serve::server::AgentHandle {
     crate::write_tls(dir);
     let read = |f: &str| std::fs::read(dir.join(f)).expect("read");
     let opts = AgentOptions {
@@ -97,7 +97,9 @@ async fn tls_agent(dir: &std::path::Path, mutual: bool) -> fleetop_agent::server
         ..Default::default()
     };
     let sim = fleetop::ingest::demo::plan(1, 1, 1, fleetop_agent::now_ms()).remove(0);
-    fleetop_agent::server::serve_sim(sim, opts).await.expect("serves")
+    fleetop_agent::serve::server::serve_sim(sim, opts)
+        .await
+        .expect("serves")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,15 +378,15 @@ fn the_documented_bounds_are_the_codes() {
         format!("each call within {} s", kube::CALL_DEADLINE.as_secs()),
         format!(
             "asked within at most {} s (less when sampling is faster) and its answer may hold {}",
-            fleetop_agent::pods::MAX_DEADLINE.as_secs(),
-            mib(fleetop_agent::pods::MAX_ANSWER_BYTES)
+            fleetop_agent::sources::pods::MAX_DEADLINE.as_secs(),
+            mib(fleetop_agent::sources::pods::MAX_ANSWER_BYTES)
         ),
         format!("each answer at most {}", mib(kube::MAX_ANSWER_BYTES)),
         format!("one budget of {}", mib(ray::MAX_ANSWER)),
         format!("at most {} bytes)", thousands(fleetop::model::action::MAX_REASON_BYTES)),
         format!(
             "waits at most {} s for its open connections",
-            fleetop_agent::server::STOP_GRACE.as_secs()
+            fleetop_agent::serve::server::STOP_GRACE.as_secs()
         ),
         format!(
             "at most {} s after its document is written",

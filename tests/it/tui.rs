@@ -3412,10 +3412,10 @@ fn the_wall_keeps_the_order_of_the_last_sort_while_the_numbers_move() {
     let ((targets, updates), later) = fleet_and_later(16, 20);
     let mut app = App::new(Store::new(targets, Thresholds::default()), theme(), NOW);
     for u in updates {
-        fleetop::tui::app::update(&mut app, Action::Store(u, NOW));
+        fleetop::tui::dispatch::update(&mut app, Action::Store(u, NOW));
     }
     for k in keys("ws") {
-        fleetop::tui::app::update(&mut app, k);
+        fleetop::tui::dispatch::update(&mut app, k);
     }
     assert!(app.wall_active());
     let order = app.visible();
@@ -3431,15 +3431,15 @@ fn the_wall_keeps_the_order_of_the_last_sort_while_the_numbers_move() {
     };
     let mut moved = false;
     for (k, u) in later.into_iter().enumerate() {
-        fleetop::tui::app::update(&mut app, Action::Store(u, NOW));
-        fleetop::tui::app::update(&mut app, Action::Tick(NOW + k as i64 * 50));
+        fleetop::tui::dispatch::update(&mut app, Action::Store(u, NOW));
+        fleetop::tui::dispatch::update(&mut app, Action::Tick(NOW + k as i64 * 50));
         assert_eq!(app.visible(), order, "the wall moved");
         moved |= live(&app) != order;
     }
     assert!(moved, "the live sort never changed: the test shows nothing");
     // Sorting again takes the order of now.
     for k in keys("sssss") {
-        fleetop::tui::app::update(&mut app, k);
+        fleetop::tui::dispatch::update(&mut app, k);
     }
     assert_eq!(app.visible(), live(&app));
 }

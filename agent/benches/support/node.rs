@@ -2,7 +2,7 @@
 //! InfiniBand ports, training.
 
 use fleetop_agent::backend::{self, BackendOptions};
-use fleetop_agent::sampler::Collector;
+use fleetop_agent::collector::Collector;
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
 pub const START_MS: i64 = 1_700_000_000_000;

@@ -1,0 +1,160 @@
+//! RunBench (a burn-in suite, streamed as it runs) and NetSink (the far
+//! end of another node's network test). Apart from the other calls: these
+//! load the node, one suite at a time, and need the bench token.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::{AgentService, Shared};
+use crate::bench::sim::SimBench;
+use crate::bench::{BenchContext, Suite};
+use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, bench_event};
+
+/// Frees the agent for the next suite when the running one ends, however.
+struct BusyGuard(Arc<Shared>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.bench_busy.store(false, Ordering::SeqCst);
+    }
+}
+
+impl AgentService {
+    pub(super) async fn run_bench_stream(
+        &self,
+        req: Request<BenchRequest>,
+    ) -> Result<Response<ReceiverStream<Result<BenchEvent, Status>>>, Status> {
+        let peer = req.remote_addr().map(|a| a.ip());
+        let stream = self.shared.connections.stream(req.remote_addr());
+        let req = req.into_inner();
+        let settings = self.authorize(peer, &req.token)?;
+        let suite = Suite::parse(&req.suite)
+            .ok_or_else(|| Status::invalid_argument(format!("unknown suite '{}': quick or full", req.suite)))?;
+        if self
+            .shared
+            .bench_busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(Status::resource_exhausted(
+                "busy: a suite is already running on this node",
+            ));
+        }
+        let guard = BusyGuard(self.shared.clone());
+        let shared = self.shared.clone();
+        let ctx = BenchContext {
+            expectations: settings.expectations.clone(),
+            gpu_models: shared.info.gpus.iter().map(|g| g.model.clone()).collect(),
+            gpu_pci_bus_ids: shared
+                .info
+                .gpus
+                .iter()
+                .map(|g| (g.index, g.pci_bus_id.clone()))
+                .collect(),
+            // The simulation is sampled on the agent's clock: its faults
+            // are judged on the same one.
+            simulated: shared.simulated.clone().map(|cfg| SimBench {
+                cfg,
+                clock_offset_ms: shared.clock_offset_ms,
+            }),
+            latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.latest().cloned())),
+        };
+        let limit = match req.timeout_s {
+            0 => settings.max_duration,
+            t => settings.max_duration.min(Duration::from_secs(u64::from(t))),
+        };
+        let target = (!req.net_target.is_empty()).then_some(req.net_target);
+        let (tx, rx) = mpsc::channel(64);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The timeout: stop the suite, and say so.
+        let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
+            let (stop, timed_out, tx) = (stop.clone(), timed_out.clone(), tx.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(limit) => {
+                        timed_out.store(true, Ordering::SeqCst);
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    _ = tx.closed() => stop.store(true, Ordering::SeqCst),
+                }
+            });
+        }
+        tokio::task::spawn_blocking(move || {
+            let _busy = guard;
+            let _stream = stream;
+            let mut emit = |e: BenchEvent| {
+                let e = match e.kind {
+                    Some(bench_event::Kind::Done(mut d)) if timed_out.load(Ordering::SeqCst) => {
+                        d.error = format!("timed out after {} s", limit.as_secs());
+                        BenchEvent {
+                            kind: Some(bench_event::Kind::Done(d)),
+                        }
+                    }
+                    _ => e,
+                };
+                tx.blocking_send(Ok(e)).is_ok()
+            };
+            crate::bench::run(suite, target.as_deref(), &ctx, &stop, &mut emit);
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    pub(super) async fn net_sink_stream(
+        &self,
+        req: Request<NetSinkRequest>,
+    ) -> Result<Response<ReceiverStream<Result<NetSinkEvent, Status>>>, Status> {
+        let peer = req.remote_addr().map(|a| a.ip());
+        let stream = self.shared.connections.stream(req.remote_addr());
+        let req = req.into_inner();
+        self.authorize(peer, &req.token)?;
+        let listener = std::net::TcpListener::bind((self.ip, 0))
+            .map_err(|e| Status::internal(format!("cannot open a sink port: {e}")))?;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let received = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel(4);
+        let _ = tx
+            .send(Ok(NetSinkEvent {
+                port: u32::from(port),
+                bytes_received: 0,
+            }))
+            .await;
+        // perftest's server side, where perftest is installed, for as long as the sink is open.
+        let ib_server = std::process::Command::new("ib_write_bw")
+            .arg("--report_gbits")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok();
+        {
+            let (received, stop) = (received.clone(), stop.clone());
+            std::thread::spawn(move || crate::bench::net::sink(listener, received, stop));
+        }
+        let limit = Duration::from_secs(u64::from(req.duration_s.clamp(1, 3600)));
+        tokio::spawn(async move {
+            let _stream = stream;
+            tokio::select! {
+                _ = tokio::time::sleep(limit) => {}
+                _ = tx.closed() => {}
+            }
+            stop.store(true, Ordering::SeqCst);
+            if let Some(mut c) = ib_server {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            let _ = tx
+                .send(Ok(NetSinkEvent {
+                    port: u32::from(port),
+                    bytes_received: received.load(Ordering::SeqCst),
+                }))
+                .await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

@@ -1,0 +1,314 @@
+//! The node detail: what to do now and the node's flags (here), a table of
+//! its GPUs (`gpus`), and below it history, NVLink, InfiniBand and
+//! processes (`panes`: one pane at 80 columns, two side by side when the
+//! terminal is wide).
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::{block, line_at, severity_style, status_span};
+use crate::model::flag::{Flag, Subject};
+use crate::store::NodeState;
+use crate::tui::app::{App, Pane};
+use crate::tui::theme::Theme;
+use crate::tui::view::{human_age, opt};
+
+mod gpus;
+mod panes;
+
+use gpus::render_gpu_table;
+use panes::{render_pane, render_pane_in};
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Some(n) = app.detail() else {
+        block(t, " node ").render(area, buf);
+        return;
+    };
+    let status = n.status(app.now_ms, &app.store.thresholds);
+    let mut title = vec![
+        Span::raw(format!(" {} ", n.target.name)),
+        status_span(t, status, crate::tui::view::worst_severity(n)),
+        Span::styled(format!(" {} ", crate::tui::view::freshness(n, app.now_ms)), t.muted),
+    ];
+    if let Some(i) = &n.info {
+        title.push(Span::styled(
+            format!(
+                "{} · {} · driver {} CUDA {} ",
+                i.hostname,
+                i.backend,
+                opt(i.driver_version.as_deref()),
+                opt(i.cuda_version.as_deref())
+            ),
+            t.muted,
+        ));
+    }
+    let b = block(t, Line::from(title));
+    let inner = b.inner(area);
+    b.render(area, buf);
+
+    let gpus = n.last.as_ref().map(|s| s.gpus.len()).unwrap_or(0);
+    let mut host_line = host_summary(n);
+    if let Some(r) = &n.rack {
+        host_line = format!("rack {r} · {host_line}");
+    }
+    let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
+    // What the schedulers say of the node, a line each (Kubernetes up to
+    // three), then the pods on its GPUs.
+    let ray = app.store.ray.as_ref();
+    let sched_h = u16::from(n.scheduler.is_some()) + u16::from(ray.is_some());
+    let kube_lines = super::kube::lines(t, &app.store.kube, app.detail_node, app.now_ms);
+    let kube_h = kube_lines.len() as u16;
+    let pods = n.last.as_ref().and_then(pods_line);
+    let pods_h = u16::from(pods.is_some());
+    // The diagnosis: the node's most urgent action, then every flag (kind,
+    // subject, action, detail) as far as room allows, so a node crit for a
+    // node-level reason never looks healthy and no flag name is cut.
+    let flags: Vec<&Flag> = n.detector.active().collect();
+    let room = inner.height.saturating_sub(1 + sched_h + kube_h + pods_h + table_h + 4);
+    let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(1));
+    // A "do now" line with a flag, or for a node fleetop holds (its return).
+    let do_now = !flags.is_empty() || crate::tui::view::next_step(n, None).is_some();
+    let diag_h = u16::from(do_now) + flags_h;
+    let [host, sched, kube, pods_at, diag, table, lower] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(sched_h),
+        Constraint::Length(kube_h),
+        Constraint::Length(pods_h),
+        Constraint::Length(diag_h),
+        Constraint::Length(table_h),
+        Constraint::Min(0),
+    ])
+    .areas(inner);
+    render_diagnosis(app, n, &flags, diag, buf);
+    // A broken connection's reason first: the person must not have to
+    // guess why the numbers stopped (or never came).
+    let mut host_spans = Vec::new();
+    if let Some(p) = crate::tui::view::link_problem(n, app.now_ms) {
+        host_spans.push(Span::styled(p, t.crit));
+        host_spans.push(Span::styled(" │ ", t.border));
+    }
+    host_spans.push(Span::styled(host_line, t.muted));
+    line_at(Line::from(host_spans), host, 0, buf);
+    if let Some(v) = &n.scheduler {
+        let drainer = crate::tui::view::fleetop_drainer(&n.timeline);
+        let mut line = sched_line(t, v, app.now_ms, drainer.as_deref());
+        if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {
+            line.spans.insert(0, Span::styled(format!("{p} │ "), t.crit));
+        }
+        line_at(line, sched, 0, buf);
+    }
+    if let Some(r) = ray {
+        line_at(
+            super::ray::line(t, r, app.detail_node, app.now_ms),
+            sched,
+            u16::from(n.scheduler.is_some()),
+            buf,
+        );
+    }
+    if let Some(p) = pods {
+        line_at(
+            Line::from(vec![Span::styled("pods ", t.title), Span::styled(p, t.muted)]),
+            pods_at,
+            0,
+            buf,
+        );
+    }
+    for (i, l) in kube_lines.into_iter().enumerate() {
+        line_at(l, kube, i as u16, buf);
+    }
+    render_gpu_table(app, n, table, buf);
+    if lower.height < 3 {
+        return;
+    }
+    // Two panes side by side where there is room for both.
+    if lower.width >= 140 {
+        let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(lower);
+        let i = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
+        render_pane(app, n, app.pane, left, buf);
+        // The tabs once, over the left pane; the right one is named alone.
+        let next = Pane::ALL[(i + 1) % Pane::ALL.len()];
+        render_pane_in(app, n, next, block(t, format!(" {} ", next.title())), right, buf);
+    } else {
+        render_pane(app, n, app.pane, lower, buf);
+    }
+}
+
+/// "do now: drain, then reboot the node: XID 79 (...) on GPU 1; ..." and
+/// under it the flags, most urgent first, one a line, as many as fit
+/// ("+N more: the alerts screen has them all"). Each says what it is on,
+/// how long it has been up and its evidence before its detail, so at 80
+/// columns the numbers stay when the detail is cut. Of equal urgency,
+/// node-level flags (a node, an InfiniBand port) come first: the GPU table
+/// shows GPU flags in their rows, and nothing else above pane 3 shows these.
+fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: &mut Buffer) {
+    let t = &app.theme;
+    let diagnosis = crate::tui::view::diagnosis(n);
+    let top = diagnosis.as_ref().map(|(f, _)| *f);
+    // Once fleetop has acted, the next step and where the response
+    // stands, never a step already done (a drained node with nothing
+    // flagged still has one: its return).
+    let said = match (crate::tui::view::next_step(n, top), &diagnosis) {
+        (Some(next), _) => {
+            let since = top.map_or(i64::MIN, |f| f.since_ms);
+            match crate::tui::view::response(n, since, app.now_ms) {
+                Some(r) => format!("{next} ({r})"),
+                None => next,
+            }
+        }
+        (None, Some((_, said))) => said.clone(),
+        (None, None) => return,
+    };
+    let severity = top.map_or(crate::model::flag::Severity::Info, |f| f.action.severity());
+    let line = Line::from(vec![
+        Span::styled("do now ", t.muted),
+        Span::styled(said, severity_style(t, severity)),
+    ]);
+    line_at(line, area, 0, buf);
+    let mut sorted = flags.to_vec();
+    sorted.sort_by_key(|f| {
+        let node_level = !matches!(f.subject, Subject::Gpu(_));
+        std::cmp::Reverse((f.action.urgency(), f.severity, node_level))
+    });
+    let rows = area.height.saturating_sub(1) as usize;
+    let more = sorted.len().saturating_sub(rows);
+    for (i, f) in sorted.iter().take(rows).enumerate() {
+        let on = match f.subject {
+            Subject::Node => "node".to_string(),
+            Subject::Gpu(g) => format!("gpu{g}"),
+            Subject::IbPort(p) => n.ib_port_name(p),
+        };
+        let mut spans = vec![
+            Span::styled(format!("  {} ", f.kind.name()), severity_style(t, f.severity)),
+            Span::raw(format!("{on} ")),
+            Span::styled(format!("{} ", human_age(app.now_ms - f.since_ms)), t.muted),
+            Span::styled(format!("{} ", f.action.name()), t.muted),
+        ];
+        let evidence = crate::tui::view::evidence_text(f);
+        if !evidence.is_empty() {
+            spans.push(Span::raw(format!("[{evidence}] ")));
+        }
+        spans.push(Span::raw(f.detail.clone()));
+        if i + 1 == rows && more > 0 {
+            spans.insert(
+                0,
+                Span::styled(format!("+{more} more (A: this node's alerts) "), t.muted),
+            );
+        }
+        line_at(Line::from(spans), area, i as u16 + 1, buf);
+    }
+}
+
+/// "slurm mixed in gpu,debug · job 4411 alice train 8 GPUs 1h02m"; out of
+/// service, who holds it, for how long and why first: "slurm drained by
+/// fleetop 2h13m: xid on gpu3 ... · in gpu · no jobs".
+fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView, now_ms: i64, drainer: Option<&str>) -> Line<'a> {
+    let style = if v.node.is_down() {
+        t.crit
+    } else if v.node.state.contains("drain") {
+        t.warn
+    } else {
+        t.ok
+    };
+    let mut spans = vec![Span::styled("slurm ", t.muted)];
+    if let Some(held) = crate::tui::view::held_text(&v.node, now_ms, drainer) {
+        spans.push(Span::styled(held, style));
+        if !v.node.partitions.is_empty() {
+            spans.push(Span::styled(" · in ", t.muted));
+            spans.push(Span::raw(v.node.partitions.join(",")));
+        }
+    } else {
+        spans.push(Span::styled(v.node.label(), style));
+        if !v.node.partitions.is_empty() {
+            spans.push(Span::styled(" in ", t.muted));
+            spans.push(Span::raw(v.node.partitions.join(",")));
+        }
+    }
+    // A reason on a node in service (Slurm keeps the last one): as before.
+    if let Some(r) = v.node.reason.as_ref().filter(|_| !v.node.out_of_service()) {
+        let by = v
+            .node
+            .reason_user
+            .as_deref()
+            .map(|u| format!(", by {u}"))
+            .unwrap_or_default();
+        let when = v
+            .node
+            .reason_time
+            .as_deref()
+            .map(|w| format!(", {w}"))
+            .unwrap_or_default();
+        spans.push(Span::raw(format!(" ({r}{by}{when})")));
+    }
+    for j in &v.jobs {
+        spans.push(Span::styled(" · ", t.muted));
+        spans.push(Span::raw(format!(
+            "job {} {} {} {} {}",
+            j.id,
+            j.user,
+            j.name,
+            crate::tui::view::count(j.gpus_per_node as usize, "GPU"),
+            crate::tui::view::human_age(j.elapsed_s as i64 * 1000)
+        )));
+    }
+    if v.jobs.is_empty() {
+        spans.push(Span::styled(" · no jobs", t.muted));
+    }
+    Line::from(spans)
+}
+
+/// Which Kubernetes pods hold the node's GPUs, GPUs held alike together:
+/// "gpu0,1 ml/train-0 (trainer) · gpu3 gi1 ml/infer (server) · gpu5
+/// a/nb-1 (jupyter), b/nb-2 (jupyter)"; `None` where no pod holds one.
+fn pods_line(s: &crate::model::sample::NodeSample) -> Option<String> {
+    let mut parts: Vec<(Vec<u32>, String)> = Vec::new();
+    for g in s.gpus.iter().filter(|g| !g.pods.is_empty()) {
+        let holders: Vec<String> = g
+            .pods
+            .iter()
+            .map(|p| {
+                let gi = p
+                    .mig_uuid
+                    .as_ref()
+                    .and_then(|u| g.mig.iter().find(|m| &m.uuid == u))
+                    .map(|m| format!("gi{} ", m.gpu_instance_id))
+                    .unwrap_or_default();
+                format!("{gi}{} ({})", p.name(), p.container)
+            })
+            .collect();
+        let text = holders.join(", ");
+        match parts.last_mut() {
+            Some((gpus, t)) if *t == text => gpus.push(g.index),
+            _ => parts.push((vec![g.index], text)),
+        }
+    }
+    (!parts.is_empty()).then(|| {
+        parts
+            .iter()
+            .map(|(gpus, t)| {
+                let ids: Vec<String> = gpus.iter().map(u32::to_string).collect();
+                format!("gpu{} {t}", ids.join(","))
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    })
+}
+
+fn host_summary(n: &NodeState) -> String {
+    let Some(h) = n.last.as_ref().and_then(|s| s.host.as_ref()) else {
+        return n.target.address();
+    };
+    format!(
+        "{}  cpu {:.0}%  mem {:.0}/{:.0} GiB  load {:.2}  up {}d",
+        n.target.address(),
+        h.cpu_pct,
+        h.mem_used_bytes as f64 / GIB,
+        h.mem_total_bytes as f64 / GIB,
+        h.load1,
+        h.uptime_s / 86_400
+    )
+}
