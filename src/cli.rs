@@ -21,6 +21,10 @@ pub struct Cli {
     /// Refuse every action that changes the cluster (also `read_only = true` in the config).
     #[arg(long, global = true)]
     pub read_only: bool,
+    /// Headless commands' log on stderr: text, or one JSON object a line
+    /// (for log shippers). Colour only when stderr is a terminal.
+    #[arg(long, global = true, value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    pub log_format: crate::logging::LogFormat,
     #[command(flatten)]
     pub screen: ScreenArgs,
     #[command(flatten)]

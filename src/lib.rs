@@ -106,35 +106,35 @@ fn dispatch(
 ) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Export(args)) => {
-            logging::to_stderr();
+            logging::to_stderr(cli.log_format);
             rt.block_on(cmd::export::run(args, cfg))
         }
         Some(Command::Bench(args)) => {
-            logging::to_stderr();
+            logging::to_stderr(cli.log_format);
             let read_only = cli.read_only || cfg.read_only;
             rt.block_on(cmd::bench::run(args, cfg, read_only))
         }
         Some(Command::Node(args)) => {
-            logging::to_stderr();
+            logging::to_stderr(cli.log_format);
             let read_only = cli.read_only || cfg.read_only;
             cmd::node::run(args, &cli.source, &cfg, read_only, rt)
         }
         Some(Command::Job(args)) => {
-            logging::to_stderr();
+            logging::to_stderr(cli.log_format);
             let read_only = cli.read_only || cfg.read_only;
             cmd::node::run_job(args, &cfg, read_only)
         }
         Some(Command::Remediate(args)) => {
-            logging::to_stderr();
+            logging::to_stderr(cli.log_format);
             let read_only = cli.read_only || cfg.read_only;
             cmd::watch::remediate(args, &cfg, read_only)
         }
         Some(Command::Watch(args)) => {
-            logging::to_stderr_at("info");
+            logging::to_stderr_at("info", cli.log_format);
             rt.block_on(cmd::watch::run(args, cfg))
         }
         Some(Command::Record(args)) => {
-            logging::to_stderr();
+            logging::to_stderr(cli.log_format);
             rt.block_on(cmd::record::run(args, cfg))
         }
         Some(Command::Replay(args)) => tui::replay::run(rt, args, theme, cfg),

@@ -60,19 +60,31 @@ pub fn to_file() -> Option<PathBuf> {
     Some(path)
 }
 
+/// How headless commands write their log lines: text, or one JSON object a
+/// line for log shippers (`--log-format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 /// For headless commands.
-pub fn to_stderr() {
-    to_stderr_at("warn");
+pub fn to_stderr(format: LogFormat) {
+    to_stderr_at("warn", format);
 }
 
 /// For headless commands, at `level` unless FLEETOP_LOG says otherwise
 /// (`fleetop watch` logs each alert it raises or resolves at info).
-pub fn to_stderr_at(level: &str) {
+pub fn to_stderr_at(level: &str, format: LogFormat) {
     use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Colour for a person at a terminal, not escape codes in the journal.
         .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(filter(level))
-        .try_init();
+        .with_env_filter(filter(level));
+    let _ = match format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().flatten_event(true).try_init(),
+    };
 }

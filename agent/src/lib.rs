@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod bench;
 pub mod collector;
+pub mod config;
 pub mod keep;
 pub mod serve;
 pub mod sim;

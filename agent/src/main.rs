@@ -13,8 +13,17 @@ use fleetop_agent::sim::{Model, Scenario, SimConfig};
 /// fleetop's node agent: samples GPUs (NVML), InfiniBand ports and the host,
 /// and streams them to fleetop consoles over gRPC.
 #[derive(Debug, Parser)]
-#[command(version, after_help = scenario_help())]
+#[command(version, after_help = scenario_help(), args_override_self = true)]
 struct Cli {
+    /// Settings as TOML, one key per flag named as the flag (`--state-dir`
+    /// is `state_dir`); a flag given here wins. Default:
+    /// /etc/fleetop/agent.toml where it exists; "none" reads no file.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log lines as text or as JSON objects (one a line, for log shippers).
+    /// Colour only when stderr is a terminal.
+    #[arg(long, value_enum, global = true, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Address to serve gRPC on.
     #[arg(long, default_value = "0.0.0.0:50051")]
     listen: SocketAddr,
@@ -157,8 +166,27 @@ struct NodeArgs {
     sim_hostname: Option<String>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Reads the config file and the flags as a start would (TLS and token
+    /// files included), without serving: for config management to run
+    /// before a restart. Exits 0 and prints "ok" when the agent would start.
+    Check,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The config file (--config).
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
     /// Run many simulated agents in this one process, for load tests: writes
     /// their addresses to a hostfile and, on exit, what they sent to stderr.
     #[command(hide = true)]
@@ -292,18 +320,29 @@ impl NodeArgs {
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, config) = match parse_with_config(std::env::args_os().collect()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fleetop-agent: {}", fleetop_proto::input::printable(&e, 2000));
+            return ExitCode::from(2);
+        }
+    };
     // Logs go to stderr; stdout is kept for `sample --format json`. Colour
     // only on a terminal: a file or the journal gets plain text.
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLEETOP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLEETOP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match run(cli) {
+        .with_env_filter(filter);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
+    if let Some(path) = &config {
+        tracing::info!("config {}", path.display());
+    }
+    match run(cli, config.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let line = fleetop_proto::input::error_line(e.as_ref());
@@ -313,8 +352,49 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+/// The command line, with the config file's settings before its own flags
+/// (so a flag given wins), and the file read, if one was. `sample` and
+/// `swarm` take flags only. A bad command line prints clap's message and
+/// exits; a bad file is one line naming it.
+fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<(Cli, Option<PathBuf>), String> {
+    use clap::CommandFactory;
+    let first = Cli::try_parse_from(&argv).unwrap_or_else(|e| e.exit());
+    if matches!(first.command, Some(Command::Sample { .. } | Command::Swarm { .. })) {
+        return Ok((first, None));
+    }
+    let path = match &first.config {
+        Some(p) if p.as_os_str() == "none" => return Ok((first, None)),
+        Some(p) => p.clone(),
+        None if std::path::Path::new(fleetop_agent::config::DEFAULT_PATH).exists() => {
+            PathBuf::from(fleetop_agent::config::DEFAULT_PATH)
+        }
+        None => return Ok((first, None)),
+    };
+    let text = fleetop_proto::input::read_capped(&path, fleetop_proto::input::MAX_FILE_BYTES)
+        .map_err(|e| format!("--config {}: {e}", path.display()))?;
+    let settings = fleetop_agent::config::args(&Cli::command(), &path, &text).map_err(|e| e.to_string())?;
+    let mut full = vec![argv.first().cloned().unwrap_or_else(|| "fleetop-agent".into())];
+    full.extend(settings.into_iter().map(Into::into));
+    full.extend(argv.into_iter().skip(1));
+    Ok((Cli::try_parse_from(full).unwrap_or_else(|e| e.exit()), Some(path)))
+}
+
+/// `config check`: everything a start reads and checks, without serving.
+fn config_check(cli: &Cli, config: Option<&std::path::Path>) -> anyhow::Result<()> {
+    security(cli)?;
+    bench_settings(cli)?;
+    match config {
+        Some(p) => println!("{}: ok", p.display()),
+        None => println!("no config file; the flags: ok"),
+    }
+    Ok(())
+}
+
+fn run(cli: Cli, config: Option<&std::path::Path>) -> anyhow::Result<()> {
     match &cli.command {
+        Some(Command::Config {
+            what: ConfigCommand::Check,
+        }) => return config_check(&cli, config),
         Some(Command::Sample { node, .. }) => return sample_once(node),
         Some(Command::Swarm {
             count,

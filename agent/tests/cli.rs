@@ -151,3 +151,108 @@ fn the_log_to_a_file_has_no_colour_codes() {
     assert!(line.contains("serving on"), "{line}");
     assert!(!line.contains('\u{1b}'), "colour codes in a file: {line:?}");
 }
+
+/// The agent's log as JSON objects, one a line, for log shippers.
+#[test]
+fn the_log_as_json_is_one_object_a_line() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .args(["--log-format", "json", "--backend", "sim", "--listen", "127.0.0.1:0"])
+        .args(["--kmsg", "none", "--state-dir", "none", "--config", "none"])
+        .env("FLEETOP_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mut line = String::new();
+    let read = BufReader::new(child.stderr.take().expect("stderr")).read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    read.expect("a log line");
+    let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON object");
+    assert_eq!(v["level"], "INFO", "{line}");
+    assert!(
+        v["message"].as_str().is_some_and(|m| m.starts_with("serving on")),
+        "{line}"
+    );
+}
+
+fn config_check(dir: &std::path::Path, toml: &str, flags: &[&str]) -> (Option<i32>, String, String) {
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, toml).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .arg("--config")
+        .arg(&path)
+        .args(flags)
+        .args(["config", "check"])
+        .output()
+        .expect("runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `config check` reads what a start reads (here a token file), a flag on
+/// the command line wins over the file, and a bad key or value is one line
+/// naming the file and the line.
+#[test]
+fn the_config_file_is_checked_as_a_start_would_and_flags_win() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").expect("write");
+    let mut perm = std::fs::metadata(&token).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o600);
+    std::fs::set_permissions(&token, perm).expect("chmod");
+    let good = format!(
+        "# fleetop-agent settings\nlisten = \"127.0.0.1:50551\"\nstate_dir = \"/var/lib/fleetop-agent\"\ntoken_file = \"{}\"\nexpect_gpus = 8\ninsecure = false\n",
+        token.display()
+    );
+    let (code, out, err) = config_check(dir.path(), &good, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.trim_end().ends_with("agent.toml: ok"), "{out}");
+
+    let missing = good.replace(&token.display().to_string(), "/nonexistent/token");
+    let (code, _, err) = config_check(dir.path(), &missing, &[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("/nonexistent/token"), "{err}");
+    // The flag wins over the file's key.
+    let (code, _, err) = config_check(dir.path(), &missing, &["--token-file", &token.to_string_lossy()]);
+    assert_eq!(code, Some(0), "{err}");
+
+    for (toml, want) in [
+        (
+            "listen = \"127.0.0.1:1\"\nstate_dri = \"/x\"\n",
+            "agent.toml:2: unknown key `state_dri`",
+        ),
+        ("\n\nexpect_gpus = 0\n", "agent.toml:3: `expect_gpus`: "),
+        ("interval = \"soon\"\n", "agent.toml:1: `interval`: "),
+        ("insecure = \"yes\"\n", "agent.toml:1: `insecure` is true or false"),
+    ] {
+        let (code, out, err) = config_check(dir.path(), toml, &[]);
+        assert_eq!(code, Some(2), "{toml}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{want:?} not in {err:?}");
+        assert!(out.is_empty());
+    }
+    // A file named and missing is an error, not a start without it.
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .args(["--config", "/nonexistent/agent.toml", "config", "check"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--config /nonexistent/agent.toml"));
+}
+
+/// The shipped example (dist/agent.toml) is a file the agent accepts.
+#[test]
+fn the_shipped_config_example_passes_its_check() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../dist/agent.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .args(["--config", example, "config", "check"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("agent.toml: ok"));
+}

@@ -124,3 +124,29 @@ fn a_dry_run_policy_starts_without_a_pager_and_says_so() {
     }
     assert!(text.contains("alerts are not sent"), "{text}");
 }
+
+/// `--log-format json`: a headless command's log lines (here `watch`'s
+/// first) are JSON objects, one a line, for a log shipper.
+#[test]
+fn a_headless_log_as_json_is_one_object_a_line() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .args(["watch", "--log-format", "json", "--hosts", "127.0.0.1:1"])
+        .args(["--webhook", "http://127.0.0.1:1/hook"])
+        .env("FLEETOP_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mut line = String::new();
+    let read = BufReader::new(child.stderr.take().expect("stderr")).read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    read.expect("a log line");
+    let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON object");
+    assert_eq!(v["level"], "INFO", "{line}");
+    assert!(
+        v["message"].as_str().is_some_and(|m| m.starts_with("watching 1 nodes")),
+        "{line}"
+    );
+}

@@ -34,6 +34,7 @@ const LAYERS: &[(&str, u32)] = &[
 /// simulation (a source), the collector that runs the sources, the
 /// backend that builds it, and serving on top.
 const AGENT_LAYERS: &[(&str, u32)] = &[
+    ("config", 0),
     ("keep", 0),
     ("sources", 0),
     ("sim", 1),
