@@ -297,6 +297,16 @@ pub enum Command {
     Record(RecordArgs),
     /// The console on a recording, with a time cursor (read-only).
     Replay(ReplayArgs),
+    /// Print the shell completions for SHELL (bash, zsh, fish, ...).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (fleetop.1 and one per subcommand) into DIR.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

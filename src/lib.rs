@@ -138,6 +138,10 @@ fn dispatch(
             rt.block_on(cmd::record::run(args, cfg))
         }
         Some(Command::Replay(args)) => tui::replay::run(rt, args, theme, cfg),
+        Some(Command::Completions { shell }) => {
+            cmd::manual::completions(shell, &mut <Cli as clap::CommandFactory>::command(), "fleetop")
+        }
+        Some(Command::Man { out }) => cmd::manual::man_pages(<Cli as clap::CommandFactory>::command(), &out),
         Some(Command::Demo {
             nodes,
             gpus,

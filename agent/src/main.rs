@@ -182,6 +182,16 @@ enum ConfigCommand {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Print the shell completions for SHELL (bash, zsh, fish, ...).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (fleetop-agent.1 and one per subcommand) into DIR.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
     /// The config file (--config).
     Config {
         #[command(subcommand)]
@@ -359,7 +369,10 @@ fn main() -> ExitCode {
 fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<(Cli, Option<PathBuf>), String> {
     use clap::CommandFactory;
     let first = Cli::try_parse_from(&argv).unwrap_or_else(|e| e.exit());
-    if matches!(first.command, Some(Command::Sample { .. } | Command::Swarm { .. })) {
+    if matches!(
+        first.command,
+        Some(Command::Sample { .. } | Command::Swarm { .. } | Command::Completions { .. } | Command::Man { .. })
+    ) {
         return Ok((first, None));
     }
     let path = match &first.config {
@@ -395,6 +408,23 @@ fn run(cli: Cli, config: Option<&std::path::Path>) -> anyhow::Result<()> {
         Some(Command::Config {
             what: ConfigCommand::Check,
         }) => return config_check(&cli, config),
+        // Made from the command line's own definitions, so they cannot
+        // drift from the flags (the packages write them at build time).
+        Some(Command::Completions { shell }) => {
+            use clap::CommandFactory;
+            use std::io::Write;
+            // Made whole first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "fleetop-agent", &mut script);
+            std::io::stdout().write_all(&script)?;
+            return Ok(());
+        }
+        Some(Command::Man { out }) => {
+            use clap::CommandFactory;
+            std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("--out {}: {e}", out.display()))?;
+            clap_mangen::generate_to(Cli::command(), out).map_err(|e| anyhow::anyhow!("--out {}: {e}", out.display()))?;
+            return Ok(());
+        }
         Some(Command::Sample { node, .. }) => return sample_once(node),
         Some(Command::Swarm {
             count,

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod export;
+pub mod manual;
 pub mod node;
 pub mod record;
 pub mod watch;

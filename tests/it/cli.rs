@@ -150,3 +150,40 @@ fn a_headless_log_as_json_is_one_object_a_line() {
         "{line}"
     );
 }
+
+/// The man pages and completions are made from the command line's own
+/// definitions: every flag `fleetop --help` knows is in fleetop(1), every
+/// subcommand has its page, and each shell's completions name them all.
+#[test]
+fn man_pages_and_completions_hold_every_flag_and_subcommand() {
+    use clap::CommandFactory;
+    let cmd = fleetop::cli::Cli::command();
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = fleetop().args(["man", "--out"]).arg(dir.path()).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(dir.path().join("fleetop.1")).expect("fleetop.1");
+    let roff = |s: &str| s.replace('-', "\\-");
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        if let Some(long) = a.get_long() {
+            assert!(page.contains(&roff(&format!("--{long}"))), "--{long} not in fleetop(1)");
+        }
+    }
+    let subcommands: Vec<&str> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| s.get_name())
+        .collect();
+    assert!(subcommands.contains(&"export") && subcommands.contains(&"node"));
+    for sub in &subcommands {
+        assert!(dir.path().join(format!("fleetop-{sub}.1")).exists(), "no page for {sub}");
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let out = fleetop().args(["completions", shell]).output().expect("runs");
+        assert!(out.status.success());
+        let script = String::from_utf8_lossy(&out.stdout);
+        for sub in &subcommands {
+            assert!(script.contains(sub), "{shell}: no {sub}");
+        }
+        assert!(script.contains("read-only"), "{shell}: no --read-only");
+    }
+}
