@@ -268,11 +268,24 @@ fn the_agents_man_page_and_completions_name_its_flags() {
         .expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let page = std::fs::read_to_string(dir.path().join("fleetop-agent.1")).expect("fleetop-agent.1");
-    for flag in ["config", "log-format", "state-dir", "token-file", "kubelet-socket", "expect-gpus"] {
-        assert!(page.contains(&format!("\\-\\-{}", flag.replace('-', "\\-"))), "--{flag} not in fleetop-agent(1)");
+    for flag in [
+        "config",
+        "log-format",
+        "state-dir",
+        "token-file",
+        "kubelet-socket",
+        "expect-gpus",
+    ] {
+        assert!(
+            page.contains(&format!("\\-\\-{}", flag.replace('-', "\\-"))),
+            "--{flag} not in fleetop-agent(1)"
+        );
     }
     assert!(dir.path().join("fleetop-agent-config-check.1").exists());
-    assert!(!dir.path().join("fleetop-agent-swarm.1").exists(), "a hidden subcommand has no page");
+    assert!(
+        !dir.path().join("fleetop-agent-swarm.1").exists(),
+        "a hidden subcommand has no page"
+    );
     for shell in ["bash", "zsh", "fish"] {
         let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
             .args(["completions", shell])

@@ -7,6 +7,7 @@
 
 mod alertmanager;
 mod e2e_tmux;
+mod package;
 mod prometheus;
 mod prometheus_agents;
 mod prometheus_dashboard;
@@ -67,6 +68,10 @@ fn main() {
     let ray = need(
         ray_harness::installed() && e2e_tmux::tmux_installed(),
         "needs Ray in $FLEETOP_RAY_VENV (.ci/run makes it) and tmux",
+    );
+    let packages = need(
+        package::installed(),
+        "needs the packages (scripts/package.sh: cargo-deb) and dpkg, systemd-analyze",
     );
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
@@ -137,6 +142,10 @@ fn main() {
         t!(prometheus::a_bad_match_is_prometheus_error_in_one_line, prometheus),
         t!(prometheus_agents::agent_flags_come_through_prometheus, prometheus),
         t!(prometheus_agents::agent_flags_come_through_victoria_metrics, victoria),
+        t!(
+            package::the_packages_install_their_files_and_each_units_exec_start_runs,
+            packages
+        ),
     ];
     libtest_mimic::run(&args, trials).exit();
 }

@@ -175,7 +175,10 @@ fn man_pages_and_completions_hold_every_flag_and_subcommand() {
         .collect();
     assert!(subcommands.contains(&"export") && subcommands.contains(&"node"));
     for sub in &subcommands {
-        assert!(dir.path().join(format!("fleetop-{sub}.1")).exists(), "no page for {sub}");
+        assert!(
+            dir.path().join(format!("fleetop-{sub}.1")).exists(),
+            "no page for {sub}"
+        );
     }
     for shell in ["bash", "zsh", "fish"] {
         let out = fleetop().args(["completions", shell]).output().expect("runs");

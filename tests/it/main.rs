@@ -26,6 +26,7 @@ mod stale_restart;
 mod starved;
 mod stream_conn;
 mod tui;
+mod wire_compat;
 
 #[path = "../support/mod.rs"]
 mod support;
