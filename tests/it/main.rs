@@ -6,6 +6,7 @@ mod audit;
 mod bench;
 mod cli;
 mod dcgm_exporter;
+mod deploy;
 mod export_demo;
 mod export_errors;
 mod export_live;
