@@ -284,3 +284,29 @@ async fn the_agents_own_bound_ends_a_suite() {
     let d = done.expect("a done event");
     assert!(d.error.contains("timed out"), "{d:?}");
 }
+
+/// A suite's answer ends with its verdict, not at the agent's bound: a
+/// client that reads to the end (grpcurl, a script) is not held for the
+/// half hour the agent allows a suite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suites_answer_ends_with_its_verdict_not_at_the_bound() {
+    let a = agent(Duration::from_secs(1800), Some("t")).await;
+    let mut c = AgentClient::connect(format!("http://{}", a.addr))
+        .await
+        .expect("connects");
+    let mut s = c.run_bench(req("quick")).await.expect("starts").into_inner();
+    let mut done = None;
+    let read_to_the_end = async {
+        while let Some(ev) = s.message().await.expect("stream") {
+            if let Some(Kind::Done(d)) = ev.kind {
+                done = Some(d);
+            }
+        }
+    };
+    // Not a speed test: the quick suite takes seconds; the bound is 30 min.
+    tokio::time::timeout(Duration::from_secs(240), read_to_the_end)
+        .await
+        .expect("the answer ends after the verdict");
+    let d = done.expect("a done event");
+    assert!(d.error.is_empty(), "{d:?}");
+}

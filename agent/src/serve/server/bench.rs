@@ -71,8 +71,11 @@ impl AgentService {
         let target = (!req.net_target.is_empty()).then_some(req.net_target);
         let (tx, rx) = mpsc::channel(64);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        // The timeout: stop the suite, and say so.
+        // The timeout: stop the suite, and say so. It also ends when the
+        // suite does (`ended`): its copy of the sender would otherwise keep
+        // the answer open, after the verdict, until the timeout.
         let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ended, suite_ended) = tokio::sync::oneshot::channel::<()>();
         {
             let (stop, timed_out, tx) = (stop.clone(), timed_out.clone(), tx.clone());
             tokio::spawn(async move {
@@ -82,12 +85,15 @@ impl AgentService {
                         stop.store(true, Ordering::SeqCst);
                     }
                     _ = tx.closed() => stop.store(true, Ordering::SeqCst),
+                    _ = suite_ended => {}
                 }
             });
         }
         tokio::task::spawn_blocking(move || {
             let _busy = guard;
             let _stream = stream;
+            // Dropped when the suite ends, however: the timeout ends too.
+            let _ended = ended;
             let mut emit = |e: BenchEvent| {
                 let e = match e.kind {
                     Some(bench_event::Kind::Done(mut d)) if timed_out.load(Ordering::SeqCst) => {
