@@ -122,42 +122,13 @@ fn durations_and_counts_out_of_range_are_clear_errors() {
     }
 }
 
-/// A log that is not a terminal (a file, the journal) gets plain text, no
-/// colour codes.
-#[test]
-fn the_log_to_a_file_has_no_colour_codes() {
+/// The first line a serving simulated agent logs (stderr a pipe, as a
+/// file or the journal is), started with `extra` flags, then stopped.
+fn first_log_line(extra: &[&str]) -> String {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
-        .args([
-            "--backend",
-            "sim",
-            "--listen",
-            "127.0.0.1:0",
-            "--kmsg",
-            "none",
-            "--state-dir",
-            "none",
-        ])
-        .env("FLEETOP_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("starts");
-    let mut line = String::new();
-    let read = BufReader::new(child.stderr.take().expect("stderr")).read_line(&mut line);
-    let _ = child.kill();
-    let _ = child.wait();
-    read.expect("a log line");
-    assert!(line.contains("serving on"), "{line}");
-    assert!(!line.contains('\u{1b}'), "colour codes in a file: {line:?}");
-}
-
-/// The agent's log as JSON objects, one a line, for log shippers.
-#[test]
-fn the_log_as_json_is_one_object_a_line() {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
-        .args(["--log-format", "json", "--backend", "sim", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .args(["--backend", "sim", "--listen", "127.0.0.1:0"])
         .args(["--kmsg", "none", "--state-dir", "none", "--config", "none"])
         .env("FLEETOP_LOG", "info")
         .stderr(std::process::Stdio::piped())
@@ -169,6 +140,22 @@ fn the_log_as_json_is_one_object_a_line() {
     let _ = child.kill();
     let _ = child.wait();
     read.expect("a log line");
+    line
+}
+
+/// A log that is not a terminal (a file, the journal) gets plain text, no
+/// colour codes.
+#[test]
+fn the_log_to_a_file_has_no_colour_codes() {
+    let line = first_log_line(&[]);
+    assert!(line.contains("serving on"), "{line}");
+    assert!(!line.contains('\u{1b}'), "colour codes in a file: {line:?}");
+}
+
+/// The agent's log as JSON objects, one a line, for log shippers.
+#[test]
+fn the_log_as_json_is_one_object_a_line() {
+    let line = first_log_line(&["--log-format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON object");
     assert_eq!(v["level"], "INFO", "{line}");
     assert!(

@@ -369,6 +369,19 @@ pub struct PodRef {
 }
 
 impl PodRef {
+    /// A pod as a source names it (an agent's stream, dcgm-exporter's
+    /// labels), made printable and cut to Kubernetes' own limits on the
+    /// names: they reach the screen. An empty `mig_uuid` is the whole GPU.
+    pub fn printable(namespace: &str, pod: &str, container: &str, mig_uuid: &str) -> PodRef {
+        use fleetop_proto::input::printable;
+        PodRef {
+            namespace: printable(namespace, 63),
+            pod: printable(pod, 253),
+            container: printable(container, 63),
+            mig_uuid: (!mig_uuid.is_empty()).then(|| printable(mig_uuid, 64)),
+        }
+    }
+
     /// "namespace/pod", as kubectl names a pod.
     pub fn name(&self) -> String {
         format!("{}/{}", self.namespace, self.pod)

@@ -217,15 +217,8 @@ impl NodeAcc {
             l.get("pod").filter(|p| !p.is_empty()),
             l.get("namespace").filter(|n| !n.is_empty()),
         ) {
-            // Bounded and made printable as the agent's pods are (Kubernetes'
-            // own limits on the names): they reach the screen.
-            use fleetop_proto::input::printable;
-            let p = PodRef {
-                namespace: printable(namespace, 63),
-                pod: printable(pod, 253),
-                container: printable(l.get("container").unwrap_or_default(), 63),
-                mig_uuid: None,
-            };
+            // Made printable as the agent's pods are: they reach the screen.
+            let p = PodRef::printable(namespace, pod, l.get("container").unwrap_or_default(), "");
             if !g.pods.contains(&p) {
                 g.pods.push(p);
             }

@@ -181,12 +181,7 @@ pub(super) fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuPro
 pub(super) fn pods(got: &[pb::PodRef]) -> Vec<PodRef> {
     let mut v: Vec<PodRef> = got
         .iter()
-        .map(|p| PodRef {
-            namespace: fleetop_proto::input::printable(&p.namespace, 63),
-            pod: fleetop_proto::input::printable(&p.pod, 253),
-            container: fleetop_proto::input::printable(&p.container, 63),
-            mig_uuid: (!p.mig_uuid.is_empty()).then(|| fleetop_proto::input::printable(&p.mig_uuid, 64)),
-        })
+        .map(|p| PodRef::printable(&p.namespace, &p.pod, &p.container, &p.mig_uuid))
         .collect();
     v.sort();
     v.dedup();
