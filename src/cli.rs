@@ -11,7 +11,7 @@ use crate::model::bench::Suite;
 
 /// fleetop: a terminal console for GPU clusters.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version = crate::VERSION, about)]
 pub struct Cli {
     #[command(flatten)]
     pub source: SourceArgs,
@@ -97,6 +97,27 @@ pub struct AgentArgs {
 }
 
 impl SourceArgs {
+    /// The first flag given that names where data comes from, for refusing
+    /// it where it would be ignored (before a subcommand that has its own).
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.hosts.is_some(), "--hosts"),
+            (self.hostfile.is_some(), "--hostfile"),
+            (self.slurm, "--slurm"),
+            (self.demo, "--demo"),
+            (self.dcgm_exporter.is_some(), "--dcgm-exporter"),
+            (self.prometheus.is_some(), "--prometheus"),
+            (self.port.is_some(), "--port"),
+            (self.tls_ca.is_some(), "--tls-ca"),
+            (self.tls_cert.is_some(), "--tls-cert"),
+            (self.telemetry_token_file.is_some(), "--telemetry-token-file"),
+            (self.kube.kubernetes, "--kubernetes"),
+            (self.ray.ray.is_some(), "--ray"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
     /// The source with what was given after `node` winning.
     pub fn with_agents(&self, a: &AgentArgs) -> SourceArgs {
         let mut s = self.clone();

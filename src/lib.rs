@@ -31,6 +31,9 @@ pub mod session;
 pub mod store;
 pub mod tui;
 
+/// `--version`: the version and the commit built from (build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("FLEETOP_COMMIT"), ")");
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -73,6 +76,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if notify_flags && cli.command.is_some() {
         anyhow::bail!(
             "--alertmanager and --webhook go after the subcommand (`fleetop demo --alertmanager URL`, `fleetop watch SOURCE --alertmanager URL`)"
+        );
+    }
+    // `fleetop --hosts X export` would read the export's own source (the
+    // default, localhost) and say nothing: a burn-in or an export of the
+    // wrong nodes. Only `node` and `demo` take the source given before them.
+    let own_source = !matches!(cli.command, None | Some(Command::Node(_) | Command::Demo { .. }));
+    if own_source && let Some(flag) = cli.source.first_given() {
+        anyhow::bail!(
+            "{flag} goes after the subcommand (`fleetop export {flag} ...`); given before it, it would be ignored"
         );
     }
     if cli.record.record.is_some() && cli.command.is_some() {

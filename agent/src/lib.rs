@@ -20,3 +20,6 @@ pub use fleetop_proto::{counters, throttle, wire};
 
 /// The agent's version, sent to every subscriber in its node description.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// `--version`: the version and the commit built from (build.rs).
+pub const VERSION_LONG: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("FLEETOP_COMMIT"), ")");

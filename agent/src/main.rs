@@ -13,7 +13,7 @@ use fleetop_agent::sim::{Model, Scenario, SimConfig};
 /// fleetop's node agent: samples GPUs (NVML), InfiniBand ports and the host,
 /// and streams them to fleetop consoles over gRPC.
 #[derive(Debug, Parser)]
-#[command(version, after_help = scenario_help(), args_override_self = true)]
+#[command(version = fleetop_agent::VERSION_LONG, after_help = scenario_help(), args_override_self = true)]
 struct Cli {
     /// Settings as TOML, one key per flag named as the flag (`--state-dir`
     /// is `state_dir`); a flag given here wins. Default:

@@ -225,7 +225,7 @@ pub const FLAGS: &[Entry] = &[
     },
     Entry {
         kind: "version_skew",
-        meaning: "this node's driver or VBIOS differs from most nodes with the same GPU model",
+        meaning: "this node's driver or VBIOS differs from most nodes with the same GPU model, or its fleetop agent from most agents",
         immediate: Action::None,
         investigate: Some(Action::UpdateSoftware),
         runbook: &["Bring the node in line with the fleet at the next window (the detail names both versions)."],

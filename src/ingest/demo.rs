@@ -347,6 +347,8 @@ impl SimFleet {
                 info.sample_interval_ms = 1000;
                 info.agent_time_ms = now_ms;
                 info.agent_instance = node as u64 + 1;
+                // As the demo's in-process agents say (their backend sets it).
+                info.agent_version = fleetop_agent::VERSION.into();
                 Update::Node {
                     node,
                     event: Event::Info(Box::new(st.info(info, now_ms))),

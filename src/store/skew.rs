@@ -1,7 +1,7 @@
 //! Version skew across the fleet: a node whose driver or VBIOS differs from
-//! most nodes with the same GPU model (a half-finished rollout, a node that
-//! missed one). Judged only where a model has enough nodes for "most" to
-//! mean something.
+//! most nodes with the same GPU model, or whose fleetop agent differs from
+//! most agents (a half-finished rollout, a node that missed one). Judged
+//! only where there are enough nodes for "most" to mean something.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +15,11 @@ pub fn judge(descs: &[Option<&NodeDesc>]) -> Vec<Option<String>> {
     // Per model: how many nodes run each driver, and each VBIOS.
     let mut drivers: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     let mut vbioses: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut agents: BTreeMap<&str, usize> = BTreeMap::new();
     for d in descs.iter().flatten() {
+        if let Some(v) = agent(d) {
+            *agents.entry(v).or_default() += 1;
+        }
         let Some(model) = model(d) else { continue };
         if let Some(v) = &d.driver_version {
             *drivers.entry(model).or_default().entry(v).or_default() += 1;
@@ -28,8 +32,15 @@ pub fn judge(descs: &[Option<&NodeDesc>]) -> Vec<Option<String>> {
         .iter()
         .map(|d| {
             let d = (*d)?;
-            let model = model(d)?;
             let mut what = Vec::new();
+            if let (Some(v), Some((major, n, all))) = (agent(d), majority(Some(&agents)))
+                && v != major
+            {
+                what.push(format!("agent {v}; {major} on {n} of {all} nodes"));
+            }
+            let Some(model) = model(d) else {
+                return (!what.is_empty()).then(|| what.join("; "));
+            };
             if let (Some(v), Some((major, n, all))) = (&d.driver_version, majority(drivers.get(model)))
                 && v != major
             {
@@ -44,6 +55,12 @@ pub fn judge(descs: &[Option<&NodeDesc>]) -> Vec<Option<String>> {
             (!what.is_empty()).then(|| what.join("; "))
         })
         .collect()
+}
+
+/// The fleetop agent's version, where the node is read from one (directly,
+/// or through Prometheus); a dcgm-exporter's node names its source instead.
+fn agent(d: &NodeDesc) -> Option<&str> {
+    Some(d.agent_version.as_str()).filter(|v| !v.is_empty() && *v != d.backend && *v != "prometheus")
 }
 
 fn model(d: &NodeDesc) -> Option<&str> {
@@ -114,5 +131,36 @@ mod tests {
                 .iter()
                 .all(Option::is_none)
         );
+    }
+
+    #[test]
+    fn an_agent_on_another_version_is_named_whatever_its_gpus() {
+        let agent = |v: &str, model: &str| NodeDesc {
+            agent_version: v.into(),
+            backend: "nvml".into(),
+            gpus: vec![GpuDesc {
+                model: model.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let nodes = [
+            agent("0.2.0", "NVIDIA H100 80GB HBM3"),
+            agent("0.2.0", "NVIDIA H200"),
+            agent("0.1.0", "AMD Instinct MI300X"),
+            agent("0.2.0", ""),
+        ];
+        let got = judge(&nodes.iter().map(Some).collect::<Vec<_>>());
+        assert_eq!(got[2].as_deref(), Some("agent 0.1.0; 0.2.0 on 3 of 4 nodes"));
+        assert_eq!(got.iter().flatten().count(), 1, "{got:?}");
+        // A dcgm-exporter's nodes name their source, not an agent's version:
+        // they are not judged against the agents.
+        let mut mixed = nodes.to_vec();
+        for n in &mut mixed[..2] {
+            n.agent_version = "dcgm-exporter".into();
+            n.backend = "dcgm-exporter".into();
+        }
+        let got = judge(&mixed.iter().map(Some).collect::<Vec<_>>());
+        assert!(got.iter().all(Option::is_none), "{got:?}");
     }
 }

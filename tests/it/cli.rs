@@ -190,3 +190,53 @@ fn man_pages_and_completions_hold_every_flag_and_subcommand() {
         assert!(script.contains("read-only"), "{shell}: no --read-only");
     }
 }
+
+#[test]
+fn a_source_given_before_a_subcommand_with_its_own_is_refused_not_ignored() {
+    // Before, `fleetop --hosts gpu07 bench` read the bench's own source (the
+    // default, localhost) and burned in whatever answered there.
+    for args in [
+        &["--hosts", "127.0.0.1:1", "export", "--once"][..],
+        &[
+            "--tls-ca",
+            "ca.pem",
+            "bench",
+            "--hosts",
+            "127.0.0.1:1",
+            "--suite",
+            "quick",
+        ][..],
+        &["--slurm", "watch", "--hosts", "127.0.0.1:1"][..],
+    ] {
+        let out = fleetop().args(args).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran");
+        assert!(
+            err.contains(&format!("{} goes after the subcommand", args[0])),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn version_names_the_commit_built_from() {
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let mut agent = assert_cmd::Command::new(crate::agent_bin());
+    agent.timeout(crate::BIN_TIMEOUT);
+    for (name, mut cmd) in [("fleetop", fleetop()), ("fleetop-agent", agent)] {
+        let out = cmd.arg("--version").output().expect("runs");
+        let said = String::from_utf8_lossy(&out.stdout);
+        let want = format!("{name} {} (commit ", env!("CARGO_PKG_VERSION"));
+        assert!(said.starts_with(&want), "{said}");
+        // Built from this checkout, at its HEAD (build.rs reruns on a commit).
+        if let Some(head) = &head {
+            assert!(said.contains(&format!("(commit {head})")), "{said}: HEAD is {head}");
+        }
+    }
+}

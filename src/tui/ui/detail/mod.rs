@@ -36,10 +36,20 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Span::styled(format!(" {} ", crate::tui::view::freshness(n, app.now_ms)), t.muted),
     ];
     if let Some(i) = &n.info {
+        // The agent's version beside its backend ("nvml, agent 0.1.0"); a
+        // dcgm-exporter's node names only its source.
+        let agent = match i.agent_version.as_str() {
+            v if v.is_empty() || v == i.backend => String::new(),
+            v => format!(", agent {v}"),
+        };
+        // The host's own name where it is not the name the node goes by.
+        let host = match i.hostname.as_str() {
+            h if h == n.target.name || h.is_empty() => String::new(),
+            h => format!("{h} · "),
+        };
         title.push(Span::styled(
             format!(
-                "{} · {} · driver {} CUDA {} ",
-                i.hostname,
+                "{host}{}{agent} · driver {} CUDA {} ",
                 i.backend,
                 opt(i.driver_version.as_deref()),
                 opt(i.cuda_version.as_deref())
