@@ -7,6 +7,7 @@
 
 mod alertmanager;
 mod e2e_tmux;
+mod image;
 mod package;
 mod prometheus;
 mod prometheus_agents;
@@ -73,6 +74,11 @@ fn main() {
         package::installed(),
         "needs the packages (scripts/package.sh: cargo-deb) and dpkg, systemd-analyze",
     );
+    let chroot = need(
+        package::chroot_possible(),
+        "needs the packages, root (chroot), openssl and systemd-sysusers",
+    );
+    let image = need(image::built(), "needs buildah and the agent's image (scripts/image.sh)");
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -145,6 +151,11 @@ fn main() {
         t!(
             package::the_packages_install_their_files_and_each_units_exec_start_runs,
             packages
+        ),
+        t!(package::the_readmes_cluster_commands_run_as_written, chroot),
+        t!(
+            image::the_agents_image_runs_its_version_and_a_simulated_sample_and_holds_nothing_else,
+            image
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
