@@ -26,6 +26,11 @@ Usage:
       stdout (stderr when the JSON goes to stdout)
   amdsmi_check.py one PROFILE LIB
       one profile's dump, JSON to stdout
+  amdsmi_check.py compare PROFILE_DIR LIB AGENT [--out FILE]
+      the dump and its checks, then the agent (`AGENT sample --once
+      --backend amd`, on the same fake at the same frozen moment) for every
+      profile: each value the agent reports must equal amdsmi's, in
+      fleetop's units; one line per difference, a one-line summary
 
 Run it with the Python of a venv that has amdsmi==7.0.2 (.ci/run makes one
 in ~/.cache/fleetop/amdsmi-7.0.2).
@@ -208,7 +213,8 @@ def read_gpu(a, w, h, g, opt, na, raw, T, M, handles, first):
     v = opt(a.amdsmi_get_violation_status, h)
     keys = ["acc_counter", "acc_prochot_thrm", "acc_ppt_pwr", "acc_socket_thrm", "acc_vr_thrm", "acc_hbm_thrm",
             "per_prochot_thrm", "per_ppt_pwr", "per_socket_thrm", "per_vr_thrm", "per_hbm_thrm",
-            "active_prochot_thrm", "active_ppt_pwr", "active_socket_thrm", "active_vr_thrm", "active_hbm_thrm"]
+            "active_prochot_thrm", "active_ppt_pwr", "active_socket_thrm", "active_vr_thrm", "active_hbm_thrm",
+            "active_gfx_clk_below_host_limit"]
     g["violation"] = None if v is None else {k: na(v[k]) for k in keys}
 
     enabled = a.amdsmi_get_gpu_ecc_enabled(h)
@@ -312,6 +318,215 @@ def dump(profile_dir, lib):
     return out, bad
 
 
+# ---- compare: the agent against amdsmi ------------------------------------------
+
+# NVML's throttle-reason bits (nvml.h), which the agent maps AMD's reasons
+# onto so that fleetop's flags mean the same on both vendors.
+SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL = 0x4, 0x8, 0x20
+
+# MI300's violation status (amdsmi.h's active_* fields), each with its NVML bit.
+VIOLATIONS = [("prochot_thrm", HW_SLOWDOWN), ("ppt_pwr", SW_POWER_CAP), ("socket_thrm", SW_THERMAL),
+              ("vr_thrm", HW_SLOWDOWN), ("hbm_thrm", SW_THERMAL), ("gfx_clk_below_host_limit", 0)]
+
+# The kernel's ASIC-independent throttler bits (amdgpu_smu.h, SMU_THROTTLER_<name>_BIT).
+THROTTLERS = {0: "PPT0", 1: "PPT1", 2: "PPT2", 3: "PPT3", 4: "SPL", 5: "FPPT", 6: "SPPT", 7: "SPPT_APU",
+              16: "TDC_GFX", 17: "TDC_SOC", 18: "TDC_MEM", 19: "TDC_VDD", 20: "TDC_CVIP", 21: "EDC_CPU",
+              22: "EDC_GFX", 23: "APCC", 32: "TEMP_GPU", 33: "TEMP_CORE", 34: "TEMP_MEM", 35: "TEMP_EDGE",
+              36: "TEMP_HOTSPOT", 37: "TEMP_SOC", 38: "TEMP_VR_GFX", 39: "TEMP_VR_SOC", 40: "TEMP_VR_MEM0",
+              41: "TEMP_VR_MEM1", 42: "TEMP_LIQUID0", 43: "TEMP_LIQUID1", 44: "VRHOT0", 45: "VRHOT1",
+              46: "PROCHOT_CPU", 47: "PROCHOT_GFX", 56: "PPM", 57: "FIT"}
+
+
+def throttler_bit(name):
+    """NVML's bit for a throttler: power limits are the software power cap,
+    temperatures the software thermal slowdown, voltage regulators and
+    PROCHOT the hardware slowdown; the rest none."""
+    if name.startswith(("PPT", "SPL", "FPPT", "SPPT", "TDC")):
+        return SW_POWER_CAP
+    if name.startswith(("TEMP_VR", "VRHOT", "PROCHOT")):
+        return HW_SLOWDOWN
+    if name.startswith("TEMP_"):
+        return SW_THERMAL
+    return 0
+
+
+def expected_throttle(g):
+    """(NVML bits, AMD's words) from amdsmi's violation status and throttler
+    bits; None when neither was read."""
+    bits, words, read = 0, [], False
+    v = g.get("violation") or {}
+    for name, bit in VIOLATIONS:
+        active = v.get("active_" + name)
+        if active is None or active == "N/A":
+            continue
+        read = True
+        if active:
+            bits |= bit
+            words.append(name)
+    indep = g.get("indep_throttle_status")
+    if indep is not None:
+        read = True
+        for k in range(64):
+            if indep >> k & 1:
+                name = THROTTLERS.get(k, f"THROTTLER_BIT_{k}")
+                bits |= throttler_bit(name)
+                words.append(name)
+    return (bits, words) if read else None
+
+
+# GpuSample.absent's bits (proto/src/absent.rs) the comparison reads.
+ABSENT = {"util": 1 << 0, "mem_util": 1 << 1, "temp": 1 << 2, "hbm_temp": 1 << 3, "power": 1 << 4,
+          "energy": 1 << 5, "sm_clock": 1 << 6, "mem_clock": 1 << 7, "throttle": 1 << 8, "pcie_replay": 1 << 10,
+          "ecc": 1 << 11, "processes": 1 << 13, "mem_used": 1 << 14, "power_limit": 1 << 15}
+
+
+def compare_gpu(g, info, s, driver):
+    """The differences between amdsmi's reading of one GPU (`g`) and the
+    agent's description (`info`) and sample (`s`) of it: (field, agent, amdsmi)."""
+    out = []
+
+    def eq(field, agent, want):
+        if agent != want:
+            out.append((field, agent, want))
+
+    if "error" in g:
+        # A GPU that does not answer: lost, with what AMD SMI kept from init.
+        eq("error", s["error"], "gpu_lost")
+        eq("pci_bus_id", info["pci_bus_id"], g["bdf"])
+        return out
+    eq("error", s["error"], "")
+    absent = s["absent"]
+
+    def reading(field, key, want):
+        # A reading amdsmi calls not supported must be absent, not 0.
+        if want is None:
+            eq(field + " absent", bool(absent & ABSENT[key]), True)
+        else:
+            eq(field + " absent", bool(absent & ABSENT[key]), False)
+            eq(field, s[field], want)
+
+    eq("uuid", info["uuid"], g["uuid"])
+    eq("model", info["model"], g["market_name"])
+    eq("pci_bus_id", info["pci_bus_id"], g["bdf"])
+    eq("vendor", info["vendor"], "AMD")
+    eq("vbios_version", info["vbios_version"], g["vbios_version"])
+    eq("driver_version", driver, g["driver_version"])
+    eq("firmware", {f["name"]: f["version"] for f in info["firmware"]}, g["firmware"])
+    eq("partition_id", info["partition_id"], g["partition_id"] or 0)
+    eq("compute_partition", info["compute_partition"], g["compute_partition"])
+    eq("memory_partition", info["memory_partition"], g["memory_partition"])
+    eq("mem_total_bytes", info["mem_total_bytes"], g["vram_total_bytes"])
+    eq("power_limit_mw (info)", info["power_limit_mw"], g["power_cap_mw"])
+    eq("max_sm_clock_mhz", info["max_sm_clock_mhz"], g["gfx_max_clock_mhz"] or 0)
+    eq("max_mem_clock_mhz", info["max_mem_clock_mhz"], g["mem_max_clock_mhz"] or 0)
+    eq("slowdown_temp_c", info["slowdown_temp_c"], g["temp_hotspot_critical_c"] or 0)
+    eq("shutdown_temp_c", info["shutdown_temp_c"], g["temp_hotspot_emergency_c"] or 0)
+    eq("hbm_slowdown_temp_c", info["hbm_slowdown_temp_c"], g["temp_vram_critical_c"] or 0)
+    eq("hbm_shutdown_temp_c", info["hbm_shutdown_temp_c"], g["temp_vram_emergency_c"] or 0)
+    eq("pcie_max_gen", info["pcie_max_gen"], g["pcie_max_gen"] or 0)
+    eq("pcie_max_width", info["pcie_max_width"], g["pcie_max_width"] or 0)
+
+    reading("util_pct", "util", g["util_pct"])
+    reading("mem_util_pct", "mem_util", g["mem_util_pct"])
+    reading("mem_used_bytes", "mem_used", g["vram_used_bytes"])
+    reading("temp_c", "temp", g["temp_hotspot_c"])
+    reading("hbm_temp_c", "hbm_temp", g["temp_vram_c"])
+    eq("edge_temp_c", s["edge_temp_c"], g["temp_edge_c"])
+    reading("power_mw", "power", g["power_mw"])
+    reading("power_limit_mw", "power_limit", g["power_cap_mw"])
+    reading("energy_mj", "energy", g["energy_mj"])
+    reading("sm_clock_mhz", "sm_clock", g["gfx_clock_mhz"])
+    reading("mem_clock_mhz", "mem_clock", g["mem_clock_mhz"])
+    t = expected_throttle(g)
+    if t is None:
+        eq("throttle absent", bool(absent & ABSENT["throttle"]), True)
+    else:
+        eq("throttle absent", bool(absent & ABSENT["throttle"]), False)
+        eq("throttle_reasons", s["throttle_reasons"], t[0])
+        eq("throttle_detail", s["throttle_detail"], t[1])
+    eq("pcie_gen", s["pcie_gen"], g["pcie_gen"] or 0)
+    eq("pcie_width", s["pcie_width"], g["pcie_width"] or 0)
+    reading("pcie_replay_count", "pcie_replay", g["pcie_replay_count"])
+
+    eq("ras", {r["block"]: [r["correctable"], r["uncorrectable"], r["deferred"]] for r in s["ras"]}, g["ecc"])
+    eq("ras order", [r["block"] for r in s["ras"]], [b for b in BLOCKS if b in g["ecc"]])
+    reading("ecc_corrected_volatile", "ecc", g["ecc_total"][0] if g["ecc_enabled_blocks"] else None)
+    if g["ecc_enabled_blocks"]:
+        eq("ecc_uncorrected_volatile", s["ecc_uncorrected_volatile"], g["ecc_total"][1])
+    eq("retired_pages", s["retired_pages"], len(g["bad_pages"]))
+    eq("retired_pages_pending", s["retired_pages_pending"], sum(1 for p in g["bad_pages"] if p["status"] == 1))
+
+    # XGMI in the NVLink fields: the links not disabled ("X"), by number.
+    links = [k for k, st in enumerate(g["xgmi_link_status"]) if st != "X"]
+    eq("nvlinks", [l["link"] for l in info["nvlinks"]], links)
+    peers = [x["peer_bdf"] for x in g["xgmi_links"]]
+    eq("nvlink peers", [l["peer_pci_bus_id"] for l in info["nvlinks"]],
+       [peers[k] if k < len(peers) else "" for k in links])
+    up = [1 if g["xgmi_link_status"][k] == "U" else 0 for k in links]
+    eq("nvlink_state", s["nvlink_state"] or [1] * len(links), up)
+    eq("nvlink_down_mask", s["nvlink_down_mask"], sum(1 << i for i, u in enumerate(up) if not u and i < 32))
+    eq("nvlink_tx_kib", s["nvlink_tx_kib"], [g["xgmi_write_kb"][k] or 0 for k in links])
+    eq("nvlink_rx_kib", s["nvlink_rx_kib"], [g["xgmi_read_kb"][k] or 0 for k in links])
+    eq("xgmi_error_status", s["xgmi_error_status"], g["xgmi_error_status"])
+
+    reading("processes", "processes", [(p["pid"], p["vram_bytes"]) for p in g["processes"]])
+    if not absent & ABSENT["processes"]:
+        out = [o for o in out if o[0] != "processes"]
+        eq("processes", [(p["pid"], p["used_mem_bytes"]) for p in s["processes"]],
+           [(p["pid"], p["vram_bytes"]) for p in g["processes"]])
+    return out
+
+
+def compare_events(g, s):
+    """Events: amdsmi reads every pending event once, the agent's first sample
+    carries them (AMD's names, lower case, and their messages)."""
+    got = [(e["kind"], e["text"]) for e in s["events"]]
+    want = [(e["event"].lower(), e["message"]) for e in g["events"]]
+    return [] if got == want else [("events", got, want)]
+
+
+def run_agent(agent, path, tmp):
+    """The agent's one sample (`sample --once --backend amd`) of one profile."""
+    env = dict(os.environ, ROCM_PATH=tmp, FAKE_AMDSMI_PROFILE=os.path.abspath(path), FAKE_AMDSMI_TIME_S=MOMENT_S)
+    env.pop("ROCM_HOME", None)
+    r = subprocess.run([os.path.abspath(agent), "sample", "--once", "--backend", "amd", "--format", "json",
+                        "--kmsg", "none"], env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"{path}: the agent failed:\n{r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def compare(profile_dir, lib, agent, data):
+    """Every profile's differences between the agent and amdsmi's dump, as lines."""
+    bad = []
+
+    def go(tmp):
+        for name in PROFILES:
+            if name not in data:
+                continue
+            try:
+                doc = run_agent(agent, os.path.join(profile_dir, name), tmp)
+            except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                bad.append(f"{name}: {e}")
+                continue
+            info, sample = doc["info"], doc["sample"]
+            if info["backend"] != "amdsmi":
+                bad.append(f"{name}: backend {info['backend']!r}, not 'amdsmi'")
+            dump = data[name]
+            if len(info["gpus"]) != len(dump) or len(sample["gpus"]) != len(dump):
+                bad.append(f"{name}: the agent reports {len(info['gpus'])} GPUs, amdsmi {len(dump)}")
+                continue
+            for i in range(len(dump)):
+                g = dump[str(i)] if str(i) in dump else dump[i]
+                gi = next(x for x in info["gpus"] if x["index"] == i)
+                gs = next(x for x in sample["gpus"] if x["index"] == i)
+                for field, got, want in compare_gpu(g, gi, gs, info["driver_version"]) + compare_events(g, gs):
+                    bad.append(f"{name}: GPU {i}: {field}: agent {got!r}, amdsmi {want!r}")
+
+    with_fake(lib, go)
+    return bad
+
+
 def main():
     args = sys.argv[1:]
     if args == ["--child"]:
@@ -320,6 +535,10 @@ def main():
     if len(args) == 3 and args[0] == "one":
         print(json.dumps(with_fake(args[2], lambda tmp: run_profile(args[1], args[2], tmp)), indent=1))
         return 0
+    agent = None
+    if args[:1] == ["compare"] and len(args) in (4, 6):
+        agent = args.pop(3)
+        args[0] = "dump"
     if len(args) not in (3, 5) or args[0] != "dump" or (len(args) == 5 and args[3] != "--out"):
         print(__doc__, file=sys.stderr)
         return 2
@@ -338,7 +557,7 @@ def main():
     if len(args) == 5:
         with open(args[4], "w") as f:
             f.write(text + "\n")
-    else:
+    elif agent is None:
         print(text)
         summary_to = sys.stderr
     for b in bad:
@@ -346,7 +565,14 @@ def main():
     gpus = sum(len(d) for d in data.values())
     print(f"amdsmi {AMDSMI_VERSION} on the fake: {len(data)}/{len(PROFILES)} profiles, {gpus} GPUs read, "
           f"{len(bad)} problems", file=summary_to)
-    return 1 if bad else 0
+    if agent is None:
+        return 1 if bad else 0
+    diffs = compare(profile_dir, lib, agent, data)
+    for d in diffs:
+        print(d, file=sys.stderr)
+    print(f"fleetop-agent against amdsmi {AMDSMI_VERSION}: {len(data)} profiles, {gpus} GPUs, "
+          f"{len(diffs)} differences", file=summary_to)
+    return 1 if bad or diffs else 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ use crate::keep::journal::{Journal, StateDirError};
 use crate::proto::NodeInfo;
 use crate::sim::{SimConfig, SimNode};
 use crate::sources::Sampler;
+use crate::sources::amd::{self, AmdSampler, AmdUnavailable};
 use crate::sources::host::HostSampler;
 use crate::sources::ib::IbSampler;
 use crate::sources::kmsg::KmsgSampler;
@@ -16,10 +17,14 @@ use crate::sources::pci::NodeChecks;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
-    /// NVML if it loads, otherwise host and InfiniBand data only.
+    /// NVML if it loads and sees GPUs, else AMD SMI if it does, otherwise
+    /// host and InfiniBand data only.
     Auto,
     /// NVML, or fail.
     Nvml,
+    /// AMD SMI (libamd_smi.so from $ROCM_PATH/lib, the loader's path or
+    /// /opt/rocm/lib), or fail.
+    Amd,
     /// A simulated node (see --sim-*).
     Sim,
 }
@@ -63,6 +68,8 @@ pub struct StateDir {
 pub enum BuildError {
     #[error(transparent)]
     Nvml(#[from] NvmlUnavailable),
+    #[error(transparent)]
+    Amd(#[from] AmdUnavailable),
     #[error(transparent)]
     StateDir(#[from] StateDirError),
 }
@@ -124,6 +131,38 @@ fn journal(opts: &BackendOptions) -> Result<Option<Journal>, StateDirError> {
     }
 }
 
+/// The GPU sampler chosen, if any, and why there is none where `auto` found none.
+type GpuChoice = (Option<Box<dyn Sampler>>, Option<String>);
+
+/// The GPU sampler the options choose, and why there is none where `auto`
+/// found no GPUs. `auto` takes the first library that loads and sees
+/// GPUs, NVML then AMD SMI; where neither sees any, NVML with none (as
+/// before AMD SMI was known), else none with both reasons.
+fn gpu_sampler(opts: &BackendOptions) -> Result<GpuChoice, BuildError> {
+    let nvml = || {
+        nvml::open(opts.nvml_lib.as_deref()).and_then(|n| NvmlSampler::new(n, opts.proc_root.clone(), opts.interval))
+    };
+    let amd = || amd::open().and_then(|a| AmdSampler::new(a, opts.proc_root.clone(), opts.interval));
+    match opts.backend {
+        Backend::Nvml => return Ok((Some(Box::new(nvml()?)), None)),
+        Backend::Amd => return Ok((Some(Box::new(amd()?)), None)),
+        Backend::Auto | Backend::Sim => {}
+    }
+    let nvml = match nvml() {
+        Ok(s) if s.gpu_count() > 0 => return Ok((Some(Box::new(s)), None)),
+        other => other,
+    };
+    let amd = match amd() {
+        Ok(s) if s.gpu_count() > 0 => return Ok((Some(Box::new(s)), None)),
+        Ok(_) => "AMD SMI: no AMD GPUs".to_string(),
+        Err(e) => e.to_string(),
+    };
+    match nvml {
+        Ok(s) => Ok((Some(Box::new(s)), None)),
+        Err(e) => Ok((None, Some(format!("{e}; {amd}")))),
+    }
+}
+
 /// The collector for these options, and a one-line note when `auto` fell
 /// back to no GPUs (for the operator's stderr).
 pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), BuildError> {
@@ -149,16 +188,11 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
     // This machine's boot, journal or not (a simulated node has none).
     base.boot_id = crate::keep::journal::boot_id(&opts.proc_root);
     let mut samplers: Vec<Box<dyn Sampler>> = Vec::new();
-    let mut note = None;
-    match nvml::open(opts.nvml_lib.as_deref()).and_then(|n| NvmlSampler::new(n, opts.proc_root.clone(), opts.interval))
-    {
-        Ok(s) => samplers.push(Box::new(s)),
-        Err(e) if opts.backend == Backend::Auto => note = Some(e.to_string()),
-        Err(e) => return Err(e.into()),
-    }
-    // After NVML: an agent that cannot start creates no state directory.
+    let (gpus, note) = gpu_sampler(opts)?;
+    samplers.extend(gpus);
+    // After the GPUs: an agent that cannot start creates no state directory.
     let journal = journal(opts)?;
-    // After NVML: it ties XIDs to the GPUs NVML described, and adds its own
+    // After the GPUs: it ties XIDs to the GPUs NVML described, and adds its own
     // to theirs in each sample (the collector sends a fault both saw once).
     samplers.extend(kmsg_sampler(opts));
     samplers.push(Box::new(IbSampler::new(opts.ib_sysfs.clone())));

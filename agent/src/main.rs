@@ -131,13 +131,14 @@ struct NodeArgs {
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
     /// The kernel log, for XIDs NVML misses and NVSwitch SXids: /dev/kmsg
-    /// (the default with --backend nvml or auto), a file in its record
+    /// (the default with --backend nvml, amd or auto), a file in its record
     /// format (read whole, then followed), or "none".
     #[arg(long, value_name = "PATH", value_parser = path_or_none)]
     kmsg: Option<PathOrNone>,
     /// Where the agent keeps its fault journal (created 0700 if missing;
-    /// default /var/lib/fleetop-agent when serving with NVML; `sample` and
-    /// the simulation keep one only with this flag), or "none" for no journal.
+    /// default /var/lib/fleetop-agent when serving a real node; `sample`
+    /// and the simulation keep one only with this flag), or "none" for no
+    /// journal.
     #[arg(long, value_name = "DIR", value_parser = path_or_none)]
     state_dir: Option<PathOrNone>,
     /// How many GPUs this node should have (1 to 64), for consoles to check.

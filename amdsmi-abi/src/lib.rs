@@ -441,7 +441,8 @@ pub const AMDSMI_FW_ID_PM: amdsmi_fw_block_t = 77;
 pub const AMDSMI_FW_ID_PLDM_BUNDLE: amdsmi_fw_block_t = 79;
 
 /// `amdsmi_gpu_metrics_t::indep_throttle_status` bits: the kernel's
-/// ASIC-independent `SMU_THROTTLER_*_BIT`s (the ones an SRE reads).
+/// ASIC-independent `SMU_THROTTLER_*_BIT`s (amdgpu_smu.h, as merged: the
+/// drafts on the mailing list numbered PROCHOT, PPM and FIT otherwise).
 pub mod throttler {
     pub const PPT0: u32 = 0;
     pub const PPT1: u32 = 1;
@@ -450,9 +451,15 @@ pub mod throttler {
     pub const SPL: u32 = 4;
     pub const FPPT: u32 = 5;
     pub const SPPT: u32 = 6;
+    pub const SPPT_APU: u32 = 7;
     pub const TDC_GFX: u32 = 16;
     pub const TDC_SOC: u32 = 17;
     pub const TDC_MEM: u32 = 18;
+    pub const TDC_VDD: u32 = 19;
+    pub const TDC_CVIP: u32 = 20;
+    pub const EDC_CPU: u32 = 21;
+    pub const EDC_GFX: u32 = 22;
+    pub const APCC: u32 = 23;
     pub const TEMP_GPU: u32 = 32;
     pub const TEMP_CORE: u32 = 33;
     pub const TEMP_MEM: u32 = 34;
@@ -463,12 +470,14 @@ pub mod throttler {
     pub const TEMP_VR_SOC: u32 = 39;
     pub const TEMP_VR_MEM0: u32 = 40;
     pub const TEMP_VR_MEM1: u32 = 41;
+    pub const TEMP_LIQUID0: u32 = 42;
+    pub const TEMP_LIQUID1: u32 = 43;
     pub const VRHOT0: u32 = 44;
     pub const VRHOT1: u32 = 45;
-    pub const PROCHOT_CPU: u32 = 56;
-    pub const PROCHOT_GFX: u32 = 57;
-    pub const PPM: u32 = 58;
-    pub const FIT: u32 = 59;
+    pub const PROCHOT_CPU: u32 = 46;
+    pub const PROCHOT_GFX: u32 = 47;
+    pub const PPM: u32 = 56;
+    pub const FIT: u32 = 57;
 }
 
 // ---- structs -----------------------------------------------------------------

@@ -17,3 +17,7 @@ pub const REMAPPED_ROWS: u32 = 1 << 12;
 pub const PROCESSES: u32 = 1 << 13;
 pub const MEM_USED: u32 = 1 << 14;
 pub const POWER_LIMIT: u32 = 1 << 15;
+/// The link states (nvlink_state, nvlink_down_mask) were not read: an
+/// empty nvlink_state then says nothing, not "every link up" (AMD's XGMI
+/// link status; NVML gives a state per link or counts it down).
+pub const LINKS: u32 = 1 << 16;

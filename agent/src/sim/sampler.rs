@@ -54,6 +54,8 @@ impl Sampler for SimNode {
                         inactive_at_start: false,
                     })
                     .collect(),
+                vendor: "NVIDIA".into(),
+                ..Default::default()
             });
         }
         for p in 0..c.ib_ports {

@@ -1,4 +1,4 @@
-//! Where the agent's readings come from: NVML (`nvml`), the kernel log
+//! Where the agent's readings come from: NVML (`nvml`), AMD SMI (`amd`), the kernel log
 //! (`kmsg`), InfiniBand ports (`ib`), the host (`host`), the PCI bus
 //! (`pci`), the kubelet's pods (`pods`), and the processes and jobs on the
 //! GPUs (`procinfo`, `jobs`). Each source implements `Sampler`; the
@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::proto::{NodeInfo, Sample};
 
+pub mod amd;
 pub mod host;
 pub mod ib;
 pub mod jobs;
@@ -18,7 +19,7 @@ pub mod pci;
 pub mod pods;
 pub mod procinfo;
 
-/// A source of node data: NVML GPUs, InfiniBand ports, the host, or a simulation.
+/// A source of node data: NVML or AMD SMI GPUs, InfiniBand ports, the host, or a simulation.
 pub trait Sampler: Send {
     /// Adds what does not change while the agent runs to the node description.
     fn describe(&mut self, info: &mut NodeInfo);

@@ -250,8 +250,15 @@ fn quiet_gpu(p: &GpuSample, c: &GpuSample) -> bool {
         fabric_status,
         persistence,
         pods,
+        edge_temp_c,
+        ras,
+        xgmi_error_status,
+        events,
+        throttle_detail,
+        retired_pages_pending,
     } = c;
     xids.is_empty()
+        && events.is_empty()
         && *index == p.index
         && *error == p.error
         && *mem_used_bytes == p.mem_used_bytes
@@ -277,6 +284,14 @@ fn quiet_gpu(p: &GpuSample, c: &GpuSample) -> bool {
         && *fabric_status == p.fabric_status
         && *persistence == p.persistence
         && *pods == p.pods
+        // Not a column: an old console refuses a reading bit it does not
+        // know, and MI300X has no edge sensor. A GPU whose edge moved is
+        // listed, with it.
+        && *edge_temp_c == p.edge_temp_c
+        && *ras == p.ras
+        && *xgmi_error_status == p.xgmi_error_status
+        && *throttle_detail == p.throttle_detail
+        && *retired_pages_pending == p.retired_pages_pending
 }
 
 /// As `quiet_gpu`, for a port: its byte counters travel in the columns,
@@ -389,6 +404,7 @@ pub(super) fn decode(prev: &mut Sample, links: &Links, mut got: Sample, kept: &m
             None => {
                 kept.push(true);
                 g.xids.clear();
+                g.events.clear();
                 // Freed, not cleared: the base holds a node's sample for as
                 // long as its stream lasts, and the counters live in `links`
                 // between the samples that carry them (2-4 KiB a node of 8
@@ -470,7 +486,7 @@ mod tests {
 
     use super::super::Decoder;
     use super::*;
-    use crate::pb::{GpuProcess, HostSample, MigInstance, PodRef, XidEvent};
+    use crate::pb::{GpuEvent, GpuProcess, HostSample, MigInstance, PodRef, RasCount, XidEvent};
 
     /// A node with something in every field: two GPUs, two ports.
     fn node() -> Sample {
@@ -522,6 +538,21 @@ mod tests {
                 container: "c".into(),
                 mig_uuid: String::new(),
             }],
+            // AMD's: an edge sensor, ECC per RAS block, XGMI, throttle words.
+            edge_temp_c: Some(45),
+            ras: vec![
+                RasCount {
+                    block: "UMC".into(),
+                    correctable: 3,
+                    ..Default::default()
+                },
+                RasCount {
+                    block: "GFX".into(),
+                    ..Default::default()
+                },
+            ],
+            xgmi_error_status: Some(0),
+            throttle_detail: vec!["ppt_pwr".into(), "PPT0".into()],
             ..Default::default()
         };
         let port = |port: u32| IbSample {
@@ -594,7 +625,7 @@ mod tests {
         assert_eq!(back, steady);
 
         type Gpu = fn(&mut GpuSample);
-        let gpu_changes: [(&str, Gpu); 26] = [
+        let gpu_changes: [(&str, Gpu); 35] = [
             ("error", |g| g.error = "not_supported: temp".into()),
             ("memory used", |g| g.mem_used_bytes += 1),
             ("power limit", |g| g.power_limit_mw = 600_000),
@@ -632,6 +663,21 @@ mod tests {
             ("fabric status", |g| g.fabric_status = 9),
             ("persistence", |g| g.persistence = 1),
             ("pods", |g| g.pods[0].pod = "q".into()),
+            ("edge temperature", |g| g.edge_temp_c = Some(46)),
+            ("edge sensor gone", |g| g.edge_temp_c = None),
+            ("an uncorrectable RAS error", |g| g.ras[0].uncorrectable += 1),
+            ("no RAS counts", |g| g.ras.clear()),
+            ("XGMI error", |g| g.xgmi_error_status = Some(1)),
+            ("XGMI error status unread", |g| g.xgmi_error_status = None),
+            ("throttle words", |g| g.throttle_detail = vec!["socket_thrm".into()]),
+            ("a page retirement pending", |g| g.retired_pages_pending = 1),
+            ("an AMD event", |g| {
+                g.events.push(GpuEvent {
+                    kind: "gpu_pre_reset".into(),
+                    time_ms: 5,
+                    text: "RAS: reset".into(),
+                })
+            }),
         ];
         for (what, change) in gpu_changes {
             let mut cur = steady.clone();
@@ -661,6 +707,26 @@ mod tests {
                 assert_eq!(listed, [0], "{what}");
             }
         }
+    }
+
+    #[test]
+    fn an_amd_event_travels_once_and_steady_amd_fields_list_no_gpu() {
+        let mut base = node();
+        base.gpus[0].events.push(GpuEvent {
+            kind: "thermal_throttle".into(),
+            time_ms: 1,
+            text: "thermal throttling: junction 104 C".into(),
+        });
+        // The next sample: the event was the base's, not this one's.
+        let mut cur = next(&base);
+        cur.gpus[0].events.clear();
+        let (wire, back) = round_trip(&base, &cur);
+        assert!(
+            wire.columns.is_some() && wire.gpus.is_empty(),
+            "nothing but readings changed"
+        );
+        assert_eq!(back, cur);
+        assert!(back.gpus[0].events.is_empty(), "an event is not repeated");
     }
 
     #[test]

@@ -74,6 +74,9 @@ fn same_shape(prev: &Sample, cur: &Sample) -> bool {
                 && can_elide(&a.fabric_status, &b.fabric_status)
                 && can_elide(&a.persistence, &b.persistence)
                 && can_elide(&a.pods, &b.pods)
+                && can_elide(&a.ras, &b.ras)
+                && can_elide(&a.xgmi_error_status, &b.xgmi_error_status)
+                && can_elide(&a.throttle_detail, &b.throttle_detail)
                 && owners_can_elide(&a.processes, &b.processes)
         })
         && prev.ib_ports.iter().zip(&cur.ib_ports).all(|(a, b)| {
@@ -120,6 +123,11 @@ fn encode_gpu(p: &GpuSample, c: &mut GpuSample) {
     elide(&mut c.fabric_status, &p.fabric_status);
     elide(&mut c.persistence, &p.persistence);
     elide(&mut c.pods, &p.pods);
+    // AMD: per-block ECC counts, the XGMI error status and the throttle
+    // words stand still for days; unchanged, they travel as nothing.
+    elide(&mut c.ras, &p.ras);
+    elide(&mut c.xgmi_error_status, &p.xgmi_error_status);
+    elide(&mut c.throttle_detail, &p.throttle_detail);
     if !c.processes.is_empty() && c.processes == p.processes {
         c.processes.clear();
         c.processes_unchanged = true;
@@ -163,6 +171,9 @@ fn decode_gpu(p: &mut GpuSample, c: &mut GpuSample) -> bool {
     restore(&mut c.fabric_status, &mut p.fabric_status);
     restore(&mut c.persistence, &mut p.persistence);
     restore(&mut c.pods, &mut p.pods);
+    restore(&mut c.ras, &mut p.ras);
+    restore(&mut c.xgmi_error_status, &mut p.xgmi_error_status);
+    restore(&mut c.throttle_detail, &mut p.throttle_detail);
     if std::mem::take(&mut c.processes_unchanged) {
         std::mem::swap(&mut c.processes, &mut p.processes);
         return true;
@@ -262,6 +273,8 @@ fn compact(s: &mut Sample) {
         g.nvlink_state.shrink_to_fit();
         g.pods.shrink_to_fit();
         g.mig.shrink_to_fit();
+        g.ras.shrink_to_fit();
+        g.throttle_detail.shrink_to_fit();
     }
     for p in &mut s.ib_ports {
         p.errors.shrink_to_fit();
@@ -531,6 +544,113 @@ mod tests {
         let wire = encode(Some(&b), &c);
         assert_eq!(wire.delta_from_seq, 0);
         assert_eq!(decode(Some(&mut b.clone()), wire).expect("whole"), c);
+    }
+
+    /// An MI300X partition with every AMD field set.
+    fn amd_gpu() -> crate::pb::GpuSample {
+        use crate::pb::{GpuEvent, RasCount};
+        let block = |b: &str, c: u64, u: u64| RasCount {
+            block: b.into(),
+            correctable: c,
+            uncorrectable: u,
+            deferred: 0,
+        };
+        crate::pb::GpuSample {
+            energy_mj: 1_000,
+            temp_c: 70,
+            hbm_temp_c: 60,
+            edge_temp_c: Some(50),
+            ecc_corrected_volatile: 3,
+            ras: vec![block("UMC", 3, 0), block("SDMA", 0, 0), block("XGMI_WAFL", 0, 0)],
+            xgmi_error_status: Some(0),
+            events: vec![GpuEvent {
+                kind: "thermal_throttle".into(),
+                time_ms: 1_700_000_000_000,
+                text: "thermal throttling: junction 104 C".into(),
+            }],
+            throttle_reasons: crate::throttle::SW_THERMAL_SLOWDOWN,
+            throttle_detail: vec!["socket_thrm".into(), "TEMP_HOTSPOT".into()],
+            nvlink_state: vec![1, 1, 0],
+            nvlink_down_mask: 4,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn amd_fields_travel_whole_and_as_deltas_and_cost_nothing_unchanged() {
+        use prost::Message;
+        let a = Sample {
+            seq: 1,
+            gpus: vec![amd_gpu()],
+            ..Default::default()
+        };
+        // Whole, through protobuf: every field as it was.
+        let bytes = a.encode_to_vec();
+        assert_eq!(Sample::decode(bytes.as_slice()).expect("protobuf"), a);
+        assert_eq!(decode(None, a.clone()).expect("whole"), a);
+        // The next second: no new event, the rest as it was.
+        let mut b = a.clone();
+        b.seq = 2;
+        b.gpus[0].energy_mj = 2_000;
+        b.gpus[0].events.clear();
+        let wire = encode(Some(&a), &b);
+        assert_eq!(wire.delta_from_seq, 1, "a delta");
+        let g = &wire.gpus[0];
+        assert!(g.ras.is_empty() && g.throttle_detail.is_empty() && g.xgmi_error_status.is_none());
+        // Byte for byte what the same delta costs for a GPU without them.
+        let bare = |s: &Sample| {
+            let mut s = s.clone();
+            for g in &mut s.gpus {
+                g.ras.clear();
+                g.throttle_detail.clear();
+                g.xgmi_error_status = None;
+            }
+            s
+        };
+        assert_eq!(wire.encoded_len(), encode(Some(&bare(&a)), &bare(&b)).encoded_len());
+        let wire = Sample::decode(wire.encode_to_vec().as_slice()).expect("protobuf");
+        assert_eq!(decode(Some(&mut a.clone()), wire).expect("decodes"), b);
+    }
+
+    #[test]
+    fn a_change_of_an_amd_field_is_carried_and_so_is_its_end() {
+        type Set = fn(&mut crate::pb::GpuSample);
+        let changes: [(&str, Set); 10] = [
+            ("an uncorrectable UMC error", |g| g.ras[0].uncorrectable = 1),
+            ("a page retired, pending a reset", |g| g.retired_pages_pending = 1),
+            ("XGMI error", |g| g.xgmi_error_status = Some(1)),
+            ("throttling ends", |g| g.throttle_detail.clear()),
+            ("other throttle words", |g| g.throttle_detail = vec!["ppt_pwr".into()]),
+            ("edge sensor moves", |g| g.edge_temp_c = Some(51)),
+            ("edge sensor gone", |g| g.edge_temp_c = None),
+            // To empty or unread where the base had figures: whole.
+            ("RAS counts unread", |g| g.ras.clear()),
+            ("XGMI status unread", |g| g.xgmi_error_status = None),
+            ("another event", |g| g.events[0].kind = "gpu_pre_reset".into()),
+        ];
+        for (what, change) in changes {
+            let a = Sample {
+                seq: 1,
+                gpus: vec![amd_gpu()],
+                ..Default::default()
+            };
+            let mut b = a.clone();
+            b.seq = 2;
+            change(&mut b.gpus[0]);
+            assert_ne!(a, b, "{what}: a change");
+            assert_eq!(
+                decode(Some(&mut a.clone()), encode(Some(&a), &b)).expect("decodes"),
+                b,
+                "{what}"
+            );
+            let mut c = a.clone();
+            c.seq = 3;
+            assert_eq!(
+                decode(Some(&mut b.clone()), encode(Some(&b), &c)).expect("decodes"),
+                c,
+                "{what}: back"
+            );
+        }
     }
 
     #[test]

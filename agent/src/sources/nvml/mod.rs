@@ -181,6 +181,13 @@ impl NvmlSampler {
     }
 }
 
+impl NvmlSampler {
+    /// How many GPUs NVML counts (`auto` tries AMD SMI where it is none).
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+}
+
 /// Short, stable text for an NVML error, as carried in `GpuSample.error`.
 fn error_text(e: &NvmlError) -> String {
     match e {
@@ -240,6 +247,7 @@ impl Sampler for NvmlSampler {
             // in a Gen4 host runs at its best at Gen4, which is no fault.
             info.gpus.push(GpuInfo {
                 index: g.index,
+                vendor: "NVIDIA".into(),
                 uuid: d.uuid().unwrap_or_default(),
                 model: d.name().unwrap_or_default(),
                 pci_bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
@@ -265,6 +273,8 @@ impl Sampler for NvmlSampler {
                             .unwrap_or_default(),
                     })
                     .collect(),
+                // AMD's partitions, firmware list and HBM limits: none here.
+                ..Default::default()
             });
         }
     }
