@@ -106,6 +106,7 @@ impl SourceArgs {
             (self.slurm, "--slurm"),
             (self.demo, "--demo"),
             (self.dcgm_exporter.is_some(), "--dcgm-exporter"),
+            (self.amd_exporter.is_some(), "--amd-exporter"),
             (self.prometheus.is_some(), "--prometheus"),
             (self.port.is_some(), "--port"),
             (self.tls_ca.is_some(), "--tls-ca"),
@@ -180,6 +181,11 @@ pub struct SourceArgs {
     /// optional :port (default 9400): "gpu[01-64]" reads http://gpu01:9400/metrics, ...
     #[arg(long, value_name = "HOSTS", conflicts_with_all = ["hosts", "hostfile", "demo", "slurm", "prometheus"])]
     pub dcgm_exporter: Option<String>,
+    /// AMD device-metrics-exporter endpoints (or fleetop agents' /metrics on
+    /// AMD nodes) to read instead of agents, as a hostlist with optional
+    /// :port (default 5000): "mi[01-16]" reads http://mi01:5000/metrics, ...
+    #[arg(long, value_name = "HOSTS", conflicts_with_all = ["hosts", "hostfile", "demo", "slurm", "prometheus", "dcgm_exporter"])]
+    pub amd_exporter: Option<String>,
     /// Read the whole fleet from this Prometheus (or Prometheus-compatible) HTTP API,
     /// e.g. http://prometheus:9090: the series of dcgm-exporters (or fleetop agents) it scrapes.
     #[arg(long, value_name = "URL", conflicts_with_all = ["hosts", "hostfile", "demo", "slurm"])]
@@ -188,11 +194,11 @@ pub struct SourceArgs {
     /// instances ('job="dcgm"' or '{job="dcgm",instance=~"gpu0.*"}').
     #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
     pub prometheus_match: Option<String>,
-    /// How often --dcgm-exporter endpoints or --prometheus are read.
+    /// How often --dcgm-exporter or --amd-exporter endpoints or --prometheus are read.
     #[arg(long, default_value = "5s", value_parser = parse_interval)]
     pub scrape_interval: Duration,
-    /// The longest one read of a --dcgm-exporter endpoint or a --prometheus
-    /// query may take, the first included (default 5s, and up to 120s for the
+    /// The longest one read of a --dcgm-exporter or --amd-exporter endpoint
+    /// or a --prometheus query may take, the first included (default 5s, and up to 120s for the
     /// first read of a large fleet through --prometheus).
     #[arg(long, value_parser = parse_interval)]
     pub scrape_timeout: Option<Duration>,

@@ -302,7 +302,7 @@ impl Session {
             Feed::Agents => {
                 agent::spawn_all(&targets, &sources, tx.clone());
             }
-            Feed::DcgmExporter(opts) => {
+            Feed::Exporter(opts) => {
                 scrape::spawn_all(&targets, opts, tx.clone()).map_err(anyhow::Error::msg)?;
             }
             Feed::Prometheus(p) => {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::{Action, FLAGS, XIDS};
+use crate::{AMD_FAULTS, Action, FLAGS, XIDS};
 
 /// The whole of docs/faults.md.
 pub fn render() -> String {
@@ -63,6 +63,29 @@ pub fn render() -> String {
             x.immediate.name(),
             x.investigate.map_or("-".to_string(), |a| format!("`{}`", a.name())),
             x.immediate.severity().name()
+        );
+    }
+    s.push_str(
+        "\n## AMD fault catalog\n\n\
+         What the agent reads of an AMD Instinct GPU through AMD SMI, mapped to\n\
+         fleetop's actions; the meanings are fleetop's words, the source the public\n\
+         document the fact comes from. Events and XGMI errors raise `gpu_event`;\n\
+         uncorrectable RAS errors `ecc_uncorrected` (the block's action); throttle\n\
+         words `throttled`; pending bad pages `remap_pending`. An uncorrectable error\n\
+         in HBM (UMC) asks what NVIDIA's uncorrectable ECC does.\n\n\
+         | fault | AMD SMI reports | meaning | now | if it recurs | severity | source |\n|---|---|---|---|---|---|---|\n",
+    );
+    for f in AMD_FAULTS {
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | `{}` | {} | {} | <{}> |",
+            f.code,
+            f.seen_as.replace('|', "/"),
+            f.meaning.replace('|', "/"),
+            f.immediate.name(),
+            f.investigate.map_or("-".to_string(), |a| format!("`{}`", a.name())),
+            f.immediate.severity().name(),
+            f.source
         );
     }
     s

@@ -18,6 +18,18 @@ pub const FLAGS: &[Entry] = &[
         ],
     },
     Entry {
+        kind: "gpu_event",
+        meaning: "an AMD GPU's driver reported a fault through AMD SMI (a reset, a VM fault) or XGMI errors; the event says what",
+        immediate: Action::ResetGpu,
+        investigate: Some(Action::Replace),
+        runbook: &[
+            "The action is the event's, from the AMD fault catalog (the table below); with several, the most urgent one's. Held as XIDs are, for the XID window after the last one.",
+            "gpu_reset: the driver reset the GPU, most often after an uncorrectable RAS error (the ecc_uncorrected flag names the block): jobs on it were lost. Drain, read the RAS counts and bad pages (`amd-smi metric --ecc --ecc-blocks`, `amd-smi bad-pages`), burn in, return it.",
+            "vmfault: the application's fault: tell the job's owner; the same GPU again points at the hardware.",
+            "xgmi_error: drain, reset the GPU, burn in with the peer-to-peer test; again: check the link (the baseboard, or the peer GPU).",
+        ],
+    },
+    Entry {
         kind: "sxid",
         meaning: "an NVSwitch reported an error (SXid); fatal ones take the GPUs behind it down",
         immediate: Action::RebootNode,
@@ -41,12 +53,13 @@ pub const FLAGS: &[Entry] = &[
     },
     Entry {
         kind: "gpu_missing",
-        meaning: "fewer GPUs answer than the node has: one is on the PCI bus but not in NVML, or the count is short",
+        meaning: "fewer GPUs answer than the node has: one is on the PCI bus but not in NVML (AMD: AMD SMI), or the count is short",
         immediate: Action::RebootNode,
         investigate: Some(Action::Replace),
         runbook: &[
             "The most common way a GPU fails after a reboot: the node just shows fewer rows.",
-            "Drain, check `lspci -d 10de:` and the kernel log (`dmesg | grep -i nvrm`), reboot once.",
+            "Drain, check `lspci -d 10de:` and the kernel log (`dmesg | grep -i nvrm`), reboot once (AMD: `lspci -d 1002:`, `dmesg | grep -i amdgpu`).",
+            "An AMD GPU in compute partitions (CPX) counts once: the expected count is of physical GPUs.",
             "Still missing after a reboot: reseat or replace the GPU.",
         ],
     },
@@ -62,12 +75,13 @@ pub const FLAGS: &[Entry] = &[
     },
     Entry {
         kind: "remap_pending",
-        meaning: "a memory row waits to be remapped, which takes a GPU reset",
+        meaning: "a memory row (AMD: an HBM page) waits to be remapped (retired), which takes a GPU reset",
         immediate: Action::ResetGpu,
         investigate: Some(Action::Replace),
         runbook: &[
             "The GPU works meanwhile (graded warn): at the next window drain, reset the GPU, burn it in.",
             "If the remap then fails (remap_failed), replace the GPU.",
+            "AMD: bad pages pending retirement (AMD SMI's bad-page list); the driver retires them at the reset.",
         ],
     },
     Entry {
@@ -79,11 +93,12 @@ pub const FLAGS: &[Entry] = &[
             "Jobs on the GPU may have read bad data: tell the owners.",
             "Drain, reset the GPU (it retires or remaps the rows), burn in.",
             "Again after the reset, or with remap_failed: replace.",
+            "AMD: the detail names the RAS blocks (UMC is the HBM), each with its catalog entry (the AMD table below). The driver resets the GPU itself after such an error (a gpu_event) and retires the page; past its bad-page threshold the GPU is for RMA: replace.",
         ],
     },
     Entry {
         kind: "gpu_stuck",
-        meaning: "an NVML call on the GPU does not return: the driver or the GPU hangs",
+        meaning: "a call to the GPU's library (NVML, AMD SMI) does not return: the driver or the GPU hangs",
         immediate: Action::RebootNode,
         investigate: Some(Action::Replace),
         runbook: &[
@@ -105,12 +120,13 @@ pub const FLAGS: &[Entry] = &[
     },
     Entry {
         kind: "nvlink_down",
-        meaning: "an NVLink link that was up is down: GPU-to-GPU traffic is slow or fails",
+        meaning: "an NVLink or XGMI link that was up is down: GPU traffic is slow or fails",
         immediate: Action::ResetGpu,
         investigate: Some(Action::CheckLink),
         runbook: &[
             "Drain, reset the GPU (or reboot), burn in with the NVLink test.",
             "Down again: the baseboard or NVSwitch (multi-node NVLink: the cable).",
+            "AMD: XGMI links go GPU to GPU on the baseboard: the peer's bus id is in the links pane; a link AMD SMI could not read is unknown, never down.",
         ],
     },
     Entry {
@@ -158,6 +174,7 @@ pub const FLAGS: &[Entry] = &[
             "Thermal reasons: check cooling; power brake or hardware slowdown: check power.",
             "Software thermal slowdown alone is graded warn.",
             "If one GPU of many throttles: that GPU's cooling or seating.",
+            "AMD: the detail gives AMD's own words (socket_thrm, hbm_thrm, prochot_thrm, vr_thrm, ppt_pwr, ...); their entries in the AMD table say which is heat and which is power.",
         ],
     },
     Entry {
@@ -167,6 +184,7 @@ pub const FLAGS: &[Entry] = &[
         investigate: None,
         runbook: &[
             "Graded warn until the slowdown temperature, crit at it.",
+            "The junction (hotspot) against its slowdown temperature; the HBM against its own where the GPU gives one (AMD).",
             "Fans, airflow, blanking panels, inlet temperature; compare with the node's other GPUs.",
         ],
     },

@@ -6,12 +6,16 @@
 //! (a test fails when the two differ).
 //!
 //! The facts (XID codes and NVIDIA's resolution buckets) come from NVIDIA's
-//! XID catalog; the words are ours.
+//! XID catalog, AMD's (events, RAS blocks, XGMI, throttling) from AMD SMI's
+//! reference and the amdgpu driver's RAS documentation (`amd`); the words
+//! are ours.
 
+pub mod amd;
 pub mod doc;
 mod flags;
 pub mod xid;
 
+pub use amd::{AMD_FAULTS, AmdFault};
 pub use flags::{FLAGS, ib_phys_state_says};
 pub use xid::{XIDS, XidEntry};
 

@@ -7,7 +7,7 @@ use crate::detect::debounce::{Debounce, Hold};
 use crate::detect::thresholds::Thresholds;
 use crate::detect::{flag, ms};
 use crate::model::flag::{Action, Flag, FlagKind, Severity, Subject};
-use crate::model::sample::{Fabric, GpuDesc, GpuError, GpuReading, NodeHealth};
+use crate::model::sample::{Fabric, GpuDesc, GpuError, GpuReading, NodeHealth, Vendor};
 use crate::model::sched::Job;
 
 /// Per-GPU detector memory.
@@ -36,12 +36,22 @@ pub struct GpuState {
     fabric: Debounce,
     fabric_pending_since: Option<i64>,
     persistence: Debounce,
+    event: Hold,
+    /// The AMD fault catalog's entries behind the GPU's gpu_event flag
+    /// while it is up, in the order seen.
+    events: Vec<&'static fleetop_catalog::AmdFault>,
 }
 
 impl GpuState {
     /// The XID codes behind the GPU's xid flag while it is up, in the order seen.
     pub fn held_xids(&self) -> &[u32] {
         &self.xids
+    }
+
+    /// The AMD faults behind the GPU's gpu_event flag while it is up, in
+    /// the order seen (their catalog codes: "gpu_reset", "xgmi_error", ...).
+    pub fn held_events(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.events.iter().map(|e| e.code)
     }
 }
 
@@ -59,10 +69,19 @@ pub struct Context<'a> {
     pub burnin_passed_ms: Option<i64>,
 }
 
+impl Context<'_> {
+    /// Who made the GPU (NVIDIA without a description).
+    fn vendor(&self) -> Vendor {
+        self.desc.map(|d| d.vendor).unwrap_or_default()
+    }
+}
+
 /// Every GPU flag for one sample.
 pub fn flags(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
-    // XIDs first: they arrive with the sample that follows them, lost GPU or not.
+    // XIDs (AMD's events) first: they arrive with the sample that follows
+    // them, lost GPU or not.
     xid(st, g, cx, out);
+    gpu_event(st, g, cx, out);
     gpu_lost(st, g, cx, out);
     gpu_stuck(st, g, cx, out);
     if g.error.is_some() {
@@ -365,6 +384,56 @@ fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     out.push(f);
 }
 
+/// AMD's XIDs: the events AMD SMI reports (a reset, a VM fault, a thermal
+/// throttle) and the XGMI error status, held as XIDs are, each graded by
+/// the AMD fault catalog; the most urgent one's action is the flag's.
+fn gpu_event(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
+    let seen = |st: &mut GpuState, f: &'static fleetop_catalog::AmdFault, t: i64| {
+        st.event.event(t);
+        if !st.events.iter().any(|e| e.code == f.code) {
+            st.events.push(f);
+        }
+    };
+    for e in &g.events {
+        seen(st, fleetop_catalog::amd::event(&e.kind), e.time_ms);
+    }
+    // A state, not an event: held while it says errors, and a while after.
+    let xgmi = g.xgmi_error_status.filter(|&s| s != 0);
+    if let Some(f) = xgmi.and_then(fleetop_catalog::amd::xgmi) {
+        seen(st, f, cx.t);
+    }
+    if let Some(p) = cx.burnin_passed_ms {
+        st.event.forget_before(p);
+    }
+    let Some(first) = st.event.held(cx.t, ms(cx.th.xid_hold)) else {
+        st.events.clear();
+        return;
+    };
+    let Some(worst) = st.events.iter().copied().max_by_key(|f| f.immediate.urgency()) else {
+        return;
+    };
+    let text: Vec<String> = st
+        .events
+        .iter()
+        .map(|f| match (f.code, xgmi) {
+            ("xgmi_error", Some(n)) => format!("{} ({}; status {n})", f.code, f.meaning),
+            _ => format!("{} ({})", f.code, f.meaning),
+        })
+        .collect();
+    let mut ev = Vec::new();
+    ev.extend(xgmi.map(|n| ("xgmi_error_status", f64::from(n))));
+    let mut f = flag(
+        FlagKind::GpuEvent,
+        worst.immediate.severity(),
+        Subject::Gpu(g.index),
+        first,
+        text.join("; "),
+        &ev,
+    );
+    f.action = worst.immediate;
+    out.push(f);
+}
+
 fn gpu_lost(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     if let Some(since) = st.lost.update(g.is_lost(), cx.t, 1, cx.th.clear_samples) {
         out.push(flag(
@@ -392,9 +461,10 @@ fn gpu_stuck(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     let Some(since) = st.stuck.update(stuck.is_some(), cx.t, 1, cx.th.clear_samples) else {
         return;
     };
+    let library = cx.vendor().library();
     let (detail, sev, ev) = match stuck {
         Some((text, ms)) => (
-            format!("NVML call does not return: {}", stuck_words(text, ms)),
+            format!("{library} call does not return: {}", stuck_words(text, ms)),
             if ms >= STUCK_CRIT_MS {
                 Severity::Crit
             } else {
@@ -402,7 +472,11 @@ fn gpu_stuck(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
             },
             vec![("no_answer_s", ms as f64 / 1000.0)],
         ),
-        None => ("NVML answers again (clearing)".into(), Severity::Warn, Vec::new()),
+        None => (
+            format!("{library} answers again (clearing)"),
+            Severity::Warn,
+            Vec::new(),
+        ),
     };
     out.push(flag(FlagKind::GpuStuck, sev, Subject::Gpu(g.index), since, detail, &ev));
 }
@@ -446,26 +520,46 @@ fn throttled(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
     } else {
         Severity::Warn
     };
+    // AMD's own words where the GPU gives them (the bits are what they
+    // map to); NVML's reasons otherwise.
+    let amd = cx.vendor() == Vendor::Amd && !g.throttle_detail.is_empty();
     let names = if trouble == 0 {
         "clearing".to_string()
+    } else if amd {
+        g.throttle_detail.join(", ")
     } else {
         throttle::names(trouble).join(", ")
     };
     let mut ev = vec![("throttle_mask", mask as f64)];
     ev.extend(g.sm_clock_mhz.map(|c| ("sm_clock_mhz", f64::from(c))));
     ev.extend(g.temp_c.map(|c| ("temp_c", f64::from(c))));
+    let clock = if cx.vendor() == Vendor::Amd { "GFX" } else { "SM" };
     let mut f = flag(
         FlagKind::Throttled,
         sev,
         Subject::Gpu(g.index),
         since,
-        format!("{names}; SM {} MHz, {} °C", shown(g.sm_clock_mhz), shown(g.temp_c)),
+        format!("{names}; {clock} {} MHz, {} °C", shown(g.sm_clock_mhz), shown(g.temp_c)),
         &ev,
     );
     // By reason: heat is cooling's, a brake or a hardware slowdown power's.
     let thermal = throttle::SW_THERMAL_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN;
     if trouble != 0 && trouble & thermal == 0 {
         f.action = Action::CheckPower;
+    }
+    // AMD's words by the AMD fault catalog: heat first, as above, else the
+    // most urgent of the rest.
+    if trouble != 0 && amd {
+        let entries: Vec<&fleetop_catalog::AmdFault> = g
+            .throttle_detail
+            .iter()
+            .filter_map(|w| fleetop_catalog::amd::throttle(w))
+            .filter(|e| e.immediate != Action::None)
+            .collect();
+        let heat = entries.iter().find(|e| e.code == "thermal");
+        if let Some(e) = heat.or_else(|| entries.iter().max_by_key(|e| e.immediate.urgency())) {
+            f.action = e.immediate;
+        }
     }
     out.push(f);
 }
@@ -501,34 +595,47 @@ fn power_capped(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<F
 }
 
 fn hot(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
-    let Some(temp) = g.temp_c else {
+    // The GPU's temperature (AMD: the junction) against its slowdown; the
+    // HBM against its own, where the GPU gives that limit (AMD).
+    let hbm_slowdown = cx.desc.and_then(|d| d.hbm_slowdown_temp_c);
+    let hbm = g.hbm_temp_c.zip(hbm_slowdown);
+    if g.temp_c.is_none() && hbm.is_none() {
         // No temperature, nothing to judge: the flag's memory holds.
         return;
-    };
+    }
     let slowdown_c = cx.th.slowdown_c(cx.desc);
     // Hysteresis in degrees: raised at slowdown - margin, cleared 2 °C below.
-    let hot_at = slowdown_c.saturating_sub(cx.th.hot_margin_c);
-    let hot_now = if st.hot.raised() {
-        temp + 2 > hot_at
-    } else {
-        temp >= hot_at
+    let raised = st.hot.raised();
+    let is_hot = |temp: u32, slowdown: u32| {
+        let hot_at = slowdown.saturating_sub(cx.th.hot_margin_c);
+        if raised { temp + 2 > hot_at } else { temp >= hot_at }
     };
+    let core_hot = g.temp_c.is_some_and(|t| is_hot(t, slowdown_c));
+    let hbm_hot = hbm.is_some_and(|(t, s)| is_hot(t, s));
     let (raise, clear) = (cx.th.throttle_raise_samples, cx.th.clear_samples);
-    let Some(since) = st.hot.update(hot_now, cx.t, raise, clear) else {
+    let Some(since) = st.hot.update(core_hot || hbm_hot, cx.t, raise, clear) else {
         return;
     };
-    let sev = if temp >= slowdown_c {
-        Severity::Crit
-    } else {
-        Severity::Warn
-    };
+    let at_limit = g.temp_c.is_some_and(|t| t >= slowdown_c) || hbm.is_some_and(|(t, s)| t >= s);
+    let sev = if at_limit { Severity::Crit } else { Severity::Warn };
+    let core = if cx.vendor() == Vendor::Amd { "junction " } else { "" };
+    let mut what = Vec::new();
+    let mut ev = Vec::new();
+    if let Some(temp) = g.temp_c.filter(|_| core_hot || !hbm_hot) {
+        what.push(format!("{core}{temp} °C, slowdown at {slowdown_c} °C"));
+        ev.extend([("temp_c", f64::from(temp)), ("slowdown_temp_c", f64::from(slowdown_c))]);
+    }
+    if let Some((t, s)) = hbm.filter(|_| hbm_hot) {
+        what.push(format!("HBM {t} °C, slowdown at {s} °C"));
+        ev.extend([("hbm_temp_c", f64::from(t)), ("hbm_slowdown_temp_c", f64::from(s))]);
+    }
     out.push(flag(
         FlagKind::Hot,
         sev,
         Subject::Gpu(g.index),
         since,
-        format!("{temp} °C, slowdown at {slowdown_c} °C"),
-        &[("temp_c", f64::from(temp)), ("slowdown_temp_c", f64::from(slowdown_c))],
+        what.join("; "),
+        &ev,
     ));
 }
 
@@ -540,6 +647,22 @@ fn nvlink_down(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Fl
             .and_then(|d| d.nvlinks.get(pos))
             .is_some_and(|l| l.inactive_at_start)
     };
+    let word = cx.vendor().links_word();
+    if g.links_unknown {
+        // The link states were not read: none is known down (or up); the
+        // flag's memory holds as it is.
+        if let Some(since) = st.nvlink.since() {
+            out.push(flag(
+                FlagKind::NvlinkDown,
+                Severity::Crit,
+                Subject::Gpu(g.index),
+                since,
+                format!("{word} link states not read now (a link was down)"),
+                &[],
+            ));
+        }
+        return;
+    }
     let down: Vec<usize> = g.nvlinks_down.iter().copied().filter(|&p| !unused(p)).collect();
     let down = &down;
     let (raise, clear) = (cx.th.link_down_samples, cx.th.clear_samples);
@@ -562,29 +685,63 @@ fn nvlink_down(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Fl
         Severity::Crit,
         Subject::Gpu(g.index),
         since,
-        format!("NVLink link {} down", links.join(", ")),
+        format!("{word} link {} down", links.join(", ")),
         &[("links_down", down.len() as f64)],
     ));
 }
 
 fn ecc_uncorrected(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     let errors = g.ecc_uncorrected_volatile.unwrap_or(0);
-    let Some(since) = st.ecc.update(errors > 0, cx.t, 1, 1) else {
+    // AMD's RAS blocks with uncorrectable or deferred (poisoned: MI300's
+    // HBM reports its uncorrectable errors so) errors.
+    let blocks: Vec<&crate::model::sample::RasCount> =
+        g.ras.iter().filter(|r| r.uncorrectable > 0 || r.deferred > 0).collect();
+    let Some(since) = st.ecc.update(errors > 0 || !blocks.is_empty(), cx.t, 1, 1) else {
         return;
     };
-    let ev = vec![("ecc_uncorrected", errors as f64)];
-    let mut detail = format!("{errors} uncorrectable ECC errors");
+    let mut ev = vec![("ecc_uncorrected", errors as f64)];
+    let deferred: u64 = blocks.iter().map(|r| r.deferred).sum();
+    let mut detail = match (errors, deferred) {
+        (0, d) if d > 0 => format!("{d} deferred (poisoned) ECC errors"),
+        (e, _) => format!("{e} uncorrectable ECC errors"),
+    };
+    if !blocks.is_empty() {
+        if deferred > 0 {
+            ev.push(("ecc_deferred", deferred as f64));
+        }
+        let each: Vec<String> = blocks
+            .iter()
+            .map(|r| match r.deferred {
+                0 => format!("{} {}", r.block, r.uncorrectable),
+                d => format!("{} {} (+{d} deferred)", r.block, r.uncorrectable),
+            })
+            .collect();
+        let word = if blocks.len() == 1 { "block" } else { "blocks" };
+        detail.push_str(&format!(" in RAS {word} {}", each.join(", ")));
+    }
     if g.remap_pending == Some(true) {
         detail.push_str(", a row remap pending");
     }
-    out.push(flag(
+    if let Some(n) = g.retired_pages_pending.filter(|&n| n > 0) {
+        detail.push_str(&format!(", {n} bad pages pending retirement"));
+    }
+    let mut f = flag(
         FlagKind::EccUncorrected,
         Severity::Crit,
         Subject::Gpu(g.index),
         since,
         detail,
         &ev,
-    ));
+    );
+    // Each block's action from the AMD fault catalog: the most urgent.
+    if let Some(a) = blocks
+        .iter()
+        .map(|r| fleetop_catalog::amd::ras(&r.block).immediate)
+        .max_by_key(|a| a.urgency())
+    {
+        f.action = a;
+    }
+    out.push(f);
 }
 
 /// Row remapping (Ampere and later): a pending remap needs a GPU reset
@@ -602,6 +759,29 @@ fn remap(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
     ];
     let rows = shown(g.remapped_rows_uncorrectable);
     let failed = g.remap_failed == Some(true);
+    // AMD: HBM pages waiting for a reset to be retired, its like of a
+    // pending remap (the action the AMD fault catalog's).
+    let pages = g.retired_pages_pending.filter(|&n| n > 0);
+    if let Some(n) = pages {
+        let Some(since) = st.remap_pending.update(true, cx.t, 1, 1) else {
+            return;
+        };
+        let entry = fleetop_catalog::amd::bad_pages_pending();
+        let mut f = flag(
+            FlagKind::RemapPending,
+            Severity::Warn,
+            Subject::Gpu(g.index),
+            since,
+            format!(
+                "{n} bad pages pending retirement: reset the GPU ({} pages retired)",
+                shown(g.retired_pages)
+            ),
+            &[("retired_pages_pending", f64::from(n))],
+        );
+        f.action = entry.immediate;
+        out.push(f);
+        return;
+    }
     if let Some(since) = st.remap_pending.update(g.remap_pending == Some(true), cx.t, 1, 1) {
         // One plan: with a failed remap on the same GPU, the reset a pending
         // remap asks for is moot; the GPU is to be replaced.

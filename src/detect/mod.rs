@@ -92,6 +92,15 @@ impl NodeDetector {
         self.gpus.get(index as usize).map_or(&[], |g| g.held_xids())
     }
 
+    /// The AMD faults behind GPU `index`'s gpu_event flag while it is up
+    /// (the AMD fault catalog's codes: "gpu_reset", "xgmi_error", ...).
+    pub fn held_events(&self, index: u32) -> Vec<&'static str> {
+        self.gpus
+            .get(index as usize)
+            .map(|g| g.held_events().collect())
+            .unwrap_or_default()
+    }
+
     /// The flags raised and cleared since the last call, in order, with
     /// when: a raise at its condition's start, a clear when it cleared.
     pub fn take_changes(&mut self) -> Vec<(i64, What)> {

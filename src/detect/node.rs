@@ -1,5 +1,5 @@
 //! The node-level flags a sample decides: an NVSwitch error from the kernel
-//! log, a GPU missing from NVML, GPUDirect RDMA off.
+//! log, a GPU missing from NVML (or AMD SMI), GPUDirect RDMA off.
 
 use crate::detect::debounce::{Debounce, Hold};
 use crate::detect::thresholds::Thresholds;
@@ -63,7 +63,10 @@ fn sxid(st: &mut NodeState, s: &NodeSample, t: i64, th: &Thresholds, out: &mut V
 /// node should have: the most common way a GPU fails after a reboot.
 fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, th: &Thresholds, out: &mut Vec<Flag>) {
     let h = &info.health;
-    let listed = info.gpus.len() as u32;
+    // Physical GPUs: an AMD GPU in compute partitions (CPX), a GPU of its
+    // own on the wire per partition, counts once against what the node
+    // should have.
+    let listed = info.physical_gpus() as u32;
     // A node without NVML at all (no GPU backend) is not judged by the
     // fleet-wide count: it may be a login node.
     let fleet = th.expect_gpus.filter(|_| info.backend != "none");
@@ -78,7 +81,8 @@ fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, th: &Thresholds, out
     }
     if !h.gpus_missing_pci.is_empty() {
         what.push(format!(
-            "on the PCI bus, not in NVML: {}",
+            "on the PCI bus, not in {}: {}",
+            info.vendor().library(),
             h.gpus_missing_pci.join(", ")
         ));
     }

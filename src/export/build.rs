@@ -235,6 +235,11 @@ fn ray_node(ray: &crate::store::ray::RayState, i: usize) -> Option<RayNodeOut> {
     })
 }
 
+/// `Some` of a word that is not empty.
+fn text(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
 fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, node: usize) -> Gpu {
     let s = n.gpu(g.index);
     let pos = n
@@ -327,6 +332,35 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
                 rx_bytes_per_s: rates.and_then(|r| r.rx(i)),
             })
             .collect(),
+        vendor: match g.vendor {
+            crate::model::sample::Vendor::Nvidia => super::document::GpuVendor::Nvidia,
+            crate::model::sample::Vendor::Amd => super::document::GpuVendor::Amd,
+        },
+        compute_partition: g.partition.as_ref().and_then(|p| text(&p.compute)),
+        memory_partition: g.partition.as_ref().and_then(|p| text(&p.memory)),
+        partition_id: g.partition.as_ref().map(|p| p.id),
+        firmware: g.firmware.iter().map(|f| (f.name.clone(), f.version.clone())).collect(),
+        hbm_slowdown_temp_c: g.hbm_slowdown_temp_c,
+        edge_temp_c: r(|s| s.edge_temp_c),
+        ras: s
+            .map(|s| {
+                s.ras
+                    .iter()
+                    .map(|b| super::document::RasBlock {
+                        block: b.block.to_string(),
+                        correctable: b.correctable,
+                        uncorrectable: b.uncorrectable,
+                        deferred: b.deferred,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        xgmi_error_status: r(|s| s.xgmi_error_status),
+        events: n.event_codes(g.index).into_iter().map(str::to_string).collect(),
+        throttle_detail: s
+            .map(|s| s.throttle_detail.iter().map(|w| w.to_string()).collect())
+            .unwrap_or_default(),
+        retired_pages_pending: r(|s| s.retired_pages_pending),
         processes: s
             .map(|s| {
                 s.processes

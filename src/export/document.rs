@@ -21,7 +21,9 @@ use crate::model::sched::Job;
 /// with `--ray`, each node's `ray` (its Ray node and the work holding GPUs
 /// there), a process's `ray_job`, and `ray_read_at`/`ray_error`;
 /// `console_behind_ms` while the console is behind; with `--kubernetes`,
-/// `kube_read_at`/`kube_error`; `slurm_error` beside `scheduler_error`.
+/// `kube_read_at`/`kube_error`; `slurm_error` beside `scheduler_error`;
+/// each GPU's `vendor`, and on AMD its partition, firmware, RAS, XGMI,
+/// events, throttle words and pending bad pages (absent on NVIDIA).
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One snapshot of the fleet.
@@ -270,6 +272,75 @@ pub struct Gpu {
     /// `--kubelet-socket`); empty off Kubernetes.
     #[serde(default)]
     pub pods: Vec<Pod>,
+    /// Who made it. On AMD the field names stay NVIDIA's: `nvlink` holds
+    /// the XGMI links, `sm_clock_mhz` the GFX clock, `temp_c` the junction
+    /// (hotspot) temperature. The fields after this one are AMD's, absent
+    /// on NVIDIA.
+    #[serde(default)]
+    pub vendor: GpuVendor,
+    /// The compute partition mode ("SPX", "DPX", "QPX", "CPX"), the memory
+    /// partition mode ("NPS1", "NPS4"), and which compute partition of its
+    /// physical GPU this one is (0 in SPX). In CPX each partition is a GPU
+    /// of its own here; its power, temperatures, clocks, throttling, PCIe,
+    /// XGMI and RAS are the physical GPU's, repeated on each partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_partition: Option<String>,
+    /// The memory partition mode ("NPS1", "NPS4").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_partition: Option<String>,
+    /// Which compute partition of its physical GPU this one is (0 in SPX).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_id: Option<u32>,
+    /// Firmware versions by block name, as AMD SMI formats them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub firmware: BTreeMap<String, String>,
+    /// Where the HBM temperature slows the GPU down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hbm_slowdown_temp_c: Option<u32>,
+    /// The edge sensor (MI300X has none: absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge_temp_c: Option<u32>,
+    /// ECC counts per RAS block, every block with ECC on; their sums are
+    /// `ecc_corrected_volatile` and `ecc_uncorrected_volatile`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ras: Vec<RasBlock>,
+    /// The XGMI error status: 0 none, 1 one error, 2 several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xgmi_error_status: Option<u32>,
+    /// The AMD faults behind the GPU's active `gpu_event` flag (and any
+    /// reported with the latest sample), in the order seen: the AMD fault
+    /// catalog's codes ("gpu_reset", "vmfault", "xgmi_error", ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
+    /// The throttle reasons in AMD's words ("socket_thrm", "ppt_pwr",
+    /// "TEMP_HOTSPOT", ...); `throttle_reasons` has the NVML reasons they
+    /// map to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throttle_detail: Vec<String>,
+    /// Of `retired_pages`, those waiting for a GPU reset to be retired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_pages_pending: Option<u32>,
+}
+
+/// Who made a GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuVendor {
+    #[default]
+    Nvidia,
+    Amd,
+}
+
+/// One RAS block's ECC counts (since the driver loaded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RasBlock {
+    /// AMD SMI's block name: "UMC" (the HBM), "SDMA", "GFX", "XGMI_WAFL", ...
+    pub block: String,
+    pub correctable: u64,
+    pub uncorrectable: u64,
+    /// Poisoned data, consumed later.
+    pub deferred: u64,
 }
 
 /// A Kubernetes container that holds a GPU.

@@ -67,6 +67,9 @@ pub struct GpuSummary {
     pub throttle_reasons: Vec<String>,
     /// Slurm jobs of the GPU's processes, distinct, ascending.
     pub job_ids: Vec<u64>,
+    /// As the full view's: who made the GPU.
+    #[serde(default)]
+    pub vendor: super::document::GpuVendor,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -114,6 +117,7 @@ pub fn summary(s: &Snapshot) -> Summary {
                             sm_active_pct: g.sm_active_pct,
                             throttle_reasons: g.throttle_reasons.clone(),
                             job_ids,
+                            vendor: g.vendor,
                         }
                     })
                     .collect(),

@@ -1,6 +1,7 @@
 //! The demo cluster: real agents with the simulated backend, served in this
 //! process on loopback ephemeral ports, with scenarios mixed so that every
-//! kind of flag appears (given at least as many nodes as problem scenarios).
+//! kind of flag appears (given at least as many nodes as problem scenarios):
+//! a mixed fleet of NVIDIA racks and a rack of AMD MI300X nodes.
 
 use fleetop_agent::collector::Collector;
 use fleetop_agent::serve::server::{self, AgentHandle, AgentOptions};
@@ -13,7 +14,7 @@ use crate::model::target::Target;
 use crate::model::update::{Event, Update};
 
 /// The scenarios that each show a problem, placed once each in a demo.
-pub const PROBLEMS: [Scenario; 20] = [
+pub const PROBLEMS: [Scenario; 21] = [
     Scenario::Idle,
     Scenario::ThermalThrottle,
     Scenario::Hot,
@@ -35,6 +36,7 @@ pub const PROBLEMS: [Scenario; 20] = [
     Scenario::SxidFatal,
     Scenario::NoPeermem,
     Scenario::OldDriver,
+    Scenario::RasUncorrectable,
 ];
 
 /// One simulated node of the demo.
@@ -142,19 +144,43 @@ pub fn plan(nodes: u32, gpus: u32, seed: u64, start_ms: i64) -> Vec<SimConfig> {
             None => Scenario::Training,
         };
     }
+    // A mixed fleet in eighths: mostly H100, an H200 rack, an AMD MI300X
+    // rack (which of the two eighths after the H100s, by the seed), an A100
+    // rack.
+    let amd_rack = 5 + (seed % 2) as u32;
+    let model_of = |i: u32, scenario: Scenario| match i * 8 / nodes.max(1) {
+        0..=4 => Model::H100,
+        r if r == amd_rack => Model::Mi300x,
+        5 | 6 => Model::H200,
+        // GPM, which the underused scenario is about, needs Hopper.
+        // Version skew is judged against the node's model: the
+        // odd one out needs the fleet's main model around it.
+        _ if matches!(scenario, Scenario::Underused | Scenario::OldDriver) => Model::H100,
+        _ => Model::A100,
+    };
+    // A problem of one vendor's that landed on the other's GPUs changes
+    // places with the first node (in the seeded order) of the right vendor
+    // whose scenario either vendor plays.
+    let is_amd = |i: usize| (i as u32) * 8 / nodes.max(1) == amd_rack;
+    let neutral = |s: Scenario| !s.nvidia_only() && !s.amd_only();
+    for &pos in &order {
+        let pos = pos as usize;
+        let s = scenario[pos];
+        if !(s.nvidia_only() && is_amd(pos) || s.amd_only() && !is_amd(pos)) {
+            continue;
+        }
+        let to = order
+            .iter()
+            .map(|&o| o as usize)
+            .find(|&o| is_amd(o) != is_amd(pos) && neutral(scenario[o]));
+        if let Some(o) = to {
+            scenario.swap(pos, o);
+        }
+    }
     (0..nodes)
         .map(|i| {
             let node_seed = mix(seed.wrapping_mul(1_000_003) + u64::from(i));
-            // A mixed fleet: mostly H100, some H200 and A100 racks.
-            let model = match i * 8 / nodes.max(1) {
-                0..=4 => Model::H100,
-                5 | 6 => Model::H200,
-                // GPM, which the underused scenario is about, needs Hopper.
-                // Version skew is judged against the node's model: the
-                // odd one out needs the fleet's main model around it.
-                _ if matches!(scenario[i as usize], Scenario::Underused | Scenario::OldDriver) => Model::H100,
-                _ => Model::A100,
-            };
+            let model = model_of(i, scenario[i as usize]);
             SimConfig {
                 hostname: format!("gpu{:0width$}", i + 1),
                 gpus,
@@ -221,7 +247,12 @@ impl Script {
                 hostname: format!("gpu{:0width$}", i + 1),
                 gpus,
                 ib_ports: gpus.clamp(1, 8),
-                model: Model::H100,
+                // An AMD scenario plays on AMD's GPUs.
+                model: if scenario.amd_only() {
+                    Model::Mi300x
+                } else {
+                    Model::H100
+                },
                 scenario,
                 seed: mix(seed.wrapping_mul(1_000_003) + i as u64),
                 start_ms: story_start,
@@ -395,5 +426,36 @@ mod tests {
             .map(|c| (c.hostname.clone(), c.scenario))
             .collect();
         assert_ne!(names, other);
+    }
+
+    /// The default demo has a rack of MI300X nodes among the NVIDIA ones;
+    /// the AMD fault plays on it, and no NVIDIA fault does.
+    #[test]
+    fn the_demo_has_an_amd_rack_with_the_amd_fault_on_it() {
+        for seed in [1, 2, 7] {
+            let p = plan(32, 8, seed, 0);
+            let amd: Vec<&SimConfig> = p.iter().filter(|c| c.model == Model::Mi300x).collect();
+            assert_eq!(amd.len(), 4, "a rack: an eighth of the fleet (seed {seed})");
+            let first = p.iter().position(|c| c.model == Model::Mi300x).expect("an AMD node");
+            assert!(
+                p[first..first + 4].iter().all(|c| c.model == Model::Mi300x),
+                "side by side"
+            );
+            assert!(p.iter().any(|c| c.model == Model::H100), "among NVIDIA's");
+            for s in PROBLEMS {
+                assert_eq!(p.iter().filter(|c| c.scenario == s).count(), 1, "{s:?} (seed {seed})");
+            }
+            let ras = p
+                .iter()
+                .find(|c| c.scenario == Scenario::RasUncorrectable)
+                .expect("placed");
+            assert_eq!(ras.model, Model::Mi300x);
+            for c in &amd {
+                assert!(!c.scenario.nvidia_only(), "{:?} on an MI300X (seed {seed})", c.scenario);
+            }
+        }
+        // Which eighth is AMD's, by the seed.
+        let rack = |seed| plan(32, 8, seed, 0).iter().position(|c| c.model == Model::Mi300x);
+        assert_ne!(rack(1), rack(2));
     }
 }

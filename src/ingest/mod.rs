@@ -3,6 +3,7 @@
 //! names. Everything read here leaves as `model` types.
 
 pub mod agent;
+pub mod amd_exporter;
 pub mod conn;
 pub mod dcgm;
 pub mod decode;

@@ -1,8 +1,10 @@
-//! `--dcgm-exporter HOSTS`: one task per node that reads its exporter's
-//! /metrics over HTTP every interval and sends what it says as the same
-//! `Update`s an agent source sends (Info, CaughtUp, Sample; Down with the
-//! reason when a read fails), so the store, the flags, the TUI and the
-//! export need not know where a node's data came from.
+//! `--dcgm-exporter HOSTS` and `--amd-exporter HOSTS`: one task per node
+//! that reads its exporter's /metrics over HTTP every interval and sends
+//! what it says as the same `Update`s an agent source sends (Info,
+//! CaughtUp, Sample; Down with the reason when a read fails), so the store,
+//! the flags, the TUI and the export need not know where a node's data
+//! came from. The two exporters differ only in how their series map to
+//! the domain (`Exporter::map`: `dcgm`, `amd_exporter`).
 //!
 //! Every read is bounded (a timeout for the whole answer, a size cap) and a
 //! bad answer is one line of error for that node only: HTML where metrics
@@ -15,8 +17,9 @@ use fleetop_proto::input::error_line;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::ingest::amd_exporter;
 use crate::ingest::dcgm::{self, Xids};
-use crate::ingest::promtext::{self, Limits};
+use crate::ingest::promtext::{self, Limits, Sample};
 use crate::model::sample::NodeDesc;
 use crate::model::target::Target;
 use crate::model::time::now_ms;
@@ -25,6 +28,66 @@ use crate::model::update::{Event, Update};
 /// dcgm-exporter's port where a host gives none.
 pub const DEFAULT_DCGM_EXPORTER_PORT: u16 = 9400;
 
+/// AMD device-metrics-exporter's port where a host gives none (its
+/// `ServerPort`'s default).
+pub const DEFAULT_AMD_EXPORTER_PORT: u16 = 5000;
+
+/// Which exporter the nodes run: what its series mean, its port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Exporter {
+    /// NVIDIA's dcgm-exporter (or a fleetop agent's /metrics on NVIDIA).
+    #[default]
+    Dcgm,
+    /// AMD's device-metrics-exporter (or a fleetop agent's on AMD).
+    Amd,
+}
+
+impl Exporter {
+    /// The flag that names it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Exporter::Dcgm => "--dcgm-exporter",
+            Exporter::Amd => "--amd-exporter",
+        }
+    }
+
+    /// The port where a host gives none.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Exporter::Dcgm => DEFAULT_DCGM_EXPORTER_PORT,
+            Exporter::Amd => DEFAULT_AMD_EXPORTER_PORT,
+        }
+    }
+
+    /// The node's backend, as its description names it.
+    pub fn backend(self) -> &'static str {
+        match self {
+            Exporter::Dcgm => "dcgm-exporter",
+            Exporter::Amd => "amd-exporter",
+        }
+    }
+
+    /// One node's parsed series in the domain's terms.
+    pub fn map(self, series: &[Sample], name: &str, interval_ms: i64, now_ms: i64) -> dcgm::Mapped {
+        match self {
+            Exporter::Dcgm => dcgm::map_node(series, name, self.backend(), interval_ms, now_ms),
+            Exporter::Amd => amd_exporter::map_node(series, name, interval_ms, now_ms),
+        }
+    }
+
+    /// Why an answer with metrics but no GPU of this exporter is refused.
+    fn no_gpus(self, samples: usize) -> String {
+        match self {
+            Exporter::Dcgm => {
+                format!("no DCGM GPU series in the answer ({samples} samples): is this a dcgm-exporter?")
+            }
+            Exporter::Amd => {
+                format!("no AMD GPU series in the answer ({samples} samples): is this AMD's device-metrics-exporter?")
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct ScrapeOptions {
     /// Time between reads of one node.
@@ -32,6 +95,8 @@ pub struct ScrapeOptions {
     /// The longest one read may take, connect to last byte.
     pub timeout: Duration,
     pub limits: Limits,
+    /// Which exporter the nodes run.
+    pub exporter: Exporter,
 }
 
 impl Default for ScrapeOptions {
@@ -40,6 +105,7 @@ impl Default for ScrapeOptions {
             interval: Duration::from_secs(5),
             timeout: Duration::from_secs(5),
             limits: Limits::default(),
+            exporter: Exporter::Dcgm,
         }
     }
 }
@@ -178,21 +244,14 @@ async fn read_node(
         return Err("answered HTML, not metrics: is this the exporter's port?".into());
     }
     let exp = promtext::parse(text, &opts.limits).map_err(|e| format!("bad metrics text: {e}"))?;
-    let m = dcgm::map_node(
-        &exp.samples,
-        name,
-        "dcgm-exporter",
-        opts.interval.as_millis() as i64,
-        now_ms(),
-    );
+    let m = opts
+        .exporter
+        .map(&exp.samples, name, opts.interval.as_millis() as i64, now_ms());
     if m.desc.gpus.is_empty() {
-        return Err(format!(
-            "no DCGM GPU series in the answer ({} samples): is this a dcgm-exporter?",
-            exp.samples.len()
-        ));
+        return Err(opts.exporter.no_gpus(exp.samples.len()));
     }
     if m.skipped > 0 {
-        tracing::debug!("{name}: {} DCGM series without a gpu label skipped", m.skipped);
+        tracing::debug!("{name}: {} GPU series without a GPU's label skipped", m.skipped);
     }
     Ok(m)
 }

@@ -6,7 +6,7 @@ use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::ingest::hostlist;
 use crate::ingest::prometheus::{self, Prometheus};
-use crate::ingest::scrape::{DEFAULT_DCGM_EXPORTER_PORT, ScrapeOptions};
+use crate::ingest::scrape::{Exporter, ScrapeOptions};
 use crate::ingest::slurm::Slurm;
 use crate::model::target::{DEFAULT_AGENT_PORT, Target};
 
@@ -29,8 +29,9 @@ pub struct Resolved {
 pub enum Feed {
     /// A stream from each node's agent.
     Agents,
-    /// Each node's dcgm-exporter, read over HTTP (the targets' addresses).
-    DcgmExporter(ScrapeOptions),
+    /// Each node's exporter, read over HTTP (the targets' addresses):
+    /// dcgm-exporter, or AMD's device-metrics-exporter (`ScrapeOptions::exporter`).
+    Exporter(ScrapeOptions),
     /// One Prometheus for the whole fleet.
     Prometheus(Prometheus),
 }
@@ -97,13 +98,19 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
     }
     let access = access(args, cfg)?;
     let mut feed = Feed::Agents;
-    let targets = if let Some(h) = &args.dcgm_exporter {
-        feed = Feed::DcgmExporter(ScrapeOptions {
+    let exporter = match (&args.dcgm_exporter, &args.amd_exporter) {
+        (Some(h), _) => Some((Exporter::Dcgm, h)),
+        (None, Some(h)) => Some((Exporter::Amd, h)),
+        (None, None) => None,
+    };
+    let targets = if let Some((exporter, h)) = exporter {
+        feed = Feed::Exporter(ScrapeOptions {
             interval: args.scrape_interval,
             timeout: args.scrape_timeout.unwrap_or(prometheus::DEFAULT_TIMEOUT),
+            exporter,
             ..ScrapeOptions::default()
         });
-        hostlist::parse_targets(h, DEFAULT_DCGM_EXPORTER_PORT).map_err(|e| anyhow::anyhow!("--dcgm-exporter: {e}"))?
+        hostlist::parse_targets(h, exporter.default_port()).map_err(|e| anyhow::anyhow!("{}: {e}", exporter.flag()))?
     } else if let Some(url) = &args.prometheus {
         let p =
             Prometheus::new(url, args.prometheus_match.as_deref(), args.scrape_timeout).map_err(anyhow::Error::msg)?;

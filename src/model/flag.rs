@@ -64,10 +64,14 @@ pub enum FlagKind {
     /// The node's driver or VBIOS differs from most of the fleet's nodes of
     /// the same GPU model (info).
     VersionSkew,
+    /// An AMD GPU's driver reported a fault (AMD SMI's events: a reset, a
+    /// VM fault; the XGMI error status), held as XIDs are; the action is
+    /// the AMD fault catalog's.
+    GpuEvent,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 24] = [
+    pub const ALL: [FlagKind; 25] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -92,6 +96,7 @@ impl FlagKind {
         FlagKind::PersistenceOff,
         FlagKind::PeermemMissing,
         FlagKind::VersionSkew,
+        FlagKind::GpuEvent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,6 +125,7 @@ impl FlagKind {
             FlagKind::PersistenceOff => "persistence_off",
             FlagKind::PeermemMissing => "peermem_missing",
             FlagKind::VersionSkew => "version_skew",
+            FlagKind::GpuEvent => "gpu_event",
         }
     }
 
@@ -151,6 +157,7 @@ impl FlagKind {
             FlagKind::PersistenceOff => "persist",
             FlagKind::PeermemMissing => "peermem",
             FlagKind::VersionSkew => "skew",
+            FlagKind::GpuEvent => "event",
             FlagKind::Idle | FlagKind::Xid | FlagKind::Stale | FlagKind::Hot | FlagKind::Sxid => self.name(),
         }
     }
@@ -236,11 +243,15 @@ impl Flag {
     /// Whether this flag, while active, keeps its node out of service: its
     /// action takes the node (reset, reboot, replace) and it says what the
     /// node is now (a GPU missing or lost, rows that cannot be remapped).
-    /// An XID or SXid is an event the drain was made for, held a while
+    /// An XID, SXid or AMD event is an event the drain was made for, held a while
     /// after it: the burn-in after the drain judges the node, not the held
     /// event; a failed burn-in is judged by the next one.
     pub fn keeps_out(&self) -> bool {
-        self.action.takes_node() && !matches!(self.kind, FlagKind::Xid | FlagKind::Sxid | FlagKind::BurninFailed)
+        self.action.takes_node()
+            && !matches!(
+                self.kind,
+                FlagKind::Xid | FlagKind::Sxid | FlagKind::GpuEvent | FlagKind::BurninFailed
+            )
     }
 
     /// "gpu_missing on node (3 of 4 GPUs answer)": the flag in a few words,

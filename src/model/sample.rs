@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 pub struct NodeDesc {
     pub hostname: String,
     pub agent_version: String,
-    /// "nvml", "sim:<scenario>" or "none".
+    /// "nvml", "amdsmi", "sim:<scenario>" or "none".
     pub backend: String,
     pub driver_version: Option<String>,
     pub cuda_version: Option<String>,
@@ -67,6 +67,17 @@ impl NodeDesc {
             line(&mut g.model, 96);
             line(&mut g.pci_bus_id, 32);
             some(&mut g.vbios_version, 64);
+            if let Some(p) = &mut g.partition {
+                line(&mut p.compute, 16);
+                line(&mut p.memory, 16);
+            }
+            // AMD SMI names some 30 firmware blocks: a list past any GPU's
+            // is not a description.
+            g.firmware.truncate(MAX_FIRMWARE);
+            for f in &mut g.firmware {
+                line(&mut f.name, 32);
+                line(&mut f.version, 64);
+            }
         }
         for p in &mut self.ib_ports {
             line(&mut p.device, 64);
@@ -134,9 +145,61 @@ impl NodeHealth {
     }
 }
 
+/// The most firmware versions a GPU's description keeps.
+pub const MAX_FIRMWARE: usize = 64;
+
 impl NodeDesc {
     pub fn gpu(&self, index: u32) -> Option<&GpuDesc> {
         by_index(&self.gpus, index, |g| g.index)
+    }
+
+    /// Who made the node's GPUs: its first GPU's vendor; without GPUs, AMD
+    /// where the agent's backend is AMD SMI's, else NVIDIA (the words for
+    /// links and the GPUs' library follow it).
+    pub fn vendor(&self) -> Vendor {
+        match self.gpus.first() {
+            Some(g) => g.vendor,
+            None if self.backend == "amdsmi" => Vendor::Amd,
+            None => Vendor::Nvidia,
+        }
+    }
+
+    /// How many physical GPUs the node has: an AMD GPU split into compute
+    /// partitions (CPX: each partition a GPU of its own on the wire)
+    /// counts once.
+    pub fn physical_gpus(&self) -> usize {
+        if self.gpus.iter().all(|g| g.partition.is_none()) {
+            return self.gpus.len();
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for g in &self.gpus {
+            let id = g.physical_id();
+            if !seen.contains(&id) {
+                seen.push(id);
+            }
+        }
+        seen.len()
+    }
+
+    /// One reading per physical GPU, for what is summed over a fleet
+    /// (power): the socket-wide readings of an AMD GPU in compute
+    /// partitions are its own, repeated on each partition. Of a physical
+    /// GPU's partitions, the first that answered (else the first).
+    /// Without partitions, every reading.
+    pub fn per_physical_gpu<'a>(&self, s: &'a NodeSample) -> Vec<&'a GpuReading> {
+        if self.gpus.iter().all(|g| g.partition.is_none()) {
+            return s.gpus.iter().collect();
+        }
+        let mut out: Vec<(&str, &'a GpuReading)> = Vec::new();
+        for r in &s.gpus {
+            let id = self.gpu(r.index).map_or("", GpuDesc::physical_id);
+            match out.iter_mut().find(|(seen, _)| !id.is_empty() && *seen == id) {
+                Some(slot) if slot.1.error.is_some() && r.error.is_none() => slot.1 = r,
+                Some(_) => {}
+                None => out.push((id, r)),
+            }
+        }
+        out.into_iter().map(|(_, r)| r).collect()
     }
 
     /// "mlx5_0/1" for the node's InfiniBand port at position `k`.
@@ -169,6 +232,126 @@ pub struct GpuDesc {
     /// The PCIe link the GPU can train to.
     #[serde(skip)]
     pub pcie_max: Option<PcieLink>,
+    /// Who made it; its NVLink fields carry XGMI links on AMD. This and
+    /// the fields below are not in recordings (schema 2 predates them): a
+    /// replay shows every GPU as NVIDIA's, without them.
+    #[serde(skip)]
+    pub vendor: Vendor,
+    /// AMD: the compute and memory partition modes, and which compute
+    /// partition of its physical GPU this GPU is; `None` on NVIDIA.
+    #[serde(skip)]
+    pub partition: Option<Partition>,
+    /// Firmware versions, as the vendor's library names them (AMD: "PM",
+    /// "PSP_SOSDRV", ...), at most `MAX_FIRMWARE`.
+    #[serde(skip)]
+    pub firmware: Vec<Firmware>,
+    /// Where the HBM temperature slows the GPU down and shuts it off (AMD's
+    /// VRAM sensor's critical and emergency limits).
+    #[serde(skip)]
+    pub hbm_slowdown_temp_c: Option<u32>,
+    #[serde(skip)]
+    pub hbm_shutdown_temp_c: Option<u32>,
+}
+
+impl GpuDesc {
+    /// The physical GPU's PCI bus id: an AMD partition's with its function
+    /// number (the partition) dropped ("0000:26:00.3" is "0000:26:00");
+    /// any other GPU's whole.
+    pub fn physical_id(&self) -> &str {
+        match &self.partition {
+            Some(_) => self
+                .pci_bus_id
+                .rsplit_once('.')
+                .map_or(&self.pci_bus_id, |(bus, _)| bus),
+            None => &self.pci_bus_id,
+        }
+    }
+
+    /// "NVLink" or "XGMI": what the vendor calls the GPU-to-GPU links.
+    pub fn links_word(&self) -> &'static str {
+        self.vendor.links_word()
+    }
+}
+
+/// Who made a GPU. The wire's empty vendor (an agent before AMD) is NVIDIA.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Vendor {
+    #[default]
+    Nvidia,
+    Amd,
+}
+
+impl Vendor {
+    /// The wire's word ("NVIDIA", "AMD", or empty for NVIDIA).
+    pub fn from_wire(s: &str) -> Vendor {
+        if s.eq_ignore_ascii_case("amd") {
+            Vendor::Amd
+        } else {
+            Vendor::Nvidia
+        }
+    }
+
+    /// "nvidia", "amd": the export's word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+        }
+    }
+
+    /// What the vendor calls its GPU-to-GPU links.
+    pub fn links_word(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "NVLink",
+            Vendor::Amd => "XGMI",
+        }
+    }
+
+    /// The library the agent reads the vendor's GPUs through.
+    pub fn library(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "NVML",
+            Vendor::Amd => "AMD SMI",
+        }
+    }
+}
+
+/// An AMD GPU's partition modes (AMD SMI's words) and its place in them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    /// "SPX", "DPX", "QPX", "CPX"; empty where not read.
+    pub compute: String,
+    /// "NPS1", "NPS4"; empty where not read.
+    pub memory: String,
+    /// Which compute partition of the physical GPU (0 in SPX).
+    pub id: u32,
+}
+
+impl Partition {
+    /// "CPX/NPS4 partition 3"; "SPX/NPS1" for the one partition of SPX.
+    pub fn words(&self) -> String {
+        let modes: Vec<&str> = [self.compute.as_str(), self.memory.as_str()]
+            .into_iter()
+            .filter(|m| !m.is_empty())
+            .collect();
+        let modes = if modes.is_empty() {
+            "?".to_string()
+        } else {
+            modes.join("/")
+        };
+        if self.compute == "SPX" && self.id == 0 {
+            modes
+        } else {
+            format!("{modes} partition {}", self.id)
+        }
+    }
+}
+
+/// One firmware block's version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Firmware {
+    pub name: String,
+    pub version: String,
 }
 
 /// A PCIe link: generation and lanes.
@@ -355,6 +538,60 @@ pub struct GpuReading {
     /// sorted, empty off Kubernetes. Not recorded (schema 2 predates it).
     #[serde(skip)]
     pub pods: Vec<PodRef>,
+    /// The link states were not read (AMD's XGMI link status failed):
+    /// `nvlinks_down` then says nothing, and no link is known up or down.
+    /// This and the AMD readings below are not recorded (schema 2 predates
+    /// them).
+    #[serde(skip)]
+    pub links_unknown: bool,
+    /// AMD's edge sensor (`None` where not read: MI300X has none). On AMD
+    /// `temp_c` is the junction (hotspot) and `hbm_temp_c` the hottest HBM.
+    #[serde(skip)]
+    pub edge_temp_c: Option<u32>,
+    /// ECC counts per RAS block (AMD SMI), every block with ECC on, in
+    /// AMD's order; their sums are the `ecc_*_volatile` above.
+    #[serde(skip)]
+    pub ras: Vec<RasCount>,
+    /// AMD's XGMI error status: 0 no errors, 1 one, 2 several.
+    #[serde(skip)]
+    pub xgmi_error_status: Option<u32>,
+    /// Events the vendor's library reported since the previous sample
+    /// (AMD SMI: a reset, a VM fault, a thermal throttle), like `xids`.
+    #[serde(skip)]
+    pub events: Vec<GpuEvent>,
+    /// The throttle reasons in the vendor's own words, every one active now
+    /// (AMD: "socket_thrm", "ppt_pwr", "TEMP_HOTSPOT", ...);
+    /// `throttle_mask` holds the NVML bits they map to.
+    #[serde(skip)]
+    pub throttle_detail: Vec<Cow<'static, str>>,
+    /// Of `retired_pages`, those waiting for a GPU reset to be retired
+    /// (AMD's pending bad pages); `None` where the agent reads row
+    /// remapping instead (NVIDIA's `remap_pending`).
+    #[serde(skip)]
+    pub retired_pages_pending: Option<u32>,
+}
+
+/// One RAS block's ECC counters, since the driver loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RasCount {
+    /// AMD SMI's block name: "UMC", "SDMA", "GFX", "XGMI_WAFL", ...
+    pub block: Cow<'static, str>,
+    pub correctable: u64,
+    pub uncorrectable: u64,
+    /// Poisoned data, consumed later.
+    pub deferred: u64,
+}
+
+/// An event a GPU's library reported (AMD SMI's event notification).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuEvent {
+    /// AMD's event name, lower case: "gpu_pre_reset", "gpu_post_reset",
+    /// "thermal_throttle", "vmfault", "event_<n>".
+    pub kind: Cow<'static, str>,
+    /// When the agent read it, on the console's clock.
+    pub time_ms: i64,
+    /// The library's message, printable, at most 200 characters.
+    pub text: String,
 }
 
 /// A Kubernetes container that holds a GPU, or a MIG instance of it.
@@ -434,9 +671,10 @@ impl GpuReading {
         self.error == Some(GpuError::Lost)
     }
 
-    /// Whether NVLink link at position `pos` is up (`None` without a reading).
+    /// Whether the NVLink (AMD: XGMI) link at position `pos` is up (`None`
+    /// without a reading, or where the link states were not read).
     pub fn nvlink_up(&self, pos: usize) -> Option<bool> {
-        self.error.is_none().then(|| !self.nvlinks_down.contains(&pos))
+        (self.error.is_none() && !self.links_unknown).then(|| !self.nvlinks_down.contains(&pos))
     }
 }
 
@@ -574,5 +812,59 @@ mod tests {
         let back: IbReading = postcard::from_bytes(&postcard::to_allocvec(&short).expect("encodes")).expect("decodes");
         assert_eq!(back.errors[0], Some(3));
         assert!(back.errors[1..].iter().all(Option::is_none));
+    }
+
+    /// Socket-wide readings repeat on each CPX partition: one reading per
+    /// physical GPU, the first partition that answered.
+    #[test]
+    fn a_partitioned_gpu_counts_once() {
+        let part = |index: u32, bus: &str, id: u32| GpuDesc {
+            index,
+            pci_bus_id: bus.into(),
+            vendor: Vendor::Amd,
+            partition: Some(Partition {
+                compute: "CPX".into(),
+                memory: "NPS4".into(),
+                id,
+            }),
+            ..Default::default()
+        };
+        let d = NodeDesc {
+            gpus: vec![
+                part(0, "0000:18:00.0", 0),
+                part(1, "0000:18:00.1", 1),
+                part(2, "0000:28:00.0", 0),
+                part(3, "0000:28:00.1", 1),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(d.physical_gpus(), 2);
+        let r = |index: u32, lost: bool| GpuReading {
+            index,
+            error: lost.then_some(GpuError::Lost),
+            power_w: (!lost).then_some(700.0 + f64::from(index)),
+            ..Default::default()
+        };
+        let s = NodeSample {
+            gpus: vec![r(0, true), r(1, false), r(2, false), r(3, false)],
+            ..Default::default()
+        };
+        let one: Vec<u32> = d.per_physical_gpu(&s).iter().map(|g| g.index).collect();
+        assert_eq!(
+            one,
+            [1, 2],
+            "partition 0 of the first is lost: its partition 1 speaks for it"
+        );
+        assert_eq!(d.vendor(), Vendor::Amd);
+        assert_eq!(NodeDesc::default().vendor(), Vendor::Nvidia);
+        assert_eq!(
+            Partition {
+                compute: "SPX".into(),
+                memory: "NPS1".into(),
+                id: 0
+            }
+            .words(),
+            "SPX/NPS1"
+        );
     }
 }

@@ -258,6 +258,19 @@ impl NodeState {
         out
     }
 
+    /// The AMD faults behind GPU `index`'s gpu_event flag while it is up,
+    /// then any its latest sample reported: the AMD fault catalog's codes.
+    pub fn event_codes(&self, index: u32) -> Vec<&'static str> {
+        let mut out = self.detector.held_events(index);
+        for e in self.gpu(index).map(|s| s.events.as_slice()).unwrap_or_default() {
+            let code = fleetop_catalog::amd::event(&e.kind).code;
+            if !out.contains(&code) {
+                out.push(code);
+            }
+        }
+        out
+    }
+
     /// The Slurm jobs on GPU `index`: its processes' now, or, while it does
     /// not answer (lost, stuck), those of when it last did.
     pub fn gpu_jobs(&self, index: u32) -> Vec<u64> {

@@ -100,6 +100,15 @@ impl Pane {
         Pane::Timeline,
     ];
 
+    /// The pane's tab, for a node whose GPUs are `vendor`'s: its links
+    /// are NVLink on NVIDIA, XGMI on AMD.
+    pub fn title_for(self, vendor: crate::model::sample::Vendor) -> &'static str {
+        match (self, vendor) {
+            (Pane::Nvlink, crate::model::sample::Vendor::Amd) => "2 XGMI",
+            _ => self.title(),
+        }
+    }
+
     pub fn title(self) -> &'static str {
         match self {
             Pane::History => "1 history",

@@ -11,6 +11,7 @@ mod image;
 mod package;
 mod prometheus;
 mod prometheus_agents;
+mod prometheus_amd_dashboard;
 mod prometheus_dashboard;
 mod prometheus_harness;
 mod ray;
@@ -88,6 +89,10 @@ fn main() {
     let trials = vec![
         t!(
             prometheus_dashboard::nvidias_dashboard_queries_return_the_agents_data,
+            prometheus
+        ),
+        t!(
+            prometheus_amd_dashboard::amds_dashboard_queries_return_the_agents_data,
             prometheus
         ),
         t!(

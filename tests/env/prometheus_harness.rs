@@ -41,11 +41,22 @@ pub struct Prometheus {
 impl Prometheus {
     /// Scrapes `targets` (host:port) as job "dcgm" every second.
     pub fn start(targets: &[String]) -> Prometheus {
+        Prometheus::start_labelled(targets, &[])
+    }
+
+    /// As `start`, adding `labels` to every series scraped (a target
+    /// label, as `static_configs: [{labels: ...}]` adds it).
+    pub fn start_labelled(targets: &[String], labels: &[(&str, &str)]) -> Prometheus {
         let dir = tempfile::tempdir().expect("tempdir");
         let list = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+        let labels = labels
+            .iter()
+            .map(|(k, v)| format!("{k}: '{v}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let cfg = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{list}]\n"
+             scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{list}]\n        labels: {{{labels}}}\n"
         );
         let cfg_path = dir.path().join("prometheus.yml");
         std::fs::write(&cfg_path, cfg).expect("write config");

@@ -36,6 +36,9 @@ fn expected(s: Scenario) -> &'static [FlagKind] {
         Scenario::SxidFatal => &[Sxid],
         Scenario::NoPeermem => &[PeermemMissing],
         Scenario::OldDriver => &[VersionSkew],
+        // The demo plays it on its MI300X rack: the HBM's uncorrectable
+        // error, and the reset the driver did for it.
+        Scenario::RasUncorrectable => &[EccUncorrected, GpuEvent],
     }
 }
 

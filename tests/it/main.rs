@@ -2,6 +2,8 @@
 //! processes), the real binaries, JSON read back into the typed export.
 
 mod agent_stream;
+mod amd_exporter;
+mod amd_fleet;
 mod audit;
 mod bench;
 mod cli;

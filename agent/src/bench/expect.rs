@@ -132,6 +132,24 @@ mod tests {
         );
         assert_eq!(e.find("ib_write_bw", None, Some("ndr")).map(|x| x.min), Some(300.0));
         assert!(e.find("hbm_d2d", Some("Some Other GPU"), None).is_none());
+        // AMD's MI300X: every check HIP runs has a floor from AMD's figures.
+        let mi300x = Some("AMD Instinct MI300X");
+        for (name, min) in [
+            ("hbm_d2d", 1250.0),
+            ("pcie_h2d", 35.0),
+            ("pcie_d2h", 35.0),
+            ("nvlink_p2p", 30.0),
+            ("gemm_tflops", 350.0),
+        ] {
+            let x = e.find(name, mi300x, None).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(x.min, min, "{name}");
+            assert!(x.warn.is_some_and(|w| w > min), "{name}");
+            assert!(
+                x.source.contains("MI300X") && x.source.contains("AMD"),
+                "{name}: {}",
+                x.source
+            );
+        }
         assert!(e.find("host_memcpy", None, None).is_some_and(|x| !x.source.is_empty()));
     }
 

@@ -552,7 +552,7 @@ fn bandwidth(
 }
 
 /// bf16 values uniform in [-1, 1) from a xorshift generator (no rand dependency needed).
-fn random_bf16(len: usize) -> Vec<u16> {
+pub(super) fn random_bf16(len: usize) -> Vec<u16> {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     (0..len)
         .map(|_| {

@@ -1,11 +1,15 @@
 //! Burn-in suites run by the agent on request: GPU (HBM, PCIe, NVLink peer
 //! copies, NCCL all-reduce, a sustained GEMM burn watched for throttling,
 //! XIDs and ECC errors), host memory, and the network to a peer agent. Each
-//! result carries its value, unit, expected minimum and verdict. On a
-//! simulated node the GPU checks are answered by the simulation (`sim`).
+//! result carries its value, unit, expected minimum and verdict. The GPU
+//! checks go through CUDA (`gpu`) or, on a node whose GPUs the agent reads
+//! through AMD SMI, through HIP (`amd`, `hip`); on a simulated node they are
+//! answered by the simulation (`sim`).
 
+pub mod amd;
 pub mod expect;
 pub mod gpu;
+pub mod hip;
 pub mod host;
 pub mod net;
 pub mod sim;
@@ -15,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::proto::bench_event::Kind;
-use crate::proto::{BenchDone, BenchEvent, BenchProgress, BenchResult, Sample};
+use crate::proto::{BenchDone, BenchEvent, BenchProgress, BenchResult, NodeInfo, Sample};
 use crate::throttle;
 use expect::{Expectations, Verdict, judge};
 use gpu::{GpuBenchConfig, Measurement};
@@ -76,6 +80,39 @@ struct Sizes {
     all_pairs: bool,
 }
 
+/// Which library the GPU checks call: the vendor's whose library the agent
+/// reads the GPUs through (`--backend`; with `auto`, the one it found).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuApi {
+    /// CUDA, cuBLAS and NCCL (NVML, or no GPU library at all).
+    #[default]
+    Cuda,
+    /// HIP and hipBLAS (AMD SMI). `partitioned`: the GPUs are split into
+    /// compute or memory partitions (CPX, NPS4, ...), each a device of its
+    /// own, which the floors (a whole GPU's) do not fit.
+    Hip { partitioned: bool },
+}
+
+impl GpuApi {
+    /// The API for the node the agent describes.
+    pub fn of(info: &NodeInfo) -> GpuApi {
+        if info.backend != "amdsmi" {
+            return GpuApi::Cuda;
+        }
+        let split = |mode: &str, whole: &str| !mode.is_empty() && mode != whole;
+        GpuApi::Hip {
+            partitioned: info
+                .gpus
+                .iter()
+                .any(|g| split(&g.compute_partition, "SPX") || split(&g.memory_partition, "NPS1")),
+        }
+    }
+}
+
+/// In the reason of a partition's figures, which are not judged.
+pub const PARTITIONED: &str =
+    "a partition of its GPU (compute or memory partition mode): the floors are a whole GPU's; figure reported only";
+
 /// What the runner knows about the node.
 pub struct BenchContext {
     pub expectations: Expectations,
@@ -88,6 +125,8 @@ pub struct BenchContext {
     /// The agent serves a simulated node: its GPU checks (the GPUs of
     /// `gpu_models`) come from the simulation, not CUDA. `None`: real GPUs.
     pub simulated: Option<sim::SimBench>,
+    /// The GPU library of real GPUs.
+    pub gpu_api: GpuApi,
 }
 
 impl BenchContext {
@@ -136,15 +175,28 @@ impl<'a> Run<'a> {
     /// The expected minimum of a check on `gpu` (or the node's first GPU).
     fn expectation(&self, name: &str, gpu: Option<u32>) -> Option<&'a expect::Expectation> {
         let ctx = self.ctx;
+        if self.partitioned(name) {
+            return None;
+        }
         let model = gpu.and_then(|g| ctx.gpu_models.get(g as usize)).map(String::as_str);
         let model = model.or(ctx.gpu_models.first().map(String::as_str));
         ctx.expectations.find(name, model, ctx.ib_link())
     }
 
+    /// A GPU check on a partitioned GPU: no floor fits it.
+    fn partitioned(&self, name: &str) -> bool {
+        self.ctx.simulated.is_none()
+            && self.ctx.gpu_api == (GpuApi::Hip { partitioned: true })
+            && fleetop_proto::bench::GPU_CHECKS.contains(&name)
+    }
+
     /// Judges and sends one figure.
     fn result(&mut self, name: &str, gpu: Option<u32>, peer: Option<u32>, value: f64, unit: &str) {
         let exp = self.expectation(name, gpu);
-        let (verdict, reason) = judge(value, unit, exp);
+        let (verdict, mut reason) = judge(value, unit, exp);
+        if self.partitioned(name) {
+            reason = PARTITIONED.into();
+        }
         self.send_result(name, gpu, peer, value, unit, verdict, reason, exp);
     }
 
@@ -178,7 +230,7 @@ impl<'a> Run<'a> {
         self.send(Kind::Result(r));
     }
 
-    fn measured(&mut self, m: Result<Measurement, gpu::GpuBenchError>, name: &str, gpu: Option<u32>) {
+    fn measured<E: std::fmt::Display>(&mut self, m: Result<Measurement, E>, name: &str, gpu: Option<u32>) {
         match m {
             Ok(m) => self.result(&m.name, m.gpu, m.peer, m.value, m.unit),
             Err(e) => self.skipped(name, gpu, e.to_string()),
@@ -190,9 +242,10 @@ impl<'a> Run<'a> {
 pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &AtomicBool, emit: Emit<'_>) {
     let z = sizes(suite);
     // A simulated node's GPUs are the ones it describes (no CUDA is asked).
-    let gpus = match &ctx.simulated {
-        Some(_) => Ok(ctx.gpu_models.len() as u32),
-        None => gpu::device_count(),
+    let gpus = match (&ctx.simulated, ctx.gpu_api) {
+        (Some(_), _) => Ok(ctx.gpu_models.len() as u32),
+        (None, GpuApi::Cuda) => gpu::device_count().map_err(|e| e.to_string()),
+        (None, GpuApi::Hip { .. }) => amd::device_count().map_err(|e| e.to_string()),
     };
     let n = *gpus.as_ref().unwrap_or(&0);
     let pairs: Vec<(u32, u32)> = if z.all_pairs {
@@ -223,10 +276,11 @@ pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &At
         (Err(e), _) => {
             // One clear line per GPU check, so nobody mistakes "not run" for "passed".
             for &name in fleetop_proto::bench::GPU_CHECKS {
-                r.skipped(name, None, e.to_string());
+                r.skipped(name, None, e.clone());
             }
         }
         (Ok(_), Some(s)) => sim::gpu_checks(&mut r, s, n, &pairs),
+        (Ok(_), None) if ctx.gpu_api != GpuApi::Cuda => amd::gpu_checks(&mut r, n, &pairs, &z),
         (Ok(_), None) => {
             for g in 0..n {
                 if r.stopped() {
@@ -308,7 +362,18 @@ pub fn nvml_index_of_ordinals(cuda: &[Option<(u32, u32, u32)>], nvml: &[(u32, St
 fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
     let stop = r.stop;
     let latest = r.ctx.latest.clone();
-    let cuda: Vec<_> = (0..n).map(|g| gpu::pci_address(g).ok()).collect();
+    let hip = r.ctx.gpu_api != GpuApi::Cuda;
+    // The vendor library's devices, by PCI address (the name says CUDA's,
+    // HIP's are matched the same way).
+    let cuda: Vec<_> = (0..n)
+        .map(|g| {
+            if hip {
+                amd::pci_address(g).ok()
+            } else {
+                gpu::pci_address(g).ok()
+            }
+        })
+        .collect();
     let nvml_of = nvml_index_of_ordinals(&cuda, &r.ctx.gpu_pci_bus_ids);
     let ordinal_of = |index: u32| nvml_of.iter().position(|&i| i == Some(index));
     // Uncorrectable ECC counts before the burn, by NVML index.
@@ -317,7 +382,7 @@ fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
         .unwrap_or_default();
     let trouble: Vec<std::sync::Mutex<Vec<String>>> = (0..n).map(|_| std::sync::Mutex::new(Vec::new())).collect();
     let done = AtomicBool::new(false);
-    let results: Vec<Result<Measurement, gpu::GpuBenchError>> = std::thread::scope(|s| {
+    let results: Vec<Result<Measurement, String>> = std::thread::scope(|s| {
         let watcher = s.spawn(|| {
             while !done.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
                 if let Some(smp) = latest() {
@@ -337,6 +402,10 @@ fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
                         for x in &g.xids {
                             note(format!("XID {}", x.xid));
                         }
+                        // AMD SMI's events (resets, throttling, VM faults).
+                        for e in &g.events {
+                            note(format!("AMD event {}", e.kind));
+                        }
                         let before = ecc_before.iter().find(|(i, _)| *i == g.index).map(|(_, e)| *e);
                         if g.ecc_uncorrected_volatile > before.unwrap_or(0) {
                             note("uncorrectable ECC".into());
@@ -346,13 +415,17 @@ fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
                 std::thread::sleep(Duration::from_millis(500));
             }
         });
-        let burners: Vec<_> = (0..n).map(|g| s.spawn(move || gpu::gemm_burn(g, dur, stop))).collect();
+        let burners: Vec<_> = (0..n)
+            .map(|g| {
+                s.spawn(move || match hip {
+                    true => amd::gemm_burn(g, dur, stop).map_err(|e| e.to_string()),
+                    false => gpu::gemm_burn(g, dur, stop).map_err(|e| e.to_string()),
+                })
+            })
+            .collect();
         let out = burners
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or(Err(gpu::GpuBenchError::Cuda("burn thread panicked".into())))
-            })
+            .map(|h| h.join().unwrap_or(Err("burn thread panicked".into())))
             .collect();
         done.store(true, Ordering::Relaxed);
         let _ = watcher.join();
@@ -367,10 +440,7 @@ fn burn(r: &mut Run<'_>, n: u32, dur: Duration) {
         });
         match m {
             Ok(m) if !seen.is_empty() => {
-                let exp = r
-                    .ctx
-                    .expectations
-                    .find(&m.name, r.ctx.gpu_models.get(g).map(String::as_str), None);
+                let exp = r.expectation(&m.name, Some(g as u32));
                 let why = format!("during the burn: {}", seen.join(", "));
                 r.send_result(&m.name, m.gpu, None, m.value, m.unit, Verdict::Fail, why, exp);
             }
@@ -424,6 +494,74 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_library_follows_the_backend_and_partitions_are_seen() {
+        use crate::proto::GpuInfo;
+        let node = |backend: &str, modes: &[(&str, &str)]| NodeInfo {
+            backend: backend.into(),
+            gpus: modes
+                .iter()
+                .map(|(c, m)| GpuInfo {
+                    compute_partition: c.to_string(),
+                    memory_partition: m.to_string(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        for backend in ["nvml", "none", "sim:training", ""] {
+            assert_eq!(GpuApi::of(&node(backend, &[])), GpuApi::Cuda, "{backend}");
+        }
+        let whole = GpuApi::Hip { partitioned: false };
+        assert_eq!(GpuApi::of(&node("amdsmi", &[("SPX", "NPS1"), ("", "")])), whole);
+        let split = GpuApi::Hip { partitioned: true };
+        assert_eq!(GpuApi::of(&node("amdsmi", &[("CPX", "NPS4")])), split);
+        assert_eq!(GpuApi::of(&node("amdsmi", &[("SPX", "NPS1"), ("SPX", "NPS4")])), split);
+    }
+
+    #[test]
+    fn a_partitions_figure_is_reported_not_judged_against_a_whole_gpus_floor() {
+        let model = "AMD Instinct MI300X".to_string();
+        let ctx = |gpu_api| BenchContext {
+            expectations: Expectations::load(None).expect("shipped"),
+            gpu_models: vec![model.clone()],
+            gpu_pci_bus_ids: vec![],
+            latest: Arc::new(|| None),
+            simulated: None,
+            gpu_api,
+        };
+        let judged = |gpu_api, name: &str, value| {
+            let (c, stop) = (ctx(gpu_api), AtomicBool::new(false));
+            let mut out = Vec::new();
+            let mut emit = |e: BenchEvent| {
+                out.push(e);
+                true
+            };
+            let mut r = Run {
+                ctx: &c,
+                stop: &stop,
+                emit: &mut emit,
+                step: 0,
+                steps: 1,
+            };
+            r.result(name, Some(0), None, value, "GB/s");
+            match out.pop().and_then(|e| e.kind) {
+                Some(Kind::Result(r)) => r,
+                other => panic!("{other:?}"),
+            }
+        };
+        // A whole MI300X: 300 GB/s of HBM copy is far below its floor.
+        let r = judged(GpuApi::Hip { partitioned: false }, "hbm_d2d", 300.0);
+        assert_eq!((r.verdict(), r.expected_min), (Verdict::Fail, 1250.0), "{r:?}");
+        // An eighth of one (CPX): reported, not judged.
+        let r = judged(GpuApi::Hip { partitioned: true }, "hbm_d2d", 300.0);
+        assert_eq!((r.verdict(), r.expected_min), (Verdict::Pass, 0.0), "{r:?}");
+        assert_eq!(r.reason, PARTITIONED);
+        // The host is no partition.
+        let r = judged(GpuApi::Hip { partitioned: true }, "host_memcpy", 1.0);
+        assert_eq!(r.verdict(), Verdict::Fail, "{r:?}");
+    }
+
+    #[test]
     fn without_cuda_every_gpu_check_says_why_and_host_runs() {
         let ctx = BenchContext {
             expectations: Expectations::load(None).expect("shipped"),
@@ -431,6 +569,7 @@ mod tests {
             gpu_pci_bus_ids: vec![],
             latest: Arc::new(|| None),
             simulated: None,
+            gpu_api: GpuApi::Cuda,
         };
         let mut events = Vec::new();
         run(Suite::Quick, None, &ctx, &AtomicBool::new(false), &mut |e| {

@@ -326,6 +326,7 @@ mod tests {
             gpu_pci_bus_ids: vec![],
             latest: Arc::new(|| None),
             simulated: Some(s),
+            gpu_api: Default::default(),
         };
         let mut events = Vec::new();
         run(Suite::Quick, None, &ctx, &AtomicBool::new(false), &mut |e| {

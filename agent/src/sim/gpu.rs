@@ -4,8 +4,11 @@
 //! of the simulation, and the part every scenario but a few touches.
 
 use super::{DOWN_LINK, Model, ONSET_MS, Scenario, SimNode, noise, target_gpu};
-use crate::proto::{GpuProcess, GpuSample, XidEvent};
+use crate::proto::{GpuEvent, GpuProcess, GpuSample, RasCount, XidEvent};
 use crate::throttle;
+
+/// The RAS blocks with ECC on on a simulated MI300X, in AMD SMI's order.
+const RAS_BLOCKS: [&str; 6] = ["UMC", "SDMA", "GFX", "MMHUB", "PCIE_BIF", "XGMI_WAFL"];
 
 /// GPM metrics from percentages, as the wire carries them (hundredths).
 fn gpm(sm: f64, occupancy: f64, tensor: f64, dram: f64) -> crate::proto::Gpm {
@@ -54,6 +57,13 @@ impl SimNode {
         s.power_mw = ((power_w + 6.0 * n(5)) * 1000.0) as u32;
         s.temp_c = temp as u32;
         s.hbm_temp_c = s.temp_c + 4 + (3.0 * n(6)) as u32;
+        let amd = sp.amd();
+        if amd {
+            // An MI300X's hotspot runs hotter than its HBM; it has no edge
+            // sensor (edge_temp_c absent).
+            s.temp_c += 8;
+            s.hbm_temp_c = s.temp_c.saturating_sub(10) + (3.0 * n(6)) as u32;
+        }
         s.sm_clock_mhz = if busy {
             sp.max_sm_mhz - (120.0 * n(7)) as u32
         } else {
@@ -65,9 +75,12 @@ impl SimNode {
         // Near the limit the firmware caps power now and then: normal at full load.
         if busy && power_frac > 0.88 {
             s.throttle_reasons |= throttle::SW_POWER_CAP;
+            if amd {
+                s.throttle_detail = vec!["ppt_pwr".into(), "PPT0".into()];
+            }
         }
         // GPM (Hopper and later): how much of the GPU the work really uses.
-        if self.cfg.model != Model::A100 {
+        if !amd && self.cfg.model != Model::A100 {
             s.gpm = Some(if !busy {
                 crate::proto::Gpm::default()
             } else if c.scenario == Scenario::Underused && problem {
@@ -112,16 +125,23 @@ impl SimNode {
                 command: format!("python train.py --rank {gpu}"),
             });
         }
-        s.pcie_tx_kbps = if busy { (2_000_000.0 * n(9)) as u32 } else { 0 };
-        s.pcie_rx_kbps = if busy { (3_000_000.0 * n(10)) as u32 } else { 0 };
+        if amd {
+            // AMD gives one bidirectional PCIe figure and no row remapping
+            // (its bad pages instead): not carried.
+            s.absent |= fleetop_proto::absent::PCIE_THROUGHPUT | fleetop_proto::absent::REMAPPED_ROWS;
+        } else {
+            s.pcie_tx_kbps = if busy { (2_000_000.0 * n(9)) as u32 } else { 0 };
+            s.pcie_rx_kbps = if busy { (3_000_000.0 * n(10)) as u32 } else { 0 };
+        }
         s.pcie_replay_count = 0;
         // An idle link trains down to Gen1 to save power; its width stays.
         s.pcie_gen = if busy { sp.pcie_gen } else { 1 };
         s.pcie_width = sp.pcie_width;
-        s.persistence = 2;
+        // AMD has neither persistence mode nor an NVLink fabric: unknown.
+        s.persistence = if amd { 0 } else { 2 };
         // Registered with the NVLink fabric (Hopper HGX: completed, success;
         // NVML gives A100s no fabric state, so not reported).
-        if self.cfg.model != Model::A100 {
+        if !amd && self.cfg.model != Model::A100 {
             s.fabric_state = FABRIC_COMPLETED;
         }
         // The node's persistence daemon is not running: every GPU, not one.
@@ -129,6 +149,18 @@ impl SimNode {
             s.persistence = 1;
         }
         s.ecc_corrected_volatile = noise(c.seed, gpu, 0, 11).lt(&0.2) as u64;
+        if amd {
+            // Per RAS block; the sums are the ECC counts above.
+            s.ras = RAS_BLOCKS
+                .iter()
+                .map(|b| RasCount {
+                    block: (*b).into(),
+                    correctable: if *b == "UMC" { s.ecc_corrected_volatile } else { 0 },
+                    ..Default::default()
+                })
+                .collect();
+            s.xgmi_error_status = Some(0);
+        }
 
         // NVLink counters, in KiB: a steady share of link bandwidth while busy.
         let link_share = if busy {
@@ -138,14 +170,16 @@ impl SimNode {
         };
         let kib_per_s = sp.nvlink_gbps * 1e9 / 1024.0 * link_share;
         // Sized once: a demo invents hundreds of thousands of these at start.
-        let links = sp.nvlinks as usize;
+        let links = self.links() as usize;
         s.nvlink_state.reserve_exact(links);
         s.nvlink_tx_kib.reserve_exact(links);
         s.nvlink_rx_kib.reserve_exact(links);
-        for l in 0..sp.nvlinks {
+        // The link that goes down: the 4th, or the last of fewer.
+        let down_link = DOWN_LINK.min(self.links().saturating_sub(1));
+        for l in 0..self.links() {
             let mut t = elapsed_s;
             let mut state = 1;
-            if c.scenario == Scenario::NvlinkDown && target && l == DOWN_LINK {
+            if c.scenario == Scenario::NvlinkDown && target && l == down_link {
                 // The counters stop where the link went down.
                 t = t.min(ONSET_MS as f64 / 1000.0);
                 if problem {
@@ -172,7 +206,24 @@ impl SimNode {
     fn apply_problem(&self, s: &mut GpuSample, now_ms: i64, step: i64) {
         let sp = &self.spec;
         let onset = self.first_after_onset(now_ms);
+        let amd = sp.amd();
+        // AMD's words for a throttle, with the NVML bits they map to (as
+        // the agent's AMD reader maps them).
+        let words = |s: &mut GpuSample, w: &[&str], bits: u64| {
+            s.throttle_reasons |= bits;
+            s.throttle_detail = w.iter().map(|w| (*w).into()).collect();
+        };
         match self.cfg.scenario {
+            Scenario::ThermalThrottle if amd => {
+                s.temp_c = sp.slowdown_c + 2 + (step % 3) as u32;
+                s.hbm_temp_c = s.temp_c - 8;
+                words(
+                    s,
+                    &["prochot_thrm", "socket_thrm", "TEMP_HOTSPOT"],
+                    throttle::HW_SLOWDOWN | throttle::SW_THERMAL_SLOWDOWN,
+                );
+                s.sm_clock_mhz = sp.max_sm_mhz * 6 / 10;
+            }
             Scenario::ThermalThrottle => {
                 s.temp_c = sp.slowdown_c + 2 + (step % 3) as u32;
                 s.hbm_temp_c = s.temp_c + 6;
@@ -181,17 +232,33 @@ impl SimNode {
             }
             Scenario::Hot => {
                 s.temp_c = sp.slowdown_c - 3;
-                s.hbm_temp_c = s.temp_c + 5;
+                s.hbm_temp_c = if amd { s.temp_c - 10 } else { s.temp_c + 5 };
             }
             Scenario::PowerBrake => {
-                s.throttle_reasons |= throttle::HW_POWER_BRAKE_SLOWDOWN;
+                if amd {
+                    words(s, &["vr_thrm", "VRHOT0"], throttle::HW_SLOWDOWN);
+                } else {
+                    s.throttle_reasons |= throttle::HW_POWER_BRAKE_SLOWDOWN;
+                }
                 s.sm_clock_mhz = sp.max_sm_mhz * 3 / 10;
                 s.power_mw = sp.power_limit_w * 1000 * 35 / 100;
             }
             Scenario::PowerCap => {
-                s.throttle_reasons |= throttle::SW_POWER_CAP;
+                if amd {
+                    words(s, &["ppt_pwr", "PPT0"], throttle::SW_POWER_CAP);
+                } else {
+                    s.throttle_reasons |= throttle::SW_POWER_CAP;
+                }
                 s.power_mw = sp.power_limit_w * 1000 - 2_000;
                 s.sm_clock_mhz = sp.max_sm_mhz * 85 / 100;
+            }
+            Scenario::Xid79 if amd => {
+                // No XIDs on AMD: the GPU just stops answering.
+                *s = GpuSample {
+                    index: s.index,
+                    error: "gpu_lost".into(),
+                    ..Default::default()
+                };
             }
             Scenario::Xid79 => {
                 let index = s.index;
@@ -210,11 +277,17 @@ impl SimNode {
                 }
             }
             Scenario::NvmlStuck => {
-                // As the NVML sampler words it, the call stuck since onset.
+                // As the NVML sampler words it, the call stuck since onset
+                // (the AMD reader says the same of an AMD SMI call).
                 let stuck_ms = now_ms - (self.cfg.start_ms + ONSET_MS);
+                let call = if amd {
+                    "amdsmi_get_power_info"
+                } else {
+                    "nvmlDeviceGetPowerUsage"
+                };
                 *s = GpuSample {
                     index: s.index,
-                    error: format!("nvml_stuck: nvmlDeviceGetPowerUsage: no answer for {stuck_ms} ms"),
+                    error: format!("nvml_stuck: {call}: no answer for {stuck_ms} ms"),
                     ..Default::default()
                 };
             }
@@ -229,7 +302,29 @@ impl SimNode {
                 s.fabric_state = FABRIC_COMPLETED;
                 s.fabric_status = FABRIC_FAILED_STATUS;
             }
-            Scenario::EccUncorrectable => {
+            Scenario::EccUncorrectable | Scenario::RasUncorrectable if amd => {
+                // Uncorrectable errors in the HBM (UMC); with
+                // ras-uncorrectable the driver resets the GPU at once and
+                // retires the bad page, else the page waits for a reset.
+                let reset = self.cfg.scenario == Scenario::RasUncorrectable;
+                let n = if reset { 1 } else { 2 };
+                if let Some(umc) = s.ras.iter_mut().find(|r| r.block == "UMC") {
+                    umc.uncorrectable = n;
+                }
+                s.ecc_uncorrected_volatile = n;
+                s.retired_pages = 1;
+                s.retired_pages_pending = if reset { 0 } else { 1 };
+                if reset && onset {
+                    for kind in ["gpu_pre_reset", "gpu_post_reset"] {
+                        s.events.push(GpuEvent {
+                            kind: kind.into(),
+                            time_ms: now_ms,
+                            text: format!("{kind}: uncorrectable error in UMC"),
+                        });
+                    }
+                }
+            }
+            Scenario::EccUncorrectable | Scenario::RasUncorrectable => {
                 s.ecc_uncorrected_volatile = 2;
                 s.remapped_rows_pending = 1;
                 s.remapped_rows_uncorrectable = 1;
@@ -348,5 +443,97 @@ mod tests {
         let mut n = node(Scenario::PersistenceOff, seed);
         assert!(at(&mut n, ONSET_MS - 1000).gpus.iter().all(|g| g.persistence == 2));
         assert!(at(&mut n, ONSET_MS + 5000).gpus.iter().all(|g| g.persistence == 1));
+    }
+
+    fn mi300x(scenario: Scenario, seed: u64) -> SimNode {
+        let mut n = node(scenario, seed);
+        n.cfg.model = Model::Mi300x;
+        n.spec = Model::Mi300x.spec();
+        n
+    }
+
+    #[test]
+    fn an_mi300x_is_described_as_amd_with_its_xgmi_mesh_and_partition() {
+        let mut n = mi300x(Scenario::Training, 2);
+        let mut info = NodeInfo::default();
+        n.describe(&mut info);
+        assert_eq!(
+            (info.driver_version.as_str(), info.cuda_version.as_str()),
+            ("6.10.5", "")
+        );
+        let g = &info.gpus[2];
+        assert_eq!((g.vendor.as_str(), g.model.as_str()), ("AMD", "AMD Instinct MI300X"));
+        assert_eq!(
+            (
+                g.compute_partition.as_str(),
+                g.memory_partition.as_str(),
+                g.partition_id
+            ),
+            ("SPX", "NPS1", 0)
+        );
+        assert_eq!(
+            (g.power_limit_mw, g.slowdown_temp_c, g.hbm_slowdown_temp_c),
+            (750_000, 100, 95)
+        );
+        assert_eq!(g.mem_total_bytes >> 30, 191, "192 GB");
+        assert!(!g.firmware.is_empty());
+        // Seven links, one to each other GPU of the node, none to itself.
+        assert_eq!(g.nvlinks.len(), 7);
+        let mut peers: Vec<&str> = g.nvlinks.iter().map(|l| l.peer_pci_bus_id.as_str()).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        assert_eq!(peers.len(), 7);
+        assert!(!peers.contains(&g.pci_bus_id.as_str()), "{peers:?}");
+    }
+
+    #[test]
+    fn an_mi300x_samples_as_amd_smi_reads_one() {
+        let mut n = mi300x(Scenario::Training, 2);
+        let s = at(&mut n, 60_000);
+        for g in &s.gpus {
+            assert_eq!(g.ras.first().map(|r| r.block.as_str()), Some("UMC"));
+            let corrected: u64 = g.ras.iter().map(|r| r.correctable).sum();
+            assert_eq!(corrected, g.ecc_corrected_volatile, "the sums are the ECC counts");
+            assert_eq!(g.xgmi_error_status, Some(0));
+            assert_eq!(g.edge_temp_c, None, "MI300X has no edge sensor");
+            assert!(g.gpm.is_none() && g.fabric_state == 0 && g.persistence == 0);
+            assert_ne!(g.absent & fleetop_proto::absent::REMAPPED_ROWS, 0);
+            assert_eq!(g.nvlink_tx_kib.len(), 7);
+            assert!(g.temp_c > g.hbm_temp_c, "the hotspot runs hotter than the HBM");
+        }
+    }
+
+    #[test]
+    fn ras_uncorrectable_errs_in_umc_and_resets_the_gpu_once() {
+        let seed = 3;
+        let t = target_gpu(seed, 8) as usize;
+        let mut n = mi300x(Scenario::RasUncorrectable, seed);
+        at(&mut n, ONSET_MS - 600);
+        let first = at(&mut n, ONSET_MS + 400);
+        let g = &first.gpus[t];
+        let kinds: Vec<&str> = g.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["gpu_pre_reset", "gpu_post_reset"]);
+        let umc = g.ras.iter().find(|r| r.block == "UMC").expect("UMC");
+        assert_eq!((umc.uncorrectable, g.ecc_uncorrected_volatile), (1, 1));
+        let later = at(&mut n, ONSET_MS + 3000);
+        assert!(later.gpus[t].events.is_empty(), "events are reported once");
+        assert_eq!(later.gpus[t].ecc_uncorrected_volatile, 1);
+        // On an NVIDIA model it plays ecc-uncorrectable.
+        let mut h = node(Scenario::RasUncorrectable, seed);
+        at(&mut h, ONSET_MS - 600);
+        assert_eq!(at(&mut h, ONSET_MS + 400).gpus[t].xids[0].xid, 94);
+    }
+
+    #[test]
+    fn an_xgmi_link_goes_down_and_amds_throttle_words_map_to_nvmls_bits() {
+        let seed = 3;
+        let t = target_gpu(seed, 8) as usize;
+        let s = at(&mut mi300x(Scenario::NvlinkDown, seed), ONSET_MS + 5000);
+        assert_eq!(s.gpus[t].nvlink_state[DOWN_LINK as usize], 0);
+        let s = at(&mut mi300x(Scenario::ThermalThrottle, seed), ONSET_MS + 5000);
+        let g = &s.gpus[t];
+        assert!(g.throttle_detail.iter().any(|w| w == "socket_thrm"));
+        assert_ne!(g.throttle_reasons & throttle::SW_THERMAL_SLOWDOWN, 0);
+        assert!(g.temp_c > 100);
     }
 }

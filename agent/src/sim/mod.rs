@@ -112,6 +112,26 @@ impl SimNode {
         4000 + self.cfg.seed % 997
     }
 
+    /// The GPU-to-GPU links of each GPU: NVIDIA's go to the NVSwitches,
+    /// every one; AMD's XGMI mesh has a link to each other GPU of the node
+    /// (the model's count at most), the unused ones not listed.
+    fn links(&self) -> u32 {
+        if self.spec.amd() {
+            self.spec.nvlinks.min(self.cfg.gpus.saturating_sub(1))
+        } else {
+            self.spec.nvlinks
+        }
+    }
+
+    /// A GPU's PCI bus id, as its vendor's library writes it.
+    fn bus(&self, i: u32) -> String {
+        if self.spec.amd() {
+            format!("0000:{:02x}:00.0", 0x18 + i * 0x10)
+        } else {
+            format!("00000000:{:02X}:00.0", 0x18 + i * 0x10)
+        }
+    }
+
     /// The GPUs NVML lists: all but the last where one is missing.
     fn listed_gpus(&self) -> u32 {
         match self.cfg.scenario {

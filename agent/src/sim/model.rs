@@ -1,5 +1,5 @@
 //! The GPU models the simulation knows and the figures of each (memory,
-//! power, clocks, temperatures, links, PCIe, VBIOS). Apart from the
+//! power, clocks, temperatures, links, PCIe, VBIOS, vendor). Apart from the
 //! readings drawn from them: a table of hardware, not behaviour.
 
 /// GPU models the simulation knows.
@@ -11,6 +11,9 @@ pub enum Model {
     H200,
     /// NVIDIA A100-SXM4-80GB (400 W, 12 NVLink3 links, HDR InfiniBand).
     A100,
+    /// AMD Instinct MI300X (OAM, 192 GB HBM3, 750 W, an XGMI mesh of 7
+    /// links to the node's other GPUs, SPX/NPS1, NDR InfiniBand).
+    Mi300x,
 }
 
 pub(super) struct ModelSpec {
@@ -32,6 +35,18 @@ pub(super) struct ModelSpec {
     pub(super) pcie_gen: u32,
     pub(super) pcie_width: u32,
     pub(super) vbios: &'static str,
+    /// The wire's vendor: "NVIDIA" or "AMD".
+    pub(super) vendor: &'static str,
+    /// AMD: the HBM (VRAM sensor) slowdown and shutdown temperatures (0:
+    /// none given, as NVML gives none).
+    pub(super) hbm_slowdown_c: u32,
+    pub(super) hbm_shutdown_c: u32,
+}
+
+impl ModelSpec {
+    pub(super) fn amd(&self) -> bool {
+        self.vendor == "AMD"
+    }
 }
 
 impl Model {
@@ -54,6 +69,9 @@ impl Model {
                 pcie_gen: 5,
                 pcie_width: 16,
                 vbios: "96.00.99.00.01",
+                vendor: "NVIDIA",
+                hbm_slowdown_c: 0,
+                hbm_shutdown_c: 0,
             },
             Model::H200 => ModelSpec {
                 name: "NVIDIA H200",
@@ -72,6 +90,9 @@ impl Model {
                 pcie_gen: 5,
                 pcie_width: 16,
                 vbios: "96.00.A5.00.01",
+                vendor: "NVIDIA",
+                hbm_slowdown_c: 0,
+                hbm_shutdown_c: 0,
             },
             Model::A100 => ModelSpec {
                 name: "NVIDIA A100-SXM4-80GB",
@@ -90,6 +111,33 @@ impl Model {
                 pcie_gen: 4,
                 pcie_width: 16,
                 vbios: "92.00.45.00.06",
+                vendor: "NVIDIA",
+                hbm_slowdown_c: 0,
+                hbm_shutdown_c: 0,
+            },
+            // Temperatures: the junction (hotspot) and HBM limits as AMD SMI
+            // gives them for an MI300X; the links go to the 7 other GPUs of
+            // an 8-GPU OAM baseboard, 64 GB/s each way.
+            Model::Mi300x => ModelSpec {
+                name: "AMD Instinct MI300X",
+                mem_bytes: 196_592 * 1024 * 1024,
+                power_limit_w: 750,
+                idle_power_w: 140,
+                max_sm_mhz: 2100,
+                idle_sm_mhz: 150,
+                max_mem_mhz: 1300,
+                slowdown_c: 100,
+                shutdown_c: 110,
+                nvlinks: 7,
+                nvlink_gbps: 64.0,
+                ib_rate_gbps: 400,
+                ib_rate_text: "4X NDR",
+                pcie_gen: 5,
+                pcie_width: 16,
+                vbios: "113-M3000100-102",
+                vendor: "AMD",
+                hbm_slowdown_c: 95,
+                hbm_shutdown_c: 105,
             },
         }
     }

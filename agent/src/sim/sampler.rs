@@ -4,7 +4,7 @@
 //! the collector sees the node.
 
 use super::{Scenario, SimNode, mix, noise};
-use crate::proto::{GpuInfo, HostSample, IbPortInfo, NodeInfo, NvLinkInfo, Sample, SxidEvent};
+use crate::proto::{Firmware, GpuInfo, HostSample, IbPortInfo, NodeInfo, NvLinkInfo, Sample, SxidEvent};
 use crate::sources::Sampler;
 
 impl Sampler for SimNode {
@@ -14,19 +14,35 @@ impl Sampler for SimNode {
         info.hostname = c.hostname.clone();
         info.backend = format!("sim:{}", c.scenario.name());
         let old = c.scenario == Scenario::OldDriver;
-        info.driver_version = if old { "535.161.08" } else { "570.172.08" }.into();
-        info.cuda_version = "12.8".into();
-        let bus = |i: u32| format!("00000000:{:02X}:00.0", 0x18 + i * 0x10);
+        let amd = sp.amd();
+        // AMD: amdgpu's version, and no CUDA.
+        info.driver_version = match (amd, old) {
+            (false, false) => "570.172.08",
+            (false, true) => "535.161.08",
+            (true, false) => "6.10.5",
+            (true, true) => "6.8.5",
+        }
+        .into();
+        info.cuda_version = if amd { "" } else { "12.8" }.into();
         if c.scenario == Scenario::GpuMissing {
             // The last GPU: the kernel sees it, NVML does not.
             info.expect_gpus = c.gpus;
-            info.gpus_missing_pci.push(bus(c.gpus.saturating_sub(1)));
+            info.gpus_missing_pci.push(self.bus(c.gpus.saturating_sub(1)));
         }
         if c.ib_ports > 0 {
             info.peermem = if c.scenario == Scenario::NoPeermem { 1 } else { 2 };
         }
         for g in 0..self.listed_gpus() {
-            let bus = |i: u32| format!("00000000:{:02X}:00.0", 0x18 + i * 0x10);
+            let bus = |i: u32| self.bus(i);
+            // NVIDIA's links go to the NVSwitches, as on an HGX board; AMD's
+            // XGMI links to each other GPU of the node, as on an OAM board.
+            let peer = |l: u32| {
+                if amd {
+                    bus((g + 1 + l) % c.gpus.max(1))
+                } else {
+                    format!("00000000:{:02X}:00.0", 0xA0 + l % 4)
+                }
+            };
             info.gpus.push(GpuInfo {
                 index: g,
                 uuid: format!(
@@ -43,19 +59,44 @@ impl Sampler for SimNode {
                 max_mem_clock_mhz: sp.max_mem_mhz,
                 slowdown_temp_c: sp.slowdown_c,
                 shutdown_temp_c: sp.shutdown_c,
-                vbios_version: if old { "96.00.61.00.01" } else { sp.vbios }.into(),
+                vbios_version: match (amd, old) {
+                    (false, true) => "96.00.61.00.01",
+                    (true, true) => "113-M3000100-100",
+                    _ => sp.vbios,
+                }
+                .into(),
                 pcie_max_gen: sp.pcie_gen,
                 pcie_max_width: sp.pcie_width,
-                // Links go to the NVSwitches, as on an HGX board.
-                nvlinks: (0..sp.nvlinks)
+                nvlinks: (0..self.links())
                     .map(|l| NvLinkInfo {
                         link: l,
-                        peer_pci_bus_id: format!("00000000:{:02X}:00.0", 0xA0 + l % 4),
+                        peer_pci_bus_id: peer(l),
                         inactive_at_start: false,
                     })
                     .collect(),
-                vendor: "NVIDIA".into(),
-                ..Default::default()
+                vendor: sp.vendor.into(),
+                // AMD: one partition of the whole GPU (SPX/NPS1), AMD SMI's
+                // firmware blocks, its HBM limits.
+                compute_partition: if amd { "SPX" } else { "" }.into(),
+                memory_partition: if amd { "NPS1" } else { "" }.into(),
+                partition_id: 0,
+                firmware: if amd {
+                    [
+                        ("PM", "00.85.107.00"),
+                        ("PSP_SOSDRV", "00.37.2E.4C"),
+                        ("TA_RAS", "1B.00.01.3C"),
+                    ]
+                    .into_iter()
+                    .map(|(name, version)| Firmware {
+                        name: name.into(),
+                        version: version.into(),
+                    })
+                    .collect()
+                } else {
+                    Vec::new()
+                },
+                hbm_slowdown_temp_c: sp.hbm_slowdown_c,
+                hbm_shutdown_temp_c: sp.hbm_shutdown_c,
             });
         }
         for p in 0..c.ib_ports {

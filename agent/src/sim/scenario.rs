@@ -54,6 +54,11 @@ pub enum Scenario {
     NoPeermem,
     /// The node runs an older driver and VBIOS than the rest of the fleet.
     OldDriver,
+    /// AMD: one GPU reports an uncorrectable ECC error in its HBM (RAS block
+    /// UMC) and the driver resets it (AMD SMI's gpu_pre_reset and
+    /// gpu_post_reset events), retiring the bad page. On an NVIDIA model it
+    /// plays ecc-uncorrectable.
+    RasUncorrectable,
 }
 
 impl Scenario {
@@ -67,6 +72,29 @@ impl Scenario {
     pub fn all() -> &'static [Scenario] {
         <Scenario as clap::ValueEnum>::value_variants()
     }
+
+    /// Whether the scenario is NVIDIA's alone: its fault is an NVIDIA
+    /// thing (an XID, NVML's GPM, the NVLink fabric, persistence mode, an
+    /// NVSwitch, nvidia_peermem) or judged against NVIDIA peers. A demo
+    /// places these on NVIDIA nodes only.
+    pub fn nvidia_only(self) -> bool {
+        matches!(
+            self,
+            Scenario::Xid79
+                | Scenario::EccUncorrectable
+                | Scenario::Underused
+                | Scenario::FabricFailed
+                | Scenario::PersistenceOff
+                | Scenario::SxidFatal
+                | Scenario::NoPeermem
+                | Scenario::OldDriver
+        )
+    }
+
+    /// Whether the scenario is AMD's alone (a demo places it on AMD nodes).
+    pub fn amd_only(self) -> bool {
+        self == Scenario::RasUncorrectable
+    }
 }
 
 #[cfg(test)]
@@ -78,6 +106,7 @@ mod tests {
         let names: Vec<String> = Scenario::all().iter().map(|s| s.name()).collect();
         assert!(names.contains(&"thermal-throttle".to_string()));
         assert!(names.contains(&"xid79".to_string()));
-        assert_eq!(names.len(), 22);
+        assert!(names.contains(&"ras-uncorrectable".to_string()));
+        assert_eq!(names.len(), 23);
     }
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use fleetop_proto::pb;
 
 use super::{exact, nz, pcie_link, text};
-use crate::model::sample::{FaultRecord, GpuDesc, IbPortDesc, NodeDesc, NodeHealth, NvLinkDesc};
+use crate::model::sample::{
+    FaultRecord, Firmware, GpuDesc, IbPortDesc, NodeDesc, NodeHealth, NvLinkDesc, Partition, Vendor,
+};
 
 /// An agent's description of its node.
 pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
@@ -92,5 +94,25 @@ fn gpu_desc(g: pb::GpuInfo, peers: &mut Vec<Arc<str>>) -> GpuDesc {
         ),
         vbios_version: text(g.vbios_version),
         pcie_max: pcie_link(g.pcie_max_gen, g.pcie_max_width),
+        vendor: Vendor::from_wire(&g.vendor),
+        // Only AMD's GPUs have partition modes (MIG is NVIDIA's, apart).
+        partition: (!g.compute_partition.is_empty() || !g.memory_partition.is_empty() || g.partition_id != 0)
+            .then_some(Partition {
+                compute: g.compute_partition,
+                memory: g.memory_partition,
+                id: g.partition_id,
+            }),
+        firmware: exact(
+            g.firmware
+                .into_iter()
+                .take(crate::model::sample::MAX_FIRMWARE)
+                .map(|f| Firmware {
+                    name: f.name,
+                    version: f.version,
+                })
+                .collect(),
+        ),
+        hbm_slowdown_temp_c: nz(g.hbm_slowdown_temp_c),
+        hbm_shutdown_temp_c: nz(g.hbm_shutdown_temp_c),
     }
 }

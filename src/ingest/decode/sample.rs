@@ -9,7 +9,8 @@ use fleetop_proto::pb;
 use super::processes::{LastProcesses, processes};
 use super::{nz, pcie_link, text};
 use crate::model::sample::{
-    Fabric, Gpm, GpuError, GpuProcess, GpuReading, HostReading, IbReading, MigReading, NodeSample, PodRef, Sxid, Xid,
+    Fabric, Gpm, GpuError, GpuEvent, GpuProcess, GpuReading, HostReading, IbReading, MigReading, NodeSample, PodRef,
+    RasCount, Sxid, Xid,
 };
 
 /// A whole wire sample (delta already undone), its times moved to the
@@ -86,12 +87,15 @@ pub(super) fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuPro
         }),
         s => Some(GpuError::Other(fleetop_proto::input::printable(s, 200))),
     };
+    let events = events(&g.events, skew_ms);
     if error.is_some() {
-        // No readings from a GPU that did not answer; XIDs still count.
+        // No readings from a GPU that did not answer; XIDs (and AMD's
+        // events: a reset) still count.
         return GpuReading {
             index: g.index,
             error,
             xids,
+            events,
             pods: pods(&g.pods),
             ..Default::default()
         };
@@ -172,7 +176,117 @@ pub(super) fn gpu_reading(g: &pb::GpuSample, skew_ms: i64, was: &mut Arc<[GpuPro
             _ => None,
         },
         pods: pods(&g.pods),
+        links_unknown: ab & a::LINKS != 0,
+        edge_temp_c: g.edge_temp_c,
+        ras: g
+            .ras
+            .iter()
+            .map(|r| RasCount {
+                block: word(&r.block, RAS_BLOCKS, 32),
+                correctable: r.correctable,
+                uncorrectable: r.uncorrectable,
+                deferred: r.deferred,
+            })
+            .collect(),
+        xgmi_error_status: g.xgmi_error_status,
+        events,
+        throttle_detail: g.throttle_detail.iter().map(|w| word(w, THROTTLE_WORDS, 32)).collect(),
+        // The agent reads pending bad pages where it reads no row remapping
+        // (AMD); NVIDIA's like of it is the remap's pending flag.
+        retired_pages_pending: (ab & a::REMAPPED_ROWS != 0).then_some(g.retired_pages_pending),
     }
+}
+
+/// AMD SMI's RAS block names (amdsmi_gpu_block_t), as the agent words them.
+const RAS_BLOCKS: &[&str] = &[
+    "UMC",
+    "SDMA",
+    "GFX",
+    "MMHUB",
+    "ATHUB",
+    "PCIE_BIF",
+    "HDP",
+    "XGMI_WAFL",
+    "DF",
+    "SMN",
+    "SEM",
+    "MP0",
+    "MP1",
+    "FUSE",
+    "MCA",
+    "VCN",
+    "JPEG",
+    "IH",
+    "MPIO",
+];
+
+/// AMD's throttle words the agent sends: the violation status's, then the
+/// throttler bits'.
+const THROTTLE_WORDS: &[&str] = &[
+    "prochot_thrm",
+    "ppt_pwr",
+    "socket_thrm",
+    "vr_thrm",
+    "hbm_thrm",
+    "gfx_clk_below_host_limit",
+    "PPT0",
+    "PPT1",
+    "PPT2",
+    "PPT3",
+    "SPL",
+    "FPPT",
+    "SPPT",
+    "SPPT_APU",
+    "TDC_GFX",
+    "TDC_SOC",
+    "TDC_MEM",
+    "TDC_VDD",
+    "TDC_CVIP",
+    "TEMP_GPU",
+    "TEMP_CORE",
+    "TEMP_MEM",
+    "TEMP_EDGE",
+    "TEMP_HOTSPOT",
+    "TEMP_SOC",
+    "TEMP_LIQUID0",
+    "TEMP_LIQUID1",
+    "TEMP_VR_GFX",
+    "TEMP_VR_SOC",
+    "TEMP_VR_MEM0",
+    "TEMP_VR_MEM1",
+    "VRHOT0",
+    "VRHOT1",
+    "PROCHOT_CPU",
+    "PROCHOT_GFX",
+    "EDC_CPU",
+    "EDC_GFX",
+    "APCC",
+    "PPM",
+    "FIT",
+];
+
+/// AMD's event kinds the agent sends.
+const EVENT_KINDS: &[&str] = &["gpu_pre_reset", "gpu_post_reset", "thermal_throttle", "vmfault"];
+
+/// A word from the vendor's library: the static copy of a known one (every
+/// GPU says them every second), else made printable and cut to `max`.
+fn word(s: &str, known: &[&'static str], max: usize) -> Cow<'static, str> {
+    match known.iter().find(|w| **w == s) {
+        Some(w) => Cow::Borrowed(*w),
+        None => Cow::Owned(fleetop_proto::input::printable(s, max)),
+    }
+}
+
+/// The library's events (AMD SMI), their times moved to the console's
+/// clock and their text made printable.
+fn events(got: &[pb::GpuEvent], skew_ms: i64) -> Vec<GpuEvent> {
+    got.iter()
+        .map(|e| GpuEvent {
+            kind: word(&e.kind, EVENT_KINDS, 32),
+            time_ms: e.time_ms - skew_ms,
+            text: fleetop_proto::input::printable(&e.text, 200),
+        })
+        .collect()
 }
 
 /// The containers holding a GPU, as the agent read them from the kubelet:

@@ -430,3 +430,104 @@ fn agent_time_becomes_console_time_and_follows_a_clock_step() {
     assert_eq!(st.sample(s(3, 102_000), 102_000).map(|x| x.time_ms), Ok(102_000));
     assert_eq!(st.sample(s(4, 103_000), 103_000).map(|x| x.time_ms), Ok(103_000));
 }
+
+/// An agent before AMD sends no vendor: NVIDIA, with none of AMD's fields;
+/// an AMD GPU's description and readings decode once, absent as `None`.
+#[test]
+fn amds_fields_decode_once_and_an_empty_vendor_is_nvidias() {
+    let d = node_desc(pb::NodeInfo {
+        gpus: vec![
+            pb::GpuInfo::default(),
+            pb::GpuInfo {
+                index: 1,
+                pci_bus_id: "0000:26:00.3".into(),
+                vendor: "AMD".into(),
+                compute_partition: "CPX".into(),
+                memory_partition: "NPS4".into(),
+                partition_id: 3,
+                hbm_slowdown_temp_c: 95,
+                firmware: vec![pb::Firmware {
+                    name: "PM".into(),
+                    version: "00.85.107.00".into(),
+                }],
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    });
+    let (nv, amd) = (&d.gpus[0], &d.gpus[1]);
+    assert_eq!(
+        (nv.vendor, nv.partition.as_ref(), nv.hbm_slowdown_temp_c),
+        (Vendor::Nvidia, None, None)
+    );
+    assert_eq!(amd.vendor, Vendor::Amd);
+    assert_eq!(
+        amd.partition.as_ref().map(Partition::words).as_deref(),
+        Some("CPX/NPS4 partition 3")
+    );
+    assert_eq!((amd.physical_id(), amd.hbm_slowdown_temp_c), ("0000:26:00", Some(95)));
+    assert_eq!(amd.firmware[0].version, "00.85.107.00");
+    let g = |g: pb::GpuSample| {
+        sample(
+            &pb::Sample {
+                gpus: vec![g],
+                ..Default::default()
+            },
+            1000,
+        )
+        .gpus
+        .remove(0)
+    };
+    let nv = g(pb::GpuSample::default());
+    assert_eq!(
+        (nv.edge_temp_c, nv.xgmi_error_status, nv.retired_pages_pending),
+        (None, None, None)
+    );
+    assert!(nv.ras.is_empty() && nv.events.is_empty() && !nv.links_unknown);
+    let amd = g(pb::GpuSample {
+        edge_temp_c: Some(41),
+        xgmi_error_status: Some(1),
+        retired_pages_pending: 2,
+        throttle_detail: vec!["socket_thrm".into()],
+        absent: fleetop_proto::absent::REMAPPED_ROWS | fleetop_proto::absent::LINKS,
+        ras: vec![pb::RasCount {
+            block: "UMC".into(),
+            uncorrectable: 1,
+            ..Default::default()
+        }],
+        events: vec![pb::GpuEvent {
+            kind: "gpu_post_reset".into(),
+            time_ms: 5000,
+            text: "reset".into(),
+        }],
+        ..Default::default()
+    });
+    assert_eq!(
+        (amd.edge_temp_c, amd.xgmi_error_status, amd.retired_pages_pending),
+        (Some(41), Some(1), Some(2))
+    );
+    assert!(
+        matches!(amd.throttle_detail[0], std::borrow::Cow::Borrowed("socket_thrm")),
+        "a known word is not copied"
+    );
+    assert_eq!((amd.ras[0].block.as_ref(), amd.ras[0].uncorrectable), ("UMC", 1));
+    assert_eq!(
+        (amd.events[0].kind.as_ref(), amd.events[0].time_ms),
+        ("gpu_post_reset", 4000),
+        "on the console's clock"
+    );
+    assert!(
+        amd.links_unknown && amd.nvlink_up(0).is_none(),
+        "link states not read are unknown"
+    );
+    // A lost GPU's events still count, as its XIDs do.
+    let lost = g(pb::GpuSample {
+        error: "gpu_lost".into(),
+        events: vec![pb::GpuEvent {
+            kind: "gpu_pre_reset".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    assert_eq!(lost.events.len(), 1);
+}

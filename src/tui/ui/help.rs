@@ -152,5 +152,6 @@ fn few_words(k: FlagKind) -> &'static str {
         FlagKind::PersistenceOff => "persistence mode is off",
         FlagKind::PeermemMissing => "nvidia_peermem not loaded: no GPUDirect",
         FlagKind::VersionSkew => "driver or VBIOS differs from its peers",
+        FlagKind::GpuEvent => "an AMD GPU's driver reported a fault",
     }
 }

@@ -234,14 +234,27 @@ pub fn totals(store: &Store, now_ms: i64) -> Totals {
         t.live += 1;
         let sampled = n.last.as_ref().map_or(0, |s| s.gpus.len());
         // The GPUs it describes (one that fell off the bus included), else
-        // those it samples.
-        t.gpus += n.info.as_ref().map_or(sampled, |i| i.gpus.len().max(sampled));
+        // those it samples; physical GPUs: an AMD GPU in compute partitions
+        // (CPX), a GPU on the wire per partition, counts once.
+        t.gpus += match &n.info {
+            Some(i) if i.gpus.iter().any(|g| g.partition.is_some()) => i.physical_gpus(),
+            Some(i) => i.gpus.len().max(sampled),
+            None => sampled,
+        };
         for g in n.last.iter().flat_map(|s| &s.gpus) {
             if let Some(u) = g.util_pct {
                 util_sum += u64::from(u);
                 util_n += 1;
             }
-            t.power_w += g.power_w.unwrap_or(0.0);
+        }
+        // Power is socket-wide: a partitioned GPU's, repeated on each of
+        // its partitions, is counted once.
+        match (&n.info, &n.last) {
+            (Some(i), Some(s)) if i.gpus.iter().any(|g| g.partition.is_some()) => {
+                t.power_w += i.per_physical_gpu(s).iter().filter_map(|g| g.power_w).sum::<f64>();
+            }
+            (_, Some(s)) => t.power_w += s.gpus.iter().filter_map(|g| g.power_w).sum::<f64>(),
+            _ => {}
         }
     }
     t.util_pct = util_sum.checked_div(util_n);

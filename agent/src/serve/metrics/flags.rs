@@ -36,69 +36,14 @@ pub(super) fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSa
     w.family("fleetop_flag", Kind::Gauge, FLAG_HELP);
     let mut worst = Severity::Info;
     for g in gpus {
-        // The action label is the fault catalog's, as on the console.
-        let mut raise_as = |kind: &str, sev: &str, action: Action| {
-            let level = match sev {
-                "crit" => Severity::Crit,
-                "warn" => Severity::Warn,
-                _ => Severity::Info,
-            };
-            worst = worst.max(level);
+        for (kind, sev, action) in gpu_flags(g) {
+            worst = worst.max(sev);
+            // The action label is the fault catalog's, as on the console.
             w.each(
                 &g.labels,
-                &[("kind", kind), ("severity", sev), ("action", action.name())],
+                &[("kind", kind), ("severity", sev.name()), ("action", action.name())],
                 1,
-            )
-        };
-        let catalog = |kind: &str| fleetop_catalog::flag(kind).map_or(Action::None, |e| e.immediate);
-        if g.s.error == "gpu_lost" {
-            raise_as("gpu_lost", "crit", catalog("gpu_lost"));
-        } else if !g.answered() {
-            // An NVML error on the GPU, in the agent's words: a reset is
-            // the first thing to try (the console's detectors grade it).
-            raise_as("gpu_error", "crit", Action::ResetGpu);
-        }
-        // XIDs graded by the catalog: the most urgent code decides.
-        if let Some(a) =
-            g.s.xids
-                .iter()
-                .map(|x| fleetop_catalog::xid_action(x.xid))
-                .max_by_key(|a| a.urgency())
-        {
-            raise_as("xid", a.severity().name(), a);
-        }
-        let mut raise = |kind: &str, sev: &str| raise_as(kind, sev, catalog(kind));
-        if let Some(mask) = g.opt(a::THROTTLE, g.s.throttle_reasons) {
-            let trouble = mask & throttle::TROUBLE;
-            let hw = throttle::HW_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN | throttle::HW_POWER_BRAKE_SLOWDOWN;
-            if trouble & hw != 0 {
-                raise("throttled", "crit");
-            } else if trouble != 0 {
-                raise("throttled", "warn");
-            }
-        }
-        if g.opt(a::ECC, g.s.ecc_uncorrected_volatile).is_some_and(|n| n > 0) {
-            raise("ecc_uncorrected", "crit");
-        }
-        if g.has(a::REMAPPED_ROWS) {
-            if g.s.remapped_rows_failed != 0 {
-                raise("remap_failed", "crit");
-            }
-            if g.s.remapped_rows_pending != 0 {
-                raise("remap_pending", "warn");
-            }
-        }
-        if g.answered()
-            && let Some(gi) = g.info
-        {
-            let down =
-                g.s.nvlink_state
-                    .iter()
-                    .zip(&gi.nvlinks)
-                    .any(|(&st, l)| st == 0 && !l.inactive_at_start);
-            if down {
-                raise("nvlink_down", "crit");
-            }
+            );
         }
     }
     for p in ports {
@@ -123,4 +68,62 @@ pub(super) fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSa
         worst = Severity::Crit;
     }
     worst
+}
+
+/// What the agent raises on one GPU from its latest sample: each flag's
+/// kind, severity and action (the fault catalog's). AMD's `gpu_health`
+/// is this GPU's verdict too.
+pub(super) fn gpu_flags(g: &Gpu) -> Vec<(&'static str, Severity, Action)> {
+    let mut out = Vec::new();
+    let catalog = |kind: &str| fleetop_catalog::flag(kind).map_or(Action::None, |e| e.immediate);
+    if g.s.error == "gpu_lost" {
+        out.push(("gpu_lost", Severity::Crit, catalog("gpu_lost")));
+    } else if !g.answered() {
+        // An NVML error on the GPU, in the agent's words: a reset is
+        // the first thing to try (the console's detectors grade it).
+        out.push(("gpu_error", Severity::Crit, Action::ResetGpu));
+    }
+    // XIDs graded by the catalog: the most urgent code decides.
+    if let Some(a) =
+        g.s.xids
+            .iter()
+            .map(|x| fleetop_catalog::xid_action(x.xid))
+            .max_by_key(|a| a.urgency())
+    {
+        out.push(("xid", a.severity(), a));
+    }
+    let mut raise = |kind: &'static str, sev: Severity| out.push((kind, sev, catalog(kind)));
+    if let Some(mask) = g.opt(a::THROTTLE, g.s.throttle_reasons) {
+        let trouble = mask & throttle::TROUBLE;
+        let hw = throttle::HW_SLOWDOWN | throttle::HW_THERMAL_SLOWDOWN | throttle::HW_POWER_BRAKE_SLOWDOWN;
+        if trouble & hw != 0 {
+            raise("throttled", Severity::Crit);
+        } else if trouble != 0 {
+            raise("throttled", Severity::Warn);
+        }
+    }
+    if g.opt(a::ECC, g.s.ecc_uncorrected_volatile).is_some_and(|n| n > 0) {
+        raise("ecc_uncorrected", Severity::Crit);
+    }
+    if g.has(a::REMAPPED_ROWS) {
+        if g.s.remapped_rows_failed != 0 {
+            raise("remap_failed", Severity::Crit);
+        }
+        if g.s.remapped_rows_pending != 0 {
+            raise("remap_pending", Severity::Warn);
+        }
+    }
+    if g.answered()
+        && let Some(gi) = g.info
+    {
+        let down =
+            g.s.nvlink_state
+                .iter()
+                .zip(&gi.nvlinks)
+                .any(|(&st, l)| st == 0 && !l.inactive_at_start);
+        if down {
+            raise("nvlink_down", Severity::Crit);
+        }
+    }
+    out
 }

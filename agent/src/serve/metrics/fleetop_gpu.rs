@@ -9,7 +9,8 @@ use super::gpu::Gpu;
 use super::text::{Kind, Writer};
 
 /// What dcgm-exporter does not serve: throttle reasons one by one, PCIe
-/// throughput, per-link NVLink, GPU errors.
+/// throughput, per-link NVLink, GPU errors. An AMD GPU's XGMI links are
+/// `amd`'s, under AMD's names and labels.
 pub(super) fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
     const REASONS: [u64; 9] = [
         throttle::GPU_IDLE,
@@ -66,7 +67,7 @@ pub(super) fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
         Kind::Gauge,
         "Per NVLink link: 0 inactive, 1 active, 2 sleep (up, in low power).",
     );
-    for g in gpus.iter().filter(|g| g.answered()) {
+    for g in gpus.iter().filter(|g| g.answered() && !g.amd) {
         let Some(info) = g.info else { continue };
         for (pos, link) in info.nvlinks.iter().enumerate() {
             // An empty list means every link is active (the common case).
@@ -87,7 +88,7 @@ pub(super) fn fleetop_gpu(w: &mut Writer, gpus: &[Gpu], snap: &Snapshot) {
         ),
     ] {
         w.family(name, Kind::Counter, help);
-        for g in gpus {
+        for g in gpus.iter().filter(|g| !g.amd) {
             let (Some(c), Some(info)) = (snap.nvlink.get(&g.s.index), g.info) else {
                 continue;
             };

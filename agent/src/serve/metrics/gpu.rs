@@ -1,7 +1,8 @@
 //! One GPU as the families of a scrape see it: its readings as Options (a
-//! reading the GPU did not give is `None`, never a 0) and dcgm-exporter's
-//! labels for it, per pod and per MIG instance. Apart from the families so
-//! that each of them reads a GPU, and labels it, the same way.
+//! reading the GPU did not give is `None`, never a 0) and its exporter's
+//! labels for it, per pod and per MIG instance: dcgm-exporter's for an
+//! NVIDIA GPU, AMD device-metrics-exporter's for an AMD GPU. Apart from the
+//! families so that each of them reads a GPU, and labels it, the same way.
 
 use fleetop_proto::absent as a;
 
@@ -12,13 +13,16 @@ use crate::proto::{GpuInfo, GpuSample, NodeInfo, Sample};
 pub(super) struct Gpu<'a> {
     pub(super) s: &'a GpuSample,
     pub(super) info: Option<&'a GpuInfo>,
-    /// dcgm-exporter's labels for this GPU, escaped, without braces: one
+    /// An AMD GPU (`GpuInfo.vendor`): its series are AMD
+    /// device-metrics-exporter's (`amd`), its labels AMD's.
+    pub(super) amd: bool,
+    /// The exporter's labels for this GPU, escaped, without braces: one
     /// label set per container holding the GPU (its pod, namespace and
     /// container), so each GPU series is written once per holder; one set
-    /// without them when no pod holds it.
+    /// without them when no pod holds it (AMD's: with them empty).
     pub(super) labels: Vec<String>,
     /// The same plus GPU_I_PROFILE and GPU_I_ID, per MIG instance, one set
-    /// per container holding the instance.
+    /// per container holding the instance (NVIDIA only).
     pub(super) mig_labels: Vec<Vec<String>>,
 }
 
@@ -43,6 +47,15 @@ impl Gpu<'_> {
     pub(super) fn in_mig_mode(&self) -> bool {
         !self.s.mig.is_empty()
     }
+
+    /// Readings of the whole physical GPU are written here: an AMD GPU's
+    /// compute partition 0, or any GPU that is not a partition. AMD SMI
+    /// repeats the socket's power, temperatures, clocks, PCIe, XGMI and ECC
+    /// on every partition; served once, a sum over series counts them once
+    /// (AMD's exporter suppresses them on the other partitions too).
+    pub(super) fn whole_socket(&self) -> bool {
+        self.info.is_none_or(|i| i.partition_id == 0)
+    }
 }
 
 /// The sample's GPUs, each with its description from `info` and its labels.
@@ -51,6 +64,15 @@ pub(super) fn gpus<'a>(info: &'a NodeInfo, s: &'a Sample) -> Vec<Gpu<'a>> {
         .iter()
         .map(|g| {
             let gi = info.gpus.iter().find(|i| i.index == g.index);
+            if gi.is_some_and(|i| i.vendor == "AMD") {
+                return Gpu {
+                    s: g,
+                    info: gi,
+                    amd: true,
+                    labels: amd_labels(info, gi, g),
+                    mig_labels: Vec::new(),
+                };
+            }
             let bare = gpu_labels(gi, g.index, &info.hostname, jobs(g).as_deref());
             let labels = with_pods(&bare, g, "");
             let mig_labels = g
@@ -68,6 +90,7 @@ pub(super) fn gpus<'a>(info: &'a NodeInfo, s: &'a Sample) -> Vec<Gpu<'a>> {
             Gpu {
                 s: g,
                 info: gi,
+                amd: false,
                 labels,
                 mig_labels,
             }
@@ -93,6 +116,77 @@ fn gpu_labels(info: Option<&GpuInfo>, index: u32, host: &str, job: Option<&str>)
         push_label(&mut l, "hpc_job", job);
     }
     l
+}
+
+/// AMD device-metrics-exporter's labels for a GPU, its mandatory ones and
+/// those of its example config, by name order as its client library writes
+/// them: one set per container holding the GPU, the `pod`, `namespace` and
+/// `container` labels empty where none does (AMD writes them so).
+/// `card_model` and `card_series` are the model as AMD SMI names it
+/// (`AMD Instinct MI300X`; AMD's own exporter puts the board's part number
+/// in `card_model`, which the agent does not read); `serial_number` and
+/// `deployment_mode` are not read and empty; `job_id` is the Slurm job of
+/// the GPU's processes, as `hpc_job` on NVIDIA.
+fn amd_labels(node: &NodeInfo, info: Option<&GpuInfo>, g: &GpuSample) -> Vec<String> {
+    let text = |f: fn(&GpuInfo) -> &str| info.map_or("", f);
+    let (partition, compute, memory) = info.map_or((0, String::new(), String::new()), |i| {
+        (
+            i.partition_id,
+            i.compute_partition.to_ascii_lowercase(),
+            i.memory_partition.to_ascii_lowercase(),
+        )
+    });
+    let job = jobs(g).unwrap_or_default();
+    let before_pod: [(&str, &str); 13] = [
+        ("card_model", text(|i| &i.model)),
+        ("card_series", text(|i| &i.model)),
+        ("card_vendor", text(|i| &i.vendor)),
+        ("deployment_mode", ""),
+        ("driver_version", &node.driver_version),
+        ("gpu_compute_partition_type", &compute),
+        ("gpu_id", &g.index.to_string()),
+        ("gpu_memory_partition_type", &memory),
+        ("gpu_partition_id", &partition.to_string()),
+        ("gpu_uuid", text(|i| &i.uuid)),
+        ("hostname", &node.hostname),
+        ("job_id", &job),
+        ("job_partition", ""),
+    ];
+    let mut holders: Vec<(&str, &str, &str)> = g
+        .pods
+        .iter()
+        .map(|p| (p.namespace.as_str(), p.pod.as_str(), p.container.as_str()))
+        .collect();
+    holders.dedup();
+    if holders.is_empty() {
+        holders.push(("", "", ""));
+    }
+    holders
+        .into_iter()
+        .map(|(namespace, pod, container)| {
+            let mut l = String::with_capacity(384);
+            let mut put = |k: &str, v: &str| {
+                if !l.is_empty() {
+                    l.push(',');
+                }
+                push_label(&mut l, k, v);
+            };
+            // AMD's order is by name: container sorts among the card_* ones.
+            for (k, v) in &before_pod[..3] {
+                put(k, v);
+            }
+            put("container", container);
+            for (k, v) in &before_pod[3..] {
+                put(k, v);
+            }
+            put("job_user", "");
+            put("namespace", namespace);
+            put("pod", pod);
+            put("serial_number", "");
+            put("vbios_version", text(|i| &i.vbios_version));
+            l
+        })
+        .collect()
 }
 
 /// `labels` once per container holding the device (`mig_uuid` empty: the

@@ -1,15 +1,17 @@
 //! The agent's Prometheus endpoint (`--metrics-listen`): dcgm-exporter's
-//! series, names and labels for what both collect, and `fleetop_*` /
+//! series, names and labels for what both collect on an NVIDIA GPU, AMD
+//! device-metrics-exporter's on an AMD GPU, and `fleetop_*` /
 //! `node_infiniband_*` series for the rest (docs/metrics.md lists them).
 //!
 //! A scrape never calls NVML and never waits on sampling: the sample loop
 //! publishes each sample here (`Publisher::publish`, a pointer swap under a
 //! short lock) and a scrape renders whatever was published last.
 //!
-//! A scrape is rendered by `render`, from the families in `dcgm`,
+//! A scrape is rendered by `render`, from the families in `dcgm`, `amd`,
 //! `fleetop_gpu`, `infiniband` and `flags`, each reading the GPUs as `gpu`
 //! gives them.
 
+mod amd;
 mod dcgm;
 mod flags;
 mod fleetop_gpu;

@@ -5,12 +5,15 @@
 //! and an alert on `DCGM_FI_DEV_MEMORY_TEMP > 90` never sees a fake 0.
 //!
 //! This file holds the scrape's order and the agent's own health series;
-//! each group of families is in a file of its own (`dcgm`, `fleetop_gpu`,
-//! `infiniband`, `flags`), and how a GPU is read and labelled in `gpu`.
+//! each group of families is in a file of its own (`dcgm`, `amd`,
+//! `fleetop_gpu`, `infiniband`, `flags`), and how a GPU is read and
+//! labelled in `gpu`. Each GPU's readings go under its vendor's exporter's
+//! names: dcgm-exporter's for NVIDIA, AMD device-metrics-exporter's for AMD.
 
 use fleetop_catalog::{Action, Severity};
 
 use super::Snapshot;
+use super::amd::amd;
 use super::dcgm::dcgm;
 use super::flags::{FLAG_HELP, flags, node_health};
 use super::fleetop_gpu::fleetop_gpu;
@@ -45,8 +48,12 @@ pub fn render(info: &NodeInfo, snap: &Snapshot, now_ms: i64, out: &mut String) {
         node_health(&mut w, info, Severity::Warn);
         return;
     }
-    let gpus = gpu::gpus(info, s);
-    dcgm(&mut w, &gpus, snap);
+    let mut gpus = gpu::gpus(info, s);
+    // NVIDIA's GPUs first, in their order, then AMD's (a stable sort).
+    gpus.sort_by_key(|g| g.amd);
+    let nvidia = gpus.iter().take_while(|g| !g.amd).count();
+    dcgm(&mut w, &gpus[..nvidia], snap);
+    amd(&mut w, info, &gpus[nvidia..], snap);
     fleetop_gpu(&mut w, &gpus, snap);
     infiniband(&mut w, info, &s.ib_ports);
     let worst = flags(&mut w, info, &gpus, &s.ib_ports);

@@ -62,6 +62,8 @@ impl AgentService {
                 cfg,
                 clock_offset_ms: shared.clock_offset_ms,
             }),
+            // HIP where the agent reads its GPUs through AMD SMI, else CUDA.
+            gpu_api: crate::bench::GpuApi::of(&shared.info),
             latest: Arc::new(move || shared.ring.lock().ok().and_then(|r| r.latest().cloned())),
         };
         let limit = match req.timeout_s {

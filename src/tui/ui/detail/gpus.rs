@@ -135,8 +135,22 @@ pub(super) fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut B
         } else {
             let th = &app.store.thresholds;
             let total = gi.and_then(|i| i.mem_total_bytes).map(|b| b as f64 / GIB);
-            let xids: Vec<String> = n.xid_codes(g.index).iter().map(u32::to_string).collect();
-            let xid_style = xid_style(t, n, g.index, !xids.is_empty());
+            let amd = gi.is_some_and(|d| d.vendor == crate::model::sample::Vendor::Amd);
+            // AMD has no XIDs: its column holds the AMD faults its events
+            // raised ("gpu_reset", "xgmi_error"), in the gpu_event flag's colour.
+            let (xids, xid_style) = if amd {
+                let codes: Vec<String> = n
+                    .event_codes(g.index)
+                    .iter()
+                    .map(|c| event_short(c).to_string())
+                    .collect();
+                let style = event_style(t, n, g.index, !codes.is_empty());
+                (codes, style)
+            } else {
+                let xids: Vec<String> = n.xid_codes(g.index).iter().map(u32::to_string).collect();
+                let style = xid_style(t, n, g.index, !xids.is_empty());
+                (xids, style)
+            };
             // The same line the `hot` flag draws: the slowdown temperature less the margin.
             let hot_at = th.slowdown_c(gi).saturating_sub(th.hot_margin_c);
             let hot = g.temp_c.is_some_and(|c| c >= hot_at);
@@ -165,7 +179,12 @@ pub(super) fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut B
                     opt(gi.and_then(|i| i.max_sm_clock_mhz))
                 )),
                 Cell::from(Span::styled(
-                    throttle_text(mask, if narrow { 14 } else { 22 }),
+                    // AMD's own words where it gives them.
+                    if amd && !g.throttle_detail.is_empty() {
+                        fit_names(&g.throttle_detail, if narrow { 14 } else { 22 })
+                    } else {
+                        throttle_text(mask, if narrow { 14 } else { 22 })
+                    },
                     if mask & throttle::TROUBLE != 0 {
                         t.crit
                     } else {
@@ -259,6 +278,40 @@ fn xid_style(t: &Theme, n: &NodeState, gpu: u32, any: bool) -> Style {
             .xid_codes(gpu)
             .iter()
             .map(|&c| fleetop_catalog::xid_action(c).severity())
+            .max()
+            .unwrap_or(crate::model::flag::Severity::Info),
+    };
+    severity_style(t, severity)
+}
+
+/// An AMD fault's code in the XID column's five characters.
+fn event_short(code: &str) -> &str {
+    match code {
+        "gpu_reset" => "reset",
+        "vmfault" => "vmflt",
+        "xgmi_error" => "xgmi",
+        "thermal_throttle" => "therm",
+        c => c,
+    }
+}
+
+/// The XID column of an AMD GPU: its events, in the gpu_event flag's
+/// severity (an event not held yet, in its catalog severity).
+fn event_style(t: &Theme, n: &NodeState, gpu: u32, any: bool) -> Style {
+    if !any {
+        return Style::new();
+    }
+    let flag = n
+        .detector
+        .active()
+        .find(|f| f.kind == FlagKind::GpuEvent && f.subject == Subject::Gpu(gpu));
+    let severity = match flag {
+        Some(f) => f.severity,
+        None => n
+            .event_codes(gpu)
+            .iter()
+            .filter_map(|c| fleetop_catalog::amd::lookup(c))
+            .map(|f| f.immediate.severity())
             .max()
             .unwrap_or(crate::model::flag::Severity::Info),
     };

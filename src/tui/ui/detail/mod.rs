@@ -47,12 +47,16 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             h if h == n.target.name || h.is_empty() => String::new(),
             h => format!("{h} · "),
         };
+        // AMD has no CUDA: its driver is amdgpu's.
+        let cuda = match i.vendor() {
+            crate::model::sample::Vendor::Amd => String::new(),
+            crate::model::sample::Vendor::Nvidia => format!(" CUDA {}", opt(i.cuda_version.as_deref())),
+        };
         title.push(Span::styled(
             format!(
-                "{host}{}{agent} · driver {} CUDA {} ",
+                "{host}{}{agent} · driver {}{cuda} ",
                 i.backend,
                 opt(i.driver_version.as_deref()),
-                opt(i.cuda_version.as_deref())
             ),
             t.muted,
         ));
@@ -66,7 +70,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     if let Some(r) = &n.rack {
         host_line = format!("rack {r} · {host_line}");
     }
-    let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6).max(2));
+    // An AMD GPU's own line under the table: its partition, temperatures,
+    // RAS, throttle words.
+    let amd_line = amd_gpu_line(app, n);
+    let amd_h = u16::from(amd_line.is_some());
+    let table_h = (gpus as u16 + 1).min(inner.height.saturating_sub(6 + amd_h).max(2));
     // What the schedulers say of the node, a line each (Kubernetes up to
     // three), then the pods on its GPUs.
     let ray = app.store.ray.as_ref();
@@ -79,18 +87,21 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     // subject, action, detail) as far as room allows, so a node crit for a
     // node-level reason never looks healthy and no flag name is cut.
     let flags: Vec<&Flag> = n.detector.active().collect();
-    let room = inner.height.saturating_sub(1 + sched_h + kube_h + pods_h + table_h + 4);
+    let room = inner
+        .height
+        .saturating_sub(1 + sched_h + kube_h + pods_h + table_h + amd_h + 4);
     let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(1));
     // A "do now" line with a flag, or for a node fleetop holds (its return).
     let do_now = !flags.is_empty() || crate::tui::view::next_step(n, None).is_some();
     let diag_h = u16::from(do_now) + flags_h;
-    let [host, sched, kube, pods_at, diag, table, lower] = Layout::vertical([
+    let [host, sched, kube, pods_at, diag, table, amd, lower] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(sched_h),
         Constraint::Length(kube_h),
         Constraint::Length(pods_h),
         Constraint::Length(diag_h),
         Constraint::Length(table_h),
+        Constraint::Length(amd_h),
         Constraint::Min(0),
     ])
     .areas(inner);
@@ -132,6 +143,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         line_at(l, kube, i as u16, buf);
     }
     render_gpu_table(app, n, table, buf);
+    if let Some(l) = amd_line {
+        line_at(l, amd, 0, buf);
+    }
     if lower.height < 3 {
         return;
     }
@@ -142,7 +156,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         render_pane(app, n, app.pane, left, buf);
         // The tabs once, over the left pane; the right one is named alone.
         let next = Pane::ALL[(i + 1) % Pane::ALL.len()];
-        render_pane_in(app, n, next, block(t, format!(" {} ", next.title())), right, buf);
+        let title = format!(" {} ", next.title_for(panes::vendor(n)));
+        render_pane_in(app, n, next, block(t, title), right, buf);
     } else {
         render_pane(app, n, app.pane, lower, buf);
     }
@@ -306,6 +321,68 @@ fn pods_line(s: &crate::model::sample::NodeSample) -> Option<String> {
             .collect::<Vec<_>>()
             .join(" · ")
     })
+}
+
+/// The selected GPU's line where it is AMD's: "gpu3 CPX/NPS4 partition 3 ·
+/// junction 71°C HBM 65°C edge - · RAS c/u UMC 0/2 · XGMI errors 1 · bad
+/// pages pending 1 · throttle socket_thrm,TEMP_HOTSPOT": what the table's
+/// columns, NVIDIA's, have no room for. Faults before the throttle words, so
+/// at 80 columns the cut takes those.
+fn amd_gpu_line(app: &App, n: &NodeState) -> Option<Line<'static>> {
+    let t = &app.theme;
+    let g = n.last.as_ref()?.gpus.get(app.detail_gpu)?;
+    let d = crate::tui::view::gpu_info(n, g.index)?;
+    if d.vendor != crate::model::sample::Vendor::Amd {
+        return None;
+    }
+    let sep = || Span::styled(" · ", t.muted);
+    let mut spans = vec![Span::styled(format!("gpu{}", g.index), t.title)];
+    if let Some(p) = &d.partition {
+        spans.push(Span::raw(format!(" {}", p.words())));
+    }
+    if g.error.is_none() {
+        spans.push(sep());
+        spans.push(Span::raw(format!(
+            "junction {}°C HBM {}°C edge {}",
+            opt(g.temp_c),
+            opt(g.hbm_temp_c),
+            g.edge_temp_c.map_or("-".to_string(), |c| format!("{c}°C"))
+        )));
+    }
+    let ras: Vec<String> = g
+        .ras
+        .iter()
+        .filter(|r| r.correctable > 0 || r.uncorrectable > 0 || r.deferred > 0)
+        .map(|r| match r.deferred {
+            0 => format!("{} {}/{}", r.block, r.correctable, r.uncorrectable),
+            d => format!("{} {}/{}+{d}d", r.block, r.correctable, r.uncorrectable),
+        })
+        .collect();
+    if !ras.is_empty() {
+        let bad = g.ras.iter().any(|r| r.uncorrectable > 0 || r.deferred > 0);
+        spans.push(sep());
+        spans.push(Span::styled("RAS c/u ", t.muted));
+        spans.push(Span::styled(ras.join(" "), if bad { t.crit } else { t.warn }));
+    }
+    if let Some(x) = g.xgmi_error_status.filter(|&x| x != 0) {
+        spans.push(sep());
+        let what = if x == 1 {
+            "an XGMI error".to_string()
+        } else {
+            format!("XGMI errors ({x})")
+        };
+        spans.push(Span::styled(what, t.crit));
+    }
+    if let Some(p) = g.retired_pages_pending.filter(|&p| p > 0) {
+        spans.push(sep());
+        spans.push(Span::styled(format!("bad pages pending {p}"), t.warn));
+    }
+    if !g.throttle_detail.is_empty() {
+        spans.push(sep());
+        spans.push(Span::styled("throttle ", t.muted));
+        spans.push(Span::raw(g.throttle_detail.join(",")));
+    }
+    Some(Line::from(spans))
 }
 
 fn host_summary(n: &NodeState) -> String {

@@ -1,5 +1,5 @@
-//! The node detail's panes below the GPU table: history, NVLink,
-//! InfiniBand and processes.
+//! The node detail's panes below the GPU table: history, NVLink (AMD:
+//! XGMI), InfiniBand and processes.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Sparkline, Table, Widget};
 
 use super::super::{block, line_at};
+use crate::model::sample::Vendor;
 use crate::store::NodeState;
 use crate::store::history::{COARSE, Point};
 use crate::tui::app::{App, Pane};
@@ -16,19 +17,24 @@ use fleetop_proto::ib::counter_name;
 
 use super::GIB;
 
-pub(super) fn pane_block<'a>(t: &Theme, pane: Pane) -> ratatui::widgets::Block<'a> {
+/// The node's GPUs' vendor, for the words of its links.
+pub(super) fn vendor(n: &NodeState) -> Vendor {
+    n.info.as_ref().map(|i| i.vendor()).unwrap_or_default()
+}
+
+pub(super) fn pane_block<'a>(t: &Theme, pane: Pane, vendor: Vendor) -> ratatui::widgets::Block<'a> {
     let tabs: Vec<Span<'a>> = Pane::ALL
         .iter()
         .map(|p| {
             let style = if *p == pane { t.title } else { t.muted };
-            Span::styled(format!(" {} ", p.title()), style)
+            Span::styled(format!(" {} ", p.title_for(vendor)), style)
         })
         .collect();
     block(t, Line::from(tabs))
 }
 
 pub(super) fn render_pane(app: &App, n: &NodeState, pane: Pane, area: Rect, buf: &mut Buffer) {
-    render_pane_in(app, n, pane, pane_block(&app.theme, pane), area, buf);
+    render_pane_in(app, n, pane, pane_block(&app.theme, pane, vendor(n)), area, buf);
 }
 
 pub(super) fn render_pane_in(
@@ -183,13 +189,15 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     };
     let Some(gi) = gpu_info(n, g.index) else { return };
     if gi.nvlinks.is_empty() {
-        line_at(Line::from(Span::styled("no NVLink on this GPU", t.muted)), area, 0, buf);
+        let none = format!("no {} on this GPU", gi.links_word());
+        line_at(Line::from(Span::styled(none, t.muted)), area, 0, buf);
         return;
     }
     let rates = n.derived.gpus.get(app.detail_gpu);
     let row = |i: usize| {
         let l = &gi.nvlinks[i];
-        // No reading (a GPU that fell off the bus): not known, never "up".
+        // No reading (a GPU that fell off the bus, link states AMD SMI
+        // could not read): not known, never "up".
         let state = match g.nvlink_up(i).filter(|_| !g.is_lost()) {
             Some(true) => Span::styled("up", t.ok),
             Some(false) => Span::styled("down", t.crit),
