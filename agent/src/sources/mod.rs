@@ -18,6 +18,7 @@ pub mod nvml;
 pub mod pci;
 pub mod pods;
 pub mod procinfo;
+pub mod worker;
 
 /// A source of node data: NVML or AMD SMI GPUs, InfiniBand ports, the host, or a simulation.
 pub trait Sampler: Send {

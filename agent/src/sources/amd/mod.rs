@@ -20,7 +20,8 @@
 //! - `read`: one GPU's sample;
 //! - `throttle`: AMD's throttling in its words and NVML's bits;
 //! - `events`: resets, thermal throttling and VM faults as events;
-//! - `worker`: the per-GPU threads and a stuck call's report.
+//! - the per-GPU threads and a stuck call's report are NVML's too
+//!   (`sources::worker`).
 
 mod calls;
 mod events;
@@ -28,7 +29,6 @@ mod info;
 mod library;
 mod read;
 mod throttle;
-mod worker;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,12 +40,12 @@ use fleetop_proto::input::printable;
 
 use crate::proto::{GpuInfo, NodeInfo, Sample};
 use crate::sources::Sampler;
-use crate::sources::nvml::answer_deadline;
+use crate::sources::worker::answer_deadline;
 
+use crate::sources::worker::{Doing, Worker};
 use events::EventQueue;
 use library::{Amd, Handle};
 use read::GpuReader;
-use worker::Worker;
 
 /// AMD SMI could not be used on this machine; one line for people.
 #[derive(Debug, thiserror::Error)]
@@ -147,14 +147,14 @@ impl AmdSampler {
         let workers = gpus
             .iter()
             .map(|g| {
-                let doing: worker::Doing = Arc::new(Mutex::new(""));
+                let doing: Doing = Arc::new(Mutex::new(""));
                 let mut reader = GpuReader {
                     amd,
                     gpu: g.clone(),
                     proc_root: proc_root.clone(),
                     doing: doing.clone(),
                 };
-                Worker::spawn(g.index, doing, move || reader.sample())
+                Worker::spawn("amdsmi", g.index, doing, move || reader.sample())
             })
             .collect();
         Ok(AmdSampler {

@@ -17,7 +17,7 @@ use super::Gpu;
 use super::info::known32;
 use super::library::{Amd, Status};
 use super::throttle::throttle;
-use super::worker::Doing;
+use crate::sources::worker::Doing;
 
 /// One GPU's reader, owned by its worker thread.
 pub(crate) struct GpuReader {

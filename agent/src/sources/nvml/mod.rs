@@ -9,10 +9,9 @@
 //!
 //! This file holds the sampler and its small public interface: loading NVML
 //! (`open`), opening the GPUs (`NvmlSampler::new`), the node description and
-//! the per-tick sample. The rest, one concern a file:
+//! the per-tick sample. Each GPU is read on its own thread
+//! (`sources::worker`, shared with AMD SMI). The rest, one concern a file:
 //!
-//! - `worker`: the per-GPU worker threads, and a GPU whose NVML call hangs
-//!   reported as stuck (`answer_deadline`);
 //! - `reader`: reading one GPU's sample on its worker (the NVML calls);
 //! - `fields`: the field-values call (HBM temperature, PCIe byte counters,
 //!   NVLink state and throughput) and decoding its answers;
@@ -27,7 +26,6 @@ mod gpm;
 mod health;
 mod reader;
 mod temperature;
-mod worker;
 mod xid;
 
 use std::path::{Path, PathBuf};
@@ -42,10 +40,10 @@ use nvml_wrapper::error::NvmlError;
 use crate::proto::{GpuInfo, NodeInfo, NvLinkInfo, Sample};
 use crate::sources::Sampler;
 
-pub use worker::answer_deadline;
+pub use crate::sources::worker::answer_deadline;
 
+use crate::sources::worker::Worker;
 use reader::GpuReader;
-use worker::Worker;
 use xid::{Handle, XidQueue, spawn_xid_thread, unsafe_handle};
 
 /// NVML could not be used on this machine; the message is one line for people.
@@ -159,7 +157,8 @@ impl NvmlSampler {
         let workers = gpus
             .iter()
             .map(|g| {
-                Worker::spawn(GpuReader {
+                let doing = Arc::new(Mutex::new(""));
+                let mut reader = GpuReader {
                     nvml,
                     gpu: g.clone(),
                     pcie_prev: None,
@@ -167,8 +166,9 @@ impl NvmlSampler {
                     mig_gpm_prev: g.mig.iter().map(|_| None).collect(),
                     gpm_supported: g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false)),
                     proc_root: proc_root.clone(),
-                    doing: Arc::new(Mutex::new("")),
-                })
+                    doing: doing.clone(),
+                };
+                Worker::spawn("nvml", g.index, doing, move || reader.sample())
             })
             .collect();
         Ok(NvmlSampler {

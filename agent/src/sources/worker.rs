@@ -1,24 +1,38 @@
-//! One thread per AMD GPU (each partition too), as for NVML: a GPU whose
-//! AMD SMI call hangs holds up only itself. The sampler asks every worker
-//! at once and waits until `nvml::answer_deadline`; a worker that has not
-//! answered by then is reported as stuck, naming the call it is in, and is
-//! not waited for again until it answers. The words are NVML's
-//! ("nvml_stuck: <call>: no answer for N ms"), so that every console, old
-//! or new, flags a stuck AMD GPU as it flags a stuck NVIDIA one.
+//! The per-GPU worker threads of the GPU libraries (NVML, AMD SMI). Each GPU
+//! (each AMD partition too) is read on a thread of its own, so that a GPU
+//! whose library call hangs holds up only itself: the sampler asks every
+//! worker at once and waits until a deadline (`answer_deadline`); a worker
+//! that has not answered by then is reported as stuck, naming the call it
+//! is in, and is not waited for again until it answers. The words are
+//! NVML's for both ("nvml_stuck: <call>: no answer for N ms"), so that every
+//! console, old or new, flags a stuck AMD GPU as it flags a stuck NVIDIA one.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::proto::GpuSample;
 
-/// The AMD SMI call a worker is in, for a stuck GPU's report.
+/// How long a sample waits for a GPU: 80 % of the interval, so that the
+/// rest of the node's sample (IB, host) and its sending still fit in the
+/// tick and a stuck GPU costs the others no sample; at most 1 s, because
+/// the libraries answer in milliseconds and at long intervals waiting
+/// longer only ages the other readings; at least 250 ms, so that a healthy
+/// GPU on a loaded node is not called stuck for a scheduling delay at very
+/// short intervals (those samples then take longer and skip ticks).
+pub fn answer_deadline(interval: Duration) -> Duration {
+    (interval * 4 / 5).clamp(Duration::from_millis(250), Duration::from_secs(1))
+}
+
+/// The library call a worker is in, for a stuck GPU's report.
 pub(crate) type Doing = Arc<Mutex<&'static str>>;
 
 /// The sampler's end of a GPU's worker thread.
 pub(crate) struct Worker {
     pub(crate) index: u32,
+    /// The library's name in thread names and errors: "nvml", "amdsmi".
+    library: &'static str,
     /// Requests out, answers back; `Err`: the worker cannot answer, the
     /// reason as sent for the GPU.
     link: Result<(Sender<()>, Receiver<GpuSample>), String>,
@@ -31,16 +45,21 @@ impl Worker {
     /// Starts the thread that reads GPU `index` with `read` for as long as
     /// the sampler lives. A panic in a read (a bug here, never the
     /// library's: it cannot unwind into Rust) costs that sample, not the GPU.
-    pub(crate) fn spawn(index: u32, doing: Doing, mut read: impl FnMut() -> GpuSample + Send + 'static) -> Worker {
+    pub(crate) fn spawn(
+        library: &'static str,
+        index: u32,
+        doing: Doing,
+        mut read: impl FnMut() -> GpuSample + Send + 'static,
+    ) -> Worker {
         let (ask, asks) = mpsc::channel::<()>();
         let (answer, answers) = mpsc::channel();
         let spawned = std::thread::Builder::new()
-            .name(format!("amdsmi-gpu{index}"))
+            .name(format!("{library}-gpu{index}"))
             .spawn(move || {
                 while asks.recv().is_ok() {
                     let s = catch_unwind(AssertUnwindSafe(&mut read)).unwrap_or_else(|_| GpuSample {
                         index,
-                        error: "amdsmi_worker: reading the GPU failed (a bug in the agent)".into(),
+                        error: format!("{library}_worker: reading the GPU failed (a bug in the agent)"),
                         ..Default::default()
                     });
                     if answer.send(s).is_err() {
@@ -51,21 +70,24 @@ impl Worker {
         let link = match spawned {
             Ok(_) => Ok((ask, answers)),
             Err(e) => {
-                tracing::error!("GPU {index}: cannot start its AMD SMI thread: {e}");
-                Err(format!("amdsmi_worker: cannot start the GPU's reader thread: {e}"))
+                tracing::error!("GPU {index}: cannot start its {library} thread: {e}");
+                Err(format!("{library}_worker: cannot start the GPU's reader thread: {e}"))
             }
         };
         Worker {
             index,
+            library,
             link,
             doing,
             asked: None,
         }
     }
 
+    /// The worker's thread is gone: say so in every sample from now on
+    /// rather than take the agent down.
     fn gone(&mut self) {
-        tracing::error!("GPU {}: its AMD SMI thread ended", self.index);
-        self.link = Err("amdsmi_worker: the GPU's reader thread ended".into());
+        tracing::error!("GPU {}: its {} thread ended", self.index, self.library);
+        self.link = Err(format!("{}_worker: the GPU's reader thread ended", self.library));
         self.asked = None;
     }
 
@@ -77,7 +99,8 @@ impl Worker {
         };
         if self.asked.is_some() {
             match answers.try_recv() {
-                // Answered after its deadline: old readings, asked again.
+                // Answered after its deadline: readings from before the hang
+                // are old, so it is asked again rather than believed.
                 Ok(_) => self.asked = None,
                 Err(TryRecvError::Empty) => return false,
                 Err(TryRecvError::Disconnected) => {
@@ -104,7 +127,7 @@ impl Worker {
         let (Ok((_, answers)), Some(asked)) = (&self.link, self.asked) else {
             s.error = match &self.link {
                 Err(e) => e.clone(),
-                Ok(_) => "amdsmi_worker: not asked".into(),
+                Ok(_) => format!("{}_worker: not asked", self.library),
             };
             return s;
         };
@@ -130,13 +153,12 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_hung_read_is_stuck_by_name_and_a_panicking_one_costs_a_sample() {
         let doing: Doing = Arc::new(Mutex::new(""));
         let d = doing.clone();
-        let mut w = Worker::spawn(3, doing, move || {
+        let mut w = Worker::spawn("amdsmi", 3, doing, move || {
             if let Ok(mut x) = d.lock() {
                 *x = "amdsmi_get_gpu_activity";
             }
@@ -154,11 +176,21 @@ mod tests {
         );
         assert!(!w.ask(Instant::now()), "not asked again while stuck");
 
-        let mut p = Worker::spawn(1, Arc::new(Mutex::new("")), || panic!("a bug"));
+        let mut p = Worker::spawn("amdsmi", 1, Arc::new(Mutex::new("")), || panic!("a bug"));
         let now = Instant::now();
         assert!(p.ask(now));
         let s = p.answer(now + Duration::from_secs(5));
         assert!(s.error.starts_with("amdsmi_worker: "), "{}", s.error);
         assert!(p.ask(Instant::now()), "the thread lives on");
+    }
+
+    #[test]
+    fn a_gpu_is_waited_for_most_of_the_interval_within_bounds() {
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(answer_deadline(ms(1000)), ms(800));
+        assert_eq!(answer_deadline(ms(500)), ms(400));
+        // Short intervals: not a scheduling delay; long ones: a slow library.
+        assert_eq!(answer_deadline(ms(10)), ms(250));
+        assert_eq!(answer_deadline(ms(60_000)), ms(1000));
     }
 }
