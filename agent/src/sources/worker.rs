@@ -150,6 +150,20 @@ impl Worker {
     }
 }
 
+/// Every GPU's sample, asked of all workers at once and waited for until
+/// `wait` from now. One still in a call from an earlier sample is stuck and
+/// not waited for again, so it delays no sample after the first that found
+/// it stuck.
+pub(crate) fn sample_all(workers: &mut [Worker], wait: Duration) -> impl Iterator<Item = (u32, GpuSample)> + '_ {
+    let now = Instant::now();
+    let asked: Vec<bool> = workers.iter_mut().map(|w| w.ask(now)).collect();
+    let deadline = now + wait;
+    workers
+        .iter_mut()
+        .zip(asked)
+        .map(move |(w, asked)| (w.index, w.answer(if asked { deadline } else { now })))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

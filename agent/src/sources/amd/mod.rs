@@ -42,7 +42,7 @@ use crate::proto::{GpuInfo, NodeInfo, Sample};
 use crate::sources::Sampler;
 use crate::sources::worker::answer_deadline;
 
-use crate::sources::worker::{Doing, Worker};
+use crate::sources::worker::{Doing, Worker, sample_all};
 use events::EventQueue;
 use library::{Amd, Handle};
 use read::GpuReader;
@@ -223,15 +223,11 @@ impl Sampler for AmdSampler {
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
-        let now = Instant::now();
-        let asked: Vec<bool> = self.workers.iter_mut().map(|w| w.ask(now)).collect();
-        let deadline = now + self.deadline;
-        for (w, asked) in self.workers.iter_mut().zip(asked) {
-            let mut s = w.answer(if asked { deadline } else { now });
+        for (index, mut s) in sample_all(&mut self.workers, self.deadline) {
             // Events come from their own thread: a stuck or lost GPU still reports them.
             s.events = events
                 .iter()
-                .filter(|(i, _)| *i == w.index)
+                .filter(|(i, _)| *i == index)
                 .map(|(_, e)| e.clone())
                 .collect();
             out.gpus.push(s);

@@ -30,7 +30,7 @@ mod xid;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
@@ -42,7 +42,7 @@ use crate::sources::Sampler;
 
 pub use crate::sources::worker::answer_deadline;
 
-use crate::sources::worker::Worker;
+use crate::sources::worker::{Worker, sample_all};
 use reader::GpuReader;
 use xid::{Handle, XidQueue, spawn_xid_thread, unsafe_handle};
 
@@ -285,16 +285,9 @@ impl Sampler for NvmlSampler {
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
-        let now = Instant::now();
-        // Every GPU at once; one still in a call from an earlier sample is
-        // stuck and not waited for again, so it delays no sample after the
-        // first that found it stuck.
-        let asked: Vec<bool> = self.workers.iter_mut().map(|w| w.ask(now)).collect();
-        let deadline = now + self.deadline;
-        for (w, asked) in self.workers.iter_mut().zip(asked) {
-            let mut s = w.answer(if asked { deadline } else { now });
+        for (index, mut s) in sample_all(&mut self.workers, self.deadline) {
             // XIDs come from the event thread: a stuck GPU still reports them.
-            s.xids = xids.iter().filter(|(i, _)| *i == w.index).map(|(_, e)| *e).collect();
+            s.xids = xids.iter().filter(|(i, _)| *i == index).map(|(_, e)| *e).collect();
             out.gpus.push(s);
         }
     }
