@@ -174,7 +174,7 @@ fn an_amd_exporter_node_is_exported_with_amds_readings() {
 }
 
 /// The fake libamd_smi.so, built for this run, and a ROCm tree that holds it.
-fn fake_rocm() -> tempfile::TempDir {
+pub(crate) fn fake_rocm() -> tempfile::TempDir {
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "-p", "fleetop-fake-amdsmi"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -189,14 +189,14 @@ fn fake_rocm() -> tempfile::TempDir {
     dir
 }
 
-fn profile(name: &str) -> PathBuf {
+pub(crate) fn profile(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fake-amdsmi/profiles")
         .join(name)
 }
 
 /// The agent on the fake AMD SMI, its clock frozen (every reading steady).
-fn amd_agent(rocm: &tempfile::TempDir, profile: &PathBuf) -> Command {
+pub(crate) fn amd_agent(rocm: &tempfile::TempDir, profile: &PathBuf) -> Command {
     let mut c = Command::new(agent_bin());
     c.env("ROCM_PATH", rocm.path())
         .env("FAKE_AMDSMI_PROFILE", profile)

@@ -37,7 +37,7 @@ pub(crate) fn profile(name: &str) -> PathBuf {
 
 /// An agent on the fake NVML with `profile`, its clock frozen at
 /// `frozen_s` seconds (every fault due by then in effect) or running.
-fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
+pub(crate) fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
     let mut cmd = std::process::Command::new(agent_bin());
     cmd.args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
         .args(crate::HERMETIC_AGENT)
@@ -58,7 +58,7 @@ fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
 }
 
 /// Until something listens on `port` (20 s at most).
-fn wait_listening(port: u16) {
+pub(crate) fn wait_listening(port: u16) {
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -93,11 +93,11 @@ fn export_until(port: u16, what: &str, done: impl Fn(&Node) -> bool) -> Node {
     }
 }
 
-fn gpu(n: &Node, i: u32) -> &Gpu {
+pub(crate) fn gpu(n: &Node, i: u32) -> &Gpu {
     n.gpus.iter().find(|g| g.index == i).expect("the GPU is listed")
 }
 
-fn flags(n: &Node, kind: FlagKind) -> Vec<&FlagOut> {
+pub(crate) fn flags(n: &Node, kind: FlagKind) -> Vec<&FlagOut> {
     n.flags.iter().filter(|f| f.kind == kind).collect()
 }
 
