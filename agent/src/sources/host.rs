@@ -38,6 +38,13 @@ impl Sampler for HostSampler {
     fn sample(&mut self, _now_ms: i64, out: &mut Sample) {
         self.sys.refresh_cpu_usage();
         self.sys.refresh_memory();
+        // No memory total: /proc could not be read (a chroot or a sandbox
+        // without it). Nothing of the host was then read, and zeros would
+        // read as an idle, empty machine: the host is left out.
+        if self.sys.total_memory() == 0 {
+            out.host = None;
+            return;
+        }
         let load = System::load_average();
         out.host = Some(HostSample {
             cpu_permille: (self.sys.global_cpu_usage() * 10.0).round() as u32,

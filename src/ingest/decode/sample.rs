@@ -27,7 +27,9 @@ pub(super) fn sample_with(s: &pb::Sample, skew_ms: i64, last: &mut LastProcesses
     NodeSample {
         seq: s.seq,
         time_ms: s.time_ms - skew_ms,
-        host: s.host.as_ref().map(|h| HostReading {
+        // A host with no memory total was not read (an agent before 0.2
+        // sent zeros then): absent, not an idle, empty machine.
+        host: s.host.as_ref().filter(|h| h.mem_total_bytes > 0).map(|h| HostReading {
             cpu_pct: f64::from(h.cpu_permille) / 10.0,
             mem_used_bytes: h.mem_used_bytes,
             mem_total_bytes: h.mem_total_bytes,

@@ -196,6 +196,26 @@ fn zero_means_unknown_only_where_the_wire_says_so() {
 }
 
 #[test]
+fn a_host_the_agent_could_not_read_is_absent_not_an_idle_empty_machine() {
+    // An agent without /proc (a chroot, a sandbox) sent zeros for the host.
+    let unread = pb::Sample {
+        host: Some(pb::HostSample::default()),
+        ..Default::default()
+    };
+    assert!(sample(&unread, 0).host.is_none());
+    let read = pb::Sample {
+        host: Some(pb::HostSample {
+            mem_total_bytes: 1 << 40,
+            uptime_s: 9,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let h = sample(&read, 0).host.expect("read");
+    assert_eq!((h.mem_total_bytes, h.uptime_s, h.cpu_pct), (1 << 40, 9, 0.0));
+}
+
+#[test]
 fn a_stuck_gpu_keeps_the_agents_words_and_how_long() {
     let stuck = |e: &str| {
         gpu_reading(
