@@ -151,6 +151,10 @@ def read_gpu(a, w, h, g, opt, na, raw, T, M, handles, first):
     g["uuid"] = a.amdsmi_get_gpu_device_uuid(h)
     g["market_name"] = asic["market_name"]
     g["product_name"] = board["product_name"]
+    # The board's part number and serial: AMD's exporter's card_model and
+    # serial_number labels.
+    g["board_part_number"] = "" if board["model_number"] == "N/A" else board["model_number"]
+    g["board_serial"] = "" if board["product_serial"] == "N/A" else board["product_serial"]
     g["device_id"] = asic["device_id"]
     g["serial"] = asic["asic_serial"]
     g["oam_id"] = na(asic["oam_id"])
@@ -209,6 +213,19 @@ def read_gpu(a, w, h, g, opt, na, raw, T, M, handles, first):
     g["metrics_socket_power_mw"] = m.current_socket_power * 1000
     g["metrics_gfx_activity_pct"] = m.average_gfx_activity
     g["metrics_hotspot_c"] = m.temperature_hotspot
+    # GFX busy per XCC of this partition, through amdsmi's own reading of
+    # the table (its "N/A" for an XCC not reported): up to the first such.
+    gm = a.amdsmi_get_gpu_metrics_info(h)
+    g["num_partition"] = gm["num_partition"]
+    part = g["partition_id"] or 0
+    per_xcp = gm["xcp_stats.gfx_busy_inst"]
+    busy = []
+    if (gm["num_partition"] == "N/A" or part < gm["num_partition"]) and part < len(per_xcp):
+        for v in per_xcp[part]:
+            if v == "N/A":
+                break
+            busy.append(v)
+    g["xcc_gfx_busy_pct"] = busy
 
     v = opt(a.amdsmi_get_violation_status, h)
     keys = ["acc_counter", "acc_prochot_thrm", "acc_ppt_pwr", "acc_socket_thrm", "acc_vr_thrm", "acc_hbm_thrm",
@@ -425,6 +442,8 @@ def compare_gpu(g, info, s, driver):
     eq("hbm_shutdown_temp_c", info["hbm_shutdown_temp_c"], g["temp_vram_emergency_c"] or 0)
     eq("pcie_max_gen", info["pcie_max_gen"], g["pcie_max_gen"] or 0)
     eq("pcie_max_width", info["pcie_max_width"], g["pcie_max_width"] or 0)
+    eq("board_part_number", info.get("board_part_number", ""), g["board_part_number"])
+    eq("serial_number", info.get("serial_number", ""), g["board_serial"])
 
     reading("util_pct", "util", g["util_pct"])
     reading("mem_util_pct", "mem_util", g["mem_util_pct"])
@@ -446,6 +465,7 @@ def compare_gpu(g, info, s, driver):
         eq("throttle_detail", s["throttle_detail"], t[1])
     eq("pcie_gen", s["pcie_gen"], g["pcie_gen"] or 0)
     eq("pcie_width", s["pcie_width"], g["pcie_width"] or 0)
+    eq("xcc_gfx_busy_pct", s.get("xcc_gfx_busy_pct", []), g["xcc_gfx_busy_pct"])
     reading("pcie_replay_count", "pcie_replay", g["pcie_replay_count"])
 
     eq("ras", {r["block"]: [r["correctable"], r["uncorrectable"], r["deferred"]] for r in s["ras"]}, g["ecc"])

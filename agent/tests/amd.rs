@@ -127,6 +127,9 @@ fn eight_mi300x_with_every_field() {
             "{what}"
         );
         assert_eq!(d["vbios_version"], "022.040.003.042.000001", "{what}");
+        // The board: AMD's exporter's card_model and serial_number.
+        assert_eq!(d["board_part_number"], "102-G30211-0C", "{what}");
+        assert_eq!(d["serial_number"], format!("7A3C51E2D904000{i}"), "{what}");
         assert_eq!((u(&d["pcie_max_gen"]), u(&d["pcie_max_width"])), (5, 16), "{what}");
         assert_eq!(
             (&d["compute_partition"], &d["memory_partition"]),
@@ -174,6 +177,10 @@ fn eight_mi300x_with_every_field() {
         assert_eq!(s["throttle_detail"], serde_json::json!([]), "{what}");
         assert_eq!((u(&s["pcie_gen"]), u(&s["pcie_width"])), (5, 16), "{what}");
         assert_eq!(u(&s["pcie_replay_count"]), 0, "{what}");
+        // GFX busy on each of the 8 XCCs, averaging the GPU's activity.
+        let xcc: Vec<u64> = s["xcc_gfx_busy_pct"].as_array().expect("xcc").iter().map(u).collect();
+        assert_eq!(xcc.len(), 8, "{what}: {xcc:?}");
+        assert_eq!(xcc.iter().sum::<u64>(), 8 * u(&s["util_pct"]), "{what}: {xcc:?}");
         let blocks: Vec<&str> = s["ras"]
             .as_array()
             .expect("ras")
@@ -253,6 +260,9 @@ fn cpx_nps4_shows_each_partition_as_a_gpu_with_its_modes() {
         uuids.insert(d["uuid"].as_str().unwrap_or("").to_string());
         assert_eq!(s["error"], "", "GPU {i}");
         assert!(u(&s["util_pct"]) <= 100, "GPU {i}");
+        // One XCC a partition, its own; the board's serial, shared.
+        assert_eq!(s["xcc_gfx_busy_pct"], serde_json::json!([u(&s["util_pct"])]), "GPU {i}");
+        assert_eq!(d["serial_number"], format!("7A3C51E2D904000{gpu}"), "GPU {i}");
     }
     assert_eq!(uuids.len(), 64, "a UUID per partition");
     // GPU 6's jobs run on its partitions 0 and 3; the others' on their own.

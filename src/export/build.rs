@@ -341,6 +341,8 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
         partition_id: g.partition.as_ref().map(|p| p.id),
         firmware: g.firmware.iter().map(|f| (f.name.clone(), f.version.clone())).collect(),
         hbm_slowdown_temp_c: g.hbm_slowdown_temp_c,
+        serial_number: g.serial_number.clone(),
+        board_part_number: g.board_part_number.clone(),
         edge_temp_c: r(|s| s.edge_temp_c),
         ras: s
             .map(|s| {

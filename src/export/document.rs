@@ -297,6 +297,14 @@ pub struct Gpu {
     /// Where the HBM temperature slows the GPU down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hbm_slowdown_temp_c: Option<u32>,
+    /// The board's serial (AMD SMI's board information; AMD's exporter's
+    /// `serial_number`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial_number: Option<String>,
+    /// The board's part number ("102-G30211-0C"; AMD's exporter's
+    /// `card_model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_part_number: Option<String>,
     /// The edge sensor (MI300X has none: absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edge_temp_c: Option<u32>,

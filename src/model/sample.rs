@@ -67,6 +67,8 @@ impl NodeDesc {
             line(&mut g.model, 96);
             line(&mut g.pci_bus_id, 32);
             some(&mut g.vbios_version, 64);
+            some(&mut g.serial_number, 64);
+            some(&mut g.board_part_number, 64);
             if let Some(p) = &mut g.partition {
                 line(&mut p.compute, 16);
                 line(&mut p.memory, 16);
@@ -251,6 +253,12 @@ pub struct GpuDesc {
     pub hbm_slowdown_temp_c: Option<u32>,
     #[serde(skip)]
     pub hbm_shutdown_temp_c: Option<u32>,
+    /// AMD: the board's serial and part number (AMD SMI's board
+    /// information; AMD's exporter's `serial_number` and `card_model`).
+    #[serde(skip)]
+    pub serial_number: Option<String>,
+    #[serde(skip)]
+    pub board_part_number: Option<String>,
 }
 
 impl GpuDesc {

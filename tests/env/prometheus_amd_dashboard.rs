@@ -3,8 +3,8 @@
 //! real Prometheus (Debian's `prometheus`, on loopback) scraping a fleetop
 //! agent on the fake libamd_smi.so (8 x MI300X) at 1 s: the dashboards'
 //! variables resolve, every panel below returns data, and the values are
-//! the agent's own. docs/metrics.md says which of AMD's panels stay empty
-//! (those gated on `card_model`, and the per-XCD usage) and why.
+//! the agent's own, those gated on `card_model` (AMD's board part numbers)
+//! and the per-XCC GFX busy among them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,7 +19,24 @@ use crate::{HERMETIC_AGENT, Killed, agent_bin, free_port};
 /// PromQL as written there (`dashboard_node.json`, `dashboard_gpu.json`,
 /// `dashboard_overview.json`); `${g_metrics_prefix}`, `$__interval` and the
 /// other variables are filled in below as Grafana fills them.
-const PANELS: [(&str, &str); 16] = [
+const PANELS: [(&str, &str); 20] = [
+    // Gated on card_model (AMD's board part numbers) and per XCC.
+    (
+        "node: GPU Usage (busy GPUs)",
+        r#"sum(group by(gpu_id) (${g_metrics_prefix}gpu_gfx_busy_instantaneous{hostname="$g_hostname", card_model!~"102-D65208-0C|102-D67305-00|102-D65209-0C"} > 0))"#,
+    ),
+    (
+        "gpu: GFX Busy per XCC",
+        r#"${g_metrics_prefix}gpu_gfx_busy_instantaneous{gpu_uuid="$g_gpu_uuid", card_model!~"102-D65208-0C|102-D67305-00|102-D65209-0C", gpu_id="$g_gpu_id"}"#,
+    ),
+    (
+        "gpu: Power (MI300 boards)",
+        r#"${g_metrics_prefix}gpu_package_power{gpu_uuid="$g_gpu_uuid", card_model=~"102-G30211-00|102-G30211-0C|102-G30211-4C|102-G30212-0C|102-G30213-00|102-G30213-0C|102-G39205-00|102-G36220-0C|102-G36221-0C|102-G39206-00", gpu_id="$g_gpu_id"}"#,
+    ),
+    (
+        "gpu: Junction Temperature (MI300 boards)",
+        r#"${g_metrics_prefix}gpu_junction_temperature{gpu_uuid="$g_gpu_uuid", card_model=~"102-G30211-00|102-G30211-0C|102-G30211-4C|102-G30212-0C|102-G30213-00|102-G30213-0C|102-G39205-00|102-G36220-0C|102-G36221-0C|102-G39206-00", gpu_id="$g_gpu_id"}"#,
+    ),
     (
         "node: Memory Usage (used)",
         r#"sum(${g_metrics_prefix}gpu_used_vram{hostname="$g_hostname"})"#,
@@ -277,4 +294,22 @@ pub fn amds_dashboard_queries_return_the_agents_data() {
     let max_gen = doc["info"]["gpus"][0]["pcie_max_gen"].as_u64().expect("gen");
     assert_eq!(max_gen, 5);
     assert!(got["node: PCIe Max Speed"].iter().all(|r| value(r) == 32.0));
+    // The MI300 panels: the GPUs busy (GPU 7 idles), 8 XCCs on GPU 3, its
+    // power and junction picked by its board's part number.
+    near(
+        "busy GPUs",
+        one("node: GPU Usage (busy GPUs)"),
+        sum(&|g| f64::from(u8::from(num(g, "util_pct") > 0.0))),
+    );
+    assert_eq!(got["gpu: GFX Busy per XCC"].len(), 8);
+    near(
+        "power, MI300 boards",
+        one("gpu: Power (MI300 boards)"),
+        num(&gpus[3], "power_mw") / 1000.0,
+    );
+    near(
+        "junction, MI300 boards",
+        one("gpu: Junction Temperature (MI300 boards)"),
+        num(&gpus[3], "temp_c"),
+    );
 }

@@ -216,11 +216,20 @@ fn the_export_carries_each_gpus_vendor_and_amds_own_readings() {
         (Some(0), None, Some(95))
     );
     assert_eq!(amd.nvlink.len(), 7, "XGMI links, under the export's NVLink name");
+    // The board's serial and part number (the simulated agent's).
+    assert!(
+        amd.serial_number.as_ref().is_some_and(|s| s.len() == 16),
+        "{:?}",
+        amd.serial_number
+    );
+    assert_eq!(amd.board_part_number.as_deref(), Some("102-G30211-0C"));
     // NVIDIA's GPU has none of AMD's fields, not even as null.
     let nv_json = serde_json::to_value(nv).expect("value");
     assert_eq!(nv_json["vendor"], "nvidia");
     assert!(
-        nv_json.get("compute_partition").is_none() && nv_json.get("ras").is_none(),
+        nv_json.get("compute_partition").is_none()
+            && nv_json.get("ras").is_none()
+            && nv_json.get("serial_number").is_none(),
         "{nv_json}"
     );
     // The AMD fault: its event and its flags, with the catalog's action.
@@ -252,6 +261,8 @@ fn the_export_carries_each_gpus_vendor_and_amds_own_readings() {
         "\"compute_partition\"",
         "\"xgmi_error_status\"",
         "\"gpu_event\"",
+        "\"serial_number\"",
+        "\"board_part_number\"",
     ] {
         assert!(schema.contains(field), "{field}");
     }
@@ -283,6 +294,8 @@ fn amd_info(physical: u32, parts: u32) -> pb::NodeInfo {
             partition_id: k,
             hbm_slowdown_temp_c: 95,
             hbm_shutdown_temp_c: 105,
+            board_part_number: "102-G30211-0C".into(),
+            serial_number: format!("69235100{p:02}"),
             nvlinks: (0..3)
                 .map(|l| pb::NvLinkInfo {
                     link: l,

@@ -97,6 +97,14 @@ impl Sampler for SimNode {
                 },
                 hbm_slowdown_temp_c: sp.hbm_slowdown_c,
                 hbm_shutdown_temp_c: sp.hbm_shutdown_c,
+                // AMD: the board's part number and serial (AMD SMI's board
+                // information), as AMD's exporter labels them.
+                board_part_number: if amd { "102-G30211-0C" } else { "" }.into(),
+                serial_number: if amd {
+                    format!("{:016X}", mix(c.seed ^ 0xb0a2d ^ u64::from(g)))
+                } else {
+                    String::new()
+                },
             });
         }
         for p in 0..c.ib_ports {

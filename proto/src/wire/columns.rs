@@ -256,6 +256,7 @@ fn quiet_gpu(p: &GpuSample, c: &GpuSample) -> bool {
         events,
         throttle_detail,
         retired_pages_pending,
+        xcc_gfx_busy_pct,
     } = c;
     xids.is_empty()
         && events.is_empty()
@@ -292,6 +293,9 @@ fn quiet_gpu(p: &GpuSample, c: &GpuSample) -> bool {
         && *xgmi_error_status == p.xgmi_error_status
         && *throttle_detail == p.throttle_detail
         && *retired_pages_pending == p.retired_pages_pending
+        // Not a column either (an old console would refuse its bit): a GPU
+        // whose XCCs' busy moved is listed, with them.
+        && *xcc_gfx_busy_pct == p.xcc_gfx_busy_pct
 }
 
 /// As `quiet_gpu`, for a port: its byte counters travel in the columns,
@@ -553,6 +557,7 @@ mod tests {
             ],
             xgmi_error_status: Some(0),
             throttle_detail: vec!["ppt_pwr".into(), "PPT0".into()],
+            xcc_gfx_busy_pct: vec![88, 90],
             ..Default::default()
         };
         let port = |port: u32| IbSample {
@@ -625,7 +630,7 @@ mod tests {
         assert_eq!(back, steady);
 
         type Gpu = fn(&mut GpuSample);
-        let gpu_changes: [(&str, Gpu); 35] = [
+        let gpu_changes: [(&str, Gpu); 37] = [
             ("error", |g| g.error = "not_supported: temp".into()),
             ("memory used", |g| g.mem_used_bytes += 1),
             ("power limit", |g| g.power_limit_mw = 600_000),
@@ -671,6 +676,8 @@ mod tests {
             ("XGMI error status unread", |g| g.xgmi_error_status = None),
             ("throttle words", |g| g.throttle_detail = vec!["socket_thrm".into()]),
             ("a page retirement pending", |g| g.retired_pages_pending = 1),
+            ("an XCC busier", |g| g.xcc_gfx_busy_pct[1] = 97),
+            ("per-XCC busy unread", |g| g.xcc_gfx_busy_pct.clear()),
             ("an AMD event", |g| {
                 g.events.push(GpuEvent {
                     kind: "gpu_pre_reset".into(),

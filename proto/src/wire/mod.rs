@@ -77,6 +77,7 @@ fn same_shape(prev: &Sample, cur: &Sample) -> bool {
                 && can_elide(&a.ras, &b.ras)
                 && can_elide(&a.xgmi_error_status, &b.xgmi_error_status)
                 && can_elide(&a.throttle_detail, &b.throttle_detail)
+                && can_elide(&a.xcc_gfx_busy_pct, &b.xcc_gfx_busy_pct)
                 && owners_can_elide(&a.processes, &b.processes)
         })
         && prev.ib_ports.iter().zip(&cur.ib_ports).all(|(a, b)| {
@@ -128,6 +129,8 @@ fn encode_gpu(p: &GpuSample, c: &mut GpuSample) {
     elide(&mut c.ras, &p.ras);
     elide(&mut c.xgmi_error_status, &p.xgmi_error_status);
     elide(&mut c.throttle_detail, &p.throttle_detail);
+    // Per-XCC busy: as in the base, nothing (an idle or steady GPU).
+    elide(&mut c.xcc_gfx_busy_pct, &p.xcc_gfx_busy_pct);
     if !c.processes.is_empty() && c.processes == p.processes {
         c.processes.clear();
         c.processes_unchanged = true;
@@ -174,6 +177,7 @@ fn decode_gpu(p: &mut GpuSample, c: &mut GpuSample) -> bool {
     restore(&mut c.ras, &mut p.ras);
     restore(&mut c.xgmi_error_status, &mut p.xgmi_error_status);
     restore(&mut c.throttle_detail, &mut p.throttle_detail);
+    restore(&mut c.xcc_gfx_busy_pct, &mut p.xcc_gfx_busy_pct);
     if std::mem::take(&mut c.processes_unchanged) {
         std::mem::swap(&mut c.processes, &mut p.processes);
         return true;
@@ -275,6 +279,7 @@ fn compact(s: &mut Sample) {
         g.mig.shrink_to_fit();
         g.ras.shrink_to_fit();
         g.throttle_detail.shrink_to_fit();
+        g.xcc_gfx_busy_pct.shrink_to_fit();
     }
     for p in &mut s.ib_ports {
         p.errors.shrink_to_fit();
@@ -572,6 +577,7 @@ mod tests {
             throttle_detail: vec!["socket_thrm".into(), "TEMP_HOTSPOT".into()],
             nvlink_state: vec![1, 1, 0],
             nvlink_down_mask: 4,
+            xcc_gfx_busy_pct: vec![91, 92, 90, 93],
             ..Default::default()
         }
     }
@@ -597,6 +603,7 @@ mod tests {
         assert_eq!(wire.delta_from_seq, 1, "a delta");
         let g = &wire.gpus[0];
         assert!(g.ras.is_empty() && g.throttle_detail.is_empty() && g.xgmi_error_status.is_none());
+        assert!(g.xcc_gfx_busy_pct.is_empty(), "per-XCC busy unchanged: nothing");
         // Byte for byte what the same delta costs for a GPU without them.
         let bare = |s: &Sample| {
             let mut s = s.clone();
@@ -604,6 +611,7 @@ mod tests {
                 g.ras.clear();
                 g.throttle_detail.clear();
                 g.xgmi_error_status = None;
+                g.xcc_gfx_busy_pct.clear();
             }
             s
         };
@@ -615,8 +623,11 @@ mod tests {
     #[test]
     fn a_change_of_an_amd_field_is_carried_and_so_is_its_end() {
         type Set = fn(&mut crate::pb::GpuSample);
-        let changes: [(&str, Set); 10] = [
+        let changes: [(&str, Set); 13] = [
             ("an uncorrectable UMC error", |g| g.ras[0].uncorrectable = 1),
+            ("an XCC busier", |g| g.xcc_gfx_busy_pct[2] = 99),
+            ("an XCC fewer", |g| g.xcc_gfx_busy_pct.truncate(3)),
+            ("per-XCC busy unread", |g| g.xcc_gfx_busy_pct.clear()),
             ("a page retired, pending a reset", |g| g.retired_pages_pending = 1),
             ("XGMI error", |g| g.xgmi_error_status = Some(1)),
             ("throttling ends", |g| g.throttle_detail.clear()),

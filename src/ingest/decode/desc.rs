@@ -114,5 +114,7 @@ fn gpu_desc(g: pb::GpuInfo, peers: &mut Vec<Arc<str>>) -> GpuDesc {
         ),
         hbm_slowdown_temp_c: nz(g.hbm_slowdown_temp_c),
         hbm_shutdown_temp_c: nz(g.hbm_shutdown_temp_c),
+        serial_number: text(g.serial_number),
+        board_part_number: text(g.board_part_number),
     }
 }

@@ -466,6 +466,8 @@ fn amds_fields_decode_once_and_an_empty_vendor_is_nvidias() {
                 memory_partition: "NPS4".into(),
                 partition_id: 3,
                 hbm_slowdown_temp_c: 95,
+                board_part_number: "102-G30211-0C".into(),
+                serial_number: "692351000\u{1b}7".into(),
                 firmware: vec![pb::Firmware {
                     name: "PM".into(),
                     version: "00.85.107.00".into(),
@@ -487,6 +489,10 @@ fn amds_fields_decode_once_and_an_empty_vendor_is_nvidias() {
     );
     assert_eq!((amd.physical_id(), amd.hbm_slowdown_temp_c), ("0000:26:00", Some(95)));
     assert_eq!(amd.firmware[0].version, "00.85.107.00");
+    // The board's part number as sent; its serial made printable.
+    assert_eq!(amd.board_part_number.as_deref(), Some("102-G30211-0C"));
+    assert!(amd.serial_number.as_deref().is_some_and(|s| !s.contains('\u{1b}')));
+    assert_eq!((nv.serial_number.as_ref(), nv.board_part_number.as_ref()), (None, None));
     let g = |g: pb::GpuSample| {
         sample(
             &pb::Sample {

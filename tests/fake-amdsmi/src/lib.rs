@@ -1096,7 +1096,7 @@ fn metrics(f: &Fake, gpu: u32) -> amdsmi_gpu_metrics_t {
         }
         let busy = f.gfx_activity(f.proc_of(gpu, q as u32));
         for c in 0..per_part {
-            x.gfx_busy_inst[c] = busy;
+            x.gfx_busy_inst[c] = xcc_busy(busy, c, per_part);
             x.gfx_busy_acc[c] = (f64::from(busy) * now) as u64;
             x.gfx_below_host_limit_thm_acc[c] = f.throttled_ms(gpu);
             x.gfx_below_host_limit_ppt_acc[c] = 0;
@@ -1107,6 +1107,17 @@ fn metrics(f: &Fake, gpu: u32) -> amdsmi_gpu_metrics_t {
     }
     m.vram_max_bandwidth = g.vram_max_bandwidth;
     m
+}
+
+/// XCC `c` of a partition's `n`: its activity spread by -1, +1, -2, +2
+/// (repeating), so the XCCs differ and their mean is the partition's
+/// `gfx_activity` (a whole number of such runs, and nothing past 0-100).
+fn xcc_busy(busy: u32, c: usize, n: usize) -> u32 {
+    if !n.is_multiple_of(4) || !(2..=98).contains(&busy) {
+        return busy;
+    }
+    let d = [1u32, 1, 2, 2][c % 4];
+    if c.is_multiple_of(2) { busy - d } else { busy + d }
 }
 
 /// PCIe generation to the metrics table's 0.1 GT/s.

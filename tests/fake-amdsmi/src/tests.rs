@@ -131,6 +131,26 @@ fn the_default_node() {
         amdsmi_get_gpu_memory_partition(h[0], buf.as_mut_ptr(), 4),
         AMDSMI_STATUS_INSUFFICIENT_SIZE
     );
+    // The board: its part number, and a serial of its own per GPU.
+    let board = |g: amdsmi_processor_handle| {
+        let mut b = amdsmi_board_info_t::zeroed();
+        assert_eq!(amdsmi_get_gpu_board_info(g, &mut b), OK);
+        (c_str(&b.model_number), c_str(&b.product_serial))
+    };
+    let (part, serial0) = board(h[0]);
+    assert_eq!(part, "102-G30211-0C");
+    assert_eq!(serial0.len(), 16);
+    assert_ne!(board(h[1]).1, serial0);
+    // GFX busy per XCC: 8 of them, differing, their mean the activity.
+    let mut m = amdsmi_gpu_metrics_t::zeroed();
+    assert_eq!(amdsmi_get_gpu_metrics_info(h[2], &mut m), OK);
+    let mut u = amdsmi_engine_usage_t::zeroed();
+    assert_eq!(amdsmi_get_gpu_activity(h[2], &mut u), OK);
+    let busy = m.xcp_stats[0].gfx_busy_inst;
+    assert_eq!(m.num_partition, 1);
+    assert!(busy.iter().all(|&v| v <= 100) && busy[0] != busy[1], "{busy:?}");
+    assert_eq!(busy.iter().sum::<u32>(), 8 * u.gfx_activity);
+    assert_eq!(m.xcp_stats[1].gfx_busy_inst, [u32::MAX; AMDSMI_MAX_NUM_XCC]);
 }
 
 #[test]
@@ -171,6 +191,15 @@ fn cpx_partitions_are_processors() {
     let mut buf = [0 as c_char; 16];
     assert_eq!(amdsmi_get_gpu_memory_partition(h[9], buf.as_mut_ptr(), 16), OK);
     assert_eq!(c_str(&buf), "NPS4");
+    // One XCC a partition, each its partition's activity.
+    let mut m = amdsmi_gpu_metrics_t::zeroed();
+    assert_eq!(amdsmi_get_gpu_metrics_info(h[9], &mut m), OK);
+    assert_eq!(m.num_partition, 8);
+    for q in 0..8 {
+        let mut u = amdsmi_engine_usage_t::zeroed();
+        assert_eq!(amdsmi_get_gpu_activity(h[8 + q], &mut u), OK);
+        assert_eq!(m.xcp_stats[q].gfx_busy_inst[..2], [u.gfx_activity, u32::MAX]);
+    }
     // Partition 6 of each GPU idles; GPU 6 runs two partitions only.
     let mut n = 8u32;
     let mut list = vec![amdsmi_proc_info_t::zeroed(); 8];

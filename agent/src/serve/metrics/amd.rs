@@ -200,6 +200,18 @@ pub(super) fn amd(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], snap: &Snapshot
             }
         }
     }
+    // MI300: GFX busy per XCC of the GPU (each partition its own XCCs),
+    // by AMD's xcc_index.
+    w.family(
+        "gpu_gfx_busy_instantaneous",
+        Kind::Gauge,
+        "GFX busy now per compute core (XCC) of the GPU or partition (in %; AMD SMI's gfx_busy_inst).",
+    );
+    for g in gpus.iter().filter(|g| g.answered()) {
+        for (k, v) in g.s.xcc_gfx_busy_pct.iter().enumerate() {
+            w.each(&g.labels, &[("xcc_index", &k.to_string())], v);
+        }
+    }
     // AMD's health: 0 where the agent raises a crit flag on the GPU (lost,
     // uncorrectable ECC, a link down, HW throttling, ...), 1 otherwise.
     w.family(
@@ -434,6 +446,8 @@ mod tests {
                     vendor: "AMD".into(),
                     uuid: format!("d3ff74a1-0000-1000-80{i:02x}-000000000000"),
                     model: "AMD Instinct MI300X".into(),
+                    board_part_number: "102-G30211-0C".into(),
+                    serial_number: format!("692351000{i}"),
                     pci_bus_id: if cpx {
                         format!("0000:{:02x}:00.{}", 0x11 + i / 2, i % 2)
                     } else {
@@ -494,6 +508,7 @@ mod tests {
             nvlink_tx_kib: (0..7).map(|k| 1000 + k).collect(),
             nvlink_rx_kib: (0..7).map(|k| 2000 + k).collect(),
             throttle_detail: vec!["ppt_pwr".into(), "PPT0".into()],
+            xcc_gfx_busy_pct: vec![86, 88, 87, 85, 89, 90, 84, 87],
             ..Default::default()
         }
     }
@@ -516,11 +531,11 @@ mod tests {
             ..Default::default()
         }];
         let t = scrape(&mi300x(2, false), &[sample(vec![g0, amd_gpu(1)])], 10_100);
-        let want = "gpu_junction_temperature{card_model=\"AMD Instinct MI300X\",card_series=\"AMD Instinct MI300X\",\
+        let want = "gpu_junction_temperature{card_model=\"102-G30211-0C\",card_series=\"AMD Instinct MI300X\",\
                     card_vendor=\"AMD\",container=\"\",deployment_mode=\"\",driver_version=\"6.10.5\",\
                     gpu_compute_partition_type=\"spx\",gpu_id=\"1\",gpu_memory_partition_type=\"nps1\",\
                     gpu_partition_id=\"0\",gpu_uuid=\"d3ff74a1-0000-1000-8001-000000000000\",hostname=\"mi1\",\
-                    job_id=\"\",job_partition=\"\",job_user=\"\",namespace=\"\",pod=\"\",serial_number=\"\",\
+                    job_id=\"\",job_partition=\"\",job_user=\"\",namespace=\"\",pod=\"\",serial_number=\"6923510001\",\
                     vbios_version=\"113-M3000100-102\"} 61";
         assert!(t.lines().any(|l| l == want), "{t}");
         // The pod holding GPU 0, in AMD's pod labels.
@@ -556,6 +571,14 @@ mod tests {
         assert_eq!(one("gpu_ecc_correct_bif", "0"), "2");
         assert_eq!(one("gpu_ecc_deferred_umc", "0"), "1");
         assert_eq!(one("gpu_health", "0"), "1");
+        // GFX busy per XCC, by AMD's xcc_index.
+        let busy = lines(&t, "gpu_gfx_busy_instantaneous");
+        assert_eq!(busy.len(), 16, "{busy:?}");
+        assert!(
+            busy.iter()
+                .any(|l| l.contains("gpu_id=\"1\"") && l.ends_with(",xcc_index=\"5\"} 90")),
+            "{busy:?}"
+        );
         // A block without ECC on is no series.
         assert!(lines(&t, "gpu_ecc_correct_gfx").is_empty());
         // MI300X has no edge sensor.
@@ -651,10 +674,27 @@ mod tests {
         };
         let mut g2 = amd_gpu(2);
         g2.ecc_uncorrected_volatile = 1;
-        let t = scrape(&mi300x(3, false), &[sample(vec![g0, lost, g2])], 10_100);
+        // A board that gave no part number nor serial: the market name in
+        // card_model, as AMD's exporter falls back to, and no serial.
+        let mut node = mi300x(3, false);
+        node.gpus[2].board_part_number.clear();
+        node.gpus[2].serial_number.clear();
+        let t = scrape(&node, &[sample(vec![g0, lost, g2])], 10_100);
         let power = lines(&t, "gpu_package_power");
         assert_eq!(power.len(), 1, "{power:?}");
         assert!(power[0].contains("gpu_id=\"2\""));
+        assert!(
+            power[0].starts_with("{card_model=\"AMD Instinct MI300X\",card_series=\"AMD Instinct MI300X\",")
+                && power[0].contains(",serial_number=\"\","),
+            "{}",
+            power[0]
+        );
+        // The lost GPU has no per-XCC busy.
+        assert!(
+            lines(&t, "gpu_gfx_busy_instantaneous")
+                .iter()
+                .all(|l| !l.contains("gpu_id=\"1\""))
+        );
         assert!(
             lines(&t, "gpu_ecc_correct_umc")
                 .iter()

@@ -122,11 +122,12 @@ fn gpu_labels(info: Option<&GpuInfo>, index: u32, host: &str, job: Option<&str>)
 /// those of its example config, by name order as its client library writes
 /// them: one set per container holding the GPU, the `pod`, `namespace` and
 /// `container` labels empty where none does (AMD writes them so).
-/// `card_model` and `card_series` are the model as AMD SMI names it
-/// (`AMD Instinct MI300X`; AMD's own exporter puts the board's part number
-/// in `card_model`, which the agent does not read); `serial_number` and
-/// `deployment_mode` are not read and empty; `job_id` is the Slurm job of
-/// the GPU's processes, as `hpc_job` on NVIDIA.
+/// As AMD's exporter: `card_model` is the board's part number
+/// (`102-G30211-0C`; the market name where the board gives none),
+/// `card_series` the market name (`AMD Instinct MI300X`), `serial_number`
+/// the board's serial (AMD SMI's board information); `deployment_mode` is
+/// not read and empty; `job_id` is the Slurm job of the GPU's processes,
+/// as `hpc_job` on NVIDIA.
 fn amd_labels(node: &NodeInfo, info: Option<&GpuInfo>, g: &GpuSample) -> Vec<String> {
     let text = |f: fn(&GpuInfo) -> &str| info.map_or("", f);
     let (partition, compute, memory) = info.map_or((0, String::new(), String::new()), |i| {
@@ -138,7 +139,13 @@ fn amd_labels(node: &NodeInfo, info: Option<&GpuInfo>, g: &GpuSample) -> Vec<Str
     });
     let job = jobs(g).unwrap_or_default();
     let before_pod: [(&str, &str); 13] = [
-        ("card_model", text(|i| &i.model)),
+        (
+            "card_model",
+            text(|i| match i.board_part_number.as_str() {
+                "" => &i.model,
+                part => part,
+            }),
+        ),
         ("card_series", text(|i| &i.model)),
         ("card_vendor", text(|i| &i.vendor)),
         ("deployment_mode", ""),
@@ -182,7 +189,7 @@ fn amd_labels(node: &NodeInfo, info: Option<&GpuInfo>, g: &GpuSample) -> Vec<Str
             put("job_user", "");
             put("namespace", namespace);
             put("pod", pod);
-            put("serial_number", "");
+            put("serial_number", text(|i| &i.serial_number));
             put("vbios_version", text(|i| &i.vbios_version));
             l
         })

@@ -98,6 +98,14 @@ impl Amd {
         info(self.api.amdsmi_get_gpu_asic_info, h, abi::amdsmi_asic_info_t::zeroed())
     }
 
+    pub(crate) fn board_info(&self, h: Handle) -> Result<Box<abi::amdsmi_board_info_t>, Status> {
+        boxed(
+            self.api.amdsmi_get_gpu_board_info,
+            h,
+            Box::new(abi::amdsmi_board_info_t::zeroed()),
+        )
+    }
+
     pub(crate) fn driver_info(&self, h: Handle) -> Result<abi::amdsmi_driver_info_t, Status> {
         info(
             self.api.amdsmi_get_gpu_driver_info,

@@ -168,6 +168,11 @@ pub(crate) fn describe(amd: &Amd, index: u32, h: Handle, links: &[u32]) -> GpuIn
     use abi::{AMDSMI_TEMP_CRITICAL as CRIT, AMDSMI_TEMP_EMERGENCY as EMERG};
     let text = |s: &[std::ffi::c_char], max| printable(&abi::c_str(s), max);
     let asic = amd.asic_info(h).ok();
+    // The board's part number and serial, as AMD's exporter labels them.
+    let board = amd.board_info(h).ok();
+    let board_text = |f: fn(&abi::amdsmi_board_info_t) -> &[std::ffi::c_char]| {
+        board.as_deref().map(|b| text(f(b), 64)).unwrap_or_default()
+    };
     let hotspot = abi::AMDSMI_TEMPERATURE_TYPE_HOTSPOT;
     let vram = abi::AMDSMI_TEMPERATURE_TYPE_VRAM;
     let gfx = amd.clock(h, abi::AMDSMI_CLK_TYPE_GFX).ok();
@@ -225,6 +230,8 @@ pub(crate) fn describe(amd: &Amd, index: u32, h: Handle, links: &[u32]) -> GpuIn
             .and_then(|k| known32(k.current_partition_id))
             .unwrap_or(0),
         firmware: firmware(amd, h),
+        board_part_number: board_text(|b| &b.model_number),
+        serial_number: board_text(|b| &b.product_serial),
     }
 }
 

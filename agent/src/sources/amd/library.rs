@@ -120,6 +120,7 @@ api!(
     amdsmi_get_processor_handles: amdsmi_get_processor_handles_fn,
     amdsmi_get_processor_type: amdsmi_get_processor_type_fn,
     amdsmi_get_gpu_asic_info: amdsmi_get_gpu_asic_info_fn,
+    amdsmi_get_gpu_board_info: amdsmi_get_gpu_board_info_fn,
     amdsmi_get_gpu_device_uuid: amdsmi_get_gpu_device_uuid_fn,
     amdsmi_get_gpu_device_bdf: amdsmi_get_gpu_device_bdf_fn,
     amdsmi_get_gpu_driver_info: amdsmi_get_gpu_driver_info_fn,

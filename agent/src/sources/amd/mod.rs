@@ -64,6 +64,9 @@ pub(crate) struct Gpu {
     links: Vec<u32>,
     /// The edge sensor answered at start (MI300X has none): asked since.
     edge: bool,
+    /// Which compute partition of its physical GPU (0 in SPX): its slot in
+    /// the metrics table's per-partition (XCP) figures.
+    partition: u32,
     /// Reported lost in the last sample (its warning is logged once).
     lost: AtomicBool,
 }
@@ -119,7 +122,9 @@ impl AmdSampler {
         let mut driver_version = String::new();
         for (index, handle) in (0u32..).zip(handles) {
             let links = info::xgmi_links(amd, handle);
-            infos.push(info::describe(amd, index, handle, &links));
+            let desc = info::describe(amd, index, handle, &links);
+            let partition = desc.partition_id;
+            infos.push(desc);
             if driver_version.is_empty()
                 && let Ok(d) = amd.driver_info(handle)
             {
@@ -133,6 +138,7 @@ impl AmdSampler {
                 handle,
                 links,
                 edge,
+                partition,
                 lost: AtomicBool::new(false),
             }));
         }

@@ -61,6 +61,25 @@ fn pct(v: u32) -> Option<u32> {
     (v <= 100).then_some(v)
 }
 
+/// GFX busy now per XCC of compute partition `partition` (MI300's
+/// metrics table, `xcp_stats[partition].gfx_busy_inst`), by XCC index, up
+/// to the first XCC the table does not report (all-ones). None where the
+/// table has no such partition.
+fn xcc_busy(m: &abi::amdsmi_gpu_metrics_t, partition: u32) -> Vec<u32> {
+    let parts = m.num_partition;
+    if parts != u16::MAX && partition >= u32::from(parts) {
+        return Vec::new();
+    }
+    let Some(x) = m.xcp_stats.get(partition as usize) else {
+        return Vec::new();
+    };
+    x.gfx_busy_inst
+        .iter()
+        .copied()
+        .take_while(|&v| v != u32::MAX && v != u32::from(u16::MAX))
+        .collect()
+}
+
 /// The PCIe generation a link speed (MT/s) is.
 fn pcie_gen(mts: u32) -> Option<u32> {
     Some(match mts {
@@ -199,6 +218,9 @@ impl GpuReader {
             None => {}
         }
         let metrics = seen.got(self.call("amdsmi_get_gpu_metrics_info", || amd.gpu_metrics(h)), 0);
+        if let Some(m) = &metrics {
+            s.xcc_gfx_busy_pct = xcc_busy(m, g.partition);
+        }
         let violation = seen.got(self.call("amdsmi_get_violation_status", || amd.violation_status(h)), 0);
         match throttle(violation.as_deref(), metrics.as_ref().map(|m| m.indep_throttle_status)) {
             Some(t) => {
@@ -349,5 +371,23 @@ mod tests {
         assert_eq!(pct(u32::MAX), None);
         assert_eq!(pcie_gen(32000), Some(5));
         assert_eq!(pcie_gen(u32::MAX), None);
+    }
+
+    #[test]
+    fn per_xcc_busy_is_the_partitions_own_up_to_the_first_xcc_not_reported() {
+        let mut m = Box::new(abi::amdsmi_gpu_metrics_t::zeroed());
+        for x in &mut m.xcp_stats {
+            x.gfx_busy_inst = [u32::MAX; abi::AMDSMI_MAX_NUM_XCC];
+        }
+        m.num_partition = 2;
+        m.xcp_stats[0].gfx_busy_inst[..4].copy_from_slice(&[90, 91, 92, 93]);
+        m.xcp_stats[1].gfx_busy_inst[..2].copy_from_slice(&[10, 11]);
+        assert_eq!(xcc_busy(&m, 0), [90, 91, 92, 93]);
+        assert_eq!(xcc_busy(&m, 1), [10, 11]);
+        // No third partition; a table that does not count them.
+        assert!(xcc_busy(&m, 2).is_empty());
+        m.num_partition = u16::MAX;
+        assert_eq!(xcc_busy(&m, 1), [10, 11]);
+        assert!(xcc_busy(&m, 8).is_empty());
     }
 }
