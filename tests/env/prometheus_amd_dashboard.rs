@@ -214,7 +214,9 @@ pub fn amds_dashboard_queries_return_the_agents_data() {
             break;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(60),
+            // Two scrapes take 2 s; a CI runner busy with Ray and Slurm
+            // has missed 1 s scrape timeouts for most of a minute.
+            start.elapsed() < Duration::from_secs(180),
             "Prometheus never scraped the agent six times"
         );
         std::thread::sleep(Duration::from_millis(250));
