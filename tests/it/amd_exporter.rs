@@ -9,41 +9,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fleetop::export::{GpuVendor, Node, Snapshot, Status};
+use fleetop::export::{GpuVendor, Status};
 use serde_json::Value;
 
 use crate::dcgm::{HttpServer, Reply, dcgm_text, mixed_node};
+use crate::dcgm_exporter::{export, node};
 use crate::{HERMETIC_AGENT, Killed, agent_bin, fleetop, free_port};
-
-fn export(args: &[&str]) -> Snapshot {
-    let out = fleetop()
-        .args([
-            "export",
-            "--once",
-            "--scrape-interval",
-            "1s",
-            "--scrape-timeout",
-            "2s",
-            "--timeout",
-            "20s",
-        ])
-        .args(args)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "export failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("a snapshot")
-}
-
-fn node<'a>(snap: &'a Snapshot, addr: &str) -> &'a Node {
-    snap.nodes
-        .iter()
-        .find(|n| n.address == addr)
-        .unwrap_or_else(|| panic!("no node at {addr} in {:?}", snap.nodes))
-}
 
 /// AMD's exporter on an MI300X node of `gpus` GPUs (CPX: two partitions a
 /// physical GPU, the second with AMD's 0 for the socket's power), as its

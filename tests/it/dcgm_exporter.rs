@@ -8,7 +8,7 @@ use fleetop::export::{Node, Snapshot, Status};
 use crate::dcgm::{DcgmGpu, HttpServer, Reply, dcgm_text, mixed_node};
 use crate::fleetop;
 
-fn export(args: &[&str]) -> Snapshot {
+pub(crate) fn export(args: &[&str]) -> Snapshot {
     let out = fleetop()
         .args([
             "export",
@@ -31,7 +31,7 @@ fn export(args: &[&str]) -> Snapshot {
     serde_json::from_slice(&out.stdout).expect("a snapshot")
 }
 
-fn node<'a>(snap: &'a Snapshot, addr: &str) -> &'a Node {
+pub(crate) fn node<'a>(snap: &'a Snapshot, addr: &str) -> &'a Node {
     snap.nodes
         .iter()
         .find(|n| n.address == addr)
