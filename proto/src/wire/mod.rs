@@ -351,6 +351,38 @@ fn decode_with(
 mod tests {
     use super::*;
 
+    /// A change to a GPU's sample.
+    type Set = fn(&mut GpuSample);
+
+    /// Each change of `base`, sent as a delta against it and back again
+    /// against the changed sample, decodes to exactly what was sent.
+    fn each_change_round_trips(base: GpuSample, changes: &[(&str, Set)]) {
+        for (what, change) in changes {
+            let a = Sample {
+                seq: 1,
+                gpus: vec![base.clone()],
+                ..Default::default()
+            };
+            let mut b = a.clone();
+            b.seq = 2;
+            change(&mut b.gpus[0]);
+            assert_ne!(a, b, "{what}: a change");
+            assert_eq!(
+                decode(Some(&mut a.clone()), encode(Some(&a), &b)).expect("decodes"),
+                b,
+                "{what}"
+            );
+            // And back again, against the changed sample as base.
+            let mut c = a.clone();
+            c.seq = 3;
+            assert_eq!(
+                decode(Some(&mut b.clone()), encode(Some(&b), &c)).expect("decodes"),
+                c,
+                "{what}: back"
+            );
+        }
+    }
+
     #[test]
     fn counters_that_go_backwards_survive() {
         let a = Sample {
@@ -451,7 +483,6 @@ mod tests {
 
     #[test]
     fn a_change_of_link_fabric_or_persistence_is_carried() {
-        type Set = fn(&mut crate::pb::GpuSample);
         let changes: [(&str, Set); 8] = [
             ("link trains down to Gen1", |g| g.pcie_gen = 1),
             ("link drops to x8", |g| g.pcie_width = 8),
@@ -463,30 +494,7 @@ mod tests {
             ("fabric not reported", |g| g.fabric_state = 0),
             ("persistence unknown", |g| g.persistence = 0),
         ];
-        for (what, change) in changes {
-            let a = Sample {
-                seq: 1,
-                gpus: vec![linked_gpu()],
-                ..Default::default()
-            };
-            let mut b = a.clone();
-            b.seq = 2;
-            change(&mut b.gpus[0]);
-            assert_ne!(a, b, "{what}: a change");
-            assert_eq!(
-                decode(Some(&mut a.clone()), encode(Some(&a), &b)).expect("decodes"),
-                b,
-                "{what}"
-            );
-            // And back again, against the changed sample as base.
-            let mut c = a.clone();
-            c.seq = 3;
-            assert_eq!(
-                decode(Some(&mut b.clone()), encode(Some(&b), &c)).expect("decodes"),
-                c,
-                "{what}: back"
-            );
-        }
+        each_change_round_trips(linked_gpu(), &changes);
         // A failed registration's status back to success (0): carried too.
         let mut a = Sample {
             seq: 1,
@@ -622,7 +630,6 @@ mod tests {
 
     #[test]
     fn a_change_of_an_amd_field_is_carried_and_so_is_its_end() {
-        type Set = fn(&mut crate::pb::GpuSample);
         let changes: [(&str, Set); 13] = [
             ("an uncorrectable UMC error", |g| g.ras[0].uncorrectable = 1),
             ("an XCC busier", |g| g.xcc_gfx_busy_pct[2] = 99),
@@ -639,29 +646,7 @@ mod tests {
             ("XGMI status unread", |g| g.xgmi_error_status = None),
             ("another event", |g| g.events[0].kind = "gpu_pre_reset".into()),
         ];
-        for (what, change) in changes {
-            let a = Sample {
-                seq: 1,
-                gpus: vec![amd_gpu()],
-                ..Default::default()
-            };
-            let mut b = a.clone();
-            b.seq = 2;
-            change(&mut b.gpus[0]);
-            assert_ne!(a, b, "{what}: a change");
-            assert_eq!(
-                decode(Some(&mut a.clone()), encode(Some(&a), &b)).expect("decodes"),
-                b,
-                "{what}"
-            );
-            let mut c = a.clone();
-            c.seq = 3;
-            assert_eq!(
-                decode(Some(&mut b.clone()), encode(Some(&b), &c)).expect("decodes"),
-                c,
-                "{what}: back"
-            );
-        }
+        each_change_round_trips(amd_gpu(), &changes);
     }
 
     #[test]
