@@ -424,10 +424,17 @@ pub struct NodeCmd {
     /// Why (required to drain; shown to everyone in sinfo, after "fleetop: ").
     #[arg(long)]
     pub reason: Option<String>,
-    /// Resume or return a node that someone else drained (a reason without
-    /// the "fleetop:" prefix): fleetop leaves those alone otherwise.
+    /// Override the refusals of a resume or return: a node someone else
+    /// drained (a reason without the "fleetop:" prefix), or one with an
+    /// active fault that keeps it out of service. Each refusal it lifts is
+    /// named before the confirmation and in the audit log. It does not run
+    /// a burn-in beside running jobs: that is --beside-jobs.
     #[arg(long)]
     pub force: bool,
+    /// Return: run the burn-in while Slurm still lists jobs on the node (it
+    /// takes their GPUs). Named before the confirmation and in the audit log.
+    #[arg(long)]
+    pub beside_jobs: bool,
     /// Do not ask for confirmation.
     #[arg(long)]
     pub yes: bool,

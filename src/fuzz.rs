@@ -95,6 +95,7 @@ pub fn agent_stream(data: &[u8]) {
                 stream.caught_up();
                 vec![Event::CaughtUp]
             }
+            Some(Kind::BurnIn(b)) => vec![Event::BurnIn(Box::new(stream.burn_in(b)))],
             None => continue,
         };
         for event in events {

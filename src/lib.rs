@@ -98,8 +98,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         let dir = tui::theme::Theme::user_dir();
         tui::theme::Theme::load(spec, dir.as_deref(), tui::theme::ColorDepth::TrueColor)?;
     }
+    // A demo is a sandbox: it writes nothing into the user's audit log,
+    // timeline or state, so nothing it does can stand for a real node.
+    let demo = match &cli.command {
+        Some(Command::Demo { .. }) => true,
+        Some(Command::Export(a)) => a.source.demo,
+        Some(Command::Bench(a)) => a.source.demo,
+        Some(Command::Record(a)) => a.source.demo,
+        Some(Command::Watch(a)) => a.source.demo,
+        _ => false,
+    };
+    let sandbox = match demo {
+        true => Some(logging::enter_sandbox().map_err(|e| anyhow::anyhow!("the demo's state directory: {e}"))?),
+        false => None,
+    };
     let rt = runtime()?;
     let done = dispatch(cli, cfg, &rt, screen.theme.as_deref());
+    if let Some(dir) = sandbox {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     // Whatever a command left running (a blocking Slurm read, a sampling
     // task of the demo's agents) must not hold the exit: a dropped runtime
     // waits for its blocking tasks without end.

@@ -11,6 +11,9 @@ fn filter(default: &str) -> EnvFilter {
 
 /// The log file of the TUI: `$XDG_STATE_HOME/fleetop/fleetop.log`.
 pub fn log_path() -> PathBuf {
+    if let Some(dir) = sandbox() {
+        return dir.join("fleetop.log");
+    }
     dirs::state_dir()
         .or_else(dirs::cache_dir)
         .unwrap_or_else(std::env::temp_dir)
@@ -87,4 +90,37 @@ pub fn to_stderr_at(level: &str, format: LogFormat) {
         LogFormat::Text => logs.try_init(),
         LogFormat::Json => logs.json().flatten_event(true).try_init(),
     };
+}
+
+/// The demo's own state directory, when this process runs one (`sandbox`).
+static SANDBOX: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes this process a sandbox: its log, audit log, timeline and state
+/// files go to a fresh private directory (0700 under the temporary
+/// directory) instead of the user's, so a demo writes nothing a real node
+/// could be judged by. Returns the directory, for removal at exit.
+pub fn enter_sandbox() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    for i in 0..100u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = base.join(format!("fleetop-demo-{}-{nanos:x}{i}", std::process::id()));
+        // Never one that exists: another user may have made it.
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                let _ = SANDBOX.set(dir.clone());
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no fresh directory for the demo's state"))
+}
+
+/// The demo's state directory, if this process is one.
+pub fn sandbox() -> Option<&'static std::path::Path> {
+    SANDBOX.get().map(PathBuf::as_path)
 }

@@ -179,9 +179,9 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
         let mut collector = Collector::new(samplers, base);
         collector.set_simulation(opts.sim.clone());
         collector.set_nvlink_counters_every(opts.nvlink_counters_every);
-        if let Some(j) = journal {
-            collector.set_journal(j);
-        }
+        // A simulated node is not this machine: it has an id of its own.
+        collector.set_machine_id(format!("sim-{}", opts.sim.hostname));
+        keep(&mut collector, journal, opts);
         return Ok((collector, None));
     }
     let mut base = base;
@@ -206,10 +206,18 @@ pub fn build(opts: &BackendOptions) -> Result<(Collector, Option<String>), Build
     if let Some(n) = &note {
         collector.set_note(n.clone());
     }
-    if let Some(j) = journal {
-        collector.set_journal(j);
-    }
+    collector.set_machine_id(crate::keep::burnins::machine_id(std::path::Path::new("/")));
+    keep(&mut collector, journal, opts);
     Ok((collector, note))
+}
+
+/// The journals in the state directory, where it could be used: faults,
+/// and burn-ins beside them (in memory where there is none).
+fn keep(collector: &mut Collector, journal: Option<Journal>, opts: &BackendOptions) {
+    if let (Some(j), Some(dir)) = (journal, &opts.state_dir) {
+        collector.set_journal(j);
+        collector.set_burn_ins(crate::keep::burnins::BurnIns::open(&dir.path, crate::now_ms()));
+    }
 }
 
 #[cfg(test)]

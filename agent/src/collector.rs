@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 
+use crate::keep::burnins::BurnIns;
 use crate::keep::journal::Journal;
 use crate::proto::{FaultRecord, HostSample, NodeInfo, Sample, XidEvent};
 use crate::sources::{GpuProcesses, Sampler};
@@ -25,6 +26,9 @@ pub struct Collector {
     unknown_devices: Vec<String>,
     /// The simulated node this is, if it is one (see `set_simulation`).
     simulation: Option<crate::sim::SimConfig>,
+    /// The burn-in journal, for the server that runs the burn-ins (see
+    /// `take_burn_ins`); `None`: kept in memory.
+    burn_ins: Option<BurnIns>,
 }
 
 /// The fault journal as it is now (`NodeInfo.fault_journal`), shared.
@@ -114,7 +118,24 @@ impl Collector {
             pods: None,
             unknown_devices: Vec::new(),
             simulation: None,
+            burn_ins: None,
         }
+    }
+
+    /// Keeps this node's burn-ins in `b` (the server takes it at start).
+    pub fn set_burn_ins(&mut self, b: BurnIns) {
+        self.burn_ins = Some(b);
+    }
+
+    /// The burn-in journal, for the server: the one in the state directory,
+    /// or one kept in memory.
+    pub fn take_burn_ins(&mut self) -> BurnIns {
+        self.burn_ins.take().unwrap_or_else(BurnIns::in_memory)
+    }
+
+    /// Names this machine (`NodeInfo.machine_id`).
+    pub fn set_machine_id(&mut self, id: String) {
+        self.info.machine_id = id;
     }
 
     /// Keeps every XID this collector sends in `journal`, whose records (and

@@ -166,6 +166,7 @@ impl Agent {
             suite: "quick".into(),
             timeout_s: 0,
             net_target: String::new(),
+            ..Default::default()
         };
         let mut stream = c.run_bench(req).await.expect("starts").into_inner();
         let mut results = Vec::new();

@@ -83,6 +83,7 @@ async fn right_tokens_are_accepted_while_wrong_ones_from_the_same_address_are_li
         suite: "nosuch".into(),
         timeout_s: 0,
         net_target: String::new(),
+        ..Default::default()
     };
     let s = c.run_bench(bench("right-bench")).await.expect_err("unknown suite");
     assert_eq!(s.code(), Code::InvalidArgument, "the right bench token: {s:?}");

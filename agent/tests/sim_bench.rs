@@ -45,6 +45,7 @@ async fn quick(scenario: Scenario, seed: u64) -> Vec<BenchResult> {
         suite: "quick".into(),
         timeout_s: 0,
         net_target: String::new(),
+        ..Default::default()
     };
     let mut stream = c.run_bench(req).await.expect("starts").into_inner();
     let (mut results, mut done) = (Vec::new(), None);

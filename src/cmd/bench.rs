@@ -69,9 +69,10 @@ pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Resul
         .nodes
         .iter()
         .filter(|n| !n.ok)
-        .map(|n| match n.error.is_none() && n.incomplete() {
-            true => format!("{} (incomplete: no GPU check ran)", n.name),
-            false => n.name.clone(),
+        .map(|n| match (n.refused, n.error.is_none() && n.incomplete()) {
+            (true, _) => format!("{} (not run: {})", n.name, n.error.as_deref().unwrap_or("refused")),
+            (false, true) => format!("{} (incomplete: no GPU check ran)", n.name),
+            (false, false) => n.name.clone(),
         })
         .collect();
     if !failed.is_empty() {

@@ -187,7 +187,7 @@ fn history(
 }
 
 /// What each node's agent has journaled (XIDs per GPU, across restarts
-/// and reboots), asked of all at once; an agent that does not answer is
+/// and reboots, and the burn-ins it ran), asked of all at once; an agent that does not answer is
 /// named on stderr and its journal left out.
 async fn fault_journals(nodes: &[String], source: &SourceArgs, cfg: &Config) -> Vec<crate::model::timeline::Event> {
     let (Ok(targets), Ok(access)) = (targets::agents_of(nodes, source, cfg), targets::access(source, cfg)) else {
@@ -209,6 +209,7 @@ async fn fault_journals(nodes: &[String], source: &SourceArgs, cfg: &Config) -> 
             Ok(desc) => {
                 if let Some(name) = [&t.name, &desc.hostname].into_iter().find(|n| nodes.contains(n)) {
                     out.extend(crate::model::timeline::from_journal(name, &desc.health.fault_journal));
+                    out.extend(crate::model::timeline::from_burn_ins(name, &desc.health.burn_ins));
                 }
             }
             Err(e) => eprintln!(
@@ -246,8 +247,6 @@ async fn run_return(
         }
         (None, None) => None,
     };
-    let names: BTreeSet<String> = nodes.iter().cloned().collect();
-    let events = timeline::load(Some(&names), 0);
     let gates = gates(&nodes, source, cfg, args.expect_gpus).await?;
     let gate = |n: &str| {
         let mut g = gates.get(n).cloned().unwrap_or(return_to_service::Gate {
@@ -268,9 +267,11 @@ async fn run_return(
         |n| snap.nodes.get(n),
         gate,
         &agents,
-        &events,
         args.suite,
-        args.force,
+        return_to_service::Overrides {
+            force: args.force,
+            beside_jobs: args.beside_jobs,
+        },
     );
     let plan = prepared.plan.clone();
     if read_only {

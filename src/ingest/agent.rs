@@ -623,6 +623,8 @@ enum Step {
     Sample(Box<NodeSample>),
     History(fleetop_proto::pb::History),
     CaughtUp,
+    /// A burn-in the agent just recorded.
+    BurnIn(Box<crate::model::bench::BurnIn>),
     /// A message of a kind this console does not know.
     Nothing,
 }
@@ -638,6 +640,7 @@ impl Step {
                 decoder.sample(s, now_ms()).map_err(|e| format!("bad stream: {e}"))?,
             )),
             Some(Kind::History(h)) => Step::History(h),
+            Some(Kind::BurnIn(b)) => Step::BurnIn(Box::new(decoder.burn_in(b))),
             Some(Kind::CaughtUp(_)) => {
                 decoder.caught_up();
                 Step::CaughtUp
@@ -721,6 +724,11 @@ impl Forwarder<'_> {
                     }
                     if phase == Phase::First {
                         return Ok(Pumped::CaughtUp { history });
+                    }
+                }
+                Step::BurnIn(b) => {
+                    if !self.send(Event::BurnIn(b)).await {
+                        return Ok(Pumped::Ended);
                     }
                 }
                 Step::Nothing => {}

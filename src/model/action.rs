@@ -127,6 +127,11 @@ pub struct Plan {
     /// known when the plan was made: a resume, undrain or return of such a
     /// node is refused unless the plan is forced.
     pub faults: std::collections::BTreeMap<String, String>,
+    /// Per node, each refusal a forced plan lifts, in words ("xid 79 on
+    /// gpu3 still active", "drained by root: RMA, not by fleetop", "job 4411
+    /// (alice, train) still running"): shown before the confirmation, and
+    /// in the audit log and the timeline.
+    pub overrides: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Plan {
@@ -142,6 +147,7 @@ impl Plan {
             scheduler: Scheduler::Slurm,
             gpu_pods_only: false,
             faults: Default::default(),
+            overrides: Default::default(),
         }
     }
 }
@@ -312,6 +318,10 @@ pub struct ActionReport {
     /// the positional recorded form, like `forced`.
     #[serde(skip)]
     pub scheduler: Scheduler,
+    /// Per node, the refusals a forced action lifted (`Plan::overrides`);
+    /// in the audit log, like `forced`.
+    #[serde(skip)]
+    pub overrides: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// One line of the audit log: the report, and what recordings of schema 2
@@ -326,6 +336,9 @@ pub struct AuditLine {
     pub policy: Option<String>,
     #[serde(default, skip_serializing_if = "Scheduler::is_slurm")]
     pub scheduler: Scheduler,
+    /// What a forced action overrode, per node.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub overrode: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl AuditLine {
@@ -335,6 +348,7 @@ impl AuditLine {
             forced: report.forced,
             policy: report.policy.clone(),
             scheduler: report.scheduler,
+            overrode: report.overrides.clone(),
         }
     }
 
@@ -344,6 +358,7 @@ impl AuditLine {
             forced: self.forced,
             policy: self.policy,
             scheduler: self.scheduler,
+            overrides: self.overrode,
             ..self.report
         }
     }

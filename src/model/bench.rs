@@ -34,6 +34,90 @@ pub struct BenchResult {
     pub reason: Option<String>,
 }
 
+/// A burn-in's verdict as the node's own agent keeps it (its burn-in
+/// journal): the evidence a return to service is decided on. Times are on
+/// the console's clock where the agent's skew is known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BurnIn {
+    pub started_ms: i64,
+    pub ended_ms: i64,
+    /// `None`: a suite this console does not know.
+    pub suite: Option<Suite>,
+    pub passed: bool,
+    /// Who asked ("alice@console1"), as the agent was told.
+    pub requested_by: String,
+    /// The node as the agent knew it when the burn-in ran.
+    pub node: Identity,
+    pub checks: Vec<BenchResult>,
+    /// Why the suite did not complete, if so.
+    pub error: Option<String>,
+}
+
+/// A node as its agent knows it: what a burn-in's verdict is matched by,
+/// never a name alone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Identity {
+    pub hostname: String,
+    pub machine_id: Option<String>,
+    pub boot_id: Option<String>,
+    /// The GPUs' UUIDs, in index order.
+    pub gpu_uuids: Vec<String>,
+}
+
+impl Identity {
+    /// Why a burn-in of `ran` says nothing of the node that is `self` now,
+    /// if it does not: another host, another machine, other GPUs (one
+    /// swapped since, or one missing). A boot of its own is fine: a node is
+    /// rebooted between a burn-in and a return.
+    pub fn differs(&self, ran: &Identity) -> Option<String> {
+        if ran.hostname != self.hostname {
+            return Some(format!("it ran on host '{}', not '{}'", ran.hostname, self.hostname));
+        }
+        match (&ran.machine_id, &self.machine_id) {
+            (Some(a), Some(b)) if a != b => return Some(format!("it ran on machine {a}, this is {b}")),
+            (None, Some(_)) | (Some(_), None) => return Some("its machine id is not this node's".into()),
+            _ => {}
+        }
+        let missing: Vec<&String> = self.gpu_uuids.iter().filter(|u| !ran.gpu_uuids.contains(u)).collect();
+        if let Some(u) = missing.first() {
+            return Some(format!("it did not test GPU {u} (a GPU changed since)"));
+        }
+        None
+    }
+}
+
+impl BurnIn {
+    /// The failing checks in words: the error, else each failed check.
+    pub fn failure(&self) -> String {
+        if let Some(e) = &self.error {
+            return e.clone();
+        }
+        let failed: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|r| r.verdict == Verdict::Fail)
+            .map(|r| match r.gpu {
+                Some(g) => format!("{} gpu {g}", r.name),
+                None => r.name.clone(),
+            })
+            .collect();
+        if failed.is_empty() {
+            "no GPU measured".into()
+        } else {
+            failed.join(", ")
+        }
+    }
+
+    /// Whether it counts for a return that asks for `suite`: the full suite
+    /// holds the quick one's checks.
+    pub fn covers(&self, suite: Suite) -> bool {
+        match suite {
+            Suite::Quick => self.suite.is_some(),
+            Suite::Full => self.suite == Some(Suite::Full),
+        }
+    }
+}
+
 /// One node's run, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BenchNode {
@@ -46,6 +130,13 @@ pub struct BenchNode {
     /// The agent (host:port) this node sent its network test to.
     pub net_peer: Option<String>,
     pub results: Vec<BenchResult>,
+    /// The suite never started (the agent refused the token, could not be
+    /// reached, was busy): `error` says why, and nothing was judged.
+    #[serde(default)]
+    pub refused: bool,
+    /// The verdict as the node's agent recorded it, where it did.
+    #[serde(skip)]
+    pub record: Option<BurnIn>,
 }
 
 impl BenchNode {
@@ -105,6 +196,11 @@ pub enum BenchUpdate {
     },
     /// Stopped by the person who started it: says nothing about the hardware.
     Cancelled,
+    /// Never started (refused, unreachable, busy): says nothing about the
+    /// hardware either.
+    Refused {
+        why: String,
+    },
     /// The person cleared a finished run from the screen (and its flag).
     Cleared,
 }
@@ -120,6 +216,8 @@ pub enum Outcome {
     /// stream broke): nothing was judged.
     Error,
     Cancelled,
+    /// The suite never started: the error says why.
+    Refused,
     /// Every GPU check was skipped (no driver, no GPU): not a pass.
     Incomplete,
     Passed,
@@ -132,6 +230,7 @@ impl Outcome {
             Outcome::Failed => "FAILED",
             Outcome::Error => "error",
             Outcome::Cancelled => "cancelled",
+            Outcome::Refused => "not run",
             Outcome::Incomplete => "incomplete",
             Outcome::Passed => "passed",
         }
@@ -160,6 +259,7 @@ pub struct BenchState {
     pub finished: bool,
     pub error: Option<String>,
     pub cancelled: bool,
+    pub refused: bool,
 }
 
 impl BenchState {
@@ -175,6 +275,7 @@ impl BenchState {
             BenchUpdate::Result(r) => self.results.push(r),
             BenchUpdate::Finished { error } => (self.finished, self.error) = (true, error),
             BenchUpdate::Cancelled => (self.finished, self.cancelled) = (true, true),
+            BenchUpdate::Refused { why } => (self.finished, self.refused, self.error) = (true, true, Some(why)),
             BenchUpdate::Cleared => *self = BenchState::default(),
         }
     }
@@ -188,6 +289,8 @@ impl BenchState {
     pub fn outcome(&self) -> Outcome {
         if self.cancelled {
             Outcome::Cancelled
+        } else if self.refused {
+            Outcome::Refused
         } else if self.failed() {
             Outcome::Failed
         } else if !self.finished {

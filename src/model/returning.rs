@@ -3,7 +3,7 @@
 //! for confirmation and logged.
 
 use crate::model::action::Plan;
-use crate::model::bench::Suite;
+use crate::model::bench::{BurnIn, Identity, Suite};
 use crate::model::target::Target;
 
 /// What the return will do with one node, decided before anything runs.
@@ -27,6 +27,9 @@ pub struct NodePlan {
     /// How many GPUs its burn-in must measure: a node that lost one passes
     /// no burn-in on the ones left.
     pub expect_gpus: Option<u32>,
+    /// The refusals this return lifts for the node, in words (`--force`:
+    /// its faults, someone else's drain; `--beside-jobs`: its jobs).
+    pub overrides: Vec<String>,
 }
 
 /// What the console knows of a node beyond Slurm, for its return: the
@@ -39,6 +42,23 @@ pub struct Gate {
     /// The jobs Slurm lists on the node ("job 4411 alice train"): a burn-in
     /// would take their GPUs.
     pub jobs: Vec<String>,
+    /// The node's agent's burn-in journal: the only burn-ins a return
+    /// counts (never a console's files, never a demo's).
+    pub burn_ins: Vec<BurnIn>,
+    /// The node as its agent says it is now; `None` when the agent was not
+    /// read (then no burn-in can be matched to the node).
+    pub identity: Option<Identity>,
+}
+
+/// What a return may override, each by its own word.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Overrides {
+    /// `--force` (in the console, the node's name typed): a fault that
+    /// keeps the node out, someone else's drain.
+    pub force: bool,
+    /// `--beside-jobs`: run the burn-in while Slurm lists jobs on the node
+    /// (it takes their GPUs).
+    pub beside_jobs: bool,
 }
 
 /// A return, decided and shown before it runs.
@@ -73,7 +93,10 @@ impl Prepared {
                         self.suite.name()
                     ),
                 };
-                format!("{}: {what}", n.node)
+                match n.overrides.is_empty() {
+                    true => format!("{}: {what}", n.node),
+                    false => format!("{}: {what}; FORCED past: {}", n.node, n.overrides.join("; ")),
+                }
             })
             .collect()
     }

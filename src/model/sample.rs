@@ -88,6 +88,23 @@ impl NodeDesc {
         for b in &mut self.health.gpus_missing_pci {
             line(b, 32);
         }
+        some(&mut self.health.machine_id, 64);
+        for b in &mut self.health.burn_ins {
+            line(&mut b.requested_by, 200);
+            line(&mut b.node.hostname, 253);
+            some(&mut b.node.machine_id, 64);
+            some(&mut b.node.boot_id, 64);
+            some(&mut b.error, 500);
+            for u in &mut b.node.gpu_uuids {
+                line(u, 96);
+            }
+            for c in &mut b.checks {
+                line(&mut c.name, 64);
+                some(&mut c.unit, 32);
+                some(&mut c.expected_source, 200);
+                some(&mut c.reason, 500);
+            }
+        }
         for r in &mut self.health.fault_journal {
             line(&mut r.gpu_uuid, 96);
             line(&mut r.kind, 64);
@@ -112,6 +129,11 @@ pub struct NodeHealth {
     pub fault_journal: Vec<FaultRecord>,
     /// The node's current boot.
     pub boot_id: Option<String>,
+    /// The machine (/etc/machine-id, or a simulated node's own).
+    pub machine_id: Option<String>,
+    /// The agent's burn-in journal, oldest first: the verdicts of the
+    /// burn-ins this node ran, kept by its agent.
+    pub burn_ins: Vec<crate::model::bench::BurnIn>,
 }
 
 /// One fault on one GPU, from the agent's journal.
@@ -127,6 +149,18 @@ pub struct FaultRecord {
 }
 
 impl NodeHealth {
+    /// Adds a burn-in the agent recorded (sent live), unless it has it.
+    pub fn add_burn_in(&mut self, b: crate::model::bench::BurnIn) -> bool {
+        let known = self
+            .burn_ins
+            .iter()
+            .any(|x| x.started_ms == b.started_ms && x.ended_ms == b.ended_ms && x.suite == b.suite);
+        if !known {
+            self.burn_ins.push(b);
+        }
+        !known
+    }
+
     /// The boots in which GPU `uuid` reported XID `code` since `since_ms`,
     /// counted from the journal and, when `now` is set, the current boot
     /// (a live XID the journal may not hold yet). A record of an unknown
@@ -151,6 +185,16 @@ impl NodeHealth {
 pub const MAX_FIRMWARE: usize = 64;
 
 impl NodeDesc {
+    /// The node as its agent knows it now, to match burn-ins by.
+    pub fn identity(&self) -> crate::model::bench::Identity {
+        crate::model::bench::Identity {
+            hostname: self.hostname.clone(),
+            machine_id: self.health.machine_id.clone(),
+            boot_id: self.health.boot_id.clone(),
+            gpu_uuids: self.gpus.iter().map(|g| g.uuid.clone()).collect(),
+        }
+    }
+
     pub fn gpu(&self, index: u32) -> Option<&GpuDesc> {
         by_index(&self.gpus, index, |g| g.index)
     }

@@ -62,6 +62,14 @@ pub enum What {
         xid: u32,
         boot_id: Option<String>,
     },
+    /// A burn-in's verdict, from the node's agent's burn-in journal (`by`
+    /// is who asked for it).
+    BurnIn {
+        suite: String,
+        passed: bool,
+        /// The failing checks, where it failed.
+        detail: String,
+    },
 }
 
 impl Event {
@@ -109,6 +117,13 @@ impl Event {
                     .unwrap_or_default();
                 format!("XID {xid} on {gpu_uuid}{boot} (agent's fault journal)")
             }
+            What::BurnIn { suite, passed, detail } => match passed {
+                true => format!("burn-in {suite} passed (the node's agent), asked by {}", self.by),
+                false => format!(
+                    "burn-in {suite} FAILED: {detail} (the node's agent), asked by {}",
+                    self.by
+                ),
+            },
         }
     }
 
@@ -160,9 +175,14 @@ pub fn from_report(r: &ActionReport, time_ms: i64) -> Vec<Event> {
             .map_or((true, String::new()), |x| (x.ok, x.message.clone()));
         return r.nodes.iter().map(|n| event(n, ok, message.clone())).collect();
     }
+    // A forced action says, on each node's timeline, what it overrode.
+    let forced = |node: &str, message: String| match r.overrides.get(node) {
+        Some(o) if !o.is_empty() => format!("{message} (FORCED past: {})", o.join("; ")),
+        _ => message,
+    };
     r.results
         .iter()
-        .map(|x| event(&x.node, x.ok, x.message.clone()))
+        .map(|x| event(&x.node, x.ok, forced(&x.node, x.message.clone())))
         .collect()
 }
 
@@ -180,6 +200,23 @@ pub fn from_journal(node: &str, journal: &[FaultRecord]) -> Vec<Event> {
                 boot_id: f.boot_id.clone(),
             },
             by: "agent".into(),
+        })
+        .collect()
+}
+
+/// The verdicts of a node's agent's burn-in journal as events of node `node`.
+pub fn from_burn_ins(node: &str, burn_ins: &[crate::model::bench::BurnIn]) -> Vec<Event> {
+    burn_ins
+        .iter()
+        .map(|b| Event {
+            time_ms: b.ended_ms,
+            node: node.to_string(),
+            what: What::BurnIn {
+                suite: b.suite.map_or("?", crate::model::bench::Suite::name).to_string(),
+                passed: b.passed,
+                detail: if b.passed { String::new() } else { b.failure() },
+            },
+            by: b.requested_by.clone(),
         })
         .collect()
 }

@@ -46,6 +46,10 @@ pub enum Event {
     Sample(Box<NodeSample>),
     /// The agent has sent all of its history; what follows is live.
     CaughtUp,
+    /// The node's agent recorded a burn-in (every console is told at once).
+    /// Never in recordings (`record::Recorder::record` leaves it out).
+    #[serde(skip)]
+    BurnIn(Box<crate::model::bench::BurnIn>),
     /// The connection failed or broke, with the reason.
     Down(String),
 }

@@ -21,6 +21,14 @@ pub fn actor() -> Actor {
     }
 }
 
+/// This machine's host name, for the agents told who asked for a burn-in.
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "?".into())
+}
+
 /// The report of `plan` at `stage`, by this user, now.
 pub fn report(plan: &Plan, stage: Stage, refused: Option<String>, results: Vec<NodeResult>) -> ActionReport {
     ActionReport {
@@ -36,6 +44,7 @@ pub fn report(plan: &Plan, stage: Stage, refused: Option<String>, results: Vec<N
         forced: plan.force,
         policy: plan.policy.clone(),
         scheduler: plan.scheduler,
+        overrides: plan.overrides.clone(),
     }
 }
 
@@ -68,8 +77,12 @@ where
     report
 }
 
-/// The audit log: `$FLEETOP_AUDIT_LOG`, or `$XDG_STATE_HOME/fleetop/audit.jsonl`.
+/// The audit log: `$FLEETOP_AUDIT_LOG`, or `$XDG_STATE_HOME/fleetop/audit.jsonl`;
+/// a demo's own (`logging::enter_sandbox`) whatever those say.
 pub fn audit_path() -> PathBuf {
+    if let Some(dir) = crate::logging::sandbox() {
+        return dir.join("audit.jsonl");
+    }
     if let Some(p) = std::env::var_os("FLEETOP_AUDIT_LOG") {
         return PathBuf::from(p);
     }

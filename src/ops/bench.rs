@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use fleetop_proto::pb;
 use fleetop_proto::pb::bench_event::Kind;
 use fleetop_proto::pb::{BenchRequest, NetSinkRequest};
 use tokio::sync::mpsc;
@@ -49,27 +48,7 @@ fn describe(suite: &str, targets: &[Target]) -> Vec<Vec<String>> {
 }
 
 /// A result from the wire, decoded once: absent figures are `None`.
-pub fn result(r: pb::BenchResult) -> BenchResult {
-    let verdict = match r.verdict() {
-        pb::Verdict::Pass => Verdict::Pass,
-        pb::Verdict::Warn => Verdict::Warn,
-        pb::Verdict::Fail => Verdict::Fail,
-        // An agent that gives no verdict has not measured anything we can trust.
-        pb::Verdict::Skipped | pb::Verdict::Unspecified => Verdict::Skipped,
-    };
-    let measured = verdict != Verdict::Skipped;
-    BenchResult {
-        name: r.name,
-        gpu: u32::try_from(r.gpu).ok(),
-        peer: u32::try_from(r.peer).ok(),
-        value: measured.then_some(r.value),
-        unit: (measured && !r.unit.is_empty()).then_some(r.unit),
-        expected_min: (r.expected_min > 0.0).then_some(r.expected_min),
-        expected_source: (!r.expected_source.is_empty()).then_some(r.expected_source),
-        verdict,
-        reason: (!r.reason.is_empty()).then_some(r.reason),
-    }
-}
+pub use crate::ingest::decode::check as result;
 
 /// The error of a node whose agent stopped the suite because it was asked to.
 const CANCELLED: &str = "cancelled";
@@ -106,21 +85,35 @@ fn shared_host(mut r: BenchResult, agents: usize, host: &str) -> BenchResult {
     r
 }
 
-/// Appends a finished run to the audit log; returns what was logged.
-pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<ActionReport> {
-    let results = report
-        .nodes
-        .iter()
-        .map(|n| NodeResult {
-            node: n.name.clone(),
-            ok: n.ok,
-            message: n.summary(),
-            state_before: None,
-            state_after: None,
-        })
-        .collect();
-    let logged = audit::report(&plan(&report.suite, targets), Stage::Done, None, results);
-    audit::log(&logged)?;
+/// Appends a finished run to the audit log (what the person asked for and
+/// what came of it; the verdicts themselves are the agents'); returns what
+/// was logged. A node whose suite never started is logged as refused, not
+/// as a failed burn-in: nothing was measured.
+pub fn audit_report(report: &BenchReport, targets: &[Target]) -> anyhow::Result<Vec<ActionReport>> {
+    let mut logged = Vec::new();
+    let (refused, ran): (Vec<_>, Vec<_>) = report.nodes.iter().zip(targets).partition(|(n, _)| n.refused);
+    for (n, t) in refused {
+        let why = n.error.clone().unwrap_or_else(|| "refused".into());
+        let r = audit::refused(&plan(&report.suite, std::slice::from_ref(t)), &why);
+        audit::log(&r)?;
+        logged.push(r);
+    }
+    if !ran.is_empty() {
+        let results = ran
+            .iter()
+            .map(|(n, _)| NodeResult {
+                node: n.name.clone(),
+                ok: n.ok,
+                message: n.summary(),
+                state_before: None,
+                state_after: None,
+            })
+            .collect();
+        let ran_targets: Vec<Target> = ran.iter().map(|(_, t)| (*t).clone()).collect();
+        let r = audit::report(&plan(&report.suite, &ran_targets), Stage::Done, None, results);
+        audit::log(&r)?;
+        logged.push(r);
+    }
     Ok(logged)
 }
 
@@ -151,10 +144,15 @@ pub async fn run_suites(
                     error: Some(why.clone()),
                     net_peer: None,
                     results: Vec::new(),
+                    refused: true,
+                    record: None,
                 })
                 .collect(),
         };
     }
+    // Who asks, for the agents' burn-in journals.
+    let requested_by = format!("{}@{}", audit::actor().display(), audit::host_name());
+    let requested_by = requested_by.as_str();
     // Sinks first: node i+1 receives what node i sends. Each stays open until
     // its stream is dropped, after the suites.
     let mut sinks = Vec::new();
@@ -200,13 +198,19 @@ pub async fn run_suites(
                 error: None,
                 net_peer: peer,
                 results: Vec::new(),
+                refused: false,
+                record: None,
             };
             let req = BenchRequest {
                 token: token.into(),
                 suite: suite.into(),
                 timeout_s: timeout.as_secs() as u32,
                 net_target: net_target.unwrap_or_default(),
+                requested_by: requested_by.into(),
             };
+            // Until the agent takes the suite, an error is a refusal: no
+            // burn-in ran, nothing is said of the hardware.
+            let mut started = false;
             let outcome = async {
                 if let Some(why) = refused {
                     return Err(why);
@@ -220,6 +224,7 @@ pub async fn run_suites(
                     .await
                     .map_err(|s| s.message().to_string())?
                     .into_inner();
+                started = true;
                 while let Some(ev) = stream
                     .message()
                     .await
@@ -240,14 +245,28 @@ pub async fn run_suites(
                             seen(i, &BenchUpdate::Result(r.clone()));
                             node.results.push(r);
                         }
-                        Some(Kind::Done(d)) if !d.error.is_empty() => return Err(d.error),
-                        Some(Kind::Done(d)) if d.cancelled => return Err(CANCELLED.to_string()),
-                        Some(Kind::Done(_)) => return Ok(()),
+                        Some(Kind::Done(d)) => {
+                            // The verdict as the node's agent keeps it; a
+                            // node reached by address is named by its host.
+                            node.record = d.record.map(|r| crate::ingest::decode::burn_in_alone(r, 0));
+                            if let Some(r) = &node.record
+                                && t.by_address()
+                                && !r.node.hostname.is_empty()
+                            {
+                                node.name = r.node.hostname.clone();
+                            }
+                            return match (d.error.is_empty(), d.cancelled) {
+                                (false, _) => Err(d.error),
+                                (true, true) => Err(CANCELLED.to_string()),
+                                (true, false) => Ok(()),
+                            };
+                        }
                     }
                 }
                 Err("the agent ended the suite without finishing it".to_string())
             }
             .await;
+            node.refused = outcome.is_err() && !started;
             node.error = outcome.err();
             node.ok =
                 node.error.is_none() && !node.incomplete() && !node.results.iter().any(|r| r.verdict == Verdict::Fail);
@@ -325,22 +344,30 @@ pub async fn run_reporting(
         let _ = tx
             .send(Update::Bench {
                 node: index[i],
-                // The agent stopped it because it was asked to: not a failure.
-                event: if n.error.as_deref() == Some(CANCELLED) {
-                    BenchUpdate::Cancelled
-                } else {
-                    BenchUpdate::Finished { error: n.error.clone() }
-                },
+                event: finished(n),
             })
             .await;
     }
     match audit_report(&report, &list) {
         // The nodes' timelines show the result with who ran it.
         Ok(logged) => {
-            let events = crate::model::timeline::from_report(&logged, now_ms());
+            let events = logged
+                .iter()
+                .flat_map(|r| crate::model::timeline::from_report(r, now_ms()))
+                .collect();
             let _ = tx.send(Update::Timeline(events)).await;
         }
         Err(e) => tracing::error!("{e}"),
+    }
+}
+
+/// How a node's run ended, for its screen: the agent stopped it because
+/// it was asked to, or it never started, neither a failure; else finished.
+pub fn finished(n: &BenchNode) -> BenchUpdate {
+    match &n.error {
+        Some(e) if e == CANCELLED => BenchUpdate::Cancelled,
+        Some(e) if n.refused => BenchUpdate::Refused { why: e.clone() },
+        e => BenchUpdate::Finished { error: e.clone() },
     }
 }
 
@@ -403,6 +430,8 @@ mod tests {
             error: None,
             net_peer: None,
             results: vec![host_copy(Verdict::Pass), skipped("hbm_d2d"), skipped("gemm_tflops")],
+            refused: false,
+            record: None,
         };
         assert!(node.incomplete());
         assert!(

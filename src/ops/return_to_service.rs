@@ -18,17 +18,16 @@ use std::time::Duration;
 use crate::ingest::agent::Access;
 use crate::ingest::slurm::Slurm;
 use crate::model::action::{self, ActionReport, NodeAction, NodeResult, Plan, Stage};
-use crate::model::bench::{BenchNode, BenchResult, BenchUpdate, Suite, Verdict};
+use crate::model::bench::{BenchNode, BenchResult, BenchUpdate, BurnIn, Suite, Verdict};
 use crate::model::sched::{Hold, SchedNode};
 use crate::model::target::Target;
 use crate::model::time::rfc3339;
-use crate::model::timeline::{Event, What};
 use crate::ops::{audit, bench, slurm, timeline};
 
-pub use crate::model::returning::{Gate, NodePlan, Prepared, Step};
+pub use crate::model::returning::{Gate, NodePlan, Overrides, Prepared, Step};
 
 /// The plan of a return: a burn-in on the nodes that need one, then a
-/// resume of every node that may pass.
+/// resume of every node that may pass; what it overrides, per node.
 fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool, faults: &BTreeMap<String, String>) -> Plan {
     let benched = crate::model::returning::bench_targets(nodes);
     let mut commands = Vec::new();
@@ -48,127 +47,145 @@ fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool, faults: &BTreeMap<Stri
     );
     p.force = force;
     p.faults = faults.clone();
+    p.overrides = nodes
+        .iter()
+        .filter(|n| !n.overrides.is_empty() && !matches!(n.step, Step::Done { .. }))
+        .map(|n| (n.node.clone(), n.overrides.clone()))
+        .collect();
     p
 }
 
-/// The last passing burn-in of each node since its drain began, from the
-/// timeline (the audit log's bench results): the suite asked for, or the
-/// full one, which holds the quick one's checks.
-fn passed_since(events: &[Event], node: &str, since_ms: i64, suite: Suite) -> Option<i64> {
-    events
+/// The burn-in a return may count for a node: one its own agent recorded
+/// (the gate's journal), that passed the suite asked for (or the full one,
+/// which holds the quick one's checks), ended after the drain began, and ran
+/// on this node as its agent knows it now (host, machine, GPUs). In words,
+/// the newest such pass; else why there is none.
+fn passed_since(gate: &Gate, since_ms: i64, suite: Suite) -> Result<String, String> {
+    let Some(now) = &gate.identity else {
+        return Err("its agent could not be read, so no burn-in can be matched to it".into());
+    };
+    let passes: Vec<&BurnIn> = gate
+        .burn_ins
         .iter()
-        .filter(|e| e.node == node && e.time_ms >= since_ms)
-        .filter_map(|e| match &e.what {
-            What::Action {
-                action: NodeAction::Bench,
-                ok: true,
-                reason,
-                ..
-            } => {
-                let ran = reason
-                    .as_deref()
-                    .and_then(|r| r.strip_prefix("suite "))
-                    .and_then(Suite::parse);
-                let enough = match suite {
-                    Suite::Quick => ran.is_some(),
-                    Suite::Full => ran == Some(Suite::Full),
-                };
-                enough.then_some(e.time_ms)
-            }
-            _ => None,
-        })
-        .max()
+        .filter(|b| b.passed && b.covers(suite) && b.ended_ms >= since_ms)
+        .collect();
+    let Some(newest) = passes.last() else {
+        return Err("no passing burn-in on its own agent since the drain".into());
+    };
+    match passes.iter().rev().find(|b| now.differs(&b.node).is_none()) {
+        Some(b) => Ok(format!(
+            "burn-in {} passed at {} on its own agent (host {}{}, asked by {})",
+            b.suite.map_or("?", Suite::name),
+            rfc3339(b.ended_ms),
+            b.node.hostname,
+            b.node
+                .machine_id
+                .as_deref()
+                .map(|m| format!(", machine {}", m.get(..12).unwrap_or(m)))
+                .unwrap_or_default(),
+            b.requested_by
+        )),
+        None => Err(format!(
+            "the pass its agent holds since the drain is not this node's: {}",
+            now.differs(&newest.node).unwrap_or_default()
+        )),
+    }
 }
 
-/// Decides, per node, from Slurm's state (`sched`: a node by name), what
-/// the console knows of it (`gate`: its active faults, its GPU count) and
-/// the timeline: `targets` are the agents of the nodes (by name), `events`
-/// the nodes' timelines (from disk, or the console's).
+/// Decides, per node, from Slurm's state (`sched`: a node by name) and what
+/// its agent says of it (`gate`: its active faults, its GPU count, its
+/// burn-in journal and identity): `targets` are the agents of the nodes (by
+/// name). `how` says which refusals the person lifted; each one lifted is
+/// named in the plan.
 pub fn prepare<'a>(
     names: &[String],
     sched: impl Fn(&str) -> Option<&'a SchedNode>,
     gate: impl Fn(&str) -> Gate,
     targets: &[Target],
-    events: &[Event],
     suite: Suite,
-    force: bool,
+    how: Overrides,
 ) -> Prepared {
     let mut faults = BTreeMap::new();
     let nodes = names
         .iter()
         .map(|name| {
             let done = |ok: bool, message: String| Step::Done { ok, message };
-            let Gate {
-                faults: fault,
-                expect_gpus,
-                jobs,
-            } = gate(name);
-            let Some(s) = sched(name) else {
-                return NodePlan {
-                    node: name.clone(),
-                    reason: None,
-                    step: done(false, "Slurm does not list this node".into()),
-                    expect_gpus,
-                };
+            let g = gate(name);
+            let mut overrides = Vec::new();
+            let node_plan = |step: Step, reason: Option<String>, overrides: Vec<String>| NodePlan {
+                node: name.clone(),
+                reason,
+                step,
+                expect_gpus: g.expect_gpus,
+                overrides,
             };
-            if let Some(f) = &fault {
+            let Some(s) = sched(name) else {
+                return node_plan(done(false, "Slurm does not list this node".into()), None, overrides);
+            };
+            if let Some(f) = &g.faults {
                 faults.insert(name.clone(), f.clone());
             }
-            let step = match (s.hold(), fault) {
-                (Hold::InService, _) => done(true, format!("already in service ({})", s.label())),
-                (_, Some(f)) if !force => done(
-                    false,
-                    format!("{f} still active: not returned while it is (--force to return it anyway)"),
-                ),
-                (Hold::Other, _) if !force => done(
-                    false,
-                    format!("{}: not drained by fleetop (--force to return it anyway)", s.held_by()),
-                ),
-                (Hold::Other | Hold::Fleetop { .. }, _) => {
-                    // Without a known start, no earlier burn-in can be
-                    // shown to be after it: one runs now.
-                    let since = s.reason_time.as_deref().and_then(timeline::parse_time);
-                    let passed = since.and_then(|t| passed_since(events, name, t, suite));
-                    let drained = match &s.reason_time {
-                        Some(t) => format!("drained since {t}"),
-                        None => "the drain's start is unknown".into(),
-                    };
-                    match (passed, targets.iter().find(|t| &t.name == name)) {
-                        (Some(t), _) => Step::Resume {
-                            passed: format!("burn-in passed at {} ({drained})", rfc3339(t)),
-                        },
-                        // A draining node's jobs still run: a burn-in would
-                        // take their GPUs.
-                        (None, Some(_)) if !jobs.is_empty() && !force => done(
-                            false,
-                            format!(
-                                "{} still running: the burn-in waits for them (--force to run it anyway)",
-                                jobs.join(", ")
-                            ),
-                        ),
-                        (None, Some(target)) => Step::Bench {
-                            target: target.clone(),
-                            since: format!("no passing burn-in since the drain ({drained})"),
-                        },
-                        (None, None) => done(
-                            false,
-                            "no passing burn-in since the drain, and no agent known for this node to run one".into(),
-                        ),
+            let reason = s.reason.clone();
+            if s.hold() == Hold::InService {
+                let step = done(true, format!("already in service ({})", s.label()));
+                return node_plan(step, reason, overrides);
+            }
+            if let Some(f) = &g.faults {
+                if !how.force {
+                    let why = format!("{f} still active: not returned while it is (--force to return it anyway)");
+                    return node_plan(done(false, why), reason, overrides);
+                }
+                overrides.push(format!("{f} still active"));
+            }
+            if s.hold() == Hold::Other {
+                if !how.force {
+                    let why = format!("{}: not drained by fleetop (--force to return it anyway)", s.held_by());
+                    return node_plan(done(false, why), reason, overrides);
+                }
+                overrides.push(format!("{}, not by fleetop", s.held_by()));
+            }
+            // Without a known start, no earlier burn-in can be shown to be
+            // after it: one runs now.
+            let since = s.reason_time.as_deref().and_then(timeline::parse_time);
+            let drained = match &s.reason_time {
+                Some(t) => format!("drained since {t}"),
+                None => "the drain's start is unknown".into(),
+            };
+            let passed = match since {
+                Some(t) => passed_since(&g, t, suite),
+                None => Err("no burn-in can be shown to be after the drain".into()),
+            };
+            let step = match (passed, targets.iter().find(|t| &t.name == name)) {
+                (Ok(passed), _) => Step::Resume {
+                    passed: format!("{passed} ({drained})"),
+                },
+                (Err(none), Some(target)) => {
+                    // A draining node's jobs still run: a burn-in would take
+                    // their GPUs. Only their own word runs it beside them.
+                    if !g.jobs.is_empty() {
+                        let jobs = g.jobs.join(", ");
+                        if !how.beside_jobs {
+                            let why = format!(
+                                "{jobs} still running: the burn-in waits for them (--beside-jobs to run it beside them)"
+                            );
+                            return node_plan(done(false, why), reason, overrides);
+                        }
+                        overrides.push(format!("{jobs} still running: the burn-in takes their GPUs"));
+                    }
+                    Step::Bench {
+                        target: target.clone(),
+                        since: format!("{none} ({drained})"),
                     }
                 }
+                (Err(none), None) => done(false, format!("{none}, and no agent known for this node to run one")),
             };
-            NodePlan {
-                node: name.clone(),
-                reason: s.reason.clone(),
-                step,
-                expect_gpus,
-            }
+            node_plan(step, reason, overrides)
         })
         .collect::<Vec<_>>();
-    let plan = plan_of(&nodes, suite, force, &faults);
+    let plan = plan_of(&nodes, suite, how.force, &faults);
     Prepared {
         suite,
-        force,
+        force: how.force,
         nodes,
         plan,
     }
@@ -295,11 +312,22 @@ pub async fn run(
                     }
                 };
                 if let Some(mut report) = report {
-                    for (i, n) in report.nodes.iter_mut().enumerate() {
+                    for (i, (n, t)) in report.nodes.iter_mut().zip(&targets).enumerate() {
+                        // The node as the return names it (a node reached by
+                        // address is named in the report by its agent's host).
+                        let node = t.name.clone();
+                        // Refused before it started: nothing was measured,
+                        // so nothing is said of the hardware.
+                        if n.refused {
+                            seen(i, &bench::finished(n));
+                            let why = n.error.clone().unwrap_or_else(|| "refused".into());
+                            keep_drained.push((node, format!("burn-in not run: {why}")));
+                            continue;
+                        }
                         let expect = prepared
                             .nodes
                             .iter()
-                            .find(|p| p.node == n.name)
+                            .find(|p| p.node == node)
                             .and_then(|p| p.expect_gpus);
                         // A GPU short is a failed check of the burn-in, in
                         // its report, the audit log and the bench screen.
@@ -308,12 +336,17 @@ pub async fn run(
                             n.results.push(r);
                             n.ok = false;
                         }
-                        seen(i, &BenchUpdate::Finished { error: n.error.clone() });
+                        // The verdict the node's agent recorded is the one
+                        // every console will see: it must agree.
+                        if n.record.as_ref().is_some_and(|r| !r.passed) {
+                            n.ok = false;
+                        }
+                        seen(i, &bench::finished(n));
                         if n.ok {
-                            resume.push(n.name.clone());
+                            resume.push(node);
                         } else {
                             let why = format!("burn-in {} failed: {}", prepared.suite.name(), failing(n, expect));
-                            keep_drained.push((n.name.clone(), why));
+                            keep_drained.push((node, why));
                         }
                     }
                     if let Err(e) = bench::audit_report(&report, &targets) {
@@ -340,6 +373,7 @@ pub async fn run(
         // The faults the return was decided on: Slurm's side refuses those
         // nodes too unless forced (`ops::slurm::leave_alone`).
         p.faults = plan.faults.clone();
+        p.overrides = plan.overrides.clone();
         let (s, p2) = (slurm.clone(), p.clone());
         let done = tokio::task::spawn_blocking(move || slurm::execute(&s, &p2)).await;
         match done {
@@ -384,20 +418,42 @@ pub fn still_drained(report: &ActionReport) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::bench::Identity;
     use crate::model::sched::Snapshot;
 
-    fn bench_event(node: &str, t: i64, ok: bool, suite: &str) -> Event {
-        Event {
-            time_ms: t,
-            node: node.into(),
-            what: What::Action {
-                action: NodeAction::Bench,
-                ok,
-                reason: Some(format!("suite {suite}")),
-                message: String::new(),
-                policy: None,
+    const MACHINE: &str = "0123456789abcdef0123456789abcdef";
+
+    fn node_now(host: &str) -> Identity {
+        Identity {
+            hostname: host.into(),
+            machine_id: Some(MACHINE.into()),
+            boot_id: Some("boot-2".into()),
+            gpu_uuids: vec!["GPU-a".into(), "GPU-b".into()],
+        }
+    }
+
+    fn burn_in(host: &str, ended_ms: i64, passed: bool, suite: Suite) -> BurnIn {
+        BurnIn {
+            started_ms: ended_ms - 1000,
+            ended_ms,
+            suite: Some(suite),
+            passed,
+            requested_by: "alice@console1".into(),
+            node: Identity {
+                boot_id: Some("boot-1".into()),
+                ..node_now(host)
             },
-            by: "alice".into(),
+            checks: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// What the agent of node `n` says: its identity now and its journal.
+    fn agent_says(n: &str, journal: Vec<BurnIn>) -> Gate {
+        Gate {
+            burn_ins: journal,
+            identity: Some(node_now(n)),
+            ..Gate::default()
         }
     }
 
@@ -411,13 +467,26 @@ mod tests {
         }
     }
 
+    fn t(n: &str) -> Target {
+        Target {
+            name: n.into(),
+            host: "127.0.0.1".into(),
+            port: 1,
+        }
+    }
+
+    const FORCE: Overrides = Overrides {
+        force: true,
+        beside_jobs: false,
+    };
+
     #[test]
-    fn only_a_burn_in_passed_after_the_drain_counts_and_others_drains_need_force() {
+    fn only_a_pass_its_own_agent_recorded_after_the_drain_counts_and_others_drains_need_force() {
         let mut snap = Snapshot::default();
-        snap.nodes
-            .insert("a".into(), drained("fleetop: xid 79", "1970-01-01T00:00:10Z"));
-        snap.nodes
-            .insert("b".into(), drained("fleetop: ecc", "1970-01-01T00:00:10Z"));
+        for n in ["a", "b"] {
+            snap.nodes
+                .insert(n.into(), drained("fleetop: xid 79", "1970-01-01T00:00:10Z"));
+        }
         snap.nodes
             .insert("c".into(), drained("maintenance", "1970-01-01T00:00:10Z"));
         snap.nodes.insert(
@@ -427,30 +496,33 @@ mod tests {
                 ..Default::default()
             },
         );
-        let events = vec![
+        let gate = |n: &str| match n {
             // a: passed after the drain; b: passed before it, failed after.
-            bench_event("a", 20_000, true, "quick"),
-            bench_event("b", 5_000, true, "quick"),
-            bench_event("b", 15_000, false, "quick"),
-        ];
-        let t = |n: &str| Target {
-            name: n.into(),
-            host: "127.0.0.1".into(),
-            port: 1,
+            "a" => agent_says("a", vec![burn_in("a", 20_000, true, Suite::Quick)]),
+            "b" => agent_says(
+                "b",
+                vec![
+                    burn_in("b", 5_000, true, Suite::Quick),
+                    burn_in("b", 15_000, false, Suite::Quick),
+                ],
+            ),
+            n => agent_says(n, Vec::new()),
         };
         let names: Vec<String> = ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect();
         let sched = |n: &str| snap.nodes.get(n);
         let p = prepare(
             &names,
             sched,
-            no_gate,
+            gate,
             &[t("a"), t("b"), t("c")],
-            &events,
             Suite::Quick,
-            false,
+            Overrides::default(),
         );
         let steps: Vec<&Step> = p.nodes.iter().map(|n| &n.step).collect();
-        assert!(matches!(steps[0], Step::Resume { .. }), "{steps:?}");
+        assert!(
+            matches!(steps[0], Step::Resume { passed } if passed.contains("on its own agent") && passed.contains("alice@console1")),
+            "{steps:?}"
+        );
         assert!(matches!(steps[1], Step::Bench { .. }), "{steps:?}");
         assert!(
             matches!(steps[2], Step::Done { ok: false, message } if message.contains("by root") && message.contains("maintenance") && message.contains("--force")),
@@ -466,46 +538,98 @@ mod tests {
                 .iter()
                 .any(|c| c.join(" ") == "scontrol update NodeName=a State=RESUME")
         );
+        assert!(plan.overrides.is_empty(), "nothing forced: {:?}", plan.overrides);
         // A full suite is asked for: the quick one that passed does not do.
-        let full = prepare(&names[..1], sched, no_gate, &[t("a")], &events, Suite::Full, false);
+        let full = prepare(&names[..1], sched, gate, &[t("a")], Suite::Full, Overrides::default());
         assert!(matches!(full.nodes[0].step, Step::Bench { .. }));
-        // Forced: someone else's drain is returned like ours.
-        let forced = prepare(&names[2..3], sched, no_gate, &[t("c")], &events, Suite::Quick, true);
+        // Forced: someone else's drain is returned like ours, and the plan
+        // says what it overrode.
+        let forced = prepare(&names[2..3], sched, gate, &[t("c")], Suite::Quick, FORCE);
         assert!(matches!(forced.nodes[0].step, Step::Bench { .. }));
-    }
-
-    fn no_gate(_: &str) -> Gate {
-        Gate::default()
+        assert_eq!(
+            forced.plan.overrides["c"],
+            vec!["drained by root at 1970-01-01T00:00:10Z: maintenance, not by fleetop".to_string()]
+        );
+        assert!(
+            forced.describe()[0].contains("FORCED past: drained by root at 1970-01-01T00:00:10Z: maintenance"),
+            "{:?}",
+            forced.describe()
+        );
     }
 
     #[test]
-    fn a_node_with_a_fault_that_keeps_it_out_is_refused_naming_it_unless_forced() {
+    fn a_pass_of_another_machine_of_the_same_name_or_of_other_gpus_never_returns_a_node() {
+        let mut snap = Snapshot::default();
+        snap.nodes
+            .insert("gpu26".into(), drained("fleetop: xid 79", "1970-01-01T00:00:10Z"));
+        let sched = |n: &str| snap.nodes.get(n);
+        let names = vec!["gpu26".to_string()];
+        // The demo's gpu26 passed: a simulated machine of the same name.
+        let mut demo = burn_in("gpu26", 20_000, true, Suite::Quick);
+        demo.node.machine_id = Some("sim-gpu26".into());
+        let p = prepare(
+            &names,
+            sched,
+            |_| agent_says("gpu26", vec![demo.clone()]),
+            &[t("gpu26")],
+            Suite::Quick,
+            Overrides::default(),
+        );
+        assert!(
+            matches!(&p.nodes[0].step, Step::Bench { since, .. } if since.contains("not this node's") && since.contains("sim-gpu26")),
+            "{:?}",
+            p.nodes[0]
+        );
+        // A GPU swapped since the pass: the pass says nothing of the new one.
+        let mut swapped = burn_in("gpu26", 20_000, true, Suite::Quick);
+        swapped.node.gpu_uuids = vec!["GPU-a".into(), "GPU-old".into()];
+        let p = prepare(
+            &names,
+            sched,
+            |_| agent_says("gpu26", vec![swapped.clone()]),
+            &[t("gpu26")],
+            Suite::Quick,
+            Overrides::default(),
+        );
+        assert!(
+            matches!(&p.nodes[0].step, Step::Bench { since, .. } if since.contains("GPU-b")),
+            "{:?}",
+            p.nodes[0]
+        );
+        // An agent that could not be read: nothing can be matched.
+        let unread = Gate {
+            burn_ins: vec![burn_in("gpu26", 20_000, true, Suite::Quick)],
+            ..Gate::default()
+        };
+        let p = prepare(
+            &names,
+            sched,
+            |_| unread.clone(),
+            &[t("gpu26")],
+            Suite::Quick,
+            Overrides::default(),
+        );
+        assert!(
+            matches!(&p.nodes[0].step, Step::Bench { since, .. } if since.contains("could not be read")),
+            "{:?}",
+            p.nodes[0]
+        );
+    }
+
+    #[test]
+    fn a_node_with_a_fault_that_keeps_it_out_is_refused_naming_it_unless_forced_and_force_names_it() {
         let mut snap = Snapshot::default();
         snap.nodes
             .insert("a".into(), drained("fleetop: gpu_missing", "1970-01-01T00:00:10Z"));
-        let events = vec![bench_event("a", 20_000, true, "quick")];
-        let t = Target {
-            name: "a".into(),
-            host: "127.0.0.1".into(),
-            port: 1,
-        };
         let names = vec!["a".to_string()];
         let gate = |_: &str| Gate {
             faults: Some("gpu_missing on node (3 of 4 GPUs answer)".into()),
             expect_gpus: Some(4),
-            jobs: Vec::new(),
+            ..agent_says("a", vec![burn_in("a", 20_000, true, Suite::Quick)])
         };
         let sched = |n: &str| snap.nodes.get(n);
         // A burn-in passed since the drain, and still: the fault is up.
-        let p = prepare(
-            &names,
-            sched,
-            gate,
-            std::slice::from_ref(&t),
-            &events,
-            Suite::Quick,
-            false,
-        );
+        let p = prepare(&names, sched, gate, &[t("a")], Suite::Quick, Overrides::default());
         assert!(
             matches!(&p.nodes[0].step, Step::Done { ok: false, message } if message.contains("gpu_missing on node (3 of 4") && message.contains("--force")),
             "{:?}",
@@ -516,43 +640,53 @@ mod tests {
             "the plan shows no command it will not run: {:?}",
             p.plan.commands
         );
-        // Forced: it goes on, and its burn-in is held to 4 GPUs.
-        let f = prepare(&names, sched, gate, &[t], &events, Suite::Quick, true);
+        // Forced: it goes on, its burn-in held to 4 GPUs, and the plan names
+        // the fault it lifts.
+        let f = prepare(&names, sched, gate, &[t("a")], Suite::Quick, FORCE);
         assert!(matches!(f.nodes[0].step, Step::Resume { .. }), "{:?}", f.nodes[0]);
         assert_eq!(f.nodes[0].expect_gpus, Some(4));
         assert!(f.plan.force && f.plan.faults.contains_key("a"));
+        assert_eq!(
+            f.plan.overrides["a"],
+            vec!["gpu_missing on node (3 of 4 GPUs answer) still active".to_string()]
+        );
     }
 
     #[test]
-    fn a_burn_in_waits_for_the_jobs_still_on_a_draining_node_unless_forced() {
+    fn a_burn_in_waits_for_the_jobs_on_a_draining_node_and_force_alone_does_not_run_it_beside_them() {
         let mut snap = Snapshot::default();
         let mut n = drained("fleetop: xid 79", "1970-01-01T00:00:10Z");
         n.state = "draining".into();
         snap.nodes.insert("a".into(), n);
-        let t = Target {
-            name: "a".into(),
-            host: "127.0.0.1".into(),
-            port: 1,
-        };
         let names = vec!["a".to_string()];
         let gate = |_: &str| Gate {
             jobs: vec!["job 4411 (alice, train)".into()],
-            ..Gate::default()
+            ..agent_says("a", Vec::new())
         };
         let sched = |n: &str| snap.nodes.get(n);
-        let p = prepare(&names, sched, gate, std::slice::from_ref(&t), &[], Suite::Quick, false);
-        assert!(
-            matches!(&p.nodes[0].step, Step::Done { ok: false, message } if message.contains("job 4411 (alice, train) still running") && message.contains("--force")),
-            "{:?}",
-            p.nodes[0]
-        );
-        assert!(
-            p.plan.commands.is_empty(),
-            "no burn-in shown that will not run: {:?}",
-            p.plan.commands
-        );
-        let f = prepare(&names, sched, gate, &[t], &[], Suite::Quick, true);
+        for how in [Overrides::default(), FORCE] {
+            let p = prepare(&names, sched, gate, &[t("a")], Suite::Quick, how);
+            assert!(
+                matches!(&p.nodes[0].step, Step::Done { ok: false, message } if message.contains("job 4411 (alice, train) still running") && message.contains("--beside-jobs")),
+                "{how:?}: {:?}",
+                p.nodes[0]
+            );
+            assert!(
+                p.plan.commands.is_empty(),
+                "no burn-in shown that will not run: {:?}",
+                p.plan.commands
+            );
+        }
+        let beside = Overrides {
+            force: false,
+            beside_jobs: true,
+        };
+        let f = prepare(&names, sched, gate, &[t("a")], Suite::Quick, beside);
         assert!(matches!(f.nodes[0].step, Step::Bench { .. }), "{:?}", f.nodes[0]);
+        assert_eq!(
+            f.plan.overrides["a"],
+            vec!["job 4411 (alice, train) still running: the burn-in takes their GPUs".to_string()]
+        );
     }
 
     #[test]
@@ -575,6 +709,8 @@ mod tests {
             error: None,
             net_peer: None,
             results: (0..3).map(|g| check(g, Verdict::Pass)).collect(),
+            refused: false,
+            record: None,
         };
         assert_eq!(
             missing_gpus(&node, Some(4)).as_deref(),

@@ -119,6 +119,16 @@ impl Recorder {
     /// Queues one update that arrived at `time_ms`; false once the writer
     /// has failed (see `error`).
     pub fn record(&self, time_ms: i64, u: &Update) -> bool {
+        // A burn-in's record is the agent's evidence, not part of a
+        // recording (schema 2 predates it, as it does the description's
+        // health): a replay shows none.
+        if let Update::Node {
+            event: Event::BurnIn(_),
+            ..
+        } = u
+        {
+            return self.tx.is_some();
+        }
         match &self.tx {
             Some(tx) => tx.send((time_ms, u.clone())).is_ok(),
             None => false,
@@ -287,6 +297,7 @@ impl Writer {
                         n.last = Some(s.clone());
                     }
                     Event::CaughtUp => n.caught_up = true,
+                    Event::BurnIn(_) => {}
                     Event::Down(e) => {
                         n.down = Some(e.clone());
                         n.caught_up = false;

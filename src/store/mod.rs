@@ -179,9 +179,29 @@ impl Store {
                     n.timeline.add(e);
                 }
                 n.gpus_seen = n.gpus_seen.max(info.gpus.len() as u32);
+                let latest = info.health.burn_ins.iter().max_by_key(|b| b.ended_ms).cloned();
                 n.info = Some(*info);
                 n.link = Link::Connected { since_ms: now_ms };
                 n.caught_up = false;
+                if let Some(b) = latest {
+                    n.judge_burn_in(&b, now_ms, th);
+                }
+                if let Some(info) = &n.info {
+                    for e in timeline::from_burn_ins(&n.target.name, &info.health.burn_ins) {
+                        n.timeline.add(e);
+                    }
+                }
+                n.take_flag_changes(self.unsaved.as_mut());
+            }
+            Event::BurnIn(b) => {
+                let new = n.info.as_mut().is_some_and(|i| i.health.add_burn_in((*b).clone()));
+                if new {
+                    n.judge_burn_in(&b, now_ms, th);
+                    for e in timeline::from_burn_ins(&n.target.name, std::slice::from_ref(&b)) {
+                        n.timeline.add(e);
+                    }
+                    n.take_flag_changes(self.unsaved.as_mut());
+                }
             }
             Event::Sample(s) => {
                 // Live samples only: history says nothing of the node now.
@@ -221,7 +241,8 @@ impl Store {
             // Only a run that measured the GPUs and passed clears a failure:
             // a cancelled or incomplete one says nothing new.
             Outcome::Passed => Some(None),
-            Outcome::Running | Outcome::Cancelled | Outcome::Incomplete => cleared.then_some(None),
+            // A suite that never started says nothing of the hardware.
+            Outcome::Running | Outcome::Cancelled | Outcome::Refused | Outcome::Incomplete => cleared.then_some(None),
         };
         if cleared {
             self.bench.remove(&node);
@@ -284,18 +305,6 @@ impl Store {
         let at: Vec<Option<usize>> = events.iter().map(|e| index.get(e.node.as_str()).copied()).collect();
         for (e, i) in events.into_iter().zip(at) {
             if let Some(n) = i.and_then(|i| self.nodes.get_mut(i)) {
-                // A burn-in that passed, wherever it was run from, ends the
-                // holds of the faults before it.
-                if matches!(
-                    e.what,
-                    timeline::What::Action {
-                        action: crate::model::action::NodeAction::Bench,
-                        ok: true,
-                        ..
-                    }
-                ) {
-                    n.detector.burnin_passed_ms = n.detector.burnin_passed_ms.max(Some(e.time_ms));
-                }
                 n.timeline.add(e);
             }
         }

@@ -145,6 +145,34 @@ impl NodeState {
                 .as_ref()
                 .map(|v| v.jobs.iter().map(crate::model::sched::Job::words).collect())
                 .unwrap_or_default(),
+            burn_ins: self
+                .info
+                .as_ref()
+                .map(|i| i.health.burn_ins.clone())
+                .unwrap_or_default(),
+            identity: self.info.as_ref().map(|i| i.identity()),
+        }
+    }
+
+    /// Takes in the newest burn-in its agent recorded, wherever it was run
+    /// from: a pass clears `burnin_failed` and ends the holds of the faults
+    /// before it; a failure raises `burnin_failed` (crit) until a pass.
+    pub fn judge_burn_in(&mut self, b: &crate::model::bench::BurnIn, now_ms: i64, th: &Thresholds) {
+        let newest = self
+            .info
+            .as_ref()
+            .and_then(|i| i.health.burn_ins.iter().map(|x| x.ended_ms).max());
+        if newest.is_some_and(|t| t > b.ended_ms) {
+            return;
+        }
+        if b.passed {
+            self.detector.burnin_passed_ms = self.detector.burnin_passed_ms.max(Some(b.ended_ms));
+            self.detector.set_burnin(None, now_ms, th);
+        } else {
+            let suite = b.suite.map_or("?", crate::model::bench::Suite::name);
+            let detail = format!("burn-in {suite} failed: {} (the node's agent)", b.failure());
+            let failed = (crate::model::flag::Severity::Crit, b.ended_ms, detail);
+            self.detector.set_burnin(Some(failed), now_ms, th);
         }
     }
 

@@ -269,8 +269,9 @@ fn a_burn_in_that_passed_after_an_xid_ends_its_hold_wherever_it_ran() {
     on(&mut st, Event::Sample(Box::new(sample(1_000, vec![x]))), 1_000);
     on(&mut st, Event::Sample(Box::new(sample(2_000, vec![]))), 2_000);
     assert!(xid_flag(&st), "held for an hour");
-    // A burn-in passed at 10 s (from the CLI: the audit log's line).
-    let passed = timeline::Event {
+    // The audit log says a burn-in passed (a person's request, from a
+    // console's files): that alone ends nothing.
+    let said = timeline::Event {
         time_ms: 10_000,
         node: "n1".into(),
         what: timeline::What::Action {
@@ -282,20 +283,25 @@ fn a_burn_in_that_passed_after_an_xid_ends_its_hold_wherever_it_ran() {
         },
         by: "alice".into(),
     };
-    let failed = timeline::Event {
-        what: timeline::What::Action {
-            action: crate::model::action::NodeAction::Bench,
-            ok: false,
-            reason: Some("suite quick".into()),
-            message: String::new(),
-            policy: None,
-        },
-        ..passed.clone()
+    st.apply(Update::Timeline(vec![said]), 10_000);
+    on(&mut st, Event::Sample(Box::new(sample(10_500, vec![]))), 10_500);
+    assert!(xid_flag(&st), "a line in an audit log is no burn-in");
+    // The node's agent records a failed burn-in at 10 s, then a pass at 12 s
+    // (from the CLI, another console: wherever it was run from).
+    let run = |ended_ms: i64, passed: bool| crate::model::bench::BurnIn {
+        started_ms: ended_ms - 500,
+        ended_ms,
+        suite: Some(crate::model::bench::Suite::Quick),
+        passed,
+        requested_by: "alice@console2".into(),
+        node: Default::default(),
+        checks: Vec::new(),
+        error: None,
     };
-    st.apply(Update::Timeline(vec![failed]), 10_000);
+    on(&mut st, Event::BurnIn(Box::new(run(10_000, false))), 10_000);
     on(&mut st, Event::Sample(Box::new(sample(11_000, vec![]))), 11_000);
     assert!(xid_flag(&st), "a failed burn-in ends nothing");
-    st.apply(Update::Timeline(vec![passed]), 12_000);
+    on(&mut st, Event::BurnIn(Box::new(run(12_000, true))), 12_000);
     on(&mut st, Event::Sample(Box::new(sample(13_000, vec![]))), 13_000);
     assert!(!xid_flag(&st), "the hold ended with the passing burn-in");
     // An XID after it is a new fault.
@@ -509,4 +515,61 @@ fn history_is_bounded_and_aligned() {
     };
     on(&mut st, Event::Sample(Box::new(old)), 0);
     assert_eq!(st.nodes[0].history.newest_ms(), Some(5000));
+}
+
+/// A burn-in's verdict comes from the node's agent, wherever it was run
+/// from: a failure its agent holds raises `burnin_failed` in every console
+/// that connects, and a pass recorded later (by another console, the
+/// command line) clears it in a console that is running, at once.
+#[test]
+fn a_pass_the_nodes_agent_records_anywhere_clears_burnin_failed_at_once() {
+    use crate::model::bench::{BurnIn, Identity, Suite};
+    let t0 = 1_700_000_000_000;
+    let run = |ended_ms: i64, passed: bool| BurnIn {
+        started_ms: ended_ms - 1000,
+        ended_ms,
+        suite: Some(Suite::Quick),
+        passed,
+        requested_by: "alice@console2".into(),
+        node: Identity::default(),
+        checks: Vec::new(),
+        error: (!passed).then(|| "hbm_d2d gpu 1".into()),
+    };
+    let burnin_failed = |st: &Store| {
+        st.nodes[0]
+            .detector
+            .active()
+            .find(|f| f.kind == FlagKind::BurninFailed)
+            .map(|f| (f.severity, f.detail.clone()))
+    };
+    let mut st = Store::new(vec![target()], Thresholds::default());
+    let mut desc = NodeDesc {
+        interval_ms: 1_000,
+        ..Default::default()
+    };
+    desc.health.burn_ins = vec![run(t0 - 60_000, true), run(t0 - 30_000, false)];
+    on(&mut st, Event::Info(Box::new(desc)), t0);
+    on(&mut st, Event::CaughtUp, t0);
+    let (sev, detail) = burnin_failed(&st).expect("the agent's last verdict failed");
+    assert_eq!(sev, Severity::Crit);
+    assert!(
+        detail.contains("hbm_d2d gpu 1") && detail.contains("the node's agent"),
+        "{detail}"
+    );
+    // Another console's return passes on the node: its agent tells this one.
+    on(&mut st, Event::BurnIn(Box::new(run(t0 + 5_000, true))), t0 + 5_100);
+    assert_eq!(burnin_failed(&st), None, "cleared at once, no restart");
+    assert_eq!(st.nodes[0].detector.burnin_passed_ms, Some(t0 + 5_000));
+    // The same record again (a second stream) changes nothing; an older
+    // failure arriving late does not raise it again.
+    on(&mut st, Event::BurnIn(Box::new(run(t0 + 5_000, true))), t0 + 6_000);
+    on(&mut st, Event::BurnIn(Box::new(run(t0 + 1_000, false))), t0 + 6_000);
+    assert_eq!(burnin_failed(&st), None);
+    let texts: Vec<String> = st.nodes[0].timeline.events().map(|e| e.line()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t == "burn-in quick passed (the node's agent), asked by alice@console2"),
+        "{texts:#?}"
+    );
 }

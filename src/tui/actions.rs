@@ -14,7 +14,6 @@ use crate::model::bench::{Outcome, Suite};
 use crate::model::request::Request;
 use crate::model::returning::Prepared;
 use crate::model::sched::Hold;
-use crate::model::timeline::Event;
 use crate::tui::app::{App, Screen};
 use crate::tui::modal::{Dialog, Guard};
 use crate::tui::view;
@@ -297,8 +296,9 @@ fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
 }
 
 /// A return to service of `names`, decided from what the console holds:
-/// Slurm's view of each node, their agents, and their timelines (a burn-in
-/// passed since the drain began lets a node go back without another).
+/// Slurm's view of each node, and what their agents say (a burn-in their
+/// own agent recorded since the drain began lets a node go back without
+/// another).
 fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Prepared {
     let store = &app.store;
     let nodes: Vec<&crate::store::NodeState> = names
@@ -306,7 +306,6 @@ fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Pre
         .filter_map(|name| store.nodes.iter().find(|n| &n.target.name == name))
         .collect();
     let targets: Vec<crate::model::target::Target> = nodes.iter().map(|n| n.target.clone()).collect();
-    let events: Vec<Event> = nodes.iter().flat_map(|n| n.timeline.events().cloned()).collect();
     let sched = |name: &str| {
         store
             .nodes
@@ -324,7 +323,13 @@ fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Pre
             .map(|n| n.gate(None, th))
             .unwrap_or_default()
     };
-    crate::ops::return_to_service::prepare(names, sched, gate, &targets, &events, suite, force)
+    // The typed name lifts a fault or someone else's drain, never the jobs:
+    // a burn-in beside them is `node return --beside-jobs` alone.
+    let how = crate::ops::return_to_service::Overrides {
+        force,
+        beside_jobs: false,
+    };
+    crate::ops::return_to_service::prepare(names, sched, gate, &targets, suite, how)
 }
 
 /// `T` on the heatmap and node detail: return the marked nodes (or the one

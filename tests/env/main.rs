@@ -142,6 +142,10 @@ fn main() {
             slurm
         ),
         t!(
+            slurm_loop::a_demo_burn_in_never_returns_a_real_node_and_a_pass_on_its_own_agent_does,
+            slurm
+        ),
+        t!(
             slurm_loop::the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wide_event,
             slurm
         ),

@@ -217,7 +217,7 @@ pub fn return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain() {
     let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu[01-04]", "--yes"]);
     assert!(!ok, "gpu04 failed and gpu03 is someone else's: non-zero\n{out}{err}");
     assert!(
-        err.contains("no passing burn-in since the drain"),
+        err.contains("no passing burn-in on its own agent since the drain"),
         "the plan said why: {err}"
     );
     assert!(err.contains("RunBench suite=quick"), "the exact calls first: {err}");
@@ -290,9 +290,86 @@ pub fn return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain() {
     );
     assert!(texts.iter().any(|t| t.starts_with("return FAILED")), "{texts:#?}");
     assert!(
-        events.iter().all(|e| e["node"] == "gpu04" && e["by"] == "root"),
+        texts
+            .iter()
+            .any(|t| t.starts_with("burn-in quick FAILED: pcie_h2d gpu")),
+        "the verdict as the node's agent keeps it: {texts:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["node"] == "gpu04" && e["by"].as_str().is_some_and(|b| b.starts_with("root"))),
         "{events:#?}"
     );
+}
+
+/// The loop on evidence every console shares. A node is drained for a
+/// fault; the demo's node of the same name passes a burn-in, which writes
+/// nothing into the user's audit log and does not count; a burn-in run by
+/// the node's address on its own agent is filed under the host name that
+/// agent reports, and its pass, kept by that agent, returns the node
+/// without another burn-in.
+pub fn a_demo_burn_in_never_returns_a_real_node_and_a_pass_on_its_own_agent_does() {
+    let env = setup(&[("training", 1)], "");
+    let (ok, out, err) = env.run(&["node", "drain", "gpu01", "--yes", "--reason", "xid 79 on gpu 1"]);
+    assert!(ok, "{out}{err}");
+    env.wait("gpu01", "drained");
+    // Slurm's reason times are to the second: the burn-ins come after.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let logged = env.audit().len();
+
+    // The demo's gpu01 passes a burn-in: nothing of it reaches the user's
+    // audit log, and the real gpu01's return does not count it.
+    let (ok, out, err) = env.run(&["bench", "--demo", "--nodes", "2", "--yes"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("\"gpu01\""), "the demo's gpu01 ran: {out}");
+    assert_eq!(env.audit().len(), logged, "the demo wrote nothing to the audit log");
+    // Without --yes and with no terminal, the plan is shown and nothing runs.
+    let (ok, _, err) = env.run(&["--insecure", "node", "return", "gpu01"]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("gpu01: burn-in (quick) first: no passing burn-in on its own agent since the drain"),
+        "the demo's pass does not count: {err}"
+    );
+    assert_eq!(env.state("gpu01"), "drained");
+
+    // A burn-in on the node's own agent, asked by its address.
+    let cfg = std::fs::read_to_string(env.path("config.toml")).expect("config");
+    let addr = cfg
+        .lines()
+        .find_map(|l| l.strip_prefix("gpu01 = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("gpu01's agent")
+        .to_string();
+    let (ok, out, err) = env.run(&[
+        "bench",
+        "--hosts",
+        &addr,
+        "--insecure",
+        "--yes",
+        "--token-file",
+        env.path("token").to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{out}{err}");
+    let report: fleetop::model::bench::BenchReport = serde_json::from_str(&out).expect("report");
+    let host = report.nodes[0].name.clone();
+    assert!(
+        host.parse::<std::net::IpAddr>().is_err() && !host.contains(':'),
+        "filed under the agent's host name, not {addr}: {host}"
+    );
+    let bench = env
+        .audit()
+        .into_iter()
+        .rfind(|r| r.action == NodeAction::Bench && r.stage == Stage::Done)
+        .expect("the burn-in in the audit log");
+    assert_eq!(bench.results[0].node, host);
+
+    // The return finds that pass on gpu01's own agent: no burn-in runs.
+    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu01", "--yes"]);
+    assert!(ok, "{out}{err}");
+    assert!(err.contains("on its own agent"), "{err}");
+    assert!(!err.contains("RunBench"), "no second burn-in: {err}");
+    env.wait("gpu01", "idle");
 }
 
 /// A node that lost a GPU (gpu_missing, crit) is drained; its return is

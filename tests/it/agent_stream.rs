@@ -272,6 +272,7 @@ async fn history_through_the_console(
                 messages.push(h.encoded_len());
                 samples.extend(decoder.history(h, 0).expect("in sequence"));
             }
+            Some(Kind::BurnIn(_)) => {}
             Some(Kind::CaughtUp(n)) => {
                 // The live stream goes on from the history's last sample.
                 decoder.caught_up();
@@ -408,6 +409,7 @@ async fn a_session_with_history(
                 seqs.push(s.seq);
             }
             Event::Down(e) => panic!("the stream broke: {e}"),
+            Event::BurnIn(_) => {}
         }
     }
     (agent, tasks, infos, caught_up, seqs)
@@ -528,6 +530,7 @@ async fn samples_keep_coming_while_the_second_connection_is_made() {
                 }
             }
             Event::Down(e) => panic!("the stream broke: {e}"),
+            Event::BurnIn(_) => {}
             Event::Info(_) => {}
         }
         if caught_up.is_some_and(|t| t.elapsed() > CONNECT_TIMEOUT + Duration::from_secs(2)) {
@@ -580,6 +583,7 @@ async fn histories_are_read_a_few_nodes_at_a_time() {
             Event::CaughtUp => caught_up[node] = true,
             Event::Sample(_) => order.push((node, caught_up[node])),
             Event::Down(e) => panic!("the stream broke: {e}"),
+            Event::BurnIn(_) => {}
             Event::Info(_) => {}
         }
     }

@@ -208,6 +208,7 @@ fn req(suite: &str) -> BenchRequest {
         suite: suite.into(),
         timeout_s: 0,
         net_target: String::new(),
+        ..Default::default()
     }
 }
 

@@ -444,6 +444,7 @@ fn a_replay_shows_the_nodes_timeline() {
         forced: false,
         policy: None,
         scheduler: Default::default(),
+        overrides: Default::default(),
     };
     let rec = Recorder::create(RecorderOptions::new(&file), &targets, true).expect("create");
     assert!(rec.record(T0, &Update::Timeline(vec![earlier.clone()])));

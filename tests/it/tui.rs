@@ -510,6 +510,7 @@ fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
         forced: false,
         policy: None,
         scheduler: Default::default(),
+        overrides: Default::default(),
     };
     steps.push(Step::Arrive(Update::ActionDone(std::sync::Arc::new(report))));
     let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps, enabled);
@@ -2753,6 +2754,7 @@ fn report(action: NodeAction, node: &str, reason: &str, message: &str) -> Action
         forced: false,
         policy: None,
         scheduler: Default::default(),
+        overrides: Default::default(),
     }
 }
 

@@ -65,6 +65,7 @@ fn read_stream(messages: Vec<AgentMessage>) -> serde_json::Value {
             agent_message::Kind::History(h) => samples.extend(stream.history(h, now).expect("history decodes")),
             agent_message::Kind::Sample(s) => samples.push(stream.sample(s, now).expect("sample decodes")),
             agent_message::Kind::CaughtUp(_) => stream.caught_up(),
+            agent_message::Kind::BurnIn(_) => {}
         }
     }
     let desc = desc.expect("a description first");
@@ -252,6 +253,7 @@ async fn record_this_versions_fixtures() {
         suite: "quick".into(),
         timeout_s: 0,
         net_target: String::new(),
+        ..Default::default()
     };
     std::fs::write(dir().join("bench-request.bin"), req.encode_to_vec()).expect("writes");
     let mut b = c.run_bench(req).await.expect("runs").into_inner();

@@ -331,6 +331,7 @@ pub fn run(suite: Suite, net_target: Option<&str>, ctx: &BenchContext, stop: &At
 
     let cancelled = r.stopped();
     r.send(Kind::Done(BenchDone {
+        record: None,
         cancelled,
         error: String::new(),
     }));

@@ -7,8 +7,7 @@
 //! 0700 directory. A journal that cannot be read is a warning and an empty
 //! journal, never a failed start.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -223,69 +222,15 @@ impl Journal {
         };
         let mut text = serde_json::to_vec_pretty(&form).map_err(std::io::Error::other)?;
         text.push(b'\n');
-        let tmp = self.dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
-        let create = || {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&tmp)
-        };
-        let mut f = match create() {
-            Ok(f) => f,
-            // Left by an earlier agent that had this pid and died mid-write
-            // (removing a link removes the link, not what it names).
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                std::fs::remove_file(&tmp)?;
-                create()?
-            }
-            Err(e) => return Err(e),
-        };
-        let written = f.write_all(&text).and_then(|()| f.sync_all());
-        drop(f);
-        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, self.path())) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        // The rename itself is durable once the directory is synced.
-        if let Ok(d) = std::fs::File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        super::file::write_atomic(&self.dir, FILE_NAME, &text)
     }
 }
 
 /// The journal file's records; `None` when there is no file yet.
 fn read_file(path: &Path) -> std::io::Result<Option<Vec<FaultRecord>>> {
-    use std::io::Read;
-    // Never through a link: the directory is ours, a link in it is not.
-    // Non-blocking: a FIFO planted in its place must not hang the open;
-    // the type is checked on what was opened.
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some(buf) = super::file::read_own(path, MAX_FILE_BYTES)? else {
+        return Ok(None);
     };
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if meta.nlink() > 1 {
-        return Err(std::io::Error::other("has other hard links: not the agent's own file"));
-    }
-    let mut buf = Vec::new();
-    f.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > MAX_FILE_BYTES {
-        return Err(std::io::Error::other(format!(
-            "larger than {} MiB",
-            MAX_FILE_BYTES >> 20
-        )));
-    }
     let form: FileForm = serde_json::from_slice(&buf).map_err(|e| {
         std::io::Error::other(format!(
             "not a fault journal ({})",

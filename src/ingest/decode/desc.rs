@@ -55,6 +55,13 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
                 })
                 .collect(),
             boot_id: text(info.boot_id),
+            machine_id: text(info.machine_id),
+            // On the agent's clock here: `Stream::info` moves them to the console's.
+            burn_ins: info
+                .burn_ins
+                .into_iter()
+                .map(|r| super::burnin::burn_in(r, 0))
+                .collect(),
         },
     };
     desc.printable()

@@ -13,10 +13,12 @@ use fleetop_proto::wire::{self, BadDelta};
 
 use crate::model::sample::{NodeDesc, NodeSample, PcieLink};
 
+mod burnin;
 mod desc;
 mod processes;
 mod sample;
 
+pub use burnin::{burn_in_alone, check};
 pub use desc::node_desc;
 use processes::LastProcesses;
 pub use sample::sample;
@@ -76,7 +78,17 @@ impl Stream {
         self.skew_ms = info.agent_time_ms - now_ms;
         self.wire = wire::Decoder::default();
         self.live = false;
-        node_desc(info)
+        let mut desc = node_desc(info);
+        for b in &mut desc.health.burn_ins {
+            b.started_ms -= self.skew_ms;
+            b.ended_ms -= self.skew_ms;
+        }
+        desc
+    }
+
+    /// A burn-in the agent just recorded, sent live.
+    pub fn burn_in(&self, r: pb::BurnInRecord) -> crate::model::bench::BurnIn {
+        burn_in_alone(r, self.skew_ms)
     }
 
     /// The state a second stream from the same agent process starts with,

@@ -54,7 +54,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Outcome::Failed if !s.finished => ("failing", t.crit),
             Outcome::Failed => ("FAILED", t.crit),
             Outcome::Error | Outcome::Incomplete => (outcome.word(), t.warn),
-            Outcome::Cancelled => (outcome.word(), t.muted),
+            Outcome::Cancelled | Outcome::Refused => (outcome.word(), t.muted),
             Outcome::Passed => (outcome.word(), t.ok),
             Outcome::Running => (outcome.word(), t.title),
         };
@@ -96,6 +96,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Outcome::Incomplete => Some(("no GPU check ran: see the skipped reasons".to_string(), style)),
             Outcome::Cancelled => Some((
                 "cancelled from the console: says nothing about the hardware".to_string(),
+                style,
+            )),
+            Outcome::Refused => Some((
+                format!(
+                    "not run: {}: says nothing about the hardware",
+                    s.error.as_deref().unwrap_or("refused")
+                ),
                 style,
             )),
             Outcome::Running | Outcome::Passed => None,

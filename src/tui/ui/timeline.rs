@@ -128,5 +128,7 @@ fn what_style(t: &Theme, w: &What) -> Style {
         What::Action { ok: false, .. } => t.crit,
         What::Action { .. } => t.base,
         What::Fault { .. } => t.warn,
+        What::BurnIn { passed: false, .. } => t.crit,
+        What::BurnIn { .. } => t.base,
     }
 }

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use super::{AgentService, Shared};
 use crate::bench::sim::SimBench;
 use crate::bench::{BenchContext, Suite};
-use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, bench_event};
+use crate::proto::{BenchEvent, BenchRequest, BurnInRecord, NetSinkEvent, NetSinkRequest, bench_event};
 
 /// Frees the agent for the next suite when the running one ends, however.
 struct BusyGuard(Arc<Shared>);
@@ -91,6 +91,10 @@ impl AgentService {
                 }
             });
         }
+        // The record this burn-in leaves in the node's journal, filled as
+        // its checks come.
+        let mut record = self.burn_in_record(suite, &req.requested_by, peer);
+        let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
             let _busy = guard;
             let _stream = stream;
@@ -98,8 +102,20 @@ impl AgentService {
             let _ended = ended;
             let mut emit = |e: BenchEvent| {
                 let e = match e.kind {
-                    Some(bench_event::Kind::Done(mut d)) if timed_out.load(Ordering::SeqCst) => {
-                        d.error = format!("timed out after {} s", limit.as_secs());
+                    Some(bench_event::Kind::Result(r)) => {
+                        record.checks.push(r.clone());
+                        BenchEvent {
+                            kind: Some(bench_event::Kind::Result(r)),
+                        }
+                    }
+                    Some(bench_event::Kind::Done(mut d)) => {
+                        if timed_out.load(Ordering::SeqCst) {
+                            d.error = format!("timed out after {} s", limit.as_secs());
+                        }
+                        // A suite the caller cancelled has no verdict.
+                        if !d.cancelled || timed_out.load(Ordering::SeqCst) {
+                            d.record = Some(shared.keep_burn_in(std::mem::take(&mut record), &d.error));
+                        }
                         BenchEvent {
                             kind: Some(bench_event::Kind::Done(d)),
                         }
@@ -111,6 +127,28 @@ impl AgentService {
             crate::bench::run(suite, target.as_deref(), &ctx, &stop, &mut emit);
         });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    /// A burn-in's record as it starts: the node as this agent knows it
+    /// now, who asked (in their words, or the address they asked from).
+    fn burn_in_record(&self, suite: Suite, requested_by: &str, peer: Option<std::net::IpAddr>) -> BurnInRecord {
+        let info = &self.shared.info;
+        let by = fleetop_proto::input::printable(requested_by.trim(), 128);
+        BurnInRecord {
+            started_ms: self.shared.now_ms(),
+            suite: suite.name().into(),
+            requested_by: match (by.is_empty(), peer) {
+                (false, _) => by,
+                (true, Some(ip)) => format!("a console at {ip}"),
+                (true, None) => "a console".into(),
+            },
+            hostname: info.hostname.clone(),
+            machine_id: info.machine_id.clone(),
+            boot_id: info.boot_id.clone(),
+            gpu_uuids: info.gpus.iter().map(|g| g.uuid.clone()).collect(),
+            gpu_serials: info.gpus.iter().map(|g| g.serial_number.clone()).collect(),
+            ..Default::default()
+        }
     }
 
     pub(super) async fn net_sink_stream(
@@ -164,5 +202,24 @@ impl AgentService {
                 .await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+impl Shared {
+    /// Judges a suite that ended, keeps its verdict in the node's burn-in
+    /// journal and sends it to every subscriber; the record as kept.
+    fn keep_burn_in(&self, mut record: BurnInRecord, error: &str) -> BurnInRecord {
+        let now = self.now_ms();
+        record.ended_ms = now;
+        record.error = error.to_string();
+        // Every GPU the node should have: those it lists, those its
+        // --expect-gpus says, those on the bus that its library misses.
+        let expect = (self.info.gpus.len() + self.info.gpus_missing_pci.len()).max(self.info.expect_gpus as usize);
+        record.passed = crate::keep::burnins::passed(&record.checks, error, expect);
+        let mut journal = self.burn_ins.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = journal.add(record, now);
+        // Under the lock: a new subscriber has it in its description or here.
+        let _ = self.burn_in_live.send(kept.clone());
+        kept
     }
 }

@@ -44,6 +44,11 @@ struct Shared {
     fault_journal: Option<crate::collector::JournalView>,
     ring: Mutex<Ring>,
     live: broadcast::Sender<Arc<Sample>>,
+    /// The burn-ins this node ran (`keep::burnins`): each new subscriber's
+    /// description carries them, and each new one goes live to every
+    /// subscriber on `burn_in_live`.
+    burn_ins: Mutex<crate::keep::burnins::BurnIns>,
+    burn_in_live: broadcast::Sender<crate::proto::BurnInRecord>,
     /// Protobuf bytes of messages sent to subscribers (for benchmarks).
     bytes_sent: AtomicU64,
     /// Samples taken since start (for benchmarks and tests).

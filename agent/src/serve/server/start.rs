@@ -183,6 +183,8 @@ pub async fn serve(
         fault_journal: collector.journal_view(),
         ring: Mutex::new(Ring::new(capacity, opts.max_ring_bytes)),
         live,
+        burn_ins: Mutex::new(collector.take_burn_ins()),
+        burn_in_live: broadcast::channel(8).0,
         bytes_sent: AtomicU64::new(0),
         samples_taken: AtomicU64::new(0),
         bench: opts.bench.clone(),

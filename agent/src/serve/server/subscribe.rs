@@ -96,6 +96,12 @@ where
     Some(sent)
 }
 
+/// What reaches a live stream next.
+enum Live {
+    Sample(Result<Arc<Sample>, broadcast::error::RecvError>),
+    BurnIn(crate::proto::BurnInRecord),
+}
+
 impl AgentService {
     pub(super) async fn subscribe_stream(
         &self,
@@ -132,6 +138,14 @@ impl AgentService {
         if let Some(j) = &self.shared.fault_journal {
             info.fault_journal = j.read().unwrap_or_else(|e| e.into_inner()).clone();
         }
+        // Taken with the journal's lock held, so a burn-in recorded now is
+        // in the description or on this receiver (or both: a console keeps
+        // a record once).
+        let mut burn_live = {
+            let b = self.shared.burn_ins.lock().unwrap_or_else(|e| e.into_inner());
+            info.burn_ins = b.records().to_vec();
+            self.shared.burn_in_live.subscribe()
+        };
         let shared = self.shared.clone();
         let mut stop = self.stop.clone();
         // Small: a subscriber that stops reading holds at most this many
@@ -206,8 +220,27 @@ impl AgentService {
             }
             loop {
                 let next = tokio::select! {
-                    r = live.recv() => r,
+                    r = live.recv() => Live::Sample(r),
+                    b = burn_live.recv() => match b {
+                        Ok(b) => Live::BurnIn(b),
+                        Err(_) => continue,
+                    },
                     _ = stop.wait_for(|s| *s) => return,
+                };
+                let next = match next {
+                    Live::Sample(r) => r,
+                    // A burn-in recorded on this node: every console sees it now.
+                    Live::BurnIn(b) => {
+                        if send(AgentMessage {
+                            kind: Some(Kind::BurnIn(b)),
+                        })
+                        .await
+                        .is_err()
+                        {
+                            return;
+                        }
+                        continue;
+                    }
                 };
                 match next {
                     Ok(s) => {
