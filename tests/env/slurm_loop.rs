@@ -310,36 +310,39 @@ pub fn return_resumes_only_the_nodes_that_pass_a_burn_in_since_their_drain() {
 /// agent reports, and its pass, kept by that agent, returns the node
 /// without another burn-in.
 pub fn a_demo_burn_in_never_returns_a_real_node_and_a_pass_on_its_own_agent_does() {
-    let env = setup(&[("training", 1)], "");
-    let (ok, out, err) = env.run(&["node", "drain", "gpu01", "--yes", "--reason", "xid 79 on gpu 1"]);
+    let env = setup(&[("training", 2)], "");
+    let (ok, out, err) = env.run(&["node", "drain", "gpu02", "--yes", "--reason", "xid 79 on gpu 1"]);
     assert!(ok, "{out}{err}");
-    env.wait("gpu01", "drained");
+    env.wait("gpu02", "drained");
     // Slurm's reason times are to the second: the burn-ins come after.
     std::thread::sleep(Duration::from_millis(1_100));
     let logged = env.audit().len();
 
-    // The demo's gpu01 passes a burn-in: nothing of it reaches the user's
-    // audit log, and the real gpu01's return does not count it.
-    let (ok, out, err) = env.run(&["bench", "--demo", "--nodes", "2", "--yes"]);
-    assert!(ok, "{out}{err}");
-    assert!(out.contains("\"gpu01\""), "the demo's gpu01 ran: {out}");
+    // The demo's gpu02 passes a burn-in: nothing of it reaches the user's
+    // audit log, and the real gpu02's return does not count it.
+    let (_, out, err) = env.run(&["bench", "--demo", "--nodes", "2", "--yes"]);
+    let demo: fleetop::model::bench::BenchReport = serde_json::from_str(&out).expect("report");
+    assert!(
+        demo.nodes.iter().any(|n| n.name == "gpu02" && n.ok),
+        "the demo's gpu02 passed: {out}{err}"
+    );
     assert_eq!(env.audit().len(), logged, "the demo wrote nothing to the audit log");
     // Without --yes and with no terminal, the plan is shown and nothing runs.
-    let (ok, _, err) = env.run(&["--insecure", "node", "return", "gpu01"]);
+    let (ok, _, err) = env.run(&["--insecure", "node", "return", "gpu02"]);
     assert!(!ok, "{err}");
     assert!(
-        err.contains("gpu01: burn-in (quick) first: no passing burn-in on its own agent since the drain"),
+        err.contains("gpu02: burn-in (quick) first: no passing burn-in on its own agent since the drain"),
         "the demo's pass does not count: {err}"
     );
-    assert_eq!(env.state("gpu01"), "drained");
+    assert_eq!(env.state("gpu02"), "drained");
 
     // A burn-in on the node's own agent, asked by its address.
     let cfg = std::fs::read_to_string(env.path("config.toml")).expect("config");
     let addr = cfg
         .lines()
-        .find_map(|l| l.strip_prefix("gpu01 = \""))
+        .find_map(|l| l.strip_prefix("gpu02 = \""))
         .and_then(|l| l.strip_suffix('"'))
-        .expect("gpu01's agent")
+        .expect("gpu02's agent")
         .to_string();
     let (ok, out, err) = env.run(&[
         "bench",
@@ -364,12 +367,12 @@ pub fn a_demo_burn_in_never_returns_a_real_node_and_a_pass_on_its_own_agent_does
         .expect("the burn-in in the audit log");
     assert_eq!(bench.results[0].node, host);
 
-    // The return finds that pass on gpu01's own agent: no burn-in runs.
-    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu01", "--yes"]);
+    // The return finds that pass on gpu02's own agent: no burn-in runs.
+    let (ok, out, err) = env.run(&["--insecure", "node", "return", "gpu02", "--yes"]);
     assert!(ok, "{out}{err}");
     assert!(err.contains("on its own agent"), "{err}");
     assert!(!err.contains("RunBench"), "no second burn-in: {err}");
-    env.wait("gpu01", "idle");
+    env.wait("gpu02", "idle");
 }
 
 /// A node that lost a GPU (gpu_missing, crit) is drained; its return is
@@ -498,7 +501,7 @@ fn stop(mut c: Child) {
 }
 
 pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wide_event() {
-    // 40 nodes: gpu01 hot (a warn flag: never the policy's), gpu02-gpu21
+    // 40 nodes: gpu02 hot (a warn flag: never the policy's), gpu02-gpu21
     // lose a GPU (XID 79, crit, reboot_node), gpu22-gpu40 healthy. The
     // breaker allows 10% of 40: 4 drains an hour.
     let env = setup(&[("hot", 1), ("xid79", 20), ("training", 19)], "");
@@ -536,7 +539,7 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
     assert_eq!(nodes.len(), 4, "the breaker's limit: {nodes:?}");
     assert!(
         nodes.iter().all(|n| faulty(n)),
-        "only faulty nodes, never gpu01 (warn) or gpu02 (someone else's): {nodes:?}"
+        "only faulty nodes, never gpu02 (warn) or gpu02 (someone else's): {nodes:?}"
     );
     for r in &drains {
         assert_eq!(
@@ -567,7 +570,7 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
         .filter(|n| !nodes.contains(n))
         .collect();
     assert!(still.iter().all(|n| env.state(n) == "idle"), "the breaker held");
-    assert_eq!(env.state("gpu01"), "idle", "a warn is not the policy's");
+    assert_eq!(env.state("gpu02"), "idle", "a warn is not the policy's");
     // Notified: each drain and the breaker, once.
     let raised = |name: &str| {
         hook.all()
