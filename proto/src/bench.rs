@@ -35,3 +35,16 @@ pub const GPU_CHECKS: &[&str] = &[
     "nccl_allreduce_busbw",
     "gemm_tflops",
 ];
+
+/// Checks whose figure is the host's, not a GPU's: when several agents of
+/// one run share a host (the demo, containers), each gets a share of it.
+pub const HOST_CHECKS: &[&str] = &["host_memcpy", "tcp"];
+
+/// Why a host figure of a run that `agents` agents on `host` ran at once is
+/// a share of the host (`BenchRequest.agents_on_host`).
+pub fn shared_host_note(agents: u32, host: &str) -> String {
+    format!("{agents} agents on {host} ran this at once: {SHARED_HOST}")
+}
+
+/// The words that end a shared host figure's reason.
+pub const SHARED_HOST: &str = "the figure is a share of the host";

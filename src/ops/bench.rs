@@ -53,9 +53,7 @@ pub use crate::ingest::decode::check as result;
 /// The error of a node whose agent stopped the suite because it was asked to.
 const CANCELLED: &str = "cancelled";
 
-/// Checks whose figure is the host's, not a GPU's: when several agents of
-/// one run share a host (the demo, containers), each gets a share of it.
-const HOST_CHECKS: &[&str] = &["host_memcpy", "tcp"];
+use fleetop_proto::bench::HOST_CHECKS;
 
 /// How many agents of this run are on each target's host.
 fn sharing(targets: &[Target]) -> Vec<usize> {
@@ -69,10 +67,12 @@ fn sharing(targets: &[Target]) -> Vec<usize> {
 /// host is a share of the host: below its floor it is a warning that says
 /// so, never a hardware failure of every node on that host.
 fn shared_host(mut r: BenchResult, agents: usize, host: &str) -> BenchResult {
-    if agents < 2 || r.gpu.is_some() || !HOST_CHECKS.contains(&r.name.as_str()) {
+    let note = fleetop_proto::bench::shared_host_note(agents as u32, host);
+    // An agent told so judged it so already (`BenchRequest.agents_on_host`).
+    let judged = (r.reason.as_deref()).is_some_and(|why| why.contains(fleetop_proto::bench::SHARED_HOST));
+    if agents < 2 || judged || r.gpu.is_some() || !HOST_CHECKS.contains(&r.name.as_str()) {
         return r;
     }
-    let note = format!("{agents} agents on {host} ran this at once: the figure is a share of the host");
     if r.verdict == Verdict::Fail {
         r.verdict = Verdict::Warn;
     }
@@ -207,6 +207,7 @@ pub async fn run_suites(
                 timeout_s: timeout.as_secs() as u32,
                 net_target: net_target.unwrap_or_default(),
                 requested_by: requested_by.into(),
+                agents_on_host: agents_on_host as u32,
             };
             // Until the agent takes the suite, an error is a refusal: no
             // burn-in ran, nothing is said of the hardware.

@@ -94,6 +94,7 @@ impl AgentService {
         // The record this burn-in leaves in the node's journal, filled as
         // its checks come.
         let mut record = self.burn_in_record(suite, &req.requested_by, peer);
+        let (agents_on_host, host) = (req.agents_on_host, self.shared.info.hostname.clone());
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
             let _busy = guard;
@@ -102,7 +103,8 @@ impl AgentService {
             let _ended = ended;
             let mut emit = |e: BenchEvent| {
                 let e = match e.kind {
-                    Some(bench_event::Kind::Result(r)) => {
+                    Some(bench_event::Kind::Result(mut r)) => {
+                        share_of_host(&mut r, agents_on_host, &host);
                         record.checks.push(r.clone());
                         BenchEvent {
                             kind: Some(bench_event::Kind::Result(r)),
@@ -221,5 +223,25 @@ impl Shared {
         // Under the lock: a new subscriber has it in its description or here.
         let _ = self.burn_in_live.send(kept.clone());
         kept
+    }
+}
+
+/// A host figure of a run that `agents` agents on this host ran at once is
+/// a share of the host: below its floor, a warning that says so, never a
+/// hardware failure of every node on that host.
+fn share_of_host(r: &mut crate::proto::BenchResult, agents: u32, host: &str) {
+    use crate::proto::Verdict;
+    if agents < 2 || r.gpu >= 0 || !fleetop_proto::bench::HOST_CHECKS.contains(&r.name.as_str()) {
+        return;
+    }
+    if r.verdict == Verdict::Fail as i32 {
+        r.verdict = Verdict::Warn as i32;
+    }
+    if r.verdict != Verdict::Skipped as i32 {
+        let note = fleetop_proto::bench::shared_host_note(agents, host);
+        r.reason = match r.reason.is_empty() {
+            true => note,
+            false => format!("{}; {note}", r.reason),
+        };
     }
 }
