@@ -233,7 +233,11 @@ pub fn parse_lease(id: u64, text: &str) -> Option<Lease> {
         match word.split_once('=')? {
             ("holder", v) => holder = v.rsplit_once('@').map(|(u, h)| (u.to_string(), h.to_string())),
             ("pid", v) => pid = v.parse::<u32>().ok(),
-            ("until", v) => until = chrono::DateTime::parse_from_rfc3339(v).ok().map(|t| t.timestamp_millis()),
+            ("until", v) => {
+                until = chrono::DateTime::parse_from_rfc3339(v)
+                    .ok()
+                    .map(|t| t.timestamp_millis())
+            }
             _ => {}
         }
     }
@@ -265,7 +269,10 @@ mod tests {
         assert_eq!(r, "fleetop-policy: xid on gpu3: reset_gpu (XID 79)");
         assert_eq!(policy_words(&r), Some("xid on gpu3: reset_gpu (XID 79)"));
         // Still fleetop's drain: a return or a resume works on it.
-        assert_eq!(crate::model::action::own_words(&r), Some("xid on gpu3: reset_gpu (XID 79)"));
+        assert_eq!(
+            crate::model::action::own_words(&r),
+            Some("xid on gpu3: reset_gpu (XID 79)")
+        );
         // A person's reason never reads as the policy's, whatever it says:
         // fleetop puts it after `fleetop: `.
         let person = crate::model::action::plan(
@@ -292,9 +299,18 @@ mod tests {
             marked_drain("gpu01", r, Some("2026-01-01T00:00:00.000Z"), 0).map(|d| d.1),
             Some(1_767_225_600_000)
         );
-        assert_eq!(marked_drain("gpu01", r, None, 99_000), Some(("gpu01".to_string(), 99_000)));
-        assert_eq!(marked_drain("gpu01", r, Some("Unknown"), 5), Some(("gpu01".to_string(), 5)));
-        assert_eq!(marked_drain("gpu01", Some("fleetop: xid"), Some("1970-01-01T00:00:10Z"), 0), None);
+        assert_eq!(
+            marked_drain("gpu01", r, None, 99_000),
+            Some(("gpu01".to_string(), 99_000))
+        );
+        assert_eq!(
+            marked_drain("gpu01", r, Some("Unknown"), 5),
+            Some(("gpu01".to_string(), 5))
+        );
+        assert_eq!(
+            marked_drain("gpu01", Some("fleetop: xid"), Some("1970-01-01T00:00:10Z"), 0),
+            None
+        );
         assert_eq!(marked_drain("gpu01", None, None, 0), None);
     }
 
@@ -347,7 +363,10 @@ mod tests {
                 until_ms: 60_000
             })
         );
-        assert_eq!(parse_lease(7, "holder=alice@head1 pid=x until=1970-01-01T00:01:00Z"), None);
+        assert_eq!(
+            parse_lease(7, "holder=alice@head1 pid=x until=1970-01-01T00:01:00Z"),
+            None
+        );
         assert_eq!(parse_lease(7, "a job"), None);
         assert_eq!(parse_lease(7, ""), None);
     }

@@ -31,9 +31,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::config::{RemediateConfig, RemediateMode};
-use crate::model::flag::{Flag, FlagKind, Severity};
 use crate::ingest::slurm::{SchedError, Slurm};
 use crate::model::action::{NodeAction, Plan};
+use crate::model::flag::{Flag, FlagKind, Severity};
 pub use crate::model::remediation::{Drained, State, Tripped};
 use crate::model::remediation::{Holder, Lease, WindowDrain, lease_holder, lease_text, parse_lease, window_drains};
 use crate::model::sched::{Hold, SchedNode};
@@ -115,7 +115,12 @@ pub fn marked_in_store(store: &Store, now_ms: i64) -> Vec<(String, i64)> {
 pub fn drain_plan(node: &str, reason: &str) -> Result<Plan, String> {
     crate::model::action::check_reason(reason)?;
     let argv = crate::model::action::command(NodeAction::Drain, node, Some(reason));
-    let mut plan = Plan::new(NodeAction::Drain, vec![node.to_string()], Some(reason.to_string()), vec![argv]);
+    let mut plan = Plan::new(
+        NodeAction::Drain,
+        vec![node.to_string()],
+        Some(reason.to_string()),
+        vec![argv],
+    );
     plan.policy = Some("remediate".into());
     Ok(plan)
 }
@@ -156,11 +161,7 @@ fn qualifies(node: &str, f: &Flag, now_ms: i64, grace: Option<(i64, &BTreeMap<St
 }
 
 /// The most urgent qualifying flag of a node.
-fn worst<'a>(
-    n: &'a NodeState,
-    now_ms: i64,
-    grace: Option<(i64, &BTreeMap<String, i64>)>,
-) -> Option<&'a Flag> {
+fn worst<'a>(n: &'a NodeState, now_ms: i64, grace: Option<(i64, &BTreeMap<String, i64>)>) -> Option<&'a Flag> {
     n.detector
         .active()
         .filter(|f| qualifies(&n.target.name, f, now_ms, grace))
@@ -780,8 +781,8 @@ pub fn sync_alerts(
 mod tests {
     use super::*;
     use crate::detect::Thresholds;
-    use crate::model::sched::{NodeView, SchedNode};
     use crate::model::remediation::Seen;
+    use crate::model::sched::{NodeView, SchedNode};
     use crate::model::target::Target;
 
     fn store(n: usize) -> Store {
@@ -884,7 +885,10 @@ mod tests {
         let Decision::Drain { reason, .. } = &d[0] else {
             unreachable!()
         };
-        assert!(reason.starts_with("fleetop-policy: xid on gpu0: reboot_node"), "{reason}");
+        assert!(
+            reason.starts_with("fleetop-policy: xid on gpu0: reboot_node"),
+            "{reason}"
+        );
         for d in &d[..3] {
             if let Decision::Drain { node, kind, reason } = d {
                 state.drained(node, *kind, reason, t0 + 60_000);
@@ -1033,7 +1037,10 @@ mod tests {
         );
         assert!(p.decide(&st, &mut state, now + 59_999).is_empty(), "within its grace");
         let d = p.decide(&st, &mut state, now + 60_000);
-        assert!(matches!(d.as_slice(), [Decision::Trip { node, .. }] if node == "n00"), "{d:?}");
+        assert!(
+            matches!(d.as_slice(), [Decision::Trip { node, .. }] if node == "n00"),
+            "{d:?}"
+        );
         // A flag that goes down and up again begins its grace again.
         let mut p = Policy::new(cfg(RemediateMode::Drain));
         assert!(p.decide(&st, &mut state, t0).is_empty());
@@ -1098,13 +1105,33 @@ mod tests {
                    12\u{1f}bob\u{1f}holder=bob@h2 pid=7 until=2026-01-01T00:00:30Z\u{1e}\n\
                    9\u{1f}eve\u{1f}just a job\u{1e}\n";
         let l = parse_lease_list(out);
-        assert_eq!(l.iter().map(|l| l.id).collect::<Vec<_>>(), [12, 57], "sorted, not a lease left out");
-        assert_eq!(l[1].holder.words(), "alice@h1 pid 42", "the job's owner, not what its comment says");
+        assert_eq!(
+            l.iter().map(|l| l.id).collect::<Vec<_>>(),
+            [12, 57],
+            "sorted, not a lease left out"
+        );
+        assert_eq!(
+            l[1].holder.words(),
+            "alice@h1 pid 42",
+            "the job's owner, not what its comment says"
+        );
         let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).expect("t").timestamp_millis();
         let now = t("2026-01-01T00:00:00Z");
-        assert_eq!(lease_holder(&l, now, |_| false).map(|l| l.id), Some(12), "the lowest live id");
-        assert_eq!(lease_holder(&l, now + 40_000, |_| false).map(|l| l.id), Some(57), "12 ran out");
-        assert_eq!(lease_holder(&l, now, |l| l.id == 12).map(|l| l.id), Some(57), "12's process is gone");
+        assert_eq!(
+            lease_holder(&l, now, |_| false).map(|l| l.id),
+            Some(12),
+            "the lowest live id"
+        );
+        assert_eq!(
+            lease_holder(&l, now + 40_000, |_| false).map(|l| l.id),
+            Some(57),
+            "12 ran out"
+        );
+        assert_eq!(
+            lease_holder(&l, now, |l| l.id == 12).map(|l| l.id),
+            Some(57),
+            "12's process is gone"
+        );
         assert_eq!(lease_holder(&l, now + 60_000, |_| false), None, "free");
     }
 }

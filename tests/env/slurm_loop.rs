@@ -679,7 +679,8 @@ pub fn two_watches_with_their_own_state_never_drain_past_the_limit_and_one_names
     let text = log_of(&other_log);
     assert_eq!(text.matches(&said).count(), 1, "said once:\n{text}");
     assert!(
-        text.lines().any(|l| l.contains(&said) && l.contains(&pid) && l.contains('@')),
+        text.lines()
+            .any(|l| l.contains(&said) && l.contains(&pid) && l.contains('@')),
         "names the holder ({pid}):\n{text}"
     );
     assert!(!text.contains("remediate: drained "), "it drained nothing:\n{text}");
@@ -727,7 +728,9 @@ pub fn two_watches_with_their_own_state_never_drain_past_the_limit_and_one_names
     );
     for n in &drained {
         assert!(
-            status.lines().any(|l| l.contains(n.as_str()) && l.contains("(from Slurm's reason)")),
+            status
+                .lines()
+                .any(|l| l.contains(n.as_str()) && l.contains("(from Slurm's reason)")),
             "{n}: {status}"
         );
     }
