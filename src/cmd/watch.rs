@@ -184,11 +184,12 @@ async fn remediate_step(
     let mut decisions = Vec::new();
     let mut acts = true;
     if let Some(k) = lease.as_deref_mut() {
-        let due = k.checked_ms.is_none_or(|t| now - t >= remediate::LEASE_CHECK_MS);
-        if (due || !k.may_act(now)) && check_lease(k, slurm_reader, now).await != LeaseNow::Mine {
-            acts = false;
+        // Every few seconds, not every tick: a waiting watch asks Slurm no
+        // more often than that.
+        if k.checked_ms.is_none_or(|t| now - t >= remediate::LEASE_CHECK_MS) {
+            check_lease(k, slurm_reader, now).await;
         }
-        acts &= k.may_act(now);
+        acts = k.may_act(now);
     }
     if acts {
         decisions = p.decide(store, state, now);

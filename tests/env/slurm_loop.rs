@@ -747,4 +747,19 @@ pub fn two_watches_with_their_own_state_never_drain_past_the_limit_and_one_names
         .output()
         .expect("status");
     assert!(String::from_utf8_lossy(&out.stdout).contains("lease: free"));
+
+    // A watch killed outright leaves its lease job behind. A watch on the
+    // same host takes it over at once: the holder's process is gone.
+    let log_d = env.path("watch-d.log");
+    let mut d = watch_in(&env, "d", &log_d);
+    wait_log(&log_d, "holds the lease", 60);
+    let mut killed = d.0.take().expect("watch d");
+    killed.kill().expect("kill -9");
+    let _ = killed.wait();
+    let log_e = env.path("watch-e.log");
+    let e = watch_in(&env, "e", &log_e);
+    wait_log(&log_e, "its process is gone from this host", 30);
+    wait_log(&log_e, "holds the lease", 30);
+    assert_eq!(marked(), drained, "nothing more drained");
+    drop(e);
 }
