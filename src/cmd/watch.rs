@@ -11,10 +11,10 @@ use std::collections::BTreeSet;
 use crate::cli::{RemediateCmd, RemediateVerb, WatchArgs};
 use crate::config::{Config, RemediateMode};
 use crate::ingest::targets;
-use crate::model::action::{self, NodeAction};
+use crate::model::action::NodeAction;
 use crate::model::time::{now_ms, rfc3339};
 use crate::ops::notify::Notifier;
-use crate::ops::remediate::{self, Decision, Policy, State};
+use crate::ops::remediate::{self, Decision, LeaseKeeper, LeaseNow, Policy, State};
 use crate::ops::slurm;
 use crate::session::Session;
 
@@ -84,6 +84,11 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
         );
     }
     let slurm_reader = targets::slurm(&cfg);
+    // Only the watch holding the lease drains; a dry-run needs none.
+    let mut lease = policy
+        .as_ref()
+        .filter(|(p, _)| p.cfg.mode == RemediateMode::Drain)
+        .map(|_| LeaseKeeper::new());
     let mut own_alerts: Option<BTreeSet<String>> = None;
     // What an earlier run did fires again, quietly: it was announced then.
     if let Some((_, state)) = &policy {
@@ -106,7 +111,7 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
                 session.store.tick(now);
                 notifier.observe(&session.store, now);
                 if let Some((p, state)) = policy.as_mut() {
-                    remediate_step(p, state, &session.store, &slurm_reader, &mut notifier, &mut own_alerts, now).await;
+                    remediate_step(p, state, lease.as_mut(), &session.store, &slurm_reader, &mut notifier, &mut own_alerts, now).await;
                 }
                 crate::ops::timeline::save_in_background(session.store.take_unsaved());
             }
@@ -120,19 +125,44 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
         }
     }
     tracing::info!("stopping (webhook events dropped: {})", notifier.webhook_dropped());
+    // A clean stop gives the lease back: another watch takes it at once.
+    if let Some(mut k) = lease {
+        let s = slurm_reader.clone();
+        let _ = tokio::task::spawn_blocking(move || k.release(&s)).await;
+    }
     // Alerts are not resolved on the way out: the conditions may well go on.
     let _ = tokio::time::timeout(Duration::from_secs(5), notifier.flush()).await;
     session.stop().await;
     Ok(())
 }
 
+/// Looks at the lease off the runtime (Slurm's clients block).
+async fn check_lease(k: &mut LeaseKeeper, slurm: &crate::ingest::slurm::Slurm, now: i64) -> LeaseNow {
+    let (mut keeper, s) = (k.clone(), slurm.clone());
+    match tokio::task::spawn_blocking(move || {
+        let r = keeper.check(&s, now);
+        (keeper, r)
+    })
+    .await
+    {
+        Ok((keeper, r)) => {
+            *k = keeper;
+            r
+        }
+        Err(e) => LeaseNow::Unknown(format!("the lease task failed: {e}")),
+    }
+}
+
 /// One look of the policy: re-read its state (a person may have reset it),
-/// decide, drain (each logged before it runs and after, as the policy
-/// acting for this user), trip the breaker if it must, save, notify.
+/// count the policy's drains Slurm shows, decide (in drain mode only while
+/// this watch holds the lease), read Slurm afresh and look at the lease
+/// again before acting, drain (each logged before it runs and after, as the
+/// policy acting for this user), trip the breaker if it must, save, notify.
 #[allow(clippy::too_many_arguments)]
 async fn remediate_step(
     p: &mut Policy,
     state: &mut State,
+    mut lease: Option<&mut LeaseKeeper>,
     store: &crate::store::Store,
     slurm_reader: &crate::ingest::slurm::Slurm,
     notifier: &mut Notifier,
@@ -150,13 +180,59 @@ async fn remediate_step(
     let before = state.clone();
     state.mode = Some(p.cfg.mode);
     state.limit = Some(p.cfg.limit(store.nodes.len()));
-    for d in p.decide(store, state, now) {
+    p.see_scheduler(remediate::marked_in_store(store, now));
+    let mut decisions = Vec::new();
+    let mut acts = true;
+    if let Some(k) = lease.as_deref_mut() {
+        // Every few seconds, not every tick: a waiting watch asks Slurm no
+        // more often than that.
+        if k.checked_ms.is_none_or(|t| now - t >= remediate::LEASE_CHECK_MS) {
+            check_lease(k, slurm_reader, now).await;
+        }
+        acts = k.may_act(now);
+    }
+    if acts {
+        decisions = p.decide(store, state, now);
+    }
+    if !decisions.is_empty()
+        && let Some(k) = lease
+    {
+        // About to act: what Slurm shows now (another watch, a restart,
+        // a moved log), and the lease once more.
+        let s = slurm_reader.clone();
+        let fresh = tokio::task::spawn_blocking(move || s.query()).await;
+        match fresh {
+            Ok(Ok(snap)) => {
+                p.see_scheduler(remediate::marked_drains(
+                    snap.nodes.iter().map(|(n, v)| (n.as_str(), v)),
+                    now,
+                ));
+                decisions = if check_lease(k, slurm_reader, now).await == LeaseNow::Mine && k.may_act(now) {
+                    p.decide(store, state, now)
+                } else {
+                    Vec::new()
+                };
+            }
+            Ok(Err(e)) => {
+                tracing::error!("remediate: Slurm cannot be read before acting: {e}; nothing is drained");
+                decisions.clear();
+            }
+            Err(e) => {
+                tracing::error!("remediate: the Slurm read failed: {e}; nothing is drained");
+                decisions.clear();
+            }
+        }
+    }
+    for d in decisions {
         match d {
             Decision::Drain { node, kind, reason } => {
-                let Ok(mut plan) = action::plan(NodeAction::Drain, vec![node.clone()], Some(reason.clone())) else {
-                    continue;
+                let plan = match remediate::drain_plan(&node, &reason) {
+                    Ok(plan) => plan,
+                    Err(e) => {
+                        tracing::error!("remediate: {node} not drained: {e}");
+                        continue;
+                    }
                 };
-                plan.policy = Some("remediate".into());
                 let report = slurm::run_logged(slurm_reader, plan).await;
                 match report.results.first() {
                     Some(r) if r.ok => {
@@ -185,16 +261,28 @@ async fn remediate_step(
     remediate::sync_alerts(notifier, state, own_alerts, now);
 }
 
-/// `fleetop remediate status|reset`. The window is counted from the
-/// audit log as the running policy counts it, so `status` and the policy
-/// agree, and `reset` lifts the stop only: the drains in the window still
-/// count.
+/// `fleetop remediate status|reset`. The window is counted from Slurm's
+/// marked reasons and the audit log as the running policy counts it, so
+/// `status` and the policy agree, and `reset` lifts the stop only: the
+/// drains in the window still count.
 pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
     let path = remediate::path();
     let mut state = remediate::load(&path)?;
     let rc = cfg.remediate.clone().unwrap_or_default();
     let window = humantime::format_duration(rc.window);
-    let drains = remediate::audited_drains(now_ms() - rc.window.as_millis() as i64);
+    let now = now_ms();
+    let since = now - rc.window.as_millis() as i64;
+    let slurm = targets::slurm(cfg);
+    let audited = remediate::audited_drains(since);
+    let (marked, unread) = match slurm.query() {
+        Ok(snap) => {
+            let mut m = remediate::marked_drains(snap.nodes.iter().map(|(n, v)| (n.as_str(), v)), now);
+            m.retain(|(_, at)| *at > since);
+            (m, None)
+        }
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let drains = crate::model::remediation::window_drains(&audited, &marked);
     let counted = drains.len().max(state.recent.len());
     let limit = state.limit.map_or("?".to_string(), |l| l.to_string());
     match args.action {
@@ -210,11 +298,29 @@ pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::R
                 None => println!("breaker: armed"),
             }
             println!(
-                "drains in the last {window} (from the audit log): {counted}, of a limit of {limit} ({})",
+                "drains in the last {window} (Slurm's reasons and the audit log): {counted}, of a limit of {limit} ({})",
                 rc.limit_words()
             );
-            for (node, at) in &drains {
-                println!("  {node}  drained at {}", rfc3339(*at));
+            if let Some(e) = &unread {
+                println!("  Slurm not read ({e}): only the audit log's drains are listed");
+            }
+            for d in &drains {
+                println!(
+                    "  {}  drained at {}  (from {})",
+                    fleetop_proto::input::printable(&d.node, 64),
+                    rfc3339(d.at_ms),
+                    d.seen.words("Slurm")
+                );
+            }
+            if counted > drains.len() {
+                println!("  and {} more in {}", counted - drains.len(), path.display());
+            }
+            match remediate::list_leases(&slurm) {
+                Ok(leases) => match crate::model::remediation::lease_holder(&leases, now, |_| false) {
+                    Some(l) => println!("lease: held by {}", remediate::lease_words(l)),
+                    None => println!("lease: free (no watch drains now)"),
+                },
+                Err(e) => println!("lease: not read ({e})"),
             }
             if !state.holding.is_empty() {
                 println!("incidents open (not drained twice):");

@@ -97,10 +97,14 @@ pub fn owned_reason(words: &str) -> String {
     }
 }
 
-/// The person's words of a reason fleetop set (the reason without its
-/// prefix); `None` for someone else's reason.
+/// The words of a reason fleetop set (the reason without its prefix): a
+/// person's after `fleetop:`, or the remediation policy's after its mark
+/// (`remediation::POLICY_MARK`); `None` for someone else's reason.
 pub fn own_words(reason: &str) -> Option<&str> {
-    reason.strip_prefix(REASON_PREFIX).map(str::trim_start)
+    reason
+        .strip_prefix(REASON_PREFIX)
+        .map(str::trim_start)
+        .or_else(|| crate::model::remediation::policy_words(reason))
 }
 
 /// What will run, before it runs.

@@ -15,16 +15,28 @@
 //!
 //! What it did is kept in `remediate.json` beside the audit log, so a
 //! restarted watch neither drains twice nor notifies twice. The window is
-//! counted from the audit log too (`audited_drains`): a state file deleted,
-//! emptied or reset cannot make room for more drains.
+//! counted from the cluster and the audit log: each policy drain carries
+//! the policy's mark in Slurm's reason (`remediation::POLICY_MARK`), with
+//! the time Slurm stored it, and the window holds the union of the marks
+//! any read of Slurm showed and the audit log's policy drains
+//! (`remediation::window_drains`). No state file, moved audit log, restart
+//! or second watch makes room.
+//!
+//! Two watches in drain mode: only the one holding the lease acts
+//! (`LeaseKeeper`). The lease is a held Slurm job that never runs, named
+//! `fleetop-remediate-lease`, whose comment names its holder and until
+//! when; the lowest live job id holds it. A dry-run needs no lease.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::config::{RemediateConfig, RemediateMode};
+use crate::ingest::slurm::{SchedError, Slurm};
+use crate::model::action::{NodeAction, Plan};
 use crate::model::flag::{Flag, FlagKind, Severity};
 pub use crate::model::remediation::{Drained, State, Tripped};
-use crate::model::sched::Hold;
+use crate::model::remediation::{Holder, Lease, WindowDrain, lease_holder, lease_text, parse_lease, window_drains};
+use crate::model::sched::{Hold, SchedNode};
 use crate::model::time::rfc3339;
 use crate::ops::notify::Alert;
 use crate::ops::{audit, state_file};
@@ -76,6 +88,43 @@ fn drains_in(events: &[crate::model::timeline::Event]) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// The policy's drains a read of the scheduler shows (node, when Slurm
+/// stored the marked reason).
+pub fn marked_drains<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a SchedNode)>, now_ms: i64) -> Vec<(String, i64)> {
+    nodes
+        .into_iter()
+        .filter_map(|(name, n)| {
+            crate::model::remediation::marked_drain(name, n.reason.as_deref(), n.reason_time.as_deref(), now_ms)
+        })
+        .collect()
+}
+
+/// The marked drains in the store's scheduler view.
+pub fn marked_in_store(store: &Store, now_ms: i64) -> Vec<(String, i64)> {
+    marked_drains(
+        store
+            .nodes
+            .iter()
+            .filter_map(|n| n.scheduler.as_ref().map(|v| (n.target.name.as_str(), &v.node))),
+        now_ms,
+    )
+}
+
+/// The plan of one policy drain: `reason` (already marked) given to
+/// Slurm as it is, audited as the policy's.
+pub fn drain_plan(node: &str, reason: &str) -> Result<Plan, String> {
+    crate::model::action::check_reason(reason)?;
+    let argv = crate::model::action::command(NodeAction::Drain, node, Some(reason));
+    let mut plan = Plan::new(
+        NodeAction::Drain,
+        vec![node.to_string()],
+        Some(reason.to_string()),
+        vec![argv],
+    );
+    plan.policy = Some("remediate".into());
+    Ok(plan)
+}
+
 /// What the policy decided at one look at the fleet.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -89,17 +138,33 @@ pub enum Decision {
     Trip { node: String, why: String },
 }
 
-/// A flag the policy acts on: crit, an action that takes the node, and up
-/// for at least `grace` (any age when `grace` is `None`).
-fn qualifies(f: &Flag, now_ms: i64, grace_ms: Option<i64>) -> bool {
-    f.severity == Severity::Crit && f.action.takes_node() && grace_ms.is_none_or(|g| now_ms - f.since_ms >= g)
+/// A flag of the kind the policy acts on: crit, an action that takes the
+/// node.
+fn policy_kind(f: &Flag) -> bool {
+    f.severity == Severity::Crit && f.action.takes_node()
+}
+
+/// A flag's key in `Policy::seen_up`.
+fn flag_key(node: &str, f: &Flag) -> String {
+    format!("{node} {} {}", f.kind.name(), f.subject.key())
+}
+
+/// The grace of a flag: up for at least `grace` since it began or since
+/// this watch first saw it up (`seen`), whichever is later (any age when
+/// `grace` is `None`). A flag never seen up here has not begun its grace.
+fn qualifies(node: &str, f: &Flag, now_ms: i64, grace: Option<(i64, &BTreeMap<String, i64>)>) -> bool {
+    policy_kind(f)
+        && grace.is_none_or(|(g, seen)| {
+            seen.get(&flag_key(node, f))
+                .is_some_and(|first| now_ms - f.since_ms.max(*first) >= g)
+        })
 }
 
 /// The most urgent qualifying flag of a node.
-fn worst(n: &NodeState, now_ms: i64, grace_ms: Option<i64>) -> Option<&Flag> {
+fn worst<'a>(n: &'a NodeState, now_ms: i64, grace: Option<(i64, &BTreeMap<String, i64>)>) -> Option<&'a Flag> {
     n.detector
         .active()
-        .filter(|f| qualifies(f, now_ms, grace_ms))
+        .filter(|f| qualifies(&n.target.name, f, now_ms, grace))
         .max_by_key(|f| f.action.urgency())
 }
 
@@ -112,9 +177,15 @@ pub struct Policy {
     /// Dry-run only: the drains it would have made in the window.
     would: Vec<Drained>,
     /// The policy's drains the audit log holds (node, when), read at
-    /// start, and each drain made since: the window's floor, which no
-    /// state file can lower.
+    /// start, and each drain made since.
     audited: Vec<(String, i64)>,
+    /// The policy's drains any read of the scheduler showed (its mark in a
+    /// reason, with the time the scheduler stored), kept for the window
+    /// even once the node is back.
+    sched: Vec<(String, i64)>,
+    /// When this watch first saw each qualifying flag up (by `flag_key`),
+    /// for the grace: a flag from history is not old to this watch.
+    seen_up: BTreeMap<String, i64>,
 }
 
 impl Policy {
@@ -124,6 +195,8 @@ impl Policy {
             said: BTreeSet::new(),
             would: Vec::new(),
             audited: Vec::new(),
+            sched: Vec::new(),
+            seen_up: BTreeMap::new(),
         }
     }
 
@@ -133,10 +206,43 @@ impl Policy {
         self.audited.push((node.to_string(), at_ms));
     }
 
+    /// The policy's drains a read of the scheduler shows (`marked_drains`).
+    pub fn see_scheduler(&mut self, drains: impl IntoIterator<Item = (String, i64)>) {
+        for d in drains {
+            if !self.sched.contains(&d) {
+                self.sched.push(d);
+            }
+        }
+    }
+
+    /// The window's drains (the caller drops those past it with `decide`):
+    /// the union of the scheduler's marks and the audit log's lines.
+    pub fn window(&self) -> Vec<WindowDrain> {
+        window_drains(&self.audited, &self.sched)
+    }
+
     /// The drains counted against the window now: the most of what the
-    /// state file says and what the audit log says.
+    /// state file says and what the scheduler and the audit log say.
     pub fn in_window(&self, state: &State) -> usize {
-        state.recent.len().max(self.audited.len())
+        state.recent.len().max(self.window().len())
+    }
+
+    /// Notes when each qualifying flag was first seen up by this watch,
+    /// and forgets the flags that are down.
+    fn see_flags(&mut self, store: &Store, now_ms: i64) {
+        let mut up = BTreeSet::new();
+        for n in &store.nodes {
+            // A node whose history is still arriving shows the past.
+            if matches!(n.link, Link::Connected { .. }) && !n.caught_up {
+                continue;
+            }
+            for f in n.detector.active().filter(|f| policy_kind(f)) {
+                let k = flag_key(&n.target.name, f);
+                self.seen_up.entry(k.clone()).or_insert(now_ms);
+                up.insert(k);
+            }
+        }
+        self.seen_up.retain(|k, _| up.contains(k));
     }
 
     /// Says `what` once (by `key`).
@@ -155,6 +261,8 @@ impl Policy {
         state.recent.retain(|d| now_ms - d.at_ms < window);
         self.would.retain(|d| now_ms - d.at_ms < window);
         self.audited.retain(|(_, at)| now_ms - at < window);
+        self.sched.retain(|(_, at)| now_ms - at < window);
+        self.see_flags(store, now_ms);
         // An incident is over once its node is back in service: with no
         // qualifying flag, the next fault is a new incident; with its fault
         // still up (a return that let it through, a resume outside
@@ -202,7 +310,7 @@ impl Policy {
             if matches!(n.link, Link::Connected { .. }) && !n.caught_up {
                 continue;
             }
-            let Some(f) = worst(n, now_ms, Some(grace)) else {
+            let Some(f) = worst(n, now_ms, Some((grace, &self.seen_up))) else {
                 continue;
             };
             if let Some(d) = state.holding.get(name) {
@@ -264,7 +372,7 @@ impl Policy {
                 });
                 break;
             }
-            let reason = crate::model::action::owned_reason(&f.drain_reason());
+            let reason = crate::model::remediation::policy_reason(&f.drain_reason());
             made += 1;
             if dry {
                 let kind = f.kind;
@@ -287,6 +395,311 @@ impl Policy {
             });
         }
         out
+    }
+}
+
+/// The lease's Slurm job name.
+pub const LEASE_JOB: &str = "fleetop-remediate-lease";
+/// How long a lease holds without renewal: a watch that stopped renewing
+/// (killed, hung, cut off) is taken over this long after its last renewal.
+pub const LEASE_TTL_MS: i64 = 60_000;
+/// A lease is renewed once less than this is left.
+const LEASE_RENEW_MS: i64 = 40_000;
+/// Its holder acts only while more than this is left: a clock a little
+/// off, or a renewal that failed, never gives two watches the lease.
+const LEASE_MARGIN_MS: i64 = 15_000;
+/// How often a watch looks at the lease between drains.
+pub const LEASE_CHECK_MS: i64 = 5_000;
+
+/// Where a watch stands with the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseNow {
+    /// This watch holds it: it acts.
+    Mine,
+    /// Another watch holds it: this one waits.
+    Held(Lease),
+    /// Slurm could not be asked, or the lease could not be taken: nobody
+    /// here acts until it can.
+    Unknown(String),
+}
+
+/// The lease of one watch: takes it when free, renews it, gives it back.
+/// Its methods run Slurm's clients (each with the reader's timeout): call
+/// them off the async runtime.
+#[derive(Debug, Clone)]
+pub struct LeaseKeeper {
+    pub me: Holder,
+    /// The job of this watch's lease, while it has one.
+    job: Option<u64>,
+    /// Until when the lease holds, as last written.
+    until_ms: i64,
+    /// Console time of the last look.
+    pub checked_ms: Option<i64>,
+    /// What was last said about the lease, so each change is said once.
+    said: String,
+}
+
+impl Default for LeaseKeeper {
+    fn default() -> Self {
+        LeaseKeeper::new()
+    }
+}
+
+/// This machine's host name.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// The field and record separators of the lease listing (as the node
+/// listing's: never in a job id or user; the comment comes last).
+const SEP: char = '\u{1f}';
+const END: char = '\u{1e}';
+
+/// The leases Slurm lists: its held jobs named `LEASE_JOB`, each as its
+/// comment says, the holder's user being the job's owner as Slurm knows
+/// it. Jobs with another comment are not leases.
+pub fn list_leases(slurm: &Slurm) -> Result<Vec<Lease>, SchedError> {
+    let fmt = format!("%i{SEP}%u{SEP}%k{END}");
+    let args: Vec<String> = ["-h", "--name", LEASE_JOB, "-t", "PENDING", "-o", &fmt]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let out = slurm.run("squeue", &args)?;
+    Ok(parse_lease_list(&out))
+}
+
+fn parse_lease_list(out: &str) -> Vec<Lease> {
+    let mut leases: Vec<Lease> = out
+        .split(END)
+        .filter_map(|r| {
+            let mut f = r.trim_start_matches('\n').splitn(3, SEP);
+            let id = f.next()?.trim().parse::<u64>().ok()?;
+            let user = f.next()?.trim().to_string();
+            let mut l = parse_lease(id, f.next()?.trim())?;
+            if !user.is_empty() {
+                l.holder.user = fleetop_proto::input::printable(&user, 64);
+            }
+            l.holder.host = fleetop_proto::input::printable(&l.holder.host, 128);
+            Some(l)
+        })
+        .collect();
+    leases.sort_by_key(|l| l.id);
+    leases
+}
+
+/// "alice@head1 pid 4242 (Slurm job 57, until 2026-...Z)".
+pub fn lease_words(l: &Lease) -> String {
+    format!(
+        "{} (Slurm job {} `{LEASE_JOB}`, until {})",
+        l.holder.words(),
+        l.id,
+        rfc3339(l.until_ms)
+    )
+}
+
+impl LeaseKeeper {
+    pub fn new() -> LeaseKeeper {
+        let a = audit::actor();
+        LeaseKeeper {
+            me: Holder {
+                user: a.name.unwrap_or_else(|| a.uid.to_string()),
+                host: host_name(),
+                pid: std::process::id(),
+            },
+            job: None,
+            until_ms: 0,
+            checked_ms: None,
+            said: String::new(),
+        }
+    }
+
+    /// Whether this watch may act now: it holds the lease, with time left.
+    pub fn may_act(&self, now_ms: i64) -> bool {
+        self.job.is_some() && now_ms < self.until_ms - LEASE_MARGIN_MS
+    }
+
+    /// A lease of this host whose process is gone: its holder stopped
+    /// without giving it back (killed); it need not run out.
+    fn dead(&self, l: &Lease) -> bool {
+        Some(l.id) != self.job
+            && l.holder.host == self.me.host
+            && l.holder.pid != self.me.pid
+            && !Path::new(&format!("/proc/{}", l.holder.pid)).exists()
+    }
+
+    fn say(&mut self, key: String, what: impl FnOnce() -> String, warn: bool) {
+        if self.said != key {
+            self.said = key;
+            if warn {
+                tracing::warn!("remediate: {}", what());
+            } else {
+                tracing::info!("remediate: {}", what());
+            }
+        }
+    }
+
+    fn cancel(&self, slurm: &Slurm, id: u64) -> Result<String, SchedError> {
+        slurm.run("scancel", &[id.to_string()])
+    }
+
+    fn submit(&mut self, slurm: &Slurm, now_ms: i64) -> Result<u64, SchedError> {
+        let until = now_ms + LEASE_TTL_MS;
+        let args = [
+            "--parsable".to_string(),
+            "--hold".into(),
+            format!("--job-name={LEASE_JOB}"),
+            format!("--comment={}", lease_text(&self.me, until)),
+            "--output=/dev/null".into(),
+            "--error=/dev/null".into(),
+            "--chdir=/".into(),
+            "--time=1".into(),
+            "--nodes=1".into(),
+            "--wrap=true".into(),
+        ];
+        let out = slurm.run("sbatch", &args)?;
+        let id = out
+            .trim()
+            .split(';')
+            .next()
+            .and_then(|i| i.trim().parse::<u64>().ok())
+            .ok_or_else(|| SchedError::Parse("sbatch".into(), format!("no job id in {:?}", out.trim())))?;
+        self.job = Some(id);
+        self.until_ms = until;
+        Ok(id)
+    }
+
+    fn renew(&mut self, slurm: &Slurm, id: u64, now_ms: i64) {
+        let until = now_ms + LEASE_TTL_MS;
+        let args = [
+            "update".to_string(),
+            format!("JobId={id}"),
+            format!("Comment={}", lease_text(&self.me, until)),
+        ];
+        match slurm.run("scontrol", &args) {
+            Ok(_) => self.until_ms = until,
+            Err(e) => tracing::error!(
+                "remediate: the lease (Slurm job {id}) not renewed: {e}; it holds until {}",
+                rfc3339(self.until_ms)
+            ),
+        }
+    }
+
+    /// Looks at the lease: keeps it (renewed when due), takes it when it
+    /// is free (the lowest live job id wins a race; a lease run out, or
+    /// of a process gone from this host, is cancelled and taken over),
+    /// or names who holds it. Says each change once.
+    pub fn check(&mut self, slurm: &Slurm, now_ms: i64) -> LeaseNow {
+        self.checked_ms = Some(now_ms);
+        let leases = match list_leases(slurm) {
+            Ok(l) => l,
+            Err(e) => return self.unknown(format!("the lease cannot be read: {e}")),
+        };
+        if let Some(id) = self.job
+            && !leases.iter().any(|l| l.id == id)
+        {
+            self.job = None;
+            self.say(
+                format!("lost {id}"),
+                || format!("the lease (Slurm job {id}) is gone (cancelled in Slurm): this watch stops acting"),
+                true,
+            );
+        }
+        let holder = lease_holder(&leases, now_ms, |l| self.dead(l)).cloned();
+        match holder {
+            Some(l) if Some(l.id) == self.job => {
+                if self.until_ms - now_ms < LEASE_RENEW_MS {
+                    self.renew(slurm, l.id, now_ms);
+                }
+                self.mine(l.id)
+            }
+            Some(l) => {
+                if let Some(mine) = self.job.take() {
+                    let _ = self.cancel(slurm, mine);
+                }
+                self.held(l)
+            }
+            None => {
+                // Free: whatever is listed ran out, or its process is gone.
+                for l in &leases {
+                    if Some(l.id) != self.job {
+                        let why = if l.until_ms <= now_ms {
+                            format!("it ran out at {}", rfc3339(l.until_ms))
+                        } else {
+                            "its process is gone from this host".into()
+                        };
+                        tracing::warn!("remediate: taking over the lease of {}: {why}", lease_words(l));
+                    }
+                    let _ = self.cancel(slurm, l.id);
+                }
+                self.job = None;
+                if let Err(e) = self.submit(slurm, now_ms) {
+                    return self.unknown(format!("the lease cannot be taken (sbatch --hold): {e}"));
+                }
+                // Another watch may have taken it at the same time: the
+                // lowest job id wins.
+                let again = match list_leases(slurm) {
+                    Ok(l) => l,
+                    Err(e) => return self.unknown(format!("the lease cannot be read: {e}")),
+                };
+                match lease_holder(&again, now_ms, |l| self.dead(l)).cloned() {
+                    Some(l) if Some(l.id) == self.job => self.mine(l.id),
+                    Some(l) => {
+                        if let Some(mine) = self.job.take() {
+                            let _ = self.cancel(slurm, mine);
+                        }
+                        self.held(l)
+                    }
+                    None => self.unknown("the lease just taken is not listed".into()),
+                }
+            }
+        }
+    }
+
+    fn mine(&mut self, id: u64) -> LeaseNow {
+        let me = self.me.words();
+        self.say(
+            format!("mine {id}"),
+            || format!("this watch ({me}) holds the lease (Slurm job {id} `{LEASE_JOB}`): it acts"),
+            false,
+        );
+        LeaseNow::Mine
+    }
+
+    fn held(&mut self, l: Lease) -> LeaseNow {
+        self.say(
+            format!("held {} {}", l.id, l.holder.words()),
+            || {
+                format!(
+                    "the policy acts in another watch: {}; this one drains nothing, and takes over if that one stops",
+                    lease_words(&l)
+                )
+            },
+            true,
+        );
+        LeaseNow::Held(l)
+    }
+
+    fn unknown(&mut self, why: String) -> LeaseNow {
+        let w = why.clone();
+        self.say(format!("unknown {why}"), || format!("{w}; nothing is drained"), true);
+        LeaseNow::Unknown(why)
+    }
+
+    /// Gives the lease back (a clean stop).
+    pub fn release(&mut self, slurm: &Slurm) {
+        if let Some(id) = self.job.take() {
+            match self.cancel(slurm, id) {
+                Ok(_) => tracing::info!("remediate: the lease (Slurm job {id}) given back"),
+                Err(e) => tracing::error!(
+                    "remediate: the lease (Slurm job {id}) not given back: {e}; it runs out at {}",
+                    rfc3339(self.until_ms)
+                ),
+            }
+        }
     }
 }
 
@@ -368,6 +781,7 @@ pub fn sync_alerts(
 mod tests {
     use super::*;
     use crate::detect::Thresholds;
+    use crate::model::remediation::Seen;
     use crate::model::sched::{NodeView, SchedNode};
     use crate::model::target::Target;
 
@@ -449,6 +863,7 @@ mod tests {
             ..cfg(RemediateMode::Drain)
         });
         let mut state = State::default();
+        assert!(p.decide(&st, &mut state, t0).is_empty(), "the flags are seen up");
         assert!(
             p.decide(&st, &mut state, t0 + 59_000).is_empty(),
             "within the grace period"
@@ -470,7 +885,10 @@ mod tests {
         let Decision::Drain { reason, .. } = &d[0] else {
             unreachable!()
         };
-        assert!(reason.starts_with("fleetop: xid on gpu0: reboot_node"), "{reason}");
+        assert!(
+            reason.starts_with("fleetop-policy: xid on gpu0: reboot_node"),
+            "{reason}"
+        );
         for d in &d[..3] {
             if let Decision::Drain { node, kind, reason } = d {
                 state.drained(node, *kind, reason, t0 + 60_000);
@@ -487,7 +905,11 @@ mod tests {
         // ones are.
         state.tripped = None;
         let mut again = Policy::new(p.cfg.clone());
-        let d = again.decide(&st, &mut state, t0 + 2 * 3_600_000);
+        assert!(
+            again.decide(&st, &mut state, t0 + 2 * 3_600_000).is_empty(),
+            "a restarted watch gives each flag its grace"
+        );
+        let d = again.decide(&st, &mut state, t0 + 2 * 3_600_000 + 60_000);
         let nodes: Vec<String> = d
             .iter()
             .map(|d| match d {
@@ -526,6 +948,7 @@ mod tests {
         let mut p = Policy::new(cfg(RemediateMode::Drain));
         let mut state = State::default();
         let t = t0 + 60_000;
+        assert!(p.decide(&st, &mut state, t0).is_empty());
         assert_eq!(drains(&p.decide(&st, &mut state, t)), ["n00"]);
         state.drained("n00", FlagKind::Xid, "fleetop: xid", t);
         // Slurm has not shown the drain yet: not put back, nothing again.
@@ -552,6 +975,7 @@ mod tests {
         // An empty state file (deleted, or `{}`): the audit log's two drains
         // fill the window, and the next node trips the breaker.
         let mut state = State::default();
+        assert!(p.decide(&st, &mut state, t0).is_empty());
         let d = p.decide(&st, &mut state, t0 + 60_000);
         assert!(
             matches!(d.as_slice(), [Decision::Trip { node, why }]
@@ -588,8 +1012,126 @@ mod tests {
         xid(&mut st, 0, 79, 0);
         let mut p = Policy::new(cfg(RemediateMode::DryRun));
         let mut state = State::default();
+        assert!(p.decide(&st, &mut state, 0).is_empty());
         assert!(p.decide(&st, &mut state, 600_000).is_empty());
         assert_eq!(p.would.len(), 1, "it would have drained n00");
         assert_eq!(state, State::default(), "and changed nothing");
+    }
+
+    #[test]
+    fn grace_counts_from_when_this_watch_first_saw_the_flag_up() {
+        // A restarted watch: the flag's since is an hour old (history).
+        let mut st = store(20);
+        let t0 = 1_000_000;
+        xid(&mut st, 0, 79, t0);
+        let mut p = Policy::new(RemediateConfig {
+            max_percent: 1.0, // 1 node
+            ..cfg(RemediateMode::Drain)
+        });
+        p.count_drain("n10", t0 + 3_000_000); // the window is full: the next one trips
+        let mut state = State::default();
+        let now = t0 + 3_600_000 - 1;
+        assert!(
+            p.decide(&st, &mut state, now).is_empty(),
+            "first seen now: no drain, no trip in the same millisecond"
+        );
+        assert!(p.decide(&st, &mut state, now + 59_999).is_empty(), "within its grace");
+        let d = p.decide(&st, &mut state, now + 60_000);
+        assert!(
+            matches!(d.as_slice(), [Decision::Trip { node, .. }] if node == "n00"),
+            "{d:?}"
+        );
+        // A flag that goes down and up again begins its grace again.
+        let mut p = Policy::new(cfg(RemediateMode::Drain));
+        assert!(p.decide(&st, &mut state, t0).is_empty());
+        let mut quiet = store(20);
+        xid(&mut quiet, 1, 79, t0); // n00 clean now
+        assert!(p.decide(&quiet, &mut state, t0 + 30_000).is_empty());
+        assert!(p.decide(&st, &mut state, t0 + 61_000).is_empty(), "seen again at +61 s");
+        assert_eq!(drains(&p.decide(&st, &mut state, t0 + 121_000)), ["n00"]);
+    }
+
+    #[test]
+    fn the_window_counts_the_marks_slurm_shows_with_no_audit_log_or_state() {
+        let mut st = store(20); // limit 2
+        let t0 = 10_000_000;
+        xid(&mut st, 0, 79, t0);
+        // Another watch drained two nodes; this one has no audit line of
+        // them. One is still drained, one was returned since (seen once).
+        set_state(&mut st, 5, "drained", Some("fleetop-policy: xid on gpu0: reboot_node"));
+        st.nodes[5].scheduler.as_mut().expect("sched").node.reason_time = Some(rfc3339(t0 - 1_000));
+        let mut p = Policy::new(cfg(RemediateMode::Drain));
+        p.see_scheduler(marked_in_store(&st, t0));
+        p.see_scheduler([("n06".to_string(), t0 - 2_000)]);
+        p.see_scheduler(marked_in_store(&st, t0)); // seen again: one drain
+        let mut state = State::default();
+        assert!(p.decide(&st, &mut state, t0).is_empty());
+        let d = p.decide(&st, &mut state, t0 + 60_000);
+        assert!(
+            matches!(d.as_slice(), [Decision::Trip { why, .. }] if why.contains("2 node(s)")),
+            "{d:?}"
+        );
+        let w = p.window();
+        assert_eq!(
+            w.iter().map(|d| (d.node.as_str(), d.seen)).collect::<Vec<_>>(),
+            [("n06", Seen::Scheduler), ("n05", Seen::Scheduler)]
+        );
+        // A person's drain through fleetop is not the policy's.
+        set_state(&mut st, 5, "drained", Some("fleetop: fleetop-policy: x"));
+        assert!(marked_in_store(&st, t0).is_empty());
+    }
+
+    #[test]
+    fn the_policys_drain_carries_the_mark_to_slurm_as_one_argument() {
+        let reason = crate::model::remediation::policy_reason("xid on gpu0: reboot_node (XID 79)");
+        let plan = drain_plan("gpu07", &reason).expect("plan");
+        assert_eq!(plan.policy.as_deref(), Some("remediate"));
+        assert_eq!(
+            plan.commands,
+            [vec![
+                "scontrol".to_string(),
+                "update".into(),
+                "NodeName=gpu07".into(),
+                "State=DRAIN".into(),
+                "Reason=fleetop-policy: xid on gpu0: reboot_node (XID 79)".into()
+            ]]
+        );
+        assert!(drain_plan("gpu07", "fleetop-policy: \u{1b}[2J").is_err());
+    }
+
+    #[test]
+    fn leases_listed_by_squeue_are_read_with_slurms_user() {
+        let out = "57\u{1f}alice\u{1f}holder=mallory@h1 pid=42 until=2026-01-01T00:01:00Z\u{1e}\n\
+                   12\u{1f}bob\u{1f}holder=bob@h2 pid=7 until=2026-01-01T00:00:30Z\u{1e}\n\
+                   9\u{1f}eve\u{1f}just a job\u{1e}\n";
+        let l = parse_lease_list(out);
+        assert_eq!(
+            l.iter().map(|l| l.id).collect::<Vec<_>>(),
+            [12, 57],
+            "sorted, not a lease left out"
+        );
+        assert_eq!(
+            l[1].holder.words(),
+            "alice@h1 pid 42",
+            "the job's owner, not what its comment says"
+        );
+        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).expect("t").timestamp_millis();
+        let now = t("2026-01-01T00:00:00Z");
+        assert_eq!(
+            lease_holder(&l, now, |_| false).map(|l| l.id),
+            Some(12),
+            "the lowest live id"
+        );
+        assert_eq!(
+            lease_holder(&l, now + 40_000, |_| false).map(|l| l.id),
+            Some(57),
+            "12 ran out"
+        );
+        assert_eq!(
+            lease_holder(&l, now, |l| l.id == 12).map(|l| l.id),
+            Some(57),
+            "12's process is gone"
+        );
+        assert_eq!(lease_holder(&l, now + 60_000, |_| false), None, "free");
     }
 }

@@ -150,6 +150,10 @@ fn main() {
             slurm
         ),
         t!(
+            slurm_loop::two_watches_with_their_own_state_never_drain_past_the_limit_and_one_names_the_other,
+            slurm
+        ),
+        t!(
             ray::ray_nodes_and_their_gpu_work_show_and_a_drain_goes_through_rays_gcs,
             ray
         ),

@@ -4,7 +4,9 @@
 //! fails), leaving someone else's drain alone unless forced; `fleetop node
 //! history`; and the remediation policy of `fleetop watch`, its grace
 //! period, its breaker at 20 faulty nodes of 40, and a restart that drains
-//! nothing twice and announces nothing twice.
+//! nothing twice and announces nothing twice; two watches with their own
+//! state directories over one Slurm, of which one acts and neither drains
+//! past the limit.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -551,7 +553,7 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
         assert!(
             r.reason
                 .as_deref()
-                .is_some_and(|x| x.starts_with("fleetop: ") && x.contains(" on gpu")),
+                .is_some_and(|x| x.starts_with("fleetop-policy: ") && x.contains(" on gpu")),
             "the catalog's reason: {r:?}"
         );
         // After the grace period: the fault begins 20 s after its agent
@@ -562,7 +564,7 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
         assert!(at - up >= 40_000, "drained {} ms after the agents started", at - up);
     }
     for n in &nodes {
-        assert!(env.reason(n).starts_with("fleetop: "), "{n}: {}", env.reason(n));
+        assert!(env.reason(n).starts_with("fleetop-policy: "), "{n}: {}", env.reason(n));
     }
     assert_eq!(env.reason("gpu02"), "waiting for RMA", "someone else's drain untouched");
     let still: Vec<String> = (3..=21)
@@ -635,7 +637,7 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
     assert_eq!(audit_drains(&env).len(), 4, "nothing drained past the limit");
     let status = env.run(&["remediate", "status"]).1;
     assert!(
-        status.contains("drains in the last 1h (from the audit log): 4"),
+        status.contains("drains in the last 1h (Slurm's reasons and the audit log): 4"),
         "{status}"
     );
 
@@ -657,4 +659,187 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
     }
     assert_eq!(audit_drains(&env).len(), 4, "the window still holds its 4");
     stop(w);
+}
+
+/// A watch stopped (SIGTERM) when dropped, a failed test's too.
+struct Running(Option<Child>);
+
+impl Running {
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            stop(c);
+        }
+    }
+}
+
+/// A watch in drain mode with a state directory of its own
+/// (`FLEETOP_AUDIT_LOG` and `XDG_STATE_HOME` under `state`), no pager.
+fn watch_in(env: &Loop, state: &str, log: &Path) -> Running {
+    let dir = env.path(state);
+    std::fs::create_dir_all(&dir).expect("state dir");
+    Command::new(env!("CARGO_BIN_EXE_fleetop"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
+        .env("XDG_STATE_HOME", dir.join("xdg"))
+        .envs(env.cluster.env())
+        .env("FLEETOP_AUDIT_LOG", dir.join("audit.jsonl"))
+        .arg("--config")
+        .arg(env.path("config.toml"))
+        .args(["watch", "--slurm", "--remediate", "drain"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .map(|c| Running(Some(c)))
+        .expect("watch starts")
+}
+
+/// Waits up to `secs` for `what` in the log at `path`.
+fn wait_log(path: &Path, what: &str, secs: u64) {
+    let start = Instant::now();
+    while !log_of(path).contains(what) {
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "no {what:?} in {}:\n{}",
+            path.display(),
+            log_of(path)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+pub fn two_watches_with_their_own_state_never_drain_past_the_limit_and_one_names_the_other() {
+    // 8 nodes: gpu01-gpu04 lose a GPU (XID 79: crit, reboot_node),
+    // gpu05-gpu08 are healthy. 25% of 8: 2 drains an hour.
+    let env = setup(&[("xid79", 4), ("training", 4)], "");
+    let cfg = std::fs::read_to_string(env.path("config.toml")).expect("config");
+    std::fs::write(
+        env.path("config.toml"),
+        format!("{cfg}[remediate]\nmax_percent = 25\ngrace = \"5s\"\n"),
+    )
+    .expect("config");
+    let marked = || -> Vec<String> {
+        (1..=8)
+            .map(|i| format!("gpu{i:02}"))
+            .filter(|n| env.reason(n).starts_with("fleetop-policy: "))
+            .collect()
+    };
+    // Two admins, two watches, two state directories, one Slurm.
+    let (log_a, log_b) = (env.path("watch-a.log"), env.path("watch-b.log"));
+    let a = watch_in(&env, "a", &log_a);
+    let b = watch_in(&env, "b", &log_b);
+    let start = Instant::now();
+    while !log_of(&log_a).contains("BREAKER TRIPPED") && !log_of(&log_b).contains("BREAKER TRIPPED") {
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "the breaker never tripped:\n--- a\n{}\n--- b\n{}",
+            log_of(&log_a),
+            log_of(&log_b)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let drained = marked();
+    assert_eq!(
+        drained.len(),
+        2,
+        "the limit, over both watches: {drained:?}\n--- a\n{}\n--- b\n{}",
+        log_of(&log_a),
+        log_of(&log_b)
+    );
+    let a_acts = log_of(&log_a).contains("BREAKER TRIPPED");
+    let (holder, other, holder_state, other_log) = if a_acts { (a, b, "a", log_b) } else { (b, a, "b", log_a) };
+    // The other says, once, which watch acts: user, host, pid.
+    let said = "the policy acts in another watch: ".to_string();
+    let pid = format!(" pid {} (Slurm job ", holder.id());
+    let text = log_of(&other_log);
+    assert_eq!(text.matches(&said).count(), 1, "said once:\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&said) && l.contains(&pid) && l.contains('@')),
+        "names the holder ({pid}):\n{text}"
+    );
+    assert!(!text.contains("remediate: drained "), "it drained nothing:\n{text}");
+
+    // The holder stops cleanly and gives the lease back. The other takes
+    // it; its own audit log holds no drain, but Slurm shows the two marks:
+    // it trips, draining nothing.
+    drop(holder);
+    wait_log(&other_log, "holds the lease", 60);
+    wait_log(&other_log, "BREAKER TRIPPED", 90);
+    assert!(
+        log_of(&other_log).contains("2 node(s) drained by the policy in the last 1h"),
+        "{}",
+        log_of(&other_log)
+    );
+    assert_eq!(marked(), drained, "nothing more drained");
+
+    // A restart with the audit log moved aside and the state file gone
+    // makes no room either.
+    drop(other);
+    let dir = env.path(holder_state);
+    std::fs::rename(dir.join("audit.jsonl"), dir.join("audit.jsonl.moved")).expect("move the audit log");
+    let _ = std::fs::remove_file(dir.join("remediate.json"));
+    let log_c = env.path("watch-c.log");
+    let c = watch_in(&env, holder_state, &log_c);
+    wait_log(&log_c, "BREAKER TRIPPED", 90);
+    assert!(
+        log_of(&log_c).contains("2 node(s) drained by the policy in the last 1h"),
+        "{}",
+        log_of(&log_c)
+    );
+    assert_eq!(marked(), drained, "nothing more drained");
+    // `remediate status` of that state directory counts the same, says
+    // where each came from, and names the lease's holder.
+    let out = env
+        .fleetop()
+        .env("FLEETOP_AUDIT_LOG", dir.join("audit.jsonl"))
+        .args(["remediate", "status"])
+        .output()
+        .expect("status");
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.contains("drains in the last 1h (Slurm's reasons and the audit log): 2"),
+        "{status}"
+    );
+    for n in &drained {
+        assert!(
+            status
+                .lines()
+                .any(|l| l.contains(n.as_str()) && l.contains("(from Slurm's reason)")),
+            "{n}: {status}"
+        );
+    }
+    assert!(
+        status.contains("lease: held by ") && status.contains(&format!(" pid {} ", c.id())),
+        "{status}"
+    );
+    drop(c);
+    // A clean stop gave the lease back.
+    let out = env
+        .fleetop()
+        .env("FLEETOP_AUDIT_LOG", dir.join("audit.jsonl"))
+        .args(["remediate", "status"])
+        .output()
+        .expect("status");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("lease: free"));
+
+    // A watch killed outright leaves its lease job behind. A watch on the
+    // same host takes it over at once: the holder's process is gone.
+    let log_d = env.path("watch-d.log");
+    let mut d = watch_in(&env, "d", &log_d);
+    wait_log(&log_d, "holds the lease", 60);
+    let mut killed = d.0.take().expect("watch d");
+    killed.kill().expect("kill -9");
+    let _ = killed.wait();
+    let log_e = env.path("watch-e.log");
+    let e = watch_in(&env, "e", &log_e);
+    wait_log(&log_e, "its process is gone from this host", 30);
+    wait_log(&log_e, "holds the lease", 30);
+    assert_eq!(marked(), drained, "nothing more drained");
+    drop(e);
 }
