@@ -457,6 +457,80 @@ fn an_xid_held_comes_from_the_journal_too_so_every_console_says_the_same() {
     assert!(feed(&mut d, &info, now, vec![gpu(|_| {})]).is_empty());
 }
 
+/// An XID raised again after a burn-in passed is a new incident: its age
+/// counts from its own first record, never from the incident before the
+/// pass (whose record the journal still holds within `xid_hold`).
+#[test]
+fn a_re_raised_xid_is_aged_from_its_own_first_record() {
+    use crate::model::sample::FaultRecord;
+    let mut info = info();
+    info.gpus[0].uuid = "GPU-1".into();
+    let min = 60_000;
+    let now = 10 * 86_400_000;
+    let rec = |t: i64| FaultRecord {
+        gpu_uuid: "GPU-1".into(),
+        kind: "xid".into(),
+        code: 79,
+        time_ms: t,
+        boot_id: None,
+    };
+    let xid = |f: &[Flag]| f.iter().find(|f| f.kind == FlagKind::Xid).map(|f| f.since_ms);
+    // The first incident, 13 minutes ago; a burn-in passed 8 minutes ago.
+    let (first, pass, second) = (now - 13 * min, now - 8 * min, now - 6 * min);
+    info.health.fault_journal = vec![rec(first)];
+    let mut d = NodeDetector::default();
+    assert_eq!(xid(&feed(&mut d, &info, first, vec![xid_at(79, first)])), Some(first));
+    d.burnin_passed_ms = Some(pass);
+    assert_eq!(
+        xid(&feed(&mut d, &info, pass + 1000, vec![gpu(|_| {})])),
+        None,
+        "the pass ends it"
+    );
+    // The same code again, 6 minutes ago: the journal holds both records.
+    info.health.fault_journal = vec![rec(first), rec(second)];
+    assert_eq!(
+        xid(&feed(&mut d, &info, second, vec![xid_at(79, second)])),
+        Some(second)
+    );
+    assert_eq!(
+        xid(&feed(&mut d, &info, now, vec![gpu(|_| {})])),
+        Some(second),
+        "6m, not 13m"
+    );
+    // A console that learns of the pass and sees the new XID in one
+    // sample, and one started after both: the same age.
+    let mut d = NodeDetector::default();
+    info.health.fault_journal = vec![rec(first)];
+    feed(&mut d, &info, first, vec![gpu(|_| {})]);
+    d.burnin_passed_ms = Some(pass);
+    info.health.fault_journal = vec![rec(first), rec(second)];
+    assert_eq!(
+        xid(&feed(&mut d, &info, second, vec![xid_at(79, second)])),
+        Some(second)
+    );
+    let mut d = NodeDetector {
+        burnin_passed_ms: Some(pass),
+        ..Default::default()
+    };
+    assert_eq!(xid(&feed(&mut d, &info, now, vec![gpu(|_| {})])), Some(second));
+    // AMD's events are held the same way.
+    let event = |t: i64| {
+        gpu(|g| {
+            g.events.push(crate::model::sample::GpuEvent {
+                kind: "gpu_pre_reset".into(),
+                time_ms: t,
+                text: String::new(),
+            })
+        })
+    };
+    let ev = |f: &[Flag]| f.iter().find(|f| f.kind == FlagKind::GpuEvent).map(|f| f.since_ms);
+    info.health.fault_journal.clear();
+    let mut d = NodeDetector::default();
+    assert_eq!(ev(&feed(&mut d, &info, first, vec![event(first)])), Some(first));
+    d.burnin_passed_ms = Some(pass);
+    assert_eq!(ev(&feed(&mut d, &info, second, vec![event(second)])), Some(second));
+}
+
 #[test]
 fn a_narrow_pcie_link_is_flagged_and_a_slow_one_only_while_busy() {
     use crate::model::sample::PcieLink;
