@@ -639,6 +639,78 @@ fn node_checks_missing_gpus_peermem_and_sxids() {
     );
 }
 
+/// A node whose GPU library did not load (backend "none": the package's
+/// `auto` on a broken driver) is never `ok` where GPUs are expected: on
+/// its PCI bus, by the agent's `--expect-gpus`, or by the config's
+/// `[thresholds] expect_gpus`. It carries `gpu_library` (crit, with the
+/// catalog's action and the agent's words), not `gpu_missing` too. A node
+/// with none expected (a login node) has no flag.
+#[test]
+fn a_gpu_library_that_did_not_load_where_gpus_are_expected_is_crit() {
+    let note = "NVML: libnvidia-ml.so.1: cannot open shared object file; AMD SMI: not found; serving host and InfiniBand data only";
+    let broken = |f: &dyn Fn(&mut NodeDesc)| {
+        let mut d = NodeDesc {
+            backend: "none".into(),
+            gpu_note: Some(note.into()),
+            ..Default::default()
+        };
+        f(&mut d);
+        d
+    };
+    let sample = NodeSample {
+        time_ms: 1000,
+        ..Default::default()
+    };
+    let fleet = Thresholds {
+        expect_gpus: Some(8),
+        ..Default::default()
+    };
+    let flags = |info: &NodeDesc, th: &Thresholds| {
+        let mut d = NodeDetector::default();
+        d.on_sample(info, &sample, &Derived::default(), &[], th);
+        d.active().cloned().collect::<Vec<Flag>>()
+    };
+    for (info, th, why) in [
+        (
+            broken(&|d| d.health.gpus_on_pci = Some(8)),
+            Thresholds::default(),
+            "8 GPUs on the PCI bus",
+        ),
+        (
+            broken(&|d| d.health.gpus_missing_pci = vec!["0000:18:00.0".into()]),
+            Thresholds::default(),
+            "1 GPU on the PCI bus",
+        ),
+        (
+            broken(&|d| d.health.expect_gpus = Some(4)),
+            Thresholds::default(),
+            "the agent expects 4 GPUs",
+        ),
+        (broken(&|_| {}), fleet.clone(), "expect_gpus = 8"),
+    ] {
+        let f = flags(&info, &th);
+        assert_eq!(f.len(), 1, "gpu_library alone, not gpu_missing too: {f:?}");
+        let f = &f[0];
+        assert_eq!(
+            (f.kind, f.severity, f.subject),
+            (FlagKind::GpuLibrary, Severity::Crit, Subject::Node)
+        );
+        assert_eq!(
+            f.action,
+            fleetop_catalog::flag("gpu_library").expect("in the catalog").immediate
+        );
+        assert!(f.keeps_out(), "no return while it stands");
+        assert_eq!(f.detail, format!("the GPU library did not load ({why}): {note}"));
+    }
+    // Nothing expected: a login node, not judged.
+    assert!(flags(&broken(&|_| {}), &Thresholds::default()).is_empty());
+    // A library that loaded is judged by the GPUs it lists (gpu_missing).
+    let mut loaded = broken(&|d| d.health.expect_gpus = Some(4));
+    loaded.backend = "nvml".into();
+    let f = flags(&loaded, &Thresholds::default());
+    assert_eq!(f.iter().map(|f| f.kind).collect::<Vec<_>>(), [FlagKind::GpuMissing]);
+}
+
 #[test]
 fn an_ib_port_down_says_where_to_look() {
     let mut d = NodeDetector::default();
