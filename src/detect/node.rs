@@ -117,7 +117,7 @@ fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, th: &Thresholds, no_
     // should have.
     let listed = info.physical_gpus() as u32;
     // A node without NVML at all (no GPU backend) is not judged by the
-    // fleet-wide count: it may be a login node.
+    // fleet-wide count here: `gpu_library` judges it, by this count too.
     let fleet = th.expect_gpus.filter(|_| info.backend != "none");
     let short = h.expect_gpus.or(fleet).filter(|&n| n > listed);
     let missing = (!h.gpus_missing_pci.is_empty() || short.is_some()) && !no_library;
