@@ -192,7 +192,9 @@ impl Collector {
         if self.info.backend.is_empty() {
             self.info.backend = "none".into();
         }
-        self.info.gpu_backend_note = note;
+        // A library's own words (a path, dlopen's message): printable and
+        // bounded, as the wire says.
+        self.info.gpu_backend_note = fleetop_proto::input::printable(&note, 500);
     }
 
     pub fn info(&self) -> &NodeInfo {

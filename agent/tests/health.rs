@@ -370,3 +370,56 @@ async fn a_later_subscriber_gets_the_journal_as_it_is_then() {
     assert!(!journal[0].gpu_uuid.is_empty());
     handle.stop().await;
 }
+
+/// The package's `backend = "auto"` on a broken NVML (a file that is no
+/// library) and no AMD SMI: the agent serves host data with backend
+/// "none", says why in one printable line, and counts the GPUs on its PCI
+/// bus, so a console can tell a node whose GPUs nothing reads from a node
+/// with none.
+#[test]
+fn a_gpu_library_that_did_not_load_is_said_with_the_gpus_on_the_bus() {
+    let node = Node::new();
+    let broken = node.dir.path().join("libnvidia-ml.so.1");
+    std::fs::write(&broken, "not a library\n").expect("w");
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+        .args([
+            "sample",
+            "--once",
+            "--format",
+            "json",
+            "--backend",
+            "auto",
+            "--kmsg",
+            "none",
+            "--state-dir",
+            "none",
+        ])
+        .arg("--nvml-lib")
+        .arg(&broken)
+        .arg("--sysfs-root")
+        .arg(node.sysfs())
+        .arg("--ib-sysfs")
+        .arg(node.ib())
+        .env("ROCM_PATH", node.dir.path())
+        .env("FLEETOP_LOG", "warn")
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let info = &doc["info"];
+    assert_eq!(info["backend"], "none");
+    assert_eq!(info["gpus"].as_array().map(Vec::len), Some(0));
+    assert_eq!(
+        info["gpus_on_pci"], 9,
+        "the bus's nine GPUs; not the audio function or the NVSwitch"
+    );
+    let note = info["gpu_backend_note"].as_str().expect("a note");
+    assert!(
+        note.starts_with("NVML not available: ") && note.contains("libnvidia-ml.so.1") && note.contains("AMD SMI"),
+        "{note}"
+    );
+    assert!(
+        note.chars().count() <= 500 && !note.chars().any(char::is_control),
+        "{note}"
+    );
+}

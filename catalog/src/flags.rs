@@ -64,6 +64,19 @@ pub const FLAGS: &[Entry] = &[
         ],
     },
     Entry {
+        kind: "gpu_library",
+        meaning: "the GPU library (NVML; AMD: AMD SMI) did not load on a node that has GPUs: nothing reads them, and no GPU job can run",
+        immediate: Action::RebootNode,
+        investigate: Some(Action::UpdateSoftware),
+        runbook: &[
+            "The flag's detail says what failed to load and why (the agent's own words), and why GPUs are expected (on the PCI bus, `expect_gpus`).",
+            "Drain: jobs that land on the node find no GPU.",
+            "Check the driver: `nvidia-smi`, `dmesg | grep -i nvrm`, `lsmod | grep nvidia` (AMD: `amd-smi list`, `dmesg | grep -i amdgpu`, `lsmod | grep amdgpu`).",
+            "A driver upgraded under a running kernel module (\"Driver/library version mismatch\"): reboot. A driver package removed or broken: reinstall it, then reboot.",
+            "Then restart the agent (or reboot) and burn the node in before its return.",
+        ],
+    },
+    Entry {
         kind: "remap_failed",
         meaning: "a memory row could not be remapped: the GPU has run out of spare rows",
         immediate: Action::Replace,

@@ -10,7 +10,7 @@ use crate::ingest::agent;
 use crate::model::time::{now_ms, rfc3339};
 use crate::record::{Player, parse_at};
 use crate::session::Session;
-use crate::store::{Link, NodeStatus};
+use crate::store::Link;
 
 pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
     if args.print_schema {
@@ -169,20 +169,20 @@ fn ensure_some_answered(session: &Session, timeout: Duration) -> anyhow::Result<
     let now = now_ms();
     let th = &session.store.thresholds;
     let nodes = &session.store.nodes;
-    if nodes
-        .iter()
-        .any(|n| n.status(now, th) != NodeStatus::Unreachable && n.info.is_some())
-    {
+    if nodes.iter().any(|n| export::answered(n, now, th)) {
         return Ok(());
     }
     let reasons: Vec<String> = nodes
         .iter()
         .take(5)
-        .map(|n| match &n.link {
-            Link::Down { error, .. } => {
-                format!("{} ({}): {error}", n.target.name, n.target.address())
-            }
-            _ => format!("{} ({}): no answer", n.target.name, n.target.address()),
+        .map(|n| {
+            let why = match &n.link {
+                Link::Down { error, .. } => error.as_str(),
+                Link::Connected { .. } if !n.caught_up => "still reading its history",
+                Link::Connected { .. } => "connected, no sample yet",
+                Link::Connecting => "no answer",
+            };
+            format!("{} ({}): {why}", n.target.name, n.target.address())
         })
         .collect();
     let more = nodes.len().saturating_sub(5);
@@ -191,9 +191,10 @@ fn ensure_some_answered(session: &Session, timeout: Duration) -> anyhow::Result<
     } else {
         String::new()
     };
-    // Nothing failed, nothing arrived: the source is still reading (a slow
-    // store's first read of a large fleet). Said plainly.
-    if nodes.iter().all(|n| matches!(n.link, Link::Connecting)) {
+    // Nothing failed, nothing finished: the nodes are still connecting or
+    // reading their history (a slow store's first read of a large fleet, a
+    // short --timeout). Said plainly.
+    if !nodes.iter().any(|n| matches!(n.link, Link::Down { .. })) {
         tail.push_str(&format!(
             " (still reading after --timeout {}: give a longer --timeout)",
             humantime::format_duration(timeout)

@@ -372,6 +372,17 @@ pub fn run_job(args: JobCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()
     let what = format!("job {}", args.job);
     let plan = action::scancel_plan(args.job, user.as_deref(), nodes);
     let slurm = targets::slurm(cfg);
+    // A job Slurm does not list has nothing to cancel: no question asked,
+    // one line, and the log says it failed.
+    if !read_only && let Some(nothing) = slurm::nothing_to_cancel(&slurm, &args.job.to_string()) {
+        let why = nothing.message.clone();
+        let report = audit::report(&plan, action::Stage::Done, None, vec![nothing]);
+        audit::log(&report)?;
+        if args.format == ActionFormat::Json {
+            print_report(&report, args.format)?;
+        }
+        anyhow::bail!(why);
+    }
     run_plan(plan, &what, args.yes, args.format, read_only, |p| {
         slurm::execute(&slurm, p)
     })

@@ -81,11 +81,9 @@ impl Hold {
         self.last = Some(self.last.map_or(t, |l| l.max(t)));
     }
 
-    /// Forgets the episode if its last event was before `t`.
-    pub fn forget_before(&mut self, t: i64) {
-        if self.last.is_some_and(|last| last < t) {
-            *self = Hold::default();
-        }
+    /// Whether the episode held began before `t`.
+    pub fn began_before(&self, t: i64) -> bool {
+        self.first.is_some_and(|f| f < t)
     }
 
     /// When the episode began, while it is held at `t`; `None` (and the

@@ -333,16 +333,20 @@ fn xid(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
         .filter(|r| cx.t - r.time_ms <= ms(cx.th.xid_hold))
         .map(|r| (r.code, r.time_ms));
     let seen = g.xids.iter().map(|x| (x.xid, x.time_ms));
-    for (code, time_ms) in journal.chain(seen) {
+    // A burn-in that passed ends the incident before it: the GPU was
+    // measured good since. Its XIDs, still in the journal within the hold,
+    // are not fed again, so an XID after the pass starts an incident of its
+    // own, aged from its own first record.
+    let before_pass = |t: i64| cx.burnin_passed_ms.is_some_and(|p| t < p);
+    if cx.burnin_passed_ms.is_some_and(|p| st.xid.began_before(p)) {
+        st.xid = Hold::default();
+        st.xids.clear();
+    }
+    for (code, time_ms) in journal.chain(seen).filter(|&(_, t)| !before_pass(t)) {
         st.xid.event(time_ms);
         if !st.xids.contains(&code) {
             st.xids.push(code);
         }
-    }
-    // A burn-in that passed after the last XID ends the hold: the GPU was
-    // measured good since.
-    if let Some(p) = cx.burnin_passed_ms {
-        st.xid.forget_before(p);
     }
     let Some(first) = st.xid.held(cx.t, ms(cx.th.xid_hold)) else {
         st.xids.clear();
@@ -394,16 +398,20 @@ fn gpu_event(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
             st.events.push(f);
         }
     };
-    for e in &g.events {
+    // As for XIDs: a pass ends the incident before it, and a new one is
+    // aged from its own first event.
+    if cx.burnin_passed_ms.is_some_and(|p| st.event.began_before(p)) {
+        st.event = Hold::default();
+        st.events.clear();
+    }
+    let before_pass = |t: i64| cx.burnin_passed_ms.is_some_and(|p| t < p);
+    for e in g.events.iter().filter(|e| !before_pass(e.time_ms)) {
         seen(st, fleetop_catalog::amd::event(&e.kind), e.time_ms);
     }
     // A state, not an event: held while it says errors, and a while after.
     let xgmi = g.xgmi_error_status.filter(|&s| s != 0);
     if let Some(f) = xgmi.and_then(fleetop_catalog::amd::xgmi) {
         seen(st, f, cx.t);
-    }
-    if let Some(p) = cx.burnin_passed_ms {
-        st.event.forget_before(p);
     }
     let Some(first) = st.event.held(cx.t, ms(cx.th.xid_hold)) else {
         st.events.clear();

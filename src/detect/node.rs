@@ -1,5 +1,6 @@
 //! The node-level flags a sample decides: an NVSwitch error from the kernel
-//! log, a GPU missing from NVML (or AMD SMI), GPUDirect RDMA off.
+//! log, a GPU missing from NVML (or AMD SMI), no GPU library loaded where
+//! GPUs are, GPUDirect RDMA off.
 
 use crate::detect::debounce::{Debounce, Hold};
 use crate::detect::thresholds::Thresholds;
@@ -13,13 +14,15 @@ pub struct NodeState {
     /// The episode's SXids: (code, fatal, switch, the kernel's words).
     sxids: Vec<(u32, bool, String, String)>,
     missing: Debounce,
+    library: Debounce,
     peermem: Debounce,
 }
 
 /// Every node-level flag for one sample.
 pub fn flags(st: &mut NodeState, info: &NodeDesc, s: &NodeSample, t: i64, th: &Thresholds, out: &mut Vec<Flag>) {
     sxid(st, s, t, th, out);
-    gpu_missing(st, info, t, th, out);
+    let library = gpu_library(st, info, t, th, out);
+    gpu_missing(st, info, t, th, library, out);
     peermem_missing(st, info, t, out);
 }
 
@@ -59,19 +62,65 @@ fn sxid(st: &mut NodeState, s: &NodeSample, t: i64, th: &Thresholds, out: &mut V
     out.push(f);
 }
 
+/// Why GPUs are expected on the node, in words, where they are: GPUs on
+/// its PCI bus, or a count it should have (the agent's `--expect-gpus`,
+/// else the config's `[thresholds] expect_gpus`).
+fn gpus_expected(info: &NodeDesc, th: &Thresholds) -> Option<String> {
+    let h = &info.health;
+    let gpus = |n: u32| {
+        if n == 1 {
+            "1 GPU".to_string()
+        } else {
+            format!("{n} GPUs")
+        }
+    };
+    let on_pci = h.gpus_on_pci.unwrap_or(0).max(h.gpus_missing_pci.len() as u32);
+    if on_pci > 0 {
+        return Some(format!("{} on the PCI bus", gpus(on_pci)));
+    }
+    match (h.expect_gpus, th.expect_gpus) {
+        (Some(n), _) => Some(format!("the agent expects {}", gpus(n))),
+        (None, Some(n)) => Some(format!("expect_gpus = {n}")),
+        (None, None) => None,
+    }
+}
+
+/// No GPU library loaded (the agent's backend is "none") on a node that
+/// has GPUs: nothing reads them and no GPU job can run. The agent's own
+/// words say what failed to load. A node with no GPUs expected (a login
+/// node) is not judged. Returns whether it is raised.
+fn gpu_library(st: &mut NodeState, info: &NodeDesc, t: i64, th: &Thresholds, out: &mut Vec<Flag>) -> bool {
+    let expected = (info.backend == "none").then(|| gpus_expected(info, th)).flatten();
+    let Some(since) = st.library.update(expected.is_some(), t, 1, 1) else {
+        return false;
+    };
+    let why = info.gpu_note.as_deref().unwrap_or("no reason given");
+    out.push(flag(
+        FlagKind::GpuLibrary,
+        Severity::Crit,
+        Subject::Node,
+        since,
+        format!("the GPU library did not load ({}): {why}", expected.unwrap_or_default()),
+        &[("gpus_listed", f64::from(info.physical_gpus() as u32))],
+    ));
+    true
+}
+
 /// A GPU on the PCI bus that NVML does not list, or fewer GPUs than the
-/// node should have: the most common way a GPU fails after a reboot.
-fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, th: &Thresholds, out: &mut Vec<Flag>) {
+/// node should have: the most common way a GPU fails after a reboot. Not
+/// where no GPU library loaded (`no_library`): `gpu_library` says why
+/// every GPU is missing.
+fn gpu_missing(st: &mut NodeState, info: &NodeDesc, t: i64, th: &Thresholds, no_library: bool, out: &mut Vec<Flag>) {
     let h = &info.health;
     // Physical GPUs: an AMD GPU in compute partitions (CPX), a GPU of its
     // own on the wire per partition, counts once against what the node
     // should have.
     let listed = info.physical_gpus() as u32;
     // A node without NVML at all (no GPU backend) is not judged by the
-    // fleet-wide count: it may be a login node.
+    // fleet-wide count here: `gpu_library` judges it, by this count too.
     let fleet = th.expect_gpus.filter(|_| info.backend != "none");
     let short = h.expect_gpus.or(fleet).filter(|&n| n > listed);
-    let missing = !h.gpus_missing_pci.is_empty() || short.is_some();
+    let missing = (!h.gpus_missing_pci.is_empty() || short.is_some()) && !no_library;
     let Some(since) = st.missing.update(missing, t, 1, 1) else {
         return;
     };

@@ -457,6 +457,80 @@ fn an_xid_held_comes_from_the_journal_too_so_every_console_says_the_same() {
     assert!(feed(&mut d, &info, now, vec![gpu(|_| {})]).is_empty());
 }
 
+/// An XID raised again after a burn-in passed is a new incident: its age
+/// counts from its own first record, never from the incident before the
+/// pass (whose record the journal still holds within `xid_hold`).
+#[test]
+fn a_re_raised_xid_is_aged_from_its_own_first_record() {
+    use crate::model::sample::FaultRecord;
+    let mut info = info();
+    info.gpus[0].uuid = "GPU-1".into();
+    let min = 60_000;
+    let now = 10 * 86_400_000;
+    let rec = |t: i64| FaultRecord {
+        gpu_uuid: "GPU-1".into(),
+        kind: "xid".into(),
+        code: 79,
+        time_ms: t,
+        boot_id: None,
+    };
+    let xid = |f: &[Flag]| f.iter().find(|f| f.kind == FlagKind::Xid).map(|f| f.since_ms);
+    // The first incident, 13 minutes ago; a burn-in passed 8 minutes ago.
+    let (first, pass, second) = (now - 13 * min, now - 8 * min, now - 6 * min);
+    info.health.fault_journal = vec![rec(first)];
+    let mut d = NodeDetector::default();
+    assert_eq!(xid(&feed(&mut d, &info, first, vec![xid_at(79, first)])), Some(first));
+    d.burnin_passed_ms = Some(pass);
+    assert_eq!(
+        xid(&feed(&mut d, &info, pass + 1000, vec![gpu(|_| {})])),
+        None,
+        "the pass ends it"
+    );
+    // The same code again, 6 minutes ago: the journal holds both records.
+    info.health.fault_journal = vec![rec(first), rec(second)];
+    assert_eq!(
+        xid(&feed(&mut d, &info, second, vec![xid_at(79, second)])),
+        Some(second)
+    );
+    assert_eq!(
+        xid(&feed(&mut d, &info, now, vec![gpu(|_| {})])),
+        Some(second),
+        "6m, not 13m"
+    );
+    // A console that learns of the pass and sees the new XID in one
+    // sample, and one started after both: the same age.
+    let mut d = NodeDetector::default();
+    info.health.fault_journal = vec![rec(first)];
+    feed(&mut d, &info, first, vec![gpu(|_| {})]);
+    d.burnin_passed_ms = Some(pass);
+    info.health.fault_journal = vec![rec(first), rec(second)];
+    assert_eq!(
+        xid(&feed(&mut d, &info, second, vec![xid_at(79, second)])),
+        Some(second)
+    );
+    let mut d = NodeDetector {
+        burnin_passed_ms: Some(pass),
+        ..Default::default()
+    };
+    assert_eq!(xid(&feed(&mut d, &info, now, vec![gpu(|_| {})])), Some(second));
+    // AMD's events are held the same way.
+    let event = |t: i64| {
+        gpu(|g| {
+            g.events.push(crate::model::sample::GpuEvent {
+                kind: "gpu_pre_reset".into(),
+                time_ms: t,
+                text: String::new(),
+            })
+        })
+    };
+    let ev = |f: &[Flag]| f.iter().find(|f| f.kind == FlagKind::GpuEvent).map(|f| f.since_ms);
+    info.health.fault_journal.clear();
+    let mut d = NodeDetector::default();
+    assert_eq!(ev(&feed(&mut d, &info, first, vec![event(first)])), Some(first));
+    d.burnin_passed_ms = Some(pass);
+    assert_eq!(ev(&feed(&mut d, &info, second, vec![event(second)])), Some(second));
+}
+
 #[test]
 fn a_narrow_pcie_link_is_flagged_and_a_slow_one_only_while_busy() {
     use crate::model::sample::PcieLink;
@@ -563,6 +637,78 @@ fn node_checks_missing_gpus_peermem_and_sxids() {
         d.active().all(|f| f.kind == FlagKind::Sxid),
         "held like an XID; the rest cleared"
     );
+}
+
+/// A node whose GPU library did not load (backend "none": the package's
+/// `auto` on a broken driver) is never `ok` where GPUs are expected: on
+/// its PCI bus, by the agent's `--expect-gpus`, or by the config's
+/// `[thresholds] expect_gpus`. It carries `gpu_library` (crit, with the
+/// catalog's action and the agent's words), not `gpu_missing` too. A node
+/// with none expected (a login node) has no flag.
+#[test]
+fn a_gpu_library_that_did_not_load_where_gpus_are_expected_is_crit() {
+    let note = "NVML: libnvidia-ml.so.1: cannot open shared object file; AMD SMI: not found; serving host and InfiniBand data only";
+    let broken = |f: &dyn Fn(&mut NodeDesc)| {
+        let mut d = NodeDesc {
+            backend: "none".into(),
+            gpu_note: Some(note.into()),
+            ..Default::default()
+        };
+        f(&mut d);
+        d
+    };
+    let sample = NodeSample {
+        time_ms: 1000,
+        ..Default::default()
+    };
+    let fleet = Thresholds {
+        expect_gpus: Some(8),
+        ..Default::default()
+    };
+    let flags = |info: &NodeDesc, th: &Thresholds| {
+        let mut d = NodeDetector::default();
+        d.on_sample(info, &sample, &Derived::default(), &[], th);
+        d.active().cloned().collect::<Vec<Flag>>()
+    };
+    for (info, th, why) in [
+        (
+            broken(&|d| d.health.gpus_on_pci = Some(8)),
+            Thresholds::default(),
+            "8 GPUs on the PCI bus",
+        ),
+        (
+            broken(&|d| d.health.gpus_missing_pci = vec!["0000:18:00.0".into()]),
+            Thresholds::default(),
+            "1 GPU on the PCI bus",
+        ),
+        (
+            broken(&|d| d.health.expect_gpus = Some(4)),
+            Thresholds::default(),
+            "the agent expects 4 GPUs",
+        ),
+        (broken(&|_| {}), fleet.clone(), "expect_gpus = 8"),
+    ] {
+        let f = flags(&info, &th);
+        assert_eq!(f.len(), 1, "gpu_library alone, not gpu_missing too: {f:?}");
+        let f = &f[0];
+        assert_eq!(
+            (f.kind, f.severity, f.subject),
+            (FlagKind::GpuLibrary, Severity::Crit, Subject::Node)
+        );
+        assert_eq!(
+            f.action,
+            fleetop_catalog::flag("gpu_library").expect("in the catalog").immediate
+        );
+        assert!(f.keeps_out(), "no return while it stands");
+        assert_eq!(f.detail, format!("the GPU library did not load ({why}): {note}"));
+    }
+    // Nothing expected: a login node, not judged.
+    assert!(flags(&broken(&|_| {}), &Thresholds::default()).is_empty());
+    // A library that loaded is judged by the GPUs it lists (gpu_missing).
+    let mut loaded = broken(&|d| d.health.expect_gpus = Some(4));
+    loaded.backend = "nvml".into();
+    let f = flags(&loaded, &Thresholds::default());
+    assert_eq!(f.iter().map(|f| f.kind).collect::<Vec<_>>(), [FlagKind::GpuMissing]);
 }
 
 #[test]

@@ -51,7 +51,8 @@ pub struct Thresholds {
     #[serde(deserialize_with = "de_duration")]
     pub cleared_keep: Duration,
     /// GPUs every node should have, where its agent does not say
-    /// (`fleetop-agent --expect-gpus` wins): fewer is `gpu_missing`.
+    /// (`fleetop-agent --expect-gpus` wins): fewer is `gpu_missing`; no
+    /// GPU library loaded at all is `gpu_library`.
     pub expect_gpus: Option<u32>,
 }
 

@@ -118,6 +118,8 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
     let status_detail = match (status, &n.link) {
         (NodeStatus::Ok, _) => None,
         (_, Link::Down { error, .. }) => Some(error.clone()),
+        (NodeStatus::Connecting, Link::Connected { .. }) if !n.caught_up => Some("reading its history".into()),
+        (NodeStatus::Connecting, Link::Connected { .. }) => Some("connected, no sample yet".into()),
         (NodeStatus::Connecting, _) => Some("no answer yet".into()),
         _ => n.sample_age_ms(now_ms).map(|a| format!("no sample for {} s", a / 1000)),
     };
@@ -133,11 +135,7 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
     Node {
         name: n.target.name.clone(),
         address: n.target.address(),
-        status: match status {
-            NodeStatus::Ok => Status::Ok,
-            NodeStatus::Stale => Status::Stale,
-            NodeStatus::Unreachable | NodeStatus::Connecting => Status::Unreachable,
-        },
+        status: exported(n, status),
         status_detail,
         health: Health::of(n, status),
         hostname: info.map(|i| i.hostname.clone()),
@@ -174,6 +172,30 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
     }
 }
 
+/// Whether a node has answered for a document: its agent described it and
+/// sent data that says how it is now (`ok` or `stale`). A node still
+/// connecting, still reading its history, or described with no sample yet
+/// has not (`export --once` fails when no node has).
+pub fn answered(n: &NodeState, now_ms: i64, th: &crate::detect::Thresholds) -> bool {
+    n.info.is_some() && matches!(n.status(now_ms, th), NodeStatus::Ok | NodeStatus::Stale)
+}
+
+/// The status a document gives a node of status `status`. A node the
+/// console is still connecting to is `connecting` while its agent has
+/// neither answered nor failed, or answered and is still sending its
+/// history (a node caught mid-backfill is not unreachable, and its oldest
+/// history says nothing of when it went silent). One whose attempts failed
+/// is `unreachable`, with why, whether or not `unreachable_after` has
+/// passed: a document is read once, and the attempt did fail.
+pub(super) fn exported(n: &NodeState, status: NodeStatus) -> Status {
+    match (status, &n.link) {
+        (NodeStatus::Ok, _) => Status::Ok,
+        (NodeStatus::Stale, _) => Status::Stale,
+        (NodeStatus::Unreachable, _) | (NodeStatus::Connecting, Link::Down { .. }) => Status::Unreachable,
+        (NodeStatus::Connecting, _) => Status::Connecting,
+    }
+}
+
 /// The node's active flags; a node whose status is not `ok` and that the
 /// detectors have not flagged yet (the console waits `unreachable_after`
 /// before it raises an alert, so a fleet starting up pages no one) carries
@@ -181,10 +203,12 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
 /// document must not take a silent node for a healthy one.
 fn flags_out(n: &NodeState, status: NodeStatus, detail: Option<&str>, now_ms: i64) -> Vec<FlagOut> {
     let mut out: Vec<FlagOut> = n.detector.active().map(|f| flag_out(n, f)).collect();
-    let (kind, severity) = match status {
-        NodeStatus::Ok => return out,
-        NodeStatus::Stale => (FlagKind::Stale, Severity::Warn),
-        NodeStatus::Unreachable | NodeStatus::Connecting => (FlagKind::Unreachable, Severity::Crit),
+    // A node still connecting has no alert: it is not silent, only not
+    // there yet (its status and `unknown` health say so).
+    let (kind, severity) = match exported(n, status) {
+        Status::Ok | Status::Connecting => return out,
+        Status::Stale => (FlagKind::Stale, Severity::Warn),
+        Status::Unreachable => (FlagKind::Unreachable, Severity::Crit),
     };
     let says = |k: FlagKind| {
         out.iter()

@@ -120,6 +120,11 @@ pub enum Status {
     Ok,
     Stale,
     Unreachable,
+    // Its agent answered (or has neither answered nor failed yet), but its
+    // data had not all arrived: it is still reading its history. Not
+    // unreachable, and nothing judged of it yet. (A plain comment: the
+    // schema keeps one enum of words.)
+    Connecting,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -11,8 +11,10 @@ use serde::{Deserialize, Serialize};
 mod build;
 mod document;
 mod summary;
+#[cfg(test)]
+mod tests;
 
-pub use build::{Streamed, snapshot};
+pub use build::{Streamed, answered, snapshot};
 pub use document::*;
 pub use summary::*;
 

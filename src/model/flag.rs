@@ -68,10 +68,13 @@ pub enum FlagKind {
     /// VM fault; the XGMI error status), held as XIDs are; the action is
     /// the AMD fault catalog's.
     GpuEvent,
+    /// No GPU library (NVML, AMD SMI) loaded on a node that has GPUs: on
+    /// its PCI bus, or as many as `expect_gpus` says (node-level, crit).
+    GpuLibrary,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 25] = [
+    pub const ALL: [FlagKind; 26] = [
         FlagKind::Idle,
         FlagKind::Throttled,
         FlagKind::PowerCapped,
@@ -97,6 +100,7 @@ impl FlagKind {
         FlagKind::PeermemMissing,
         FlagKind::VersionSkew,
         FlagKind::GpuEvent,
+        FlagKind::GpuLibrary,
     ];
 
     pub fn name(self) -> &'static str {
@@ -126,6 +130,7 @@ impl FlagKind {
             FlagKind::PeermemMissing => "peermem_missing",
             FlagKind::VersionSkew => "version_skew",
             FlagKind::GpuEvent => "gpu_event",
+            FlagKind::GpuLibrary => "gpu_library",
         }
     }
 
@@ -158,6 +163,7 @@ impl FlagKind {
             FlagKind::PeermemMissing => "peermem",
             FlagKind::VersionSkew => "skew",
             FlagKind::GpuEvent => "event",
+            FlagKind::GpuLibrary => "gpulib",
             FlagKind::Idle | FlagKind::Xid | FlagKind::Stale | FlagKind::Hot | FlagKind::Sxid => self.name(),
         }
     }

@@ -122,6 +122,9 @@ pub struct NodeHealth {
     pub gpus_missing_pci: Vec<String>,
     /// How many GPUs the node should have, where said.
     pub expect_gpus: Option<u32>,
+    /// GPUs (NVIDIA's or AMD's) on the node's PCI bus, whatever a library
+    /// sees; `None` when none, unknown, or from an agent that predates it.
+    pub gpus_on_pci: Option<u32>,
     /// nvidia_peermem loaded, on a node with InfiniBand ports; `None`
     /// without InfiniBand or when unknown.
     pub peermem: Option<bool>,

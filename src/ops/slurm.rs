@@ -187,26 +187,71 @@ pub async fn run_logged(slurm: &Slurm, plan: Plan) -> ActionReport {
     .await
 }
 
+/// Whether a job state from squeue means the job has ended (Slurm keeps
+/// an ended job listed for a while, `MinJobAge`).
+fn ended(state: &str) -> bool {
+    matches!(
+        state,
+        "COMPLETED"
+            | "CANCELLED"
+            | "FAILED"
+            | "TIMEOUT"
+            | "NODE_FAIL"
+            | "BOOT_FAIL"
+            | "DEADLINE"
+            | "OUT_OF_MEMORY"
+            | "PREEMPTED"
+            | "REVOKED"
+    )
+}
+
+/// The failed result for job `job` when Slurm has nothing to cancel: it
+/// lists no such job, or lists it as ended. `None` where the job is there
+/// to cancel, or where Slurm cannot say (scancel then answers for itself).
+pub fn nothing_to_cancel(slurm: &Slurm, job: &str) -> Option<NodeResult> {
+    let (message, state) = match slurm.job_state(job) {
+        Ok(None) => (
+            format!("nothing to cancel: Slurm lists no job {job}"),
+            "not listed".to_string(),
+        ),
+        Ok(Some(s)) if ended(&s) => (
+            format!("nothing to cancel: job {job} has already ended ({s})"),
+            s.to_lowercase(),
+        ),
+        Ok(Some(_)) | Err(_) => return None,
+    };
+    Some(NodeResult {
+        node: format!("job {job}"),
+        ok: false,
+        message,
+        state_before: Some(state.clone()),
+        state_after: Some(state),
+    })
+}
+
 /// `scancel JOBID`, then squeue read back: the result is the job's, by what
-/// Slurm lists afterwards, not by scancel's exit status alone.
+/// Slurm lists afterwards, not by scancel's exit status alone. A job Slurm
+/// does not list is not cancelled: that fails, and nothing runs.
 fn execute_scancel(slurm: &Slurm, plan: &Plan) -> ActionReport {
     let Some(argv) = plan.commands.first().filter(|a| a.len() == 2) else {
         return audit::report(plan, Stage::Done, Some("no job to cancel".into()), Vec::new());
     };
     let job = argv[1].clone();
-    let listed = |snap: &crate::model::sched::Snapshot| snap.jobs.iter().any(|j| j.id.to_string() == job);
-    let before = slurm.query().ok().map(|s| listed(&s));
+    if let Some(nothing) = nothing_to_cancel(slurm, &job) {
+        return audit::report(plan, Stage::Done, None, vec![nothing]);
+    }
+    let before = slurm.job_state(&job).ok().flatten();
     let (ok, message, after) = match slurm.run(&argv[0], &argv[1..]) {
         Err(e) => (false, e.to_string(), None),
-        Ok(_) => match slurm.query() {
-            Ok(s) if listed(&s) => (
+        Ok(_) => match slurm.job_state(&job) {
+            Ok(Some(s)) if !ended(&s) => (
                 true,
-                "Slurm accepted it; the job is still listed while it ends".to_string(),
+                format!("Slurm accepted it; the job is still listed ({s}) while it ends"),
                 Some("ending".to_string()),
             ),
             Ok(_) => (
                 true,
-                "cancelled: Slurm no longer lists it".to_string(),
+                "cancelled: Slurm no longer lists it as running".to_string(),
                 Some("gone".to_string()),
             ),
             Err(e) => (false, format!("ran, but the result could not be read back: {e}"), None),
@@ -216,7 +261,7 @@ fn execute_scancel(slurm: &Slurm, plan: &Plan) -> ActionReport {
         node: format!("job {job}"),
         ok,
         message,
-        state_before: before.map(|l| if l { "listed" } else { "not listed" }.to_string()),
+        state_before: before.map(|s| s.to_lowercase()),
         state_after: after,
     };
     audit::report(plan, Stage::Done, None, vec![result])

@@ -129,6 +129,7 @@ fn main() {
         t!(slurm::a_job_shows_on_its_node_and_a_drain_waits_for_it, slurm),
         t!(slurm::read_only_refuses_and_logs_the_attempt, slurm),
         t!(slurm::job_cancel_scancels_a_real_job_and_read_only_refuses_it, slurm),
+        t!(slurm::job_cancel_of_a_job_slurm_does_not_list_fails_in_one_line, slurm),
         t!(
             slurm::a_hung_then_dead_controller_is_shown_and_never_hangs_an_action,
             slurm

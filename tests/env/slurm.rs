@@ -505,6 +505,15 @@ pub fn job_cancel_scancels_a_real_job_and_read_only_refuses_it() {
         assert!(start.elapsed() < Duration::from_secs(30), "the job is still there");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Cancelled once: a second cancel has nothing to cancel, and says so.
+    let out = env
+        .fleetop()
+        .args(["job", "cancel", &job.to_string(), "--yes"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("nothing to cancel"), "{stderr}");
     let log = env.audit_lines();
     assert!(
         log.iter()
@@ -514,6 +523,47 @@ pub fn job_cancel_scancels_a_real_job_and_read_only_refuses_it() {
         log.iter()
             .any(|r| r.refused.is_none() && r.action.verb() == "scancel" && !r.results.is_empty())
     );
+}
+
+/// `fleetop job cancel` of a job Slurm does not list fails: exit 1, one
+/// line that says there is nothing to cancel, nothing asked or run, and
+/// the audit log says it failed. With `--format json` the report says so.
+pub fn job_cancel_of_a_job_slurm_does_not_list_fails_in_one_line() {
+    let env = setup();
+    let out = env
+        .fleetop()
+        .args(["job", "cancel", "999999", "--yes"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "fleetop: nothing to cancel: Slurm lists no job 999999",
+        "one line"
+    );
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    let log = env.audit_lines();
+    let [r] = &log[..] else {
+        panic!("one audit line: {log:?}")
+    };
+    assert_eq!(
+        (r.action.verb(), r.stage, r.refused.as_deref()),
+        ("scancel", Stage::Done, None)
+    );
+    assert!(
+        r.results.len() == 1 && !r.results[0].ok && r.results[0].message.contains("Slurm lists no job 999999"),
+        "audited as failed: {r:?}"
+    );
+
+    let out = env
+        .fleetop()
+        .args(["job", "cancel", "999999", "--yes", "--format", "json"])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let report: ActionReport = serde_json::from_slice(&out.stdout).expect("report");
+    assert!(!report.results[0].ok, "{report:?}");
 }
 
 /// Reads ndjson snapshots from `lines` until one satisfies `want`, or fails

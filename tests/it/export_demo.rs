@@ -144,11 +144,13 @@ fn every_scenario_is_flagged_as_it_happened_and_healthy_nodes_are_clean() {
         }
     }
     // Every kind but `stale` (the demo's hung agent has been silent past
-    // `unreachable_after`: unreachable; stale_restart tests a stale node)
-    // and `burnin_failed` (raised by a burn-in someone ran: tests/it/tui.rs).
+    // `unreachable_after`: unreachable; stale_restart tests a stale node),
+    // `burnin_failed` (raised by a burn-in someone ran: tests/it/tui.rs)
+    // and `gpu_library` (a real agent whose GPU library did not load; a
+    // simulated node has no library: tests/it/nvml_fake.rs).
     let all: BTreeSet<FlagKind> = FlagKind::ALL
         .into_iter()
-        .filter(|k| !matches!(k, FlagKind::Stale | FlagKind::BurninFailed))
+        .filter(|k| !matches!(k, FlagKind::Stale | FlagKind::BurninFailed | FlagKind::GpuLibrary))
         .collect();
     assert_eq!(seen, all, "the demo shows every kind of flag");
 }

@@ -374,4 +374,10 @@ fn a_source_still_reading_at_the_timeout_says_so_plainly() {
         err.contains("no node answered") && err.contains("still reading after --timeout 1ms: give a longer --timeout"),
         "{err}"
     );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "no document: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -825,3 +825,96 @@ fn the_same_xid_in_a_third_boot_escalates_to_replace_across_agent_restarts() {
     assert!(journal.iter().all(|l| l.contains("XID 79 on GPU-")), "{text}");
     assert!(journal.iter().any(|l| l.contains("boot 0000000a")), "{text}");
 }
+
+/// The package's `backend = "auto"` on a node whose NVML is broken (a file
+/// that is no library) and with NVIDIA GPUs on its PCI bus: the agent
+/// serves host data with backend "none" and says why; the console never
+/// calls the node `ok`. It carries `gpu_library` (crit, the catalog's
+/// action, the agent's words), and the agent's /metrics flags it too.
+#[test]
+fn a_gpu_library_that_did_not_load_on_a_node_with_gpus_is_crit_not_ok() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = dir.path().join("libnvidia-ml.so.1");
+    std::fs::write(&broken, "not a library\n").expect("write");
+    let sysfs = dir.path().join("sys");
+    for bus in ["0000:18:00.0", "0000:2a:00.0"] {
+        let d = sysfs.join("bus/pci/devices").join(bus);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(d.join("vendor"), "0x10de\n").expect("w");
+        std::fs::write(d.join("class"), "0x030200\n").expect("w");
+    }
+    let (port, metrics) = (free_port(), free_port());
+    let child = std::process::Command::new(agent_bin())
+        .args(["--backend", "auto", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+        .args(crate::HERMETIC_AGENT)
+        .arg("--nvml-lib")
+        .arg(&broken)
+        .arg("--sysfs-root")
+        .arg(&sysfs)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        // No AMD SMI to find either.
+        .env("ROCM_PATH", dir.path())
+        .env("FLEETOP_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let _agent = Killed(child);
+    wait_listening(port);
+    let n = export_until(port, "sampled", |n| n.sampled_at.is_some());
+    assert_eq!(n.agent.as_ref().map(|a| a.backend.as_str()), Some("none"));
+    assert!(n.gpus.is_empty());
+    assert_eq!(n.health, fleetop::export::Health::Crit, "never ok: {n:#?}");
+    let f = flags(&n, FlagKind::GpuLibrary);
+    let [f] = f[..] else {
+        panic!("one gpu_library flag: {:#?}", n.flags)
+    };
+    assert_eq!(f.severity, fleetop::model::flag::Severity::Crit);
+    assert_eq!(f.action.name(), "reboot_node");
+    assert!(
+        f.detail
+            .starts_with("the GPU library did not load (2 GPUs on the PCI bus): NVML")
+            && f.detail.contains("libnvidia-ml.so.1"),
+        "the agent's words: {}",
+        f.detail
+    );
+    assert!(
+        flags(&n, FlagKind::GpuMissing).is_empty(),
+        "one flag for one cause: {:#?}",
+        n.flags
+    );
+
+    let page = scrape_metrics(metrics);
+    assert!(
+        page.lines().any(|l| l.starts_with("fleetop_flag{")
+            && l.contains("kind=\"gpu_library\",severity=\"crit\"")
+            && l.ends_with(" 1")),
+        "{page}"
+    );
+    assert!(
+        page.lines()
+            .any(|l| l.starts_with("fleetop_node_health{") && l.ends_with(" 2")),
+        "{page}"
+    );
+}
+
+/// The agent's /metrics page, as plain HTTP/1.0 (10 s at most).
+fn scrape_metrics(port: u16) -> String {
+    use std::io::{Read, Write};
+    let start = Instant::now();
+    loop {
+        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            c.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+            c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+                .expect("request");
+            let mut page = String::new();
+            let _ = c.read_to_string(&mut page);
+            if page.contains("fleetop_node_health") {
+                return page;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no /metrics page on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

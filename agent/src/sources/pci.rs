@@ -1,7 +1,9 @@
 //! Node checks taken once at start, from sysfs: NVIDIA GPUs on the PCI bus
 //! that NVML does not list (a GPU the driver lost at boot is invisible to
-//! NVML, so nothing else reports it), the GPU count the node should have, and
-//! whether GPUDirect RDMA (nvidia_peermem) is loaded where InfiniBand is.
+//! NVML, so nothing else reports it), how many GPUs (NVIDIA's or AMD's) the
+//! bus has (with no GPU library loaded, GPUs nothing reads), the GPU count
+//! the node should have, and whether GPUDirect RDMA (nvidia_peermem) is
+//! loaded where InfiniBand is.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +15,8 @@ use crate::sources::kmsg::PciAddr;
 pub const DEFAULT_SYSFS: &str = "/sys";
 /// NVIDIA's PCI vendor id.
 const NVIDIA: u32 = 0x10de;
+/// AMD's (ATI's) PCI vendor id for its GPUs.
+const AMD: u32 = 0x1002;
 /// Devices looked at, at most (a real bus has a few hundred).
 const MAX_DEVICES: usize = 4096;
 
@@ -43,6 +47,19 @@ impl NodeChecks {
 /// controller (0x0302xx). The GPU's audio function (0x0403xx) and NVSwitches
 /// (bridges, 0x0680xx) are NVIDIA's too but not GPUs. Sorted.
 pub fn nvidia_gpus(sysfs: &Path) -> Vec<String> {
+    bus_gpus(sysfs, &[NVIDIA])
+}
+
+/// The bus ids of every GPU under `<sysfs>/bus/pci/devices`: NVIDIA's (as
+/// `nvidia_gpus`) and AMD's (vendor 0x1002: VGA, 3D controller, display
+/// controller 0x0380xx as the MI200s are, processing accelerator 0x1200xx
+/// as the MI300s are; not its audio functions). Sorted.
+pub fn all_gpus(sysfs: &Path) -> Vec<String> {
+    bus_gpus(sysfs, &[NVIDIA, AMD])
+}
+
+/// The bus ids of the GPUs of `vendors`, sorted.
+fn bus_gpus(sysfs: &Path, vendors: &[u32]) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(sysfs.join("bus/pci/devices")) else {
         return Vec::new();
     };
@@ -52,11 +69,13 @@ pub fn nvidia_gpus(sysfs: &Path) -> Vec<String> {
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
             let dir = e.path();
-            if read_hex(&dir.join("vendor"))? != NVIDIA {
-                return None;
-            }
-            let class = read_hex(&dir.join("class"))?;
-            matches!(class >> 8, 0x0300 | 0x0302).then_some(name)
+            let vendor = read_hex(&dir.join("vendor")).filter(|v| vendors.contains(v))?;
+            let class = read_hex(&dir.join("class"))? >> 8;
+            let gpu = match vendor {
+                AMD => matches!(class, 0x0300 | 0x0302 | 0x0380 | 0x1200),
+                _ => matches!(class, 0x0300 | 0x0302),
+            };
+            gpu.then_some(name)
         })
         .collect();
     found.sort();
@@ -86,6 +105,7 @@ impl Sampler for NodeChecks {
             .into_iter()
             .filter(|bus| PciAddr::parse(bus).is_none_or(|a| !listed.contains(&a)))
             .collect();
+        info.gpus_on_pci = all_gpus(&self.sysfs).len() as u32;
         info.expect_gpus = self.expect_gpus;
         info.peermem = if peermem_loaded(&self.sysfs) {
             PEERMEM_LOADED
@@ -134,6 +154,23 @@ mod tests {
         }
         NodeChecks::new(r, 8).describe(&mut info);
         assert_eq!(info.gpus_missing_pci, ["0000:3b:00.0"]);
+        assert_eq!(info.gpus_on_pci, 3, "NVIDIA's three");
+        // AMD's: an MI300X (a processing accelerator), an MI250X (a
+        // display controller); not its audio function.
+        device(r, "0000:0c:00.0", "0x1002", "0x120000");
+        device(r, "0000:0d:00.0", "0x1002", "0x038000");
+        device(r, "0000:0d:00.1", "0x1002", "0x040300");
+        assert_eq!(
+            all_gpus(r),
+            [
+                "0000:0c:00.0",
+                "0000:0d:00.0",
+                "0000:18:00.0",
+                "0000:3b:00.0",
+                "0000:5d:00.0"
+            ]
+        );
+        assert_eq!(nvidia_gpus(r).len(), 3, "NVIDIA's alone");
         assert_eq!(info.expect_gpus, 8);
         assert_eq!(info.peermem, PEERMEM_UNKNOWN, "no InfiniBand");
     }

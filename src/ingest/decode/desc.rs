@@ -38,6 +38,7 @@ pub fn node_desc(info: pb::NodeInfo) -> NodeDesc {
         health: NodeHealth {
             gpus_missing_pci: info.gpus_missing_pci,
             expect_gpus: nz(info.expect_gpus),
+            gpus_on_pci: nz(info.gpus_on_pci),
             peermem: match info.peermem {
                 1 => Some(false),
                 2 => Some(true),

@@ -159,6 +159,22 @@ impl Slurm {
         self.query_text()
     }
 
+    /// The state Slurm gives job `job` (`RUNNING`, `PENDING`, `COMPLETED`
+    /// while it still keeps an ended job), or `None` where it lists no such
+    /// job. Pending and ended jobs included, unlike `query`'s running ones.
+    pub fn job_state(&self, job: &str) -> Result<Option<String>, SchedError> {
+        match self.run("squeue", &args(&["-h", "-t", "all", "-j", job, "-o", "%T"])) {
+            Ok(out) => Ok(out
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(|s| fleetop_proto::input::printable(s, 64))),
+            // Slurm 22.05 and before: an id it does not know is an error.
+            Err(SchedError::Failed(_, why)) if why.contains("Invalid job id") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn query_text(&self) -> Result<Snapshot, SchedError> {
         // Each record ends in `END`: a reason or a job name holding a
         // newline stays inside its record instead of breaking the read.

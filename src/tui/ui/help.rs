@@ -148,6 +148,7 @@ fn few_words(k: FlagKind) -> &'static str {
         FlagKind::Sxid => "an NVSwitch error",
         FlagKind::PcieDegraded => "PCIe link narrower or slower, or replays",
         FlagKind::GpuMissing => "fewer GPUs than the node has",
+        FlagKind::GpuLibrary => "no GPU library loaded where GPUs are",
         FlagKind::FabricUnhealthy => "the GPU is not in the NVLink fabric",
         FlagKind::PersistenceOff => "persistence mode is off",
         FlagKind::PeermemMissing => "nvidia_peermem not loaded: no GPUDirect",

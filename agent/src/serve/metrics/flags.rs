@@ -67,7 +67,30 @@ pub(super) fn flags(w: &mut Writer, info: &NodeInfo, gpus: &[Gpu], ports: &[IbSa
         );
         worst = Severity::Crit;
     }
+    if let Some(sev) = gpu_library(info) {
+        let mut l = String::new();
+        push_label(&mut l, "Hostname", &info.hostname);
+        let action = fleetop_catalog::flag("gpu_library").map_or(Action::None, |e| e.immediate);
+        w.sample(
+            &l,
+            &[
+                ("kind", "gpu_library"),
+                ("severity", sev.name()),
+                ("action", action.name()),
+            ],
+            1,
+        );
+        worst = worst.max(sev);
+    }
     worst
+}
+
+/// `gpu_library` (crit) where no GPU library loaded (backend "none") on a
+/// node that has GPUs: on its PCI bus, or as many as `--expect-gpus` says.
+/// A node with neither (a login node) is not judged.
+fn gpu_library(info: &NodeInfo) -> Option<Severity> {
+    let expected = info.gpus_on_pci > 0 || info.expect_gpus > 0 || !info.gpus_missing_pci.is_empty();
+    (info.backend == "none" && expected).then_some(Severity::Crit)
 }
 
 /// What the agent raises on one GPU from its latest sample: each flag's
@@ -126,4 +149,42 @@ pub(super) fn gpu_flags(g: &Gpu) -> Vec<(&'static str, Severity, Action)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::proto::Sample;
+    use crate::serve::metrics::tests::{info, lines, scrape};
+
+    /// No GPU library loaded on a node with GPUs on its bus (or told to
+    /// expect some): `gpu_library`, crit, and the node's health says so. A
+    /// node with neither (a login node) has no flag.
+    #[test]
+    fn a_gpu_library_that_did_not_load_where_gpus_are_is_crit() {
+        let s = Sample {
+            time_ms: 10_000,
+            ..Default::default()
+        };
+        let mut i = info(0);
+        i.backend = "none".into();
+        let t = scrape(&i, std::slice::from_ref(&s), 10_100);
+        assert!(lines(&t, "fleetop_flag").is_empty(), "{t}");
+        assert!(lines(&t, "fleetop_node_health")[0].ends_with(" 0"), "{t}");
+        for (on_pci, expect) in [(8, 0), (0, 8)] {
+            i.gpus_on_pci = on_pci;
+            i.expect_gpus = expect;
+            let t = scrape(&i, std::slice::from_ref(&s), 10_100);
+            let flags = lines(&t, "fleetop_flag");
+            assert_eq!(flags.len(), 1, "{t}");
+            assert!(
+                flags[0].contains("kind=\"gpu_library\",severity=\"crit\",action=\"reboot_node\""),
+                "{t}"
+            );
+            assert!(lines(&t, "fleetop_node_health")[0].ends_with(" 2"), "{t}");
+        }
+        // A library that loaded is judged by its GPUs, not by this.
+        i.backend = "nvml".into();
+        let t = scrape(&i, std::slice::from_ref(&s), 10_100);
+        assert!(lines(&t, "fleetop_flag").is_empty(), "{t}");
+    }
 }
