@@ -49,6 +49,9 @@ pub fn run(
         }
     }
     let slurm = targets::slurm(cfg);
+    if plan.force {
+        forced_past(&mut plan, &slurm);
+    }
     run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| {
         slurm::execute(&slurm, p)
     })
@@ -128,14 +131,40 @@ fn show_plan(plan: &action::Plan, what: &str) -> anyhow::Result<()> {
         )?;
     }
     for (node, fault) in &plan.faults {
-        let what = if plan.force {
-            "--force: put back all the same"
-        } else {
-            "left out of service (--force to put it back)"
-        };
-        writeln!(err, "  {node}: {fault} still active: {what}")?;
+        if !plan.force {
+            writeln!(
+                err,
+                "  {node}: {fault} still active: left out of service (--force to put it back)"
+            )?;
+        }
+    }
+    for (node, lifted) in &plan.overrides {
+        writeln!(
+            err,
+            "  {node}: FORCED past: {}",
+            fleetop_proto::input::printable(&lifted.join("; "), 2000)
+        )?;
     }
     Ok(())
+}
+
+/// What a forced resume or undrain overrides, node by node: a fault that
+/// keeps it out, someone else's drain (from Slurm, read now).
+fn forced_past(plan: &mut action::Plan, slurm: &crate::ingest::slurm::Slurm) {
+    let snap = slurm.query().ok();
+    for node in &plan.nodes {
+        let mut lifted = Vec::new();
+        if let Some(f) = plan.faults.get(node) {
+            lifted.push(format!("{f} still active"));
+        }
+        let held = snap.as_ref().and_then(|s| s.nodes.get(node));
+        if let Some(s) = held.filter(|s| s.hold() == crate::model::sched::Hold::Other) {
+            lifted.push(format!("{}, not by fleetop", s.held_by()));
+        }
+        if !lifted.is_empty() {
+            plan.overrides.insert(node.clone(), lifted);
+        }
+    }
 }
 
 /// `fleetop node history NODES`: the nodes' timelines from the state

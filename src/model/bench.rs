@@ -86,25 +86,25 @@ impl Identity {
     }
 }
 
+/// The failed checks of a run in words ("pcie_h2d gpu 0, tcp"), if any.
+pub fn failed_checks(checks: &[BenchResult]) -> Option<String> {
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|r| r.verdict == Verdict::Fail)
+        .map(|r| match r.gpu {
+            Some(g) => format!("{} gpu {g}", r.name),
+            None => r.name.clone(),
+        })
+        .collect();
+    (!failed.is_empty()).then(|| failed.join(", "))
+}
+
 impl BurnIn {
     /// The failing checks in words: the error, else each failed check.
     pub fn failure(&self) -> String {
-        if let Some(e) = &self.error {
-            return e.clone();
-        }
-        let failed: Vec<String> = self
-            .checks
-            .iter()
-            .filter(|r| r.verdict == Verdict::Fail)
-            .map(|r| match r.gpu {
-                Some(g) => format!("{} gpu {g}", r.name),
-                None => r.name.clone(),
-            })
-            .collect();
-        if failed.is_empty() {
-            "no GPU measured".into()
-        } else {
-            failed.join(", ")
+        match &self.error {
+            Some(e) => e.clone(),
+            None => failed_checks(&self.checks).unwrap_or_else(|| "not every GPU measured".into()),
         }
     }
 

@@ -237,20 +237,9 @@ fn failing(n: &BenchNode, expect: Option<u32>) -> String {
     if let Some(m) = missing_gpus(n, expect) {
         return m;
     }
-    let failed: Vec<String> = n
-        .results
-        .iter()
-        .filter(|r| r.verdict == Verdict::Fail)
-        .map(|r| match r.gpu {
-            Some(g) => format!("{} gpu {g}", r.name),
-            None => r.name.clone(),
-        })
-        .collect();
-    if failed.is_empty() {
-        "incomplete: no GPU check ran".into()
-    } else {
-        failed.join(", ")
-    }
+    crate::model::bench::failed_checks(&n.results)
+        .or_else(|| n.record.as_ref().filter(|r| !r.passed).map(|r| r.failure()))
+        .unwrap_or_else(|| "incomplete: no GPU check ran".into())
 }
 
 /// Runs a confirmed return. The plan was logged as started by the caller;

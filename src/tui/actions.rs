@@ -190,8 +190,14 @@ pub(crate) fn start_action(app: &mut App, key: char) {
     match plan_for(app, action, nodes, None) {
         Ok(mut plan) => {
             let guard = guard_for(app, &plan.nodes);
-            // Only the typed names can send it, and then it is meant.
+            // Only the typed names can send it, and then it is meant: the
+            // audit log and the timeline say what it overrode.
             plan.force = guard.is_some();
+            if let Some(g) = &guard {
+                for (node, why) in &g.why {
+                    plan.overrides.entry(node.clone()).or_default().push(why.clone());
+                }
+            }
             app.dialog = Some(Dialog::Confirm {
                 plan,
                 chosen: label,

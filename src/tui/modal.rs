@@ -63,6 +63,8 @@ pub struct Guard {
     pub head: &'static str,
     /// "gpu02: drained by alice at 2026-..: maintenance", one per node.
     pub held: Vec<String>,
+    /// Each held node and why, as given: what a confirmed plan overrides.
+    pub why: Vec<(String, String)>,
     /// What must be typed: the held nodes as a Slurm hostlist.
     pub names: String,
     pub typed: String,
@@ -80,7 +82,8 @@ impl Guard {
         let list: Vec<String> = held.iter().map(|(n, _)| n.clone()).collect();
         Some(Guard {
             head,
-            held: held.into_iter().map(|(n, why)| format!("{n}: {why}")).collect(),
+            held: held.iter().map(|(n, why)| format!("{n}: {why}")).collect(),
+            why: held,
             names: hostlist::compress(&list),
             typed: String::new(),
             wrong: false,

@@ -417,6 +417,10 @@ pub fn a_node_missing_a_gpu_is_refused_then_fails_then_returns_once_repaired() {
     assert!(!ok, "{out}{err}");
     assert!(err.contains("RunBench suite=quick"), "{err}");
     assert!(
+        err.contains("FORCED past: gpu_missing on node"),
+        "what --force lifts is named before it runs: {err}"
+    );
+    assert!(
         line(&out, "gpu02").contains("gpu_missing: 1 of 2 GPUs measured"),
         "{out}"
     );
@@ -432,6 +436,12 @@ pub fn a_node_missing_a_gpu_is_refused_then_fails_then_returns_once_repaired() {
         .rfind(|r| r.action == NodeAction::Return && r.stage == Stage::Done)
         .expect("the return's results");
     assert!(forced.forced, "a forced return is audited as one: {forced:?}");
+    assert!(
+        forced.overrides["gpu02"]
+            .iter()
+            .any(|o| o.starts_with("gpu_missing on node")),
+        "and with what it overrode: {forced:?}"
+    );
 
     // Repaired: the node's agent is back with both GPUs, at a new address.
     let (fixed, hosts) = start_swarm(env.dir.path(), "training", 1, 9);
@@ -503,7 +513,7 @@ fn stop(mut c: Child) {
 }
 
 pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wide_event() {
-    // 40 nodes: gpu02 hot (a warn flag: never the policy's), gpu02-gpu21
+    // 40 nodes: gpu01 hot (a warn flag: never the policy's), gpu02-gpu21
     // lose a GPU (XID 79, crit, reboot_node), gpu22-gpu40 healthy. The
     // breaker allows 10% of 40: 4 drains an hour.
     let env = setup(&[("hot", 1), ("xid79", 20), ("training", 19)], "");
@@ -541,7 +551,7 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
     assert_eq!(nodes.len(), 4, "the breaker's limit: {nodes:?}");
     assert!(
         nodes.iter().all(|n| faulty(n)),
-        "only faulty nodes, never gpu02 (warn) or gpu02 (someone else's): {nodes:?}"
+        "only faulty nodes, never gpu01 (warn) or gpu02 (someone else's): {nodes:?}"
     );
     for r in &drains {
         assert_eq!(
@@ -572,7 +582,7 @@ pub fn the_policy_drains_crit_nodes_after_grace_and_its_breaker_stops_a_fleet_wi
         .filter(|n| !nodes.contains(n))
         .collect();
     assert!(still.iter().all(|n| env.state(n) == "idle"), "the breaker held");
-    assert_eq!(env.state("gpu02"), "idle", "a warn is not the policy's");
+    assert_eq!(env.state("gpu01"), "idle", "a warn is not the policy's");
     // Notified: each drain and the breaker, once.
     let raised = |name: &str| {
         hook.all()
