@@ -166,6 +166,15 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
         }),
         rack: n.rack.clone(),
         ray: store.ray.as_ref().and_then(|r| ray_node(r, i)),
+        last_burn_in: info
+            .and_then(|i| i.health.burn_ins.iter().max_by_key(|b| b.ended_ms))
+            .map(|b| BurnInOut {
+                suite: b.suite.map_or("?", crate::model::bench::Suite::name).into(),
+                passed: b.passed,
+                ended_at: rfc3339(b.ended_ms),
+                requested_by: b.requested_by.clone(),
+                failure: (!b.passed).then(|| b.failure()),
+            }),
         gpus,
         ib_ports,
         flags,

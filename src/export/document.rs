@@ -98,9 +98,29 @@ pub struct Node {
     /// its IP address); absent where Ray has none.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ray: Option<RayNodeOut>,
+    /// The newest burn-in the node's own agent recorded (its burn-in
+    /// journal, the evidence a return is decided on); absent where its
+    /// agent holds none, or predates the journal.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last_burn_in: Option<BurnInOut>,
     pub gpus: Vec<Gpu>,
     pub ib_ports: Vec<IbPort>,
     pub flags: Vec<FlagOut>,
+}
+
+/// A burn-in's verdict as the node's agent keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BurnInOut {
+    /// "quick" or "full".
+    pub suite: String,
+    pub passed: bool,
+    /// RFC 3339: when it ended (the console's clock).
+    pub ended_at: String,
+    /// Who asked ("alice@console1").
+    pub requested_by: String,
+    /// Why it failed, where it did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub failure: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

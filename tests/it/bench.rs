@@ -127,6 +127,9 @@ fn host_and_network_run_for_real_and_simulated_gpu_checks_say_so() {
         );
         assert!(n.net_peer.is_some());
     }
+    // Reached by address, each is named by the host name its agent reports.
+    let names: Vec<&str> = report.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["sim0001", "sim0002"], "{report:?}");
     // Each node sent to the other.
     assert_eq!(
         report.nodes[0].net_peer.as_deref(),
@@ -166,9 +169,24 @@ fn the_token_read_only_and_confirmation_guard_the_agents() {
         report
             .nodes
             .iter()
-            .all(|n| n.error.as_deref() == Some("wrong bench token")),
+            .all(|n| n.error.as_deref() == Some("wrong bench token") && n.refused),
         "{report:?}"
     );
+    // A refusal is no burn-in: the audit log says refused, with why, and
+    // no node has a failed burn-in on record.
+    let log = std::fs::read_to_string(a.dir.path().join("audit.jsonl")).expect("audit log");
+    let entries: Vec<fleetop::model::action::ActionReport> =
+        log.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let done: Vec<_> = entries
+        .iter()
+        .filter(|e| e.stage != fleetop::model::action::Stage::Started)
+        .collect();
+    assert_eq!(done.len(), 2, "one refusal a node: {entries:#?}");
+    for e in done {
+        assert_eq!(e.stage, fleetop::model::action::Stage::Refused, "{e:?}");
+        assert_eq!(e.refused.as_deref(), Some("wrong bench token"));
+        assert!(e.results.is_empty(), "no result, failed or not: {e:?}");
+    }
 
     let out = a.bench(&["--read-only"]);
     assert!(!out.status.success() && out.stdout.is_empty());
@@ -310,4 +328,84 @@ async fn a_suites_answer_ends_with_its_verdict_not_at_the_bound() {
         .expect("the answer ends after the verdict");
     let d = done.expect("a done event");
     assert!(d.error.is_empty(), "{d:?}");
+}
+
+/// A burn-in's verdict belongs to the node: the agent that ran it keeps it,
+/// with who asked and the node as it knew it, and tells every console. One
+/// connected before the suite gets it live on its stream; one that
+/// connects later finds it in the node's description; the caller gets it
+/// with the verdict. A suite the agent refused leaves no record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_keeps_each_verdict_and_tells_every_console_at_once() {
+    use fleetop_agent::proto::agent_message::Kind as Msg;
+    let a = agent(Duration::from_secs(600), Some("t")).await;
+    let mut c = AgentClient::connect(format!("http://{}", a.addr))
+        .await
+        .expect("connects");
+    // A wrong token: refused, nothing kept.
+    let mut wrong = req("quick");
+    wrong.token = "guess".into();
+    assert!(c.run_bench(wrong).await.is_err());
+    // A console watching the node, connected before the suite.
+    let live = SubscribeRequest {
+        no_backfill: true,
+        ..Default::default()
+    };
+    let mut watching = c.subscribe(live.clone()).await.expect("subscribes").into_inner();
+    let first = watching.message().await.expect("stream").expect("a message");
+    let Some(Msg::Info(info)) = first.kind else {
+        panic!("a description first: {first:?}")
+    };
+    assert!(
+        info.burn_ins.is_empty(),
+        "the refusal left no record: {:?}",
+        info.burn_ins
+    );
+    assert!(!info.machine_id.is_empty(), "a simulated node has an id of its own");
+    let mut run = req("quick");
+    run.requested_by = "alice@console1".into();
+    let mut s = c.run_bench(run).await.expect("starts").into_inner();
+    let mut done = None;
+    while let Some(ev) = s.message().await.expect("stream") {
+        if let Some(Kind::Done(d)) = ev.kind {
+            done = Some(d);
+        }
+    }
+    let kept = done.and_then(|d| d.record).expect("the verdict as the agent keeps it");
+    // Judged as the caller judges it (a host figure may fall below its
+    // floor on a busy machine: then it failed, and says so).
+    let failed = kept
+        .checks
+        .iter()
+        .any(|c| c.verdict == fleetop_agent::proto::Verdict::Fail as i32);
+    assert_eq!(kept.passed, !failed, "{kept:?}");
+    assert_eq!(kept.requested_by, "alice@console1");
+    assert_eq!(
+        (kept.hostname.as_str(), kept.machine_id.as_str()),
+        (info.hostname.as_str(), info.machine_id.as_str())
+    );
+    assert_eq!(
+        kept.gpu_uuids,
+        info.gpus.iter().map(|g| g.uuid.clone()).collect::<Vec<_>>()
+    );
+    assert!(kept.checks.iter().any(|c| c.name == "hbm_d2d"), "{kept:?}");
+    // The watching console is told at once.
+    let heard = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(m) = watching.message().await.expect("stream") {
+            if let Some(Msg::BurnIn(b)) = m.kind {
+                return b;
+            }
+        }
+        panic!("the stream ended")
+    })
+    .await
+    .expect("the verdict reached the watching console");
+    assert_eq!(heard, kept);
+    // A console that connects later reads it in the description.
+    let mut later = c.subscribe(live).await.expect("subscribes").into_inner();
+    let first = later.message().await.expect("stream").expect("a message");
+    let Some(Msg::Info(info)) = first.kind else {
+        panic!("a description first")
+    };
+    assert_eq!(info.burn_ins, vec![kept]);
 }

@@ -2880,8 +2880,44 @@ fn capital_t_returns_a_node_to_service_with_a_burn_in_where_none_passed_since_th
     let p = returned(&asked);
     assert_eq!(p.suite, fleetop::model::bench::Suite::Full);
     assert!(p.plan.commands[0].contains(&"suite=full".to_string()), "{p:?}");
-    // A burn-in passed since the drain (on the node's timeline): resumed without another.
-    let passed = Step::Arrive(Update::Timeline(vec![TEvent {
+    // A burn-in passed since the drain, as the node's own agent says
+    // (another console ran it): resumed without another.
+    let (targets, updates) = fleet_updates(4, 8, 30);
+    let at = targets.iter().position(|t| t.name == "gpu02").expect("gpu02");
+    let node_now = updates
+        .iter()
+        .find_map(|u| match u {
+            Update::Node {
+                node,
+                event: Event::Info(d),
+            } if *node == at => Some(d.identity()),
+            _ => None,
+        })
+        .expect("gpu02 described");
+    let burn_in = |passed: bool| fleetop::model::bench::BurnIn {
+        started_ms: drained_at + 590_000,
+        ended_ms: drained_at + 600_000,
+        suite: Some(fleetop::model::bench::Suite::Quick),
+        passed,
+        requested_by: "alice@console2".into(),
+        node: node_now.clone(),
+        checks: Vec::new(),
+        error: None,
+    };
+    let arrive = |b| {
+        Step::Arrive(Update::Node {
+            node: at,
+            event: Event::BurnIn(Box::new(b)),
+        })
+    };
+    let mut steps = with(vec![arrive(burn_in(true))]);
+    steps.extend(step_keys("jTy"));
+    let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 30), (100, 30), steps, enabled);
+    let p = returned(&asked);
+    assert!(matches!(p.nodes[0].step, Do::Resume { .. }), "{p:?}");
+    // The same pass as a line in an audit log (a console's own file) is no
+    // evidence: a burn-in runs first.
+    let said = Step::Arrive(Update::Timeline(vec![TEvent {
         time_ms: drained_at + 600_000,
         node: "gpu02".into(),
         what: What::Action {
@@ -2893,11 +2929,10 @@ fn capital_t_returns_a_node_to_service_with_a_burn_in_where_none_passed_since_th
         },
         by: "alice".into(),
     }]));
-    let mut steps = with(vec![passed]);
+    let mut steps = with(vec![said]);
     steps.extend(step_keys("jTy"));
     let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 30), (100, 30), steps, enabled);
-    let p = returned(&asked);
-    assert!(matches!(p.nodes[0].step, Do::Resume { .. }), "{p:?}");
+    assert!(matches!(returned(&asked).nodes[0].step, Do::Bench { .. }));
     assert_eq!(
         p.plan.commands,
         [["scontrol", "update", "NodeName=gpu02", "State=RESUME"]]
