@@ -351,7 +351,7 @@ async fn the_agent_keeps_each_verdict_and_tells_every_console_at_once() {
         no_backfill: true,
         ..Default::default()
     };
-    let mut watching = c.subscribe(live.clone()).await.expect("subscribes").into_inner();
+    let mut watching = c.subscribe(live).await.expect("subscribes").into_inner();
     let first = watching.message().await.expect("stream").expect("a message");
     let Some(Msg::Info(info)) = first.kind else {
         panic!("a description first: {first:?}")

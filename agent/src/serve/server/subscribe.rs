@@ -99,7 +99,7 @@ where
 /// What reaches a live stream next.
 enum Live {
     Sample(Result<Arc<Sample>, broadcast::error::RecvError>),
-    BurnIn(crate::proto::BurnInRecord),
+    BurnIn(Box<crate::proto::BurnInRecord>),
 }
 
 impl AgentService {
@@ -222,7 +222,7 @@ impl AgentService {
                 let next = tokio::select! {
                     r = live.recv() => Live::Sample(r),
                     b = burn_live.recv() => match b {
-                        Ok(b) => Live::BurnIn(b),
+                        Ok(b) => Live::BurnIn(Box::new(b)),
                         Err(_) => continue,
                     },
                     _ = stop.wait_for(|s| *s) => return,
@@ -232,7 +232,7 @@ impl AgentService {
                     // A burn-in recorded on this node: every console sees it now.
                     Live::BurnIn(b) => {
                         if send(AgentMessage {
-                            kind: Some(Kind::BurnIn(b)),
+                            kind: Some(Kind::BurnIn(*b)),
                         })
                         .await
                         .is_err()
