@@ -709,21 +709,24 @@ fn a_drained_nodes_alert_says_where_the_response_stands_and_do_now_is_the_next_s
         !rows.is_empty() && rows.iter().all(|l| l.contains("drained by fleetop 13m")),
         "{screen}"
     );
-    // A burn-in passed since (run from anywhere: the audit log's line).
-    use fleetop::model::timeline::{Event as TEvent, What};
+    // A burn-in passed since (run from anywhere: the node's agent says so).
+    let (targets, _) = fleet_updates(20, 8, 60);
     let passed = |node: &str| {
-        Step::Arrive(Update::Timeline(vec![TEvent {
-            time_ms: NOW - 60_000,
-            node: node.into(),
-            what: What::Action {
-                action: NodeAction::Bench,
-                ok: true,
-                reason: Some("suite quick".into()),
-                message: String::new(),
-                policy: None,
-            },
-            by: "alice".into(),
-        }]))
+        let at = targets.iter().position(|t| t.name == node).expect("the node");
+        let b = fleetop::model::bench::BurnIn {
+            started_ms: NOW - 90_000,
+            ended_ms: NOW - 60_000,
+            suite: Some(fleetop::model::bench::Suite::Quick),
+            passed: true,
+            requested_by: "alice@console2".into(),
+            node: Default::default(),
+            checks: Vec::new(),
+            error: None,
+        };
+        Step::Arrive(Update::Node {
+            node: at,
+            event: Event::BurnIn(Box::new(b)),
+        })
     };
     let mut steps = vec![drained(), passed(&node)];
     steps.extend(detail_of(&node));

@@ -601,13 +601,17 @@ pub fn sched_label(s: &SchedNode, now_ms: i64) -> String {
     l
 }
 
-/// Who made fleetop's drain of a node, from its timeline (the audit log's
-/// drains, this console's and others'): "fleetop's policy" or "alice via
-/// fleetop" for the newest drain that went through; `None` where it does
-/// not say.
-pub fn fleetop_drainer(timeline: &crate::model::timeline::Timeline) -> Option<String> {
+/// Who made fleetop's drain of a node with Slurm's `reason`: "fleetop's
+/// policy" where the reason carries the policy's mark (every console reads
+/// it there), else "alice via fleetop" for the newest drain its timeline
+/// holds (the audit log's drains, this console's and others'), else
+/// "fleetop".
+pub fn fleetop_drainer(reason: &str, timeline: &crate::model::timeline::Timeline) -> String {
     use crate::model::timeline::What;
-    timeline.events().rev().find_map(|e| match &e.what {
+    if crate::model::remediation::policy_words(reason).is_some() {
+        return "fleetop's policy".into();
+    }
+    let person = timeline.events().rev().find_map(|e| match &e.what {
         What::Action {
             action: crate::model::action::NodeAction::Drain,
             ok: true,
@@ -618,22 +622,23 @@ pub fn fleetop_drainer(timeline: &crate::model::timeline::Timeline) -> Option<St
             None => format!("{} via fleetop", fleetop_proto::input::printable(&e.by, 32)),
         }),
         _ => None,
-    })
+    });
+    person.unwrap_or_else(|| "fleetop".into())
 }
 
 /// Who holds a node out of service, for how long and why: "drained by
 /// fleetop 2h13m: xid on gpu3 ...", "drained by alice 3h00m: maintenance";
-/// `None` for a node in service. `drainer` names who made fleetop's drain
-/// where the timeline says ("fleetop's policy", "alice via fleetop").
-pub fn held_text(s: &SchedNode, now_ms: i64, drainer: Option<&str>) -> Option<String> {
+/// `None` for a node in service. Who made fleetop's drain is said where
+/// Slurm's reason or the node's timeline says (`fleetop_drainer`).
+pub fn held_text(s: &SchedNode, now_ms: i64, timeline: &crate::model::timeline::Timeline) -> Option<String> {
     let (who, words) = match s.hold() {
         Hold::InService => return None,
         Hold::Fleetop { reason } => (
-            Some(drainer.unwrap_or("fleetop")),
+            Some(fleetop_drainer(reason, timeline)),
             crate::model::action::own_words(reason).unwrap_or(reason).to_string(),
         ),
         Hold::Other => (
-            s.reason_user.as_deref(),
+            s.reason_user.clone(),
             s.reason.clone().unwrap_or_else(|| "no reason given".into()),
         ),
     };
@@ -661,6 +666,23 @@ pub fn human_age(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The policy's drain is said from Slurm's reason alone: a console that
+    /// never saw the watch's audit log still names the policy.
+    #[test]
+    fn a_policy_drain_is_named_from_slurms_reason_in_any_console() {
+        let empty = crate::model::timeline::Timeline::default();
+        let node = |reason: &str| SchedNode {
+            state: "drained".into(),
+            reason: Some(reason.into()),
+            reason_user: Some("root".into()),
+            ..Default::default()
+        };
+        let policy = held_text(&node("fleetop-policy: xid on gpu3: reboot_node"), 0, &empty).expect("held");
+        assert_eq!(policy, "drained by fleetop's policy: xid on gpu3: reboot_node");
+        let person = held_text(&node("fleetop: psu"), 0, &empty).expect("held");
+        assert_eq!(person, "drained by fleetop: psu");
+    }
 
     #[test]
     fn counts_say_one_node_not_one_nodes() {

@@ -35,7 +35,16 @@ fn held_since(n: &NodeState) -> Option<i64> {
 
 /// A burn-in that passed since the node was drained, if one did.
 fn passed_since_drain(n: &NodeState) -> Option<i64> {
-    let passed = last_ok(n, NodeAction::Bench)?;
+    // The node's own agent's verdicts: a line in an audit log is a request.
+    let passed = n
+        .info
+        .as_ref()?
+        .health
+        .burn_ins
+        .iter()
+        .filter(|b| b.passed)
+        .map(|b| b.ended_ms)
+        .max()?;
     held_since(n).is_none_or(|since| passed >= since).then_some(passed)
 }
 
@@ -54,8 +63,8 @@ pub fn response(n: &NodeState, since_ms: i64, now_ms: i64) -> Option<String> {
                 .max()?;
             (back >= since_ms).then(|| format!("returned {}", hhmm(back)))
         }
-        Hold::Fleetop { .. } => {
-            let who = fleetop_drainer(&n.timeline).unwrap_or_else(|| "fleetop".into());
+        Hold::Fleetop { reason } => {
+            let who = fleetop_drainer(reason, &n.timeline);
             let mut t = format!("{} by {who}", s.state);
             if let Some(ms) = held_for_ms(s, now_ms) {
                 t.push_str(&format!(" {}", human_span(ms)));

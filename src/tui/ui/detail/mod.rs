@@ -116,8 +116,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     host_spans.push(Span::styled(host_line, t.muted));
     line_at(Line::from(host_spans), host, 0, buf);
     if let Some(v) = &n.scheduler {
-        let drainer = crate::tui::view::fleetop_drainer(&n.timeline);
-        let mut line = sched_line(t, v, app.now_ms, drainer.as_deref());
+        let mut line = sched_line(t, v, app.now_ms, &n.timeline);
         if let Some(p) = crate::tui::view::scheduler_problem(&app.store, app.now_ms) {
             line.spans.insert(0, Span::styled(format!("{p} │ "), t.crit));
         }
@@ -231,7 +230,12 @@ fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: 
 /// "slurm mixed in gpu,debug · job 4411 alice train 8 GPUs 1h02m"; out of
 /// service, who holds it, for how long and why first: "slurm drained by
 /// fleetop 2h13m: xid on gpu3 ... · in gpu · no jobs".
-fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView, now_ms: i64, drainer: Option<&str>) -> Line<'a> {
+fn sched_line<'a>(
+    t: &Theme,
+    v: &crate::model::sched::NodeView,
+    now_ms: i64,
+    timeline: &crate::model::timeline::Timeline,
+) -> Line<'a> {
     let style = if v.node.is_down() {
         t.crit
     } else if v.node.state.contains("drain") {
@@ -240,7 +244,7 @@ fn sched_line<'a>(t: &Theme, v: &crate::model::sched::NodeView, now_ms: i64, dra
         t.ok
     };
     let mut spans = vec![Span::styled("slurm ", t.muted)];
-    if let Some(held) = crate::tui::view::held_text(&v.node, now_ms, drainer) {
+    if let Some(held) = crate::tui::view::held_text(&v.node, now_ms, timeline) {
         spans.push(Span::styled(held, style));
         if !v.node.partitions.is_empty() {
             spans.push(Span::styled(" · in ", t.muted));
