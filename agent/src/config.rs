@@ -495,6 +495,186 @@ mod tests {
         args(&cmd(), Path::new("/etc/fleetop/agent.toml"), text)
     }
 
+    fn is_root() -> bool {
+        nix::unistd::geteuid().is_root()
+    }
+
+    fn chmod(p: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    fn me() -> u32 {
+        nix::unistd::geteuid().as_raw()
+    }
+
+    #[test]
+    fn a_key_given_twice_in_one_file_is_refused_with_its_line() {
+        let e = args_of("state_dir = \"/a\"\ninsecure = true\nstate-dir = \"/b\"\n").expect_err("twice");
+        assert_eq!(
+            e.to_string(),
+            "/etc/fleetop/agent.toml:3: `state-dir` sets --state-dir again, as `state_dir` (line 1) does: keep one"
+        );
+        // The order of the lines, not of the names, says which is named.
+        let e = args_of("state-dir = \"/b\"\nstate_dir = \"/a\"\n").expect_err("twice");
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.what.starts_with("`state_dir` sets --state-dir again, as `state-dir` (line 1)"), "{e}");
+    }
+
+    #[test]
+    fn a_default_config_that_cannot_be_read_is_fatal_not_absent() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let load_default = |p: &Path| load(&cmd(), &Source::Default(p.to_path_buf()), me());
+        // Not there: no config, and the agent starts on its flags.
+        assert_eq!(load_default(&dir.path().join("agent.toml")), Ok(None));
+        // A link that leads nowhere is a broken config, not none.
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(dir.path().join("gone.toml"), &link).expect("symlink");
+        let e = load_default(&link).expect_err("dangling link");
+        assert_eq!(e.path, link);
+        assert!(e.what.starts_with("cannot read it: ") && e.what.contains("--config none"), "{e}");
+        // Any other error than "not found" (here: a file where a directory should be).
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").expect("write");
+        let e = load_default(&file.join("agent.toml")).expect_err("not a directory");
+        assert!(e.what.starts_with("cannot read it: "), "{e}");
+        // A directory the agent may not enter (root enters every one).
+        if !is_root() {
+            let locked = dir.path().join("locked");
+            std::fs::create_dir(&locked).expect("mkdir");
+            std::fs::write(locked.join("agent.toml"), "insecure = true\n").expect("write");
+            chmod(&locked, 0o000);
+            let e = load_default(&locked.join("agent.toml")).expect_err("EACCES");
+            chmod(&locked, 0o700);
+            assert!(e.what.contains("ermission denied"), "{e}");
+        }
+        // A file that is there is read.
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "insecure = true\n").expect("write");
+        let got = load_default(&good).expect("read").expect("a config");
+        assert_eq!(got.args(), ["--insecure"]);
+        assert_eq!(got.files, [good]);
+    }
+
+    #[test]
+    fn a_path_others_may_write_to_or_own_is_not_trusted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let d = dir.path().join("etc");
+        std::fs::create_dir(&d).expect("mkdir");
+        chmod(&d, 0o755);
+        let f = d.join("agent.toml");
+        std::fs::write(&f, "").expect("write");
+        chmod(&f, 0o644);
+        // Under /tmp (1777, root's): sticky, and the tempdir below is ours.
+        assert_eq!(trusted(&f, me()), Ok(()));
+        chmod(&f, 0o666);
+        let e = trusted(&f, me()).expect_err("0666");
+        assert!(e.starts_with("anyone may write to ") && e.ends_with("(mode 666)"), "{e}");
+        chmod(&f, 0o664);
+        assert!(trusted(&f, me()).expect_err("0664").starts_with("its group may write to"));
+        chmod(&f, 0o644);
+        // The file's directory, even sticky: no one else may add a drop-in.
+        chmod(&d, 0o777);
+        assert!(trusted(&f, me()).expect_err("0777 dir").contains("/etc (mode 777)"));
+        chmod(&d, 0o1777);
+        assert_eq!(trusted(&f, me()), Ok(()), "sticky, and the file below is ours");
+        chmod(&d, 0o755);
+        // A link in a safe place to a file in an unsafe one.
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).expect("mkdir");
+        chmod(&open, 0o777);
+        let target = open.join("agent.toml");
+        std::fs::write(&target, "").expect("write");
+        chmod(&target, 0o644);
+        let link = d.join("link.toml");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        assert!(trusted(&link, me()).expect_err("via link").contains("/open (mode 777)"));
+        // Owned by another user.
+        if is_root() {
+            std::os::unix::fs::lchown(&f, Some(4242), None).expect("chown");
+            let e = trusted(&f, me()).expect_err("not ours");
+            assert!(e.ends_with("is owned by uid 4242, not root or the agent's user"), "{e}");
+            // ...who is the agent's user: trusted for that user.
+            assert_eq!(trusted(&f, 4242), Ok(()));
+        }
+    }
+
+    #[test]
+    fn drop_ins_follow_the_file_in_order_and_the_later_one_wins() {
+        assert_eq!(
+            drop_in_dir(Path::new("/etc/fleetop/agent.toml")),
+            Path::new("/etc/fleetop/agent.d")
+        );
+        assert_eq!(drop_in_dir(Path::new("site/gpu.toml")), Path::new("site/gpu.d"));
+        let dir = tempfile::tempdir().expect("tmp");
+        let main = dir.path().join("agent.toml");
+        std::fs::write(&main, "state_dir = \"/a\"\nexpect_gpus = 8\n").expect("write");
+        let d = dir.path().join("agent.d");
+        std::fs::create_dir(&d).expect("mkdir");
+        std::fs::write(d.join("50-site.toml"), "state_dir = \"/b\"\n").expect("write");
+        std::fs::write(d.join("20-early.toml"), "\nstate_dir = \"/c\"\ninsecure = true\n").expect("write");
+        std::fs::write(d.join(".50-site.toml.swp"), "garbage").expect("write");
+        std::fs::write(d.join("50-site.toml.dpkg-old"), "garbage").expect("write");
+        // The main file's keys, then each drop-in's, in the names' order.
+        let got = load(&cmd(), &Source::Given(main.clone()), me()).expect("read").expect("some");
+        assert_eq!(got.files, [main.clone(), d.join("20-early.toml"), d.join("50-site.toml")]);
+        assert_eq!(
+            got.args(),
+            [
+                "--expect-gpus=8",
+                "--state-dir=/a",
+                "--insecure",
+                "--state-dir=/c",
+                "--state-dir=/b"
+            ]
+        );
+        let winners = got.winners();
+        let (w, over) = winners.iter().find(|(w, _)| w.key == "state_dir").expect("state_dir");
+        assert_eq!((w.path.as_path(), w.line, w.value.as_str()), (d.join("50-site.toml").as_path(), Some(1), "\"/b\""));
+        let over: Vec<_> = over.iter().map(|o| (o.path.clone(), o.line)).collect();
+        assert_eq!(over, [(main.clone(), Some(1)), (d.join("20-early.toml"), Some(2))]);
+        // A bad drop-in names itself and its line.
+        std::fs::write(d.join("60-bad.toml"), "expect_gpus = 0\n").expect("write");
+        let e = load(&cmd(), &Source::Given(main.clone()), me()).expect_err("bad");
+        assert_eq!((e.path, e.line), (d.join("60-bad.toml"), Some(1)));
+        std::fs::remove_file(d.join("60-bad.toml")).expect("rm");
+        // A default file missing, with drop-ins: they are the config.
+        std::fs::remove_file(&main).expect("rm");
+        let got = load(&cmd(), &Source::Default(main.clone()), me()).expect("read").expect("some");
+        assert_eq!(got.files.len(), 2);
+        // A drop-in directory anyone may write to is refused.
+        chmod(&d, 0o777);
+        let e = load(&cmd(), &Source::Default(main), me()).expect_err("open dir");
+        assert!(e.what.starts_with("anyone may write to ") && e.what.contains("refusing it"), "{e}");
+    }
+
+    #[test]
+    fn who_may_read_a_file_is_told_by_its_modes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        chmod(dir.path(), 0o755);
+        let f = dir.path().join("key");
+        std::fs::write(&f, "k").expect("write");
+        chmod(&f, 0o600);
+        let owner = nix::unistd::geteuid().as_raw();
+        let other = RunAs {
+            name: "someone".into(),
+            uid: if owner == 4242 { 4243 } else { 4242 },
+            gids: vec![4242],
+        };
+        let e = other.can_read(&f).expect_err("0600, not theirs");
+        assert!(e.starts_with("user someone may not read ") && e.contains("mode 600"), "{e}");
+        chmod(&f, 0o644);
+        assert_eq!(other.can_read(&f), Ok(()));
+        chmod(dir.path(), 0o700);
+        assert!(other.can_read(&f).expect_err("the dir").contains("may not enter"));
+        let owner = RunAs {
+            name: "me".into(),
+            uid: owner,
+            gids: Vec::new(),
+        };
+        assert_eq!(owner.can_read(&f), Ok(()));
+    }
+
     #[test]
     fn keys_become_the_flags_they_are_named_as() {
         let got = args_of("# the node's journal\nstate_dir = \"/var/lib/x\"\ninsecure = true\nexpect_gpus = 8\n");
