@@ -518,7 +518,11 @@ mod tests {
         // The order of the lines, not of the names, says which is named.
         let e = args_of("state-dir = \"/b\"\nstate_dir = \"/a\"\n").expect_err("twice");
         assert_eq!(e.line, Some(2), "{e}");
-        assert!(e.what.starts_with("`state_dir` sets --state-dir again, as `state-dir` (line 1)"), "{e}");
+        assert!(
+            e.what
+                .starts_with("`state_dir` sets --state-dir again, as `state-dir` (line 1)"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -532,7 +536,10 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("gone.toml"), &link).expect("symlink");
         let e = load_default(&link).expect_err("dangling link");
         assert_eq!(e.path, link);
-        assert!(e.what.starts_with("cannot read it: ") && e.what.contains("--config none"), "{e}");
+        assert!(
+            e.what.starts_with("cannot read it: ") && e.what.contains("--config none"),
+            "{e}"
+        );
         // Any other error than "not found" (here: a file where a directory should be).
         let file = dir.path().join("file");
         std::fs::write(&file, "").expect("write");
@@ -569,9 +576,16 @@ mod tests {
         assert_eq!(trusted(&f, me()), Ok(()));
         chmod(&f, 0o666);
         let e = trusted(&f, me()).expect_err("0666");
-        assert!(e.starts_with("anyone may write to ") && e.ends_with("(mode 666)"), "{e}");
+        assert!(
+            e.starts_with("anyone may write to ") && e.ends_with("(mode 666)"),
+            "{e}"
+        );
         chmod(&f, 0o664);
-        assert!(trusted(&f, me()).expect_err("0664").starts_with("its group may write to"));
+        assert!(
+            trusted(&f, me())
+                .expect_err("0664")
+                .starts_with("its group may write to")
+        );
         chmod(&f, 0o644);
         // The file's directory, even sticky: no one else may add a drop-in.
         chmod(&d, 0o777);
@@ -616,8 +630,13 @@ mod tests {
         std::fs::write(d.join(".50-site.toml.swp"), "garbage").expect("write");
         std::fs::write(d.join("50-site.toml.dpkg-old"), "garbage").expect("write");
         // The main file's keys, then each drop-in's, in the names' order.
-        let got = load(&cmd(), &Source::Given(main.clone()), me()).expect("read").expect("some");
-        assert_eq!(got.files, [main.clone(), d.join("20-early.toml"), d.join("50-site.toml")]);
+        let got = load(&cmd(), &Source::Given(main.clone()), me())
+            .expect("read")
+            .expect("some");
+        assert_eq!(
+            got.files,
+            [main.clone(), d.join("20-early.toml"), d.join("50-site.toml")]
+        );
         assert_eq!(
             got.args(),
             [
@@ -630,7 +649,10 @@ mod tests {
         );
         let winners = got.winners();
         let (w, over) = winners.iter().find(|(w, _)| w.key == "state_dir").expect("state_dir");
-        assert_eq!((w.path.as_path(), w.line, w.value.as_str()), (d.join("50-site.toml").as_path(), Some(1), "\"/b\""));
+        assert_eq!(
+            (w.path.as_path(), w.line, w.value.as_str()),
+            (d.join("50-site.toml").as_path(), Some(1), "\"/b\"")
+        );
         let over: Vec<_> = over.iter().map(|o| (o.path.clone(), o.line)).collect();
         assert_eq!(over, [(main.clone(), Some(1)), (d.join("20-early.toml"), Some(2))]);
         // A bad drop-in names itself and its line.
@@ -640,12 +662,17 @@ mod tests {
         std::fs::remove_file(d.join("60-bad.toml")).expect("rm");
         // A default file missing, with drop-ins: they are the config.
         std::fs::remove_file(&main).expect("rm");
-        let got = load(&cmd(), &Source::Default(main.clone()), me()).expect("read").expect("some");
+        let got = load(&cmd(), &Source::Default(main.clone()), me())
+            .expect("read")
+            .expect("some");
         assert_eq!(got.files.len(), 2);
         // A drop-in directory anyone may write to is refused.
         chmod(&d, 0o777);
         let e = load(&cmd(), &Source::Default(main), me()).expect_err("open dir");
-        assert!(e.what.starts_with("anyone may write to ") && e.what.contains("refusing it"), "{e}");
+        assert!(
+            e.what.starts_with("anyone may write to ") && e.what.contains("refusing it"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -662,7 +689,10 @@ mod tests {
             gids: vec![4242],
         };
         let e = other.can_read(&f).expect_err("0600, not theirs");
-        assert!(e.starts_with("user someone may not read ") && e.contains("mode 600"), "{e}");
+        assert!(
+            e.starts_with("user someone may not read ") && e.contains("mode 600"),
+            "{e}"
+        );
         chmod(&f, 0o644);
         assert_eq!(other.can_read(&f), Ok(()));
         chmod(dir.path(), 0o700);

@@ -293,7 +293,8 @@ impl NodeArgs {
     /// there is one. The loader's own path is the system's.
     fn libraries_trusted(&self, uid: u32) -> anyhow::Result<()> {
         if let Some(lib) = &self.nvml_lib {
-            config::trusted(lib, uid).map_err(|e| anyhow::anyhow!("--nvml-lib {}: {e}; refusing to load it", lib.display()))?;
+            config::trusted(lib, uid)
+                .map_err(|e| anyhow::anyhow!("--nvml-lib {}: {e}; refusing to load it", lib.display()))?;
         }
         if matches!(self.backend, Backend::Amd | Backend::Auto) {
             let mut roots = Vec::new();
@@ -439,7 +440,11 @@ fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<(Cli, Option<Loade
     let mut full = vec![argv.first().cloned().unwrap_or_else(|| "fleetop-agent".into())];
     full.extend(loaded.args().into_iter().map(Into::into));
     full.extend(argv.into_iter().skip(1));
-    Ok((Cli::try_parse_from(full).unwrap_or_else(|e| e.exit()), Some(loaded), run_as))
+    Ok((
+        Cli::try_parse_from(full).unwrap_or_else(|e| e.exit()),
+        Some(loaded),
+        run_as,
+    ))
 }
 
 /// `config check`: the checks a start makes ([`preflight`]), without
@@ -481,7 +486,11 @@ fn config_check(cli: &Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::R
 /// code, so the check cannot say ok where the start fails): the TLS and
 /// token files, the benchmarks' settings, the libraries the agent would
 /// load, the state directory, and that `run_as` may read every file named.
-fn preflight(cli: &Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<(Security, Option<server::BenchSettings>)> {
+fn preflight(
+    cli: &Cli,
+    config: Option<&Loaded>,
+    run_as: &RunAs,
+) -> anyhow::Result<(Security, Option<server::BenchSettings>)> {
     let sec = security(cli)?;
     let bench = bench_settings(cli)?;
     cli.node.libraries_trusted(run_as.uid)?;
@@ -510,9 +519,9 @@ fn preflight(cli: &Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Resu
             .map(|f| ("--config", f))
             .chain(named.iter().filter_map(|(flag, p)| p.as_ref().map(|p| (*flag, p))));
         for (flag, path) in each {
-            run_as
-                .can_read(path)
-                .map_err(|e| anyhow::anyhow!("{flag} {}: {e}, and the agent runs as {}", path.display(), run_as.name))?;
+            run_as.can_read(path).map_err(|e| {
+                anyhow::anyhow!("{flag} {}: {e}, and the agent runs as {}", path.display(), run_as.name)
+            })?;
         }
     }
     Ok((sec, bench))

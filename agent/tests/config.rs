@@ -139,7 +139,11 @@ fn refused(got: (Option<i32>, String, String), want: &[&str]) {
 #[test]
 fn config_check_passes_a_good_node() {
     let n = Node::new();
-    n.config(&format!("{}token_file = \"{}\"\n", n.tls("agent.key", Some("ca.pem")), n.p("token")));
+    n.config(&format!(
+        "{}token_file = \"{}\"\n",
+        n.tls("agent.key", Some("ca.pem")),
+        n.p("token")
+    ));
     let (code, out, err) = n.check(&[]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("agent.toml: ok"), "{out}");
@@ -259,7 +263,10 @@ fn a_config_others_may_write_is_refused() {
 fn an_nvml_lib_others_may_write_is_refused() {
     let n = Node::new();
     write(&n.path("libnvidia-ml.so.1"), "not loaded", 0o666);
-    n.config(&format!("nvml_lib = \"{}\"\nstate_dir = \"none\"\n", n.p("libnvidia-ml.so.1")));
+    n.config(&format!(
+        "nvml_lib = \"{}\"\nstate_dir = \"none\"\n",
+        n.p("libnvidia-ml.so.1")
+    ));
     refused(n.check(&[]), &["--nvml-lib", "anyone may write to"]);
     let config = n.p("agent.toml");
     refused(
@@ -302,7 +309,11 @@ fn drop_ins_are_read_in_order_and_check_names_each_values_file() {
     let n = Node::new();
     let d = n.path("agent.d");
     std::fs::create_dir(&d).expect("mkdir");
-    write(&d.join("50-site.toml"), "state_dir = \"none\"\ninterval = \"2s\"\n", 0o644);
+    write(
+        &d.join("50-site.toml"),
+        "state_dir = \"none\"\ninterval = \"2s\"\n",
+        0o644,
+    );
     write(&d.join("90-last.toml"), "interval = \"3s\"\n", 0o644);
     write(&d.join("README"), "not read", 0o644);
     write(&d.join("10-first.toml.dpkg-old"), "garbage = 1", 0o644);
@@ -325,7 +336,10 @@ fn drop_ins_are_read_in_order_and_check_names_each_values_file() {
     assert!(line("kmsg").contains("agent.toml:3"), "{out}");
     let oks: Vec<&str> = out.lines().filter(|l| l.ends_with(": ok")).collect();
     assert_eq!(oks.len(), 3, "{out}");
-    assert!(oks[0].ends_with("agent.toml: ok") && oks[2].ends_with("90-last.toml: ok"), "{out}");
+    assert!(
+        oks[0].ends_with("agent.toml: ok") && oks[2].ends_with("90-last.toml: ok"),
+        "{out}"
+    );
     // A drop-in others may write to is refused as the main file is.
     mode(&d.join("90-last.toml"), 0o666);
     refused(n.check(&[]), &["90-last.toml", "anyone may write to"]);
