@@ -450,7 +450,7 @@ fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<(Cli, Option<Loade
 /// `config check`: the checks a start makes ([`preflight`]), without
 /// serving; then each setting, the file it came from, and "ok".
 fn config_check(cli: &Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> {
-    preflight(cli, config, run_as)?;
+    preflight(cli, config, run_as, Stage::Check)?;
     let Some(loaded) = config else {
         println!("no config file; the flags: ok");
         return Ok(());
@@ -482,6 +482,13 @@ fn config_check(cli: &Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::R
     Ok(())
 }
 
+/// Who runs [`preflight`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Start,
+    Check,
+}
+
 /// What a start checks before it serves, and `config check` with it (one
 /// code, so the check cannot say ok where the start fails): the TLS and
 /// token files, the benchmarks' settings, the libraries the agent would
@@ -490,6 +497,7 @@ fn preflight(
     cli: &Cli,
     config: Option<&Loaded>,
     run_as: &RunAs,
+    stage: Stage,
 ) -> anyhow::Result<(Security, Option<server::BenchSettings>)> {
     let sec = security(cli)?;
     let bench = bench_settings(cli)?;
@@ -497,8 +505,12 @@ fn preflight(
     if let Some(d) = cli.node.options(0, Mode::Serve).state_dir {
         match fleetop_agent::keep::journal::check_dir(&d.path, run_as.uid) {
             Ok(_) => {}
+            // The default one is a warning, which the start gives itself
+            // when it opens the journal.
             Err(e) if !d.given => {
-                tracing::warn!("{e}; no fault journal (give --state-dir to keep one elsewhere)");
+                if stage == Stage::Check {
+                    tracing::warn!("{e}; no fault journal (give --state-dir to keep one elsewhere)");
+                }
             }
             Err(e) => return Err(e.into()),
         }
@@ -576,7 +588,7 @@ fn run(cli: Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> 
     let now = fleetop_agent::now_ms() + clock_offset_ms;
     let history_ms = cli.sim_history.map(|d| d.as_millis() as i64).unwrap_or(0);
     let start_ms = now - history_ms;
-    let (sec, bench) = preflight(&cli, config, run_as)?;
+    let (sec, bench) = preflight(&cli, config, run_as, Stage::Start)?;
     let (collector, note) = backend::build(&cli.node.options(start_ms, Mode::Serve))?;
     if let Some(note) = note {
         eprintln!("fleetop-agent: {note}");
