@@ -19,8 +19,8 @@ struct Cli {
     /// Settings as TOML, one key per flag named as the flag (`--state-dir`
     /// is `state_dir`), then its drop-ins (agent.d/*.toml beside
     /// agent.toml, in order; a later file wins); a flag given here wins.
-    /// Default: /etc/fleetop/agent.toml where it exists; "none" reads no
-    /// file.
+    /// Default: /etc/fleetop/agent.toml where it exists (one that cannot
+    /// be read stops the start); "none" reads no file.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Log lines as text or as JSON objects (one a line, for log shippers).
