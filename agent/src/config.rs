@@ -545,16 +545,30 @@ mod tests {
         std::fs::write(&file, "").expect("write");
         let e = load_default(&file.join("agent.toml")).expect_err("not a directory");
         assert!(e.what.starts_with("cannot read it: "), "{e}");
-        // A directory the agent may not enter (root enters every one).
-        if !is_root() {
-            let locked = dir.path().join("locked");
-            std::fs::create_dir(&locked).expect("mkdir");
-            std::fs::write(locked.join("agent.toml"), "insecure = true\n").expect("write");
+        // A directory the agent may not enter (`chmod 700 /etc/fleetop`).
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).expect("mkdir");
+        std::fs::write(locked.join("agent.toml"), "insecure = true\n").expect("write");
+        chmod(&locked, 0o700);
+        let path = locked.join("agent.toml");
+        let e = if is_root() {
+            // Root enters every directory: look as another user, on a
+            // thread of its own (the file system uid is per thread, and
+            // leaving 0 drops the override of permissions).
+            std::thread::spawn(move || {
+                // SAFETY: setfsuid changes this thread's file system uid only.
+                unsafe { libc::setfsuid(65534) };
+                load(&cmd(), &Source::Default(path), me()).expect_err("EACCES")
+            })
+            .join()
+            .expect("the thread")
+        } else {
             chmod(&locked, 0o000);
-            let e = load_default(&locked.join("agent.toml")).expect_err("EACCES");
+            let e = load_default(&path).expect_err("EACCES");
             chmod(&locked, 0o700);
-            assert!(e.what.contains("ermission denied"), "{e}");
-        }
+            e
+        };
+        assert!(e.what.contains("ermission denied"), "{e}");
         // A file that is there is read.
         let good = dir.path().join("good.toml");
         std::fs::write(&good, "insecure = true\n").expect("write");
