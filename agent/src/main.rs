@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use fleetop_agent::backend::{self, Backend, BackendOptions, StateDir};
+use fleetop_agent::config::{self, Loaded, RunAs};
 use fleetop_agent::serve::server::{self, AgentOptions};
 use fleetop_agent::sim::{Model, Scenario, SimConfig};
 
@@ -16,8 +17,10 @@ use fleetop_agent::sim::{Model, Scenario, SimConfig};
 #[command(version = fleetop_agent::VERSION_LONG, after_help = scenario_help(), args_override_self = true)]
 struct Cli {
     /// Settings as TOML, one key per flag named as the flag (`--state-dir`
-    /// is `state_dir`); a flag given here wins. Default:
-    /// /etc/fleetop/agent.toml where it exists; "none" reads no file.
+    /// is `state_dir`), then its drop-ins (agent.d/*.toml beside
+    /// agent.toml, in order; a later file wins); a flag given here wins.
+    /// Default: /etc/fleetop/agent.toml where it exists (one that cannot
+    /// be read stops the start); "none" reads no file.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Log lines as text or as JSON objects (one a line, for log shippers).
@@ -175,10 +178,18 @@ enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Reads the config file and the flags as a start would (TLS and token
-    /// files included), without serving: for config management to run
-    /// before a restart. Exits 0 and prints "ok" when the agent would start.
-    Check,
+    /// Reads the config file, its drop-ins and the flags as a start would
+    /// (TLS and token files, the state directory and the libraries
+    /// included), without serving: for config management to run before a
+    /// restart. Prints each setting and the file it came from, and exits 0
+    /// with "ok" when the agent would start.
+    Check {
+        /// Check for this user (name or uid): who may own what the agent
+        /// trusts, and whether it can read its files. Default, run as root:
+        /// the unit's user, fleetop-agent, where it exists.
+        #[arg(long, value_name = "USER")]
+        as_user: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -276,6 +287,32 @@ enum Mode {
 }
 
 impl NodeArgs {
+    /// The libraries this node would load run as the agent: each must be
+    /// root's or `uid`'s and written by no one else (config::trusted):
+    /// --nvml-lib, and AMD SMI under $ROCM_PATH/lib or /opt/rocm/lib where
+    /// there is one. The loader's own path is the system's.
+    fn libraries_trusted(&self, uid: u32) -> anyhow::Result<()> {
+        if let Some(lib) = &self.nvml_lib {
+            config::trusted(lib, uid)
+                .map_err(|e| anyhow::anyhow!("--nvml-lib {}: {e}; refusing to load it", lib.display()))?;
+        }
+        if matches!(self.backend, Backend::Amd | Backend::Auto) {
+            let mut roots = Vec::new();
+            if let Some(r) = std::env::var_os("ROCM_PATH").filter(|r| !r.is_empty()) {
+                roots.push(("ROCM_PATH", PathBuf::from(r).join("lib")));
+            }
+            roots.push(("ROCm's default", PathBuf::from("/opt/rocm/lib")));
+            for (what, dir) in roots {
+                let lib = dir.join("libamd_smi.so");
+                if std::fs::symlink_metadata(&lib).is_ok() {
+                    config::trusted(&lib, uid)
+                        .map_err(|e| anyhow::anyhow!("AMD SMI {} ({what}): {e}; refusing to load it", lib.display()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn options(&self, start_ms: i64, mode: Mode) -> BackendOptions {
         let simulated = self.backend == Backend::Sim;
         let kmsg = match &self.kmsg {
@@ -331,7 +368,7 @@ impl NodeArgs {
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let (cli, config) = match parse_with_config(std::env::args_os().collect()) {
+    let (cli, config, run_as) = match parse_with_config(std::env::args_os().collect()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("fleetop-agent: {}", fleetop_proto::input::printable(&e, 2000));
@@ -350,10 +387,11 @@ fn main() -> ExitCode {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().flatten_event(true).init(),
     }
-    if let Some(path) = &config {
-        tracing::info!("config {}", path.display());
+    if let Some(loaded) = &config {
+        let files: Vec<String> = loaded.files.iter().map(|f| f.display().to_string()).collect();
+        tracing::info!("config {}", files.join(", "));
     }
-    match run(cli, config.as_deref()) {
+    match run(cli, config.as_ref(), &run_as) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let line = fleetop_proto::input::error_line(e.as_ref());
@@ -363,52 +401,149 @@ fn main() -> ExitCode {
     }
 }
 
-/// The command line, with the config file's settings before its own flags
-/// (so a flag given wins), and the file read, if one was. `sample` and
-/// `swarm` take flags only. A bad command line prints clap's message and
-/// exits; a bad file is one line naming it.
-fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<(Cli, Option<PathBuf>), String> {
+/// The command line, with the config files' settings before its own flags
+/// (so a flag given wins), the files read, if any, and who the checks are
+/// for (this process; for `config check`, the unit's user where it can).
+/// `sample` and `swarm` take flags only. A bad command line prints clap's
+/// message and exits; a bad file is one line naming it.
+fn parse_with_config(argv: Vec<std::ffi::OsString>) -> Result<(Cli, Option<Loaded>, RunAs), String> {
     use clap::CommandFactory;
     let first = Cli::try_parse_from(&argv).unwrap_or_else(|e| e.exit());
+    let run_as = match &first.command {
+        Some(Command::Config {
+            what: ConfigCommand::Check { as_user },
+        }) => RunAs::for_check(as_user.as_deref())?,
+        _ => RunAs::current(),
+    };
     if matches!(
         first.command,
         Some(Command::Sample { .. } | Command::Swarm { .. } | Command::Completions { .. } | Command::Man { .. })
     ) {
-        return Ok((first, None));
+        return Ok((first, None, run_as));
     }
-    let path = match &first.config {
-        Some(p) if p.as_os_str() == "none" => return Ok((first, None)),
-        Some(p) => p.clone(),
-        None if std::path::Path::new(fleetop_agent::config::DEFAULT_PATH).exists() => {
-            PathBuf::from(fleetop_agent::config::DEFAULT_PATH)
-        }
-        None => return Ok((first, None)),
+    let source = match &first.config {
+        Some(p) if p.as_os_str() == "none" => config::Source::None,
+        Some(p) => config::Source::Given(p.clone()),
+        None => config::Source::Default(config::DEFAULT_PATH.into()),
     };
-    let text = fleetop_proto::input::read_capped(&path, fleetop_proto::input::MAX_FILE_BYTES)
-        .map_err(|e| format!("--config {}: {e}", path.display()))?;
-    let settings = fleetop_agent::config::args(&Cli::command(), &path, &text).map_err(|e| e.to_string())?;
+    let given = matches!(source, config::Source::Given(_));
+    let loaded = config::load(&Cli::command(), &source, run_as.uid).map_err(|e| {
+        if given {
+            format!("--config {e}")
+        } else {
+            format!("config {e}")
+        }
+    })?;
+    let Some(loaded) = loaded else {
+        return Ok((first, None, run_as));
+    };
     let mut full = vec![argv.first().cloned().unwrap_or_else(|| "fleetop-agent".into())];
-    full.extend(settings.into_iter().map(Into::into));
+    full.extend(loaded.args().into_iter().map(Into::into));
     full.extend(argv.into_iter().skip(1));
-    Ok((Cli::try_parse_from(full).unwrap_or_else(|e| e.exit()), Some(path)))
+    Ok((
+        Cli::try_parse_from(full).unwrap_or_else(|e| e.exit()),
+        Some(loaded),
+        run_as,
+    ))
 }
 
-/// `config check`: everything a start reads and checks, without serving.
-fn config_check(cli: &Cli, config: Option<&std::path::Path>) -> anyhow::Result<()> {
-    security(cli)?;
-    bench_settings(cli)?;
-    match config {
-        Some(p) => println!("{}: ok", p.display()),
-        None => println!("no config file; the flags: ok"),
+/// `config check`: the checks a start makes ([`preflight`]), without
+/// serving; then each setting, the file it came from, and "ok".
+fn config_check(cli: &Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> {
+    preflight(cli, config, run_as, Stage::Check)?;
+    let Some(loaded) = config else {
+        println!("no config file; the flags: ok");
+        return Ok(());
+    };
+    // Which flags the command line gave: they win over every file.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let given = {
+        use clap::CommandFactory;
+        Cli::command().ignore_errors(true).get_matches_from(argv)
+    };
+    for (s, overrode) in loaded.winners() {
+        let at = |s: &config::Setting| {
+            let line = s.line.map(|l| format!(":{l}")).unwrap_or_default();
+            format!("{}{line}", s.path.display())
+        };
+        let mut line = format!("{} = {}  # {}", s.key, s.value, at(s));
+        if !overrode.is_empty() {
+            let o: Vec<String> = overrode.iter().map(|o| at(o)).collect();
+            line.push_str(&format!(", over {}", o.join(", ")));
+        }
+        if given.value_source(&s.id) == Some(clap::parser::ValueSource::CommandLine) {
+            line.push_str("; the command line's flag wins");
+        }
+        println!("{}", fleetop_proto::input::printable(&line, 2000));
+    }
+    for f in &loaded.files {
+        println!("{}: ok", f.display());
     }
     Ok(())
 }
 
-fn run(cli: Cli, config: Option<&std::path::Path>) -> anyhow::Result<()> {
+/// Who runs [`preflight`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Start,
+    Check,
+}
+
+/// What a start checks before it serves, and `config check` with it (one
+/// code, so the check cannot say ok where the start fails): the TLS and
+/// token files, the benchmarks' settings, the libraries the agent would
+/// load, the state directory, and that `run_as` may read every file named.
+fn preflight(
+    cli: &Cli,
+    config: Option<&Loaded>,
+    run_as: &RunAs,
+    stage: Stage,
+) -> anyhow::Result<(Security, Option<server::BenchSettings>)> {
+    let sec = security(cli)?;
+    let bench = bench_settings(cli)?;
+    cli.node.libraries_trusted(run_as.uid)?;
+    if let Some(d) = cli.node.options(0, Mode::Serve).state_dir {
+        match fleetop_agent::keep::journal::check_dir(&d.path, run_as.uid) {
+            Ok(_) => {}
+            // The default one is a warning, which the start gives itself
+            // when it opens the journal.
+            Err(e) if !d.given => {
+                if stage == Stage::Check {
+                    tracing::warn!("{e}; no fault journal (give --state-dir to keep one elsewhere)");
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if *run_as != RunAs::current() {
+        let files = config.map(|l| l.files.clone()).unwrap_or_default();
+        let named = [
+            ("--tls-cert", &cli.tls_cert),
+            ("--tls-key", &cli.tls_key),
+            ("--tls-client-ca", &cli.tls_client_ca),
+            ("--token-file", &cli.token_file),
+            ("--bench-token-file", &cli.bench_token_file),
+            ("--bench-expectations", &cli.bench_expectations),
+            ("--nvml-lib", &cli.node.nvml_lib),
+        ];
+        let each = files
+            .iter()
+            .map(|f| ("--config", f))
+            .chain(named.iter().filter_map(|(flag, p)| p.as_ref().map(|p| (*flag, p))));
+        for (flag, path) in each {
+            run_as.can_read(path).map_err(|e| {
+                anyhow::anyhow!("{flag} {}: {e}, and the agent runs as {}", path.display(), run_as.name)
+            })?;
+        }
+    }
+    Ok((sec, bench))
+}
+
+fn run(cli: Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Config {
-            what: ConfigCommand::Check,
-        }) => return config_check(&cli, config),
+            what: ConfigCommand::Check { .. },
+        }) => return config_check(&cli, config, run_as),
         // Made from the command line's own definitions, so they cannot
         // drift from the flags (the packages write them at build time).
         Some(Command::Completions { shell }) => {
@@ -453,12 +588,11 @@ fn run(cli: Cli, config: Option<&std::path::Path>) -> anyhow::Result<()> {
     let now = fleetop_agent::now_ms() + clock_offset_ms;
     let history_ms = cli.sim_history.map(|d| d.as_millis() as i64).unwrap_or(0);
     let start_ms = now - history_ms;
+    let (sec, bench) = preflight(&cli, config, run_as, Stage::Start)?;
     let (collector, note) = backend::build(&cli.node.options(start_ms, Mode::Serve))?;
     if let Some(note) = note {
         eprintln!("fleetop-agent: {note}");
     }
-    let bench = bench_settings(&cli)?;
-    let sec = security(&cli)?;
     let has_token = sec.telemetry_token.is_some();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
@@ -584,7 +718,9 @@ fn security(cli: &Cli) -> anyhow::Result<Security> {
     let tls = match (&cli.tls_cert, &cli.tls_key) {
         (Some(c), Some(k)) => Some(server::TlsSettings {
             cert_pem: read(c, "--tls-cert")?,
-            key_pem: read(k, "--tls-key")?,
+            // Refused where group or others may read it, as a token is.
+            key_pem: fleetop_agent::serve::tls::read_private_key(k)
+                .map_err(|e| anyhow::anyhow!("--tls-key {}: {e}", k.display()))?,
             client_ca_pem: cli
                 .tls_client_ca
                 .as_ref()
@@ -593,6 +729,11 @@ fn security(cli: &Cli) -> anyhow::Result<Security> {
         }),
         _ => None,
     };
+    // Parsed now, as the listener will: a garbage or mismatched key or a
+    // garbage CA fails the start and `config check` alike, in one line.
+    if let Some(t) = &tls {
+        fleetop_agent::serve::tls::server_config(t).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     let telemetry_token = cli
         .token_file
         .as_deref()
@@ -756,6 +897,7 @@ fn swarm(
 
 /// One sample, printed as JSON: the node description and the sample.
 fn sample_once(node: &NodeArgs) -> anyhow::Result<()> {
+    node.libraries_trusted(RunAs::current().uid)?;
     let now = fleetop_agent::now_ms();
     let (mut collector, note) = backend::build(&node.options(now - fleetop_agent::sim::ONSET_MS, Mode::Once))?;
     if let Some(note) = note {

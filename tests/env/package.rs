@@ -321,7 +321,8 @@ pub fn the_readmes_cluster_commands_run_as_written() {
                     }
                 }
             }
-            "install" | "sed" => {
+            // The site's settings go in a drop-in (printf > agent.d/...).
+            "install" | "sed" | "printf" => {
                 let uid = user_in(root, "fleetop-agent");
                 let uid = uid.split(':').next().expect("uid");
                 bash(&at_root(&line).replace("-o fleetop-agent", &format!("-o {uid}")));
@@ -407,10 +408,16 @@ pub fn the_readmes_cluster_commands_run_as_written() {
         }
         ran.push(words[0].to_string());
     }
-    for want in ["dpkg", "install", "fleetop-agent", "systemctl", "fleetop"] {
+    for want in ["dpkg", "install", "printf", "fleetop-agent", "systemctl", "fleetop"] {
         assert!(
             ran.iter().any(|r| r == want),
             "the README lost its {want} step: {ran:?}"
         );
     }
+    // The conffile is left as shipped (an edited one stops an upgrade at
+    // a prompt); the site's settings are in a drop-in.
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/dist/agent.toml")).expect("dist");
+    let installed = std::fs::read_to_string(root.join("etc/fleetop/agent.toml")).expect("conffile");
+    assert_eq!(installed, shipped, "the README's commands edit the conffile");
+    assert!(root.join("etc/fleetop/agent.d/50-site.toml").is_file(), "no drop-in");
 }

@@ -74,34 +74,44 @@ pub struct Journal {
     write_failed: bool,
 }
 
+/// Whether `dir` may be the state directory of an agent running as `uid`
+/// (the start, and `config check` for the unit's user): `Ok(true)` where it
+/// is there and safe, `Ok(false)` where it is missing (the start makes it,
+/// 0700). A link, a non-directory, a directory others may write to or one
+/// owned by another user is refused.
+pub fn check_dir(dir: &Path, uid: u32) -> Result<bool, StateDirError> {
+    let shown = dir.display().to_string();
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => Err(StateDirError::Symlink(shown)),
+        Ok(m) if !m.is_dir() => Err(StateDirError::NotADirectory(shown)),
+        // Anyone who may write there could plant a FIFO or a forged
+        // journal that escalates XIDs and feeds the remediation policy.
+        Ok(m) if m.mode() & 0o022 != 0 => {
+            let why = format!("others may write to it (mode {:o})", m.mode() & 0o7777);
+            Err(StateDirError::Unsafe(shown, why))
+        }
+        Ok(m) if m.uid() != uid => {
+            let why = format!("owned by uid {}, not the agent's (uid {uid})", m.uid());
+            Err(StateDirError::Unsafe(shown, why))
+        }
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StateDirError::Io(shown, e)),
+    }
+}
+
 impl Journal {
     /// Opens the journal in `dir`, created (0700) if missing. A symlinked or
     /// unusable directory is an error; a journal file that cannot be read or
     /// parsed is a warning and an empty journal.
     pub fn open(dir: &Path, boot_id: String, now_ms: i64) -> Result<Journal, StateDirError> {
-        let shown = dir.display().to_string();
-        match std::fs::symlink_metadata(dir) {
-            Ok(m) if m.file_type().is_symlink() => return Err(StateDirError::Symlink(shown)),
-            Ok(m) if !m.is_dir() => return Err(StateDirError::NotADirectory(shown)),
-            // Anyone who may write there could plant a FIFO or a forged
-            // journal that escalates XIDs and feeds the remediation policy.
-            Ok(m) if m.mode() & 0o022 != 0 => {
-                let why = format!("others may write to it (mode {:o})", m.mode() & 0o7777);
-                return Err(StateDirError::Unsafe(shown, why));
-            }
-            Ok(m) if m.uid() != unsafe { libc::geteuid() } => {
-                let why = format!("owned by uid {}, not this process's", m.uid());
-                return Err(StateDirError::Unsafe(shown, why));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(|e| StateDirError::Io(shown.clone(), e))?;
-            }
-            Err(e) => return Err(StateDirError::Io(shown, e)),
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if !check_dir(dir, unsafe { libc::geteuid() })? {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| StateDirError::Io(dir.display().to_string(), e))?;
         }
         let mut j = Journal {
             dir: dir.to_path_buf(),

@@ -63,6 +63,28 @@ pub fn server_config(t: &TlsSettings) -> Result<Arc<rustls::ServerConfig>, Strin
     Ok(Arc::new(cfg))
 }
 
+/// The private key of `--tls-key`, read as a token file is: a regular file
+/// (no FIFO, no device), within the bound, and refused where group or
+/// others may read it (the mode of the file opened, not of the path).
+pub fn read_private_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let file = fleetop_proto::input::open_regular(path).map_err(|e| e.to_string())?;
+    let mode = file.metadata().map_err(|e| e.to_string())?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "a private key readable by group or others (mode {mode:04o}): chmod 600 it, owned by the agent's user"
+        ));
+    }
+    let max = fleetop_proto::input::MAX_FILE_BYTES;
+    let mut buf = Vec::new();
+    file.take(max + 1).read_to_end(&mut buf).map_err(|e| e.to_string())?;
+    if buf.len() as u64 > max {
+        return Err(format!("larger than {} MiB", max >> 20));
+    }
+    Ok(buf)
+}
+
 /// Every certificate in a PEM file; at least one.
 fn certificates(pem: &[u8], flag: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_slice_iter(pem)
