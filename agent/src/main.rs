@@ -73,9 +73,16 @@ struct Cli {
     /// HTTP/2 streams one connection may open at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     max_streams_per_connection: u32,
-    /// Open connections at most; more are closed at once.
+    /// Open connections at most; past it a new one takes the place of the
+    /// oldest that has not authenticated, or is closed at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_connections: u32,
+    /// Open connections from one IP address at most; past it a new one
+    /// takes the place of that address's oldest not authenticated, or is
+    /// closed at once.
+    #[arg(long, default_value_t = server::DEFAULT_MAX_CONNECTIONS_PER_PEER as u32,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_connections_per_peer: u32,
     /// Close a connection that has not sent its handshake within this, and
     /// a /metrics request whose head (request line and headers) has not
     /// arrived whole within this, however it trickles (100ms to 10m).
@@ -758,6 +765,7 @@ impl Cli {
             max_subscribers: self.max_subscribers as usize,
             max_streams_per_connection: self.max_streams_per_connection,
             max_connections: self.max_connections as usize,
+            max_connections_per_peer: self.max_connections_per_peer as usize,
             handshake_timeout: self.handshake_timeout,
             idle_timeout: self.idle_timeout,
         }

@@ -8,8 +8,11 @@ use super::{AgentService, BenchSettings};
 use crate::serve::net::same_token;
 
 impl AgentService {
-    /// The bench settings, if the request carries the agent's token.
-    pub(super) fn authorize(&self, peer: Option<std::net::IpAddr>, token: &str) -> Result<BenchSettings, Status> {
+    /// The bench settings, if the request carries the agent's token. The
+    /// connection from `peer` is then authenticated: never evicted for a
+    /// new one (`net::Connections`).
+    pub(super) fn authorize(&self, addr: Option<std::net::SocketAddr>, token: &str) -> Result<BenchSettings, Status> {
+        let peer = addr.map(|a| a.ip());
         let Some(b) = &self.shared.bench else {
             return Err(Status::failed_precondition(
                 "benchmarks are disabled on this agent: start it with --bench-token-file",
@@ -18,6 +21,7 @@ impl AgentService {
         // The right token first: only wrong ones are limited, so consoles
         // that share an address with a guesser keep working.
         if same_token(&b.token, token) {
+            self.shared.connections.authenticated(addr);
             return Ok(b.clone());
         }
         let failed = &self.shared.failed_tokens;
@@ -26,9 +30,12 @@ impl AgentService {
         Err(Status::permission_denied("wrong bench token"))
     }
 
-    /// Checks the telemetry token (`authorization: Bearer TOKEN`), where one is set.
+    /// Checks the telemetry token (`authorization: Bearer TOKEN`), where one
+    /// is set. A call that passes authenticates its connection (see
+    /// `authorize`), as any call does on an agent without a token.
     pub(super) fn authorize_telemetry<T>(&self, req: &Request<T>) -> Result<(), Status> {
         let Some(want) = &self.shared.telemetry_token else {
+            self.shared.connections.authenticated(req.remote_addr());
             return Ok(());
         };
         let given = req
@@ -38,7 +45,10 @@ impl AgentService {
             .and_then(|v| v.strip_prefix("Bearer "));
         // The right token first: only wrong (or missing) ones are limited.
         let why = match given {
-            Some(t) if same_token(want, t) => return Ok(()),
+            Some(t) if same_token(want, t) => {
+                self.shared.connections.authenticated(req.remote_addr());
+                return Ok(());
+            }
             Some(_) => "wrong telemetry token",
             None => "this agent needs a telemetry token (console: telemetry_token_file)",
         };

@@ -29,7 +29,7 @@ impl AgentService {
         &self,
         req: Request<BenchRequest>,
     ) -> Result<Response<ReceiverStream<Result<BenchEvent, Status>>>, Status> {
-        let peer = req.remote_addr().map(|a| a.ip());
+        let peer = req.remote_addr();
         let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
         let settings = self.authorize(peer, &req.token)?;
@@ -93,7 +93,7 @@ impl AgentService {
         }
         // The record this burn-in leaves in the node's journal, filled as
         // its checks come.
-        let mut record = self.burn_in_record(suite, &req.requested_by, peer);
+        let mut record = self.burn_in_record(suite, &req.requested_by, peer.map(|a| a.ip()));
         let (agents_on_host, host) = (req.agents_on_host, self.shared.info.hostname.clone());
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
@@ -157,7 +157,7 @@ impl AgentService {
         &self,
         req: Request<NetSinkRequest>,
     ) -> Result<Response<ReceiverStream<Result<NetSinkEvent, Status>>>, Status> {
-        let peer = req.remote_addr().map(|a| a.ip());
+        let peer = req.remote_addr();
         let stream = self.shared.connections.stream(req.remote_addr());
         let req = req.into_inner();
         self.authorize(peer, &req.token)?;

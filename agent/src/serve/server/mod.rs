@@ -32,7 +32,7 @@ use crate::proto::agent_server::Agent;
 use crate::proto::{AgentMessage, NodeInfo, Sample, SubscribeRequest};
 use crate::proto::{BenchEvent, BenchRequest, NetSinkEvent, NetSinkRequest, SignalReply, SignalRequest};
 use crate::serve::net::FailedTokens;
-pub use crate::serve::net::Limits;
+pub use crate::serve::net::{DEFAULT_MAX_CONNECTIONS_PER_PEER, Limits};
 pub use crate::serve::tls::TlsSettings;
 pub use options::{AgentOptions, BenchSettings, DEFAULT_MAX_RING_BYTES};
 pub use start::{AgentHandle, MAX_RING_SAMPLES, STOP_GRACE, serve, serve_sim};
