@@ -4,7 +4,8 @@
 //! preface and nothing more (over TLS: a finished TLS handshake, then the
 //! preface). Each hog reopens as soon as the agent closes it. A console
 //! with the right token still subscribes and gets its samples, and the
-//! hogs are closed to make room. Real sockets on loopback (127.0.0.0/8 is
+//! hogs are closed to make room; a console that authenticated before they
+//! came, on an address they share, keeps its stream. Real sockets on loopback (127.0.0.0/8 is
 //! all loopback on Linux, so each hog address is a peer of its own).
 //! Nothing here is timed but liveness bounds of tens of seconds.
 
@@ -185,9 +186,11 @@ async fn until(what: &str, f: impl Fn() -> bool) {
     }
 }
 
-/// A console from 127.0.0.1 with the right token: its description, then
-/// three live samples, within a liveness bound.
-async fn console_subscribes(addr: SocketAddr, ca_pem: Option<&str>) -> Result<usize, String> {
+type Stream = tonic::Streaming<fleetop_agent::proto::AgentMessage>;
+
+/// A console from `from` with the right token: its stream, once the
+/// description came.
+async fn console(addr: SocketAddr, ca_pem: Option<&str>, from: IpAddr) -> Result<Stream, String> {
     let ep = match ca_pem {
         None => Channel::from_shared(format!("http://127.0.0.1:{}", addr.port())).map_err(|e| e.to_string())?,
         Some(ca) => Channel::from_shared(format!("https://127.0.0.1:{}", addr.port()))
@@ -200,6 +203,7 @@ async fn console_subscribes(addr: SocketAddr, ca_pem: Option<&str>) -> Result<us
             .map_err(|e| e.to_string())?,
     };
     let ch = ep
+        .local_address(Some(from))
         .connect_timeout(Duration::from_secs(10))
         .connect()
         .await
@@ -211,21 +215,28 @@ async fn console_subscribes(addr: SocketAddr, ca_pem: Option<&str>) -> Result<us
     });
     req.metadata_mut()
         .insert("authorization", format!("Bearer {TOKEN}").parse().expect("ascii"));
-    let read = async {
+    let open = async {
         let mut s = c.subscribe(req).await.map_err(|e| format!("subscribe: {e}"))?.into_inner();
-        let (mut info, mut samples) = (false, 0);
+        match s.message().await.map_err(|e| format!("stream: {e}"))? {
+            Some(m) if matches!(m.kind, Some(Kind::Info(_))) => Ok(s),
+            other => Err(format!("no description first: {other:?}")),
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), open)
+        .await
+        .map_err(|_| "no description within 60 s".to_string())?
+}
+
+/// Three live samples on `s`, within a liveness bound.
+async fn three_samples(s: &mut Stream) -> Result<usize, String> {
+    let read = async {
+        let mut samples = 0;
         while samples < 3 {
             match s.message().await.map_err(|e| format!("stream: {e}"))? {
-                Some(m) => match m.kind {
-                    Some(Kind::Info(_)) => info = true,
-                    Some(Kind::Sample(_)) => samples += 1,
-                    _ => {}
-                },
+                Some(m) if matches!(m.kind, Some(Kind::Sample(_))) => samples += 1,
+                Some(_) => {}
                 None => return Err("the stream ended".to_string()),
             }
-        }
-        if !info {
-            return Err("no description".to_string());
         }
         Ok(samples)
     };
@@ -249,10 +260,15 @@ async fn hogs_cannot_lock_out_a_console(tls: Option<Pki>) {
         cfg.alpn_protocols = vec![b"h2".to_vec()];
         tokio_rustls::TlsConnector::from(Arc::new(cfg))
     });
+    let ca = tls.as_ref().map(|p| p.ca_pem.as_str());
+    let hog_address = |n: u8| IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + n));
+    // A console that subscribed before the hogs came, on an address they
+    // then use: authenticated, so never closed for them.
+    let mut early = console(a.addr, ca, hog_address(0)).await.expect("subscribes before the hogs");
     let (closed, stop) = (Arc::new(Closed::default()), Arc::new(AtomicBool::new(false)));
     let mut hogs = Vec::new();
     for n in 0..HOG_ADDRESSES {
-        let from = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + n));
+        let from = hog_address(n);
         for i in 0..HOGS_PER_ADDRESS {
             let kind = if i % 2 == 0 { Hog::Silent } else { Hog::Preface };
             hogs.push(tokio::spawn(hog(
@@ -271,13 +287,19 @@ async fn hogs_cannot_lock_out_a_console(tls: Option<Pki>) {
         closed.silent.load(Ordering::SeqCst) > 0 && closed.preface.load(Ordering::SeqCst) > 0
     })
     .await;
-    let served = console_subscribes(a.addr, tls.as_ref().map(|p| p.ca_pem.as_str())).await;
+    // A console that comes now, from an address of its own.
+    let served = match console(a.addr, ca, IpAddr::V4(Ipv4Addr::LOCALHOST)).await {
+        Ok(mut s) => three_samples(&mut s).await,
+        Err(e) => Err(e),
+    };
+    let early_served = three_samples(&mut early).await;
     let evicted_while_served = closed.silent.load(Ordering::SeqCst) + closed.preface.load(Ordering::SeqCst);
     stop.store(true, Ordering::SeqCst);
     for h in hogs {
         let _ = tokio::time::timeout(Duration::from_secs(30), h).await;
     }
     assert_eq!(served, Ok(3), "the console was locked out by hogs");
+    assert_eq!(early_served, Ok(3), "a console that had authenticated was closed for hogs");
     assert!(evicted_while_served > 0);
     assert!(a.connections() <= MAX_CONNECTIONS, "the cap held");
     a.stop().await;

@@ -1,6 +1,7 @@
 //! What one peer can take from an agent: subscribers and streams are capped
 //! and given back when the peer goes, quiet connections are closed, the
-//! connection count is capped, and running out of file descriptors makes
+//! connection count is capped (a bare connection makes way for a new one,
+//! an authenticated one never does), and running out of file descriptors makes
 //! the accept loop wait (one log line) rather than spin. Everything is
 //! asserted on counts the agent keeps, sockets closing, and CPU time with a
 //! generous bound: never on this machine being fast.
@@ -186,23 +187,40 @@ async fn a_connection_that_only_answers_pings_is_closed_when_it_opens_no_stream(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_past_the_cap_are_closed_at_once() {
+async fn past_the_cap_a_bare_connection_makes_way_and_authenticated_ones_never_do() {
     let a = agent_with(Limits {
         max_connections: 2,
         handshake_timeout: Duration::from_secs(60),
         ..Limits::default()
     })
     .await;
+    // Two bare connections fill the cap; a third takes the first's place.
     let first = TcpStream::connect(a.addr).expect("connects");
-    let second = TcpStream::connect(a.addr).expect("connects");
+    let _second = TcpStream::connect(a.addr).expect("connects");
     until("two connections open", || a.connections() == 2).await;
-    let third = TcpStream::connect(a.addr).expect("the kernel accepts it");
-    let closed = tokio::task::spawn_blocking(move || closed_by_the_agent(third))
+    let _third = TcpStream::connect(a.addr).expect("the kernel accepts it");
+    let closed = tokio::task::spawn_blocking(move || closed_by_the_agent(first))
         .await
         .expect("joins");
-    assert!(closed, "a third connection was kept");
+    assert!(closed, "the oldest bare connection was kept past the cap");
     assert_eq!(a.connections(), 2);
-    drop((first, second));
+    // Two consoles subscribe (no token on this agent: any call authenticates),
+    // each in the place of a bare one.
+    let t = target(&a);
+    let c1 = agent::connect_stream(&t, &Access::default()).await.expect("connects");
+    let mut s1 = c1.subscribe(&live_only()).await.expect("subscribes");
+    let c2 = agent::connect_stream(&t, &Access::default()).await.expect("connects");
+    let mut s2 = c2.subscribe(&live_only()).await.expect("subscribes");
+    // Now the cap is full of authenticated consoles: a new one is closed at once.
+    let fourth = TcpStream::connect(a.addr).expect("the kernel accepts it");
+    let closed = tokio::task::spawn_blocking(move || closed_by_the_agent(fourth))
+        .await
+        .expect("joins");
+    assert!(closed, "a connection past a cap of consoles was kept");
+    assert_eq!(a.connections(), 2);
+    s1.message().await.expect("the first console still served").expect("a message");
+    s2.message().await.expect("the second console still served").expect("a message");
+    drop((s1, s2, c1, c2));
     until("the two given back", || a.connections() == 0).await;
     a.stop().await;
 }
@@ -225,6 +243,8 @@ fn out_of_file_descriptors_the_agent_waits_says_so_once_and_recovers() {
     cmd.args(["--backend", "sim", "--sim-gpus", "1", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .args(["--handshake-timeout", "10m", "--idle-timeout", "1h"])
+        // All from one address, and none to make way: descriptors run out first.
+        .args(["--max-connections-per-peer", "1000"])
         .env("FLEETOP_LOG", "info")
         .stderr(std::process::Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.

@@ -759,6 +759,74 @@ mod tests {
         assert!(f.peers.lock().expect("lock").len() <= MAX_PEERS);
     }
 
+    fn addr(ip: &str, port: u16) -> SocketAddr {
+        SocketAddr::new(ip.parse().expect("ip"), port)
+    }
+
+    #[test]
+    fn a_full_agent_closes_the_oldest_unauthenticated_connection_never_an_authenticated_one() {
+        let limits = Limits {
+            max_connections: 4,
+            max_connections_per_peer: 3,
+            ..Limits::default()
+        };
+        let c = Connections::default();
+        let mut kept = Vec::new();
+        // A console on its own address, authenticated; and hogs.
+        kept.push(c.admit(addr("10.0.0.1", 1), &limits).expect("room"));
+        c.authenticated(Some(addr("10.0.0.1", 1)));
+        for port in 1..=3 {
+            kept.push(c.admit(addr("10.0.0.2", port), &limits).expect("room"));
+        }
+        assert_eq!(c.open(), 4);
+        // Full: a new one from a third address replaces the oldest hog of
+        // the address that holds the most, and the hog's connection is told.
+        let a = c.admit(addr("10.0.0.3", 1), &limits).expect("room made");
+        assert_eq!(a.replaced, Some((addr("10.0.0.2", 1), Refused::Full)));
+        assert!(kept[1].evict.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Closed));
+        assert!(kept[2].evict.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+        assert_eq!((c.open(), c.evicted()), (4, 1));
+        kept.push(a);
+        // A console alone on its address is the last to go, even when it is
+        // the newest: here 10.0.0.2 still holds two.
+        let a = c.admit(addr("10.0.0.4", 1), &limits).expect("room made");
+        assert_eq!(a.replaced, Some((addr("10.0.0.2", 2), Refused::Full)));
+        kept.push(a);
+        // Authenticated, every one: a new connection is refused, none closed.
+        for p in [addr("10.0.0.2", 3), addr("10.0.0.3", 1), addr("10.0.0.4", 1)] {
+            c.authenticated(Some(p));
+        }
+        assert_eq!(c.admit(addr("10.0.0.5", 1), &limits).err(), Some(Refused::Full));
+        assert_eq!((c.open(), c.evicted()), (4, 2));
+        assert!(kept[0].evict.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+    }
+
+    #[test]
+    fn one_address_past_its_cap_replaces_its_own_oldest_unauthenticated_connection() {
+        let limits = Limits {
+            max_connections: 100,
+            max_connections_per_peer: 3,
+            ..Limits::default()
+        };
+        let c = Connections::default();
+        let mut kept = Vec::new();
+        for port in 1..=3 {
+            kept.push(c.admit(addr("10.0.0.2", port), &limits).expect("room"));
+        }
+        // The first authenticated: the second is the oldest that may go.
+        c.authenticated(Some(addr("10.0.0.2", 1)));
+        let a = c.admit(addr("10.0.0.2", 4), &limits).expect("room made");
+        assert_eq!(a.replaced, Some((addr("10.0.0.2", 2), Refused::PerPeer)));
+        kept.push(a);
+        // Another address is not touched by this one's cap.
+        assert!(c.admit(addr("10.0.0.3", 1), &limits).expect("room").replaced.is_none());
+        // Every connection of the address authenticated: refused.
+        c.authenticated(Some(addr("10.0.0.2", 3)));
+        c.authenticated(Some(addr("10.0.0.2", 4)));
+        assert_eq!(c.admit(addr("10.0.0.2", 5), &limits).err(), Some(Refused::PerPeer));
+        assert_eq!(c.open(), 4);
+    }
+
     #[test]
     fn tokens_compare_by_content_and_length() {
         assert!(same_token("abc", "abc"));
