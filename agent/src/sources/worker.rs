@@ -6,6 +6,13 @@
 //! is in, and is not waited for again until it answers. The words are
 //! NVML's for both ("nvml_stuck: <call>: no answer for N ms"), so that every
 //! console, old or new, flags a stuck AMD GPU as it flags a stuck NVIDIA one.
+//!
+//! A GPU is opened and described on its worker too (`Worker::start`), and
+//! the sampler waits for every description at once until `START_DEADLINE`
+//! (`wait_started`): a GPU whose first calls hang costs the agent's start
+//! that long at most, is described by what it answered before the hang
+//! (its PCI bus id where that came first), and is stuck in every sample
+//! until it answers.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -25,6 +32,12 @@ pub fn answer_deadline(interval: Duration) -> Duration {
     (interval * 4 / 5).clamp(Duration::from_millis(250), Duration::from_secs(1))
 }
 
+/// How long the sampler waits, at start, for every GPU to be opened and
+/// described (all at once, each on its worker). A healthy GPU answers in
+/// milliseconds; one that has not answered by then is reported stuck, and
+/// the rest of the node is served.
+pub const START_DEADLINE: Duration = Duration::from_secs(5);
+
 /// The library call a worker is in, for a stuck GPU's report.
 pub(crate) type Doing = Arc<Mutex<&'static str>>;
 
@@ -39,23 +52,46 @@ pub(crate) struct Worker {
     doing: Doing,
     /// When the request not answered yet was sent.
     asked: Option<Instant>,
+    /// Until the GPU is opened and described: when that began, and the
+    /// signal that it is done (see `start`).
+    starting: Option<(Instant, Receiver<()>)>,
 }
 
 impl Worker {
     /// Starts the thread that reads GPU `index` with `read` for as long as
     /// the sampler lives. A panic in a read (a bug here, never the
     /// library's: it cannot unwind into Rust) costs that sample, not the GPU.
+    #[cfg(test)]
     pub(crate) fn spawn(
         library: &'static str,
         index: u32,
         doing: Doing,
-        mut read: impl FnMut() -> GpuSample + Send + 'static,
+        read: impl FnMut() -> GpuSample + Send + 'static,
+    ) -> Worker {
+        Worker::start(library, index, doing, move || read)
+    }
+
+    /// Starts the thread of GPU `index`: it runs `open` (which opens and
+    /// describes the GPU, and may hang in the library), then reads the GPU
+    /// with what `open` returns, for as long as the sampler lives. Until
+    /// `open` returns, the GPU is stuck in whatever call it is in.
+    pub(crate) fn start<R: FnMut() -> GpuSample + 'static>(
+        library: &'static str,
+        index: u32,
+        doing: Doing,
+        open: impl FnOnce() -> R + Send + 'static,
     ) -> Worker {
         let (ask, asks) = mpsc::channel::<()>();
         let (answer, answers) = mpsc::channel();
+        let (opened, started) = mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name(format!("{library}-gpu{index}"))
             .spawn(move || {
+                let Ok(mut read) = catch_unwind(AssertUnwindSafe(open)) else {
+                    tracing::error!("GPU {index}: opening it failed (a bug in the agent)");
+                    return;
+                };
+                let _ = opened.send(());
                 while asks.recv().is_ok() {
                     let s = catch_unwind(AssertUnwindSafe(&mut read)).unwrap_or_else(|_| GpuSample {
                         index,
@@ -77,10 +113,32 @@ impl Worker {
         Worker {
             index,
             library,
+            starting: link.is_ok().then(|| (Instant::now(), started)),
             link,
             doing,
             asked: None,
         }
+    }
+
+    /// Whether the GPU is opened and described, waiting for it until
+    /// `until` at most. A thread that ended while opening counts as done:
+    /// its samples say it is gone.
+    pub(crate) fn started(&mut self, until: Instant) -> bool {
+        let Some((_, started)) = &self.starting else {
+            return true;
+        };
+        match started.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                self.starting = None;
+                true
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+        }
+    }
+
+    /// The library call the worker is in now.
+    pub(crate) fn doing(&self) -> &'static str {
+        self.doing.lock().map(|d| *d).unwrap_or("?")
     }
 
     /// The worker's thread is gone: say so in every sample from now on
@@ -137,8 +195,14 @@ impl Worker {
                 answer
             }
             Err(RecvTimeoutError::Timeout) => {
-                let call = self.doing.lock().map(|d| *d).unwrap_or("?");
-                s.error = format!("nvml_stuck: {call}: no answer for {} ms", asked.elapsed().as_millis());
+                let call = self.doing();
+                // A GPU still being opened has not answered since then.
+                let began = self.starting.as_ref().map(|(b, _)| *b);
+                let since = match began {
+                    Some(b) if !self.started(Instant::now()) => b,
+                    _ => asked,
+                };
+                s.error = format!("nvml_stuck: {call}: no answer for {} ms", since.elapsed().as_millis());
                 s
             }
             Err(RecvTimeoutError::Disconnected) => {
@@ -148,6 +212,14 @@ impl Worker {
             }
         }
     }
+}
+
+/// Waits for every worker to open and describe its GPU, all at once, until
+/// `within` from now: for each worker, whether it did. Those that did not
+/// are stuck (their first calls hang) and are not waited for again.
+pub(crate) fn wait_started(workers: &mut [Worker], within: Duration) -> Vec<bool> {
+    let until = Instant::now() + within;
+    workers.iter_mut().map(|w| w.started(until)).collect()
 }
 
 /// Every GPU's sample, asked of all workers at once and waited for until
@@ -196,6 +268,44 @@ mod tests {
         let s = p.answer(now + Duration::from_secs(5));
         assert!(s.error.starts_with("amdsmi_worker: "), "{}", s.error);
         assert!(p.ask(Instant::now()), "the thread lives on");
+    }
+
+    #[test]
+    fn a_gpu_whose_opening_hangs_is_waited_for_until_the_deadline_then_stuck_by_its_call() {
+        let doing: Doing = Arc::new(Mutex::new(""));
+        let (d, (release, hold)) = (doing.clone(), mpsc::channel::<()>());
+        let mut hung = Worker::start("nvml", 2, doing, move || {
+            if let Ok(mut x) = d.lock() {
+                *x = "nvmlDeviceGetName";
+            }
+            let _ = hold.recv();
+            || GpuSample {
+                index: 2,
+                ..Default::default()
+            }
+        });
+        let mut fine = Worker::start("nvml", 0, Arc::new(Mutex::new("")), || GpuSample::default);
+        let mut workers = [fine, hung];
+        assert_eq!(wait_started(&mut workers, Duration::from_millis(200)), [true, false]);
+        [fine, hung] = workers;
+        assert!(hung.ask(Instant::now()), "asked: the request waits for the opening");
+        let s = hung.answer(Instant::now() + Duration::from_millis(20));
+        assert!(s.error.starts_with("nvml_stuck: nvmlDeviceGetName: no answer for "), "{}", s.error);
+        assert!(fine.ask(Instant::now()));
+        assert!(fine.answer(Instant::now() + Duration::from_secs(10)).error.is_empty());
+        // It answers at last: it is read as any other GPU from then on.
+        release.send(()).expect("the worker waits");
+        assert!(hung.started(Instant::now() + Duration::from_secs(10)));
+        let mut answered = false;
+        for _ in 0..100 {
+            if hung.ask(Instant::now()) {
+                let s = hung.answer(Instant::now() + Duration::from_secs(10));
+                answered = s.error.is_empty();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(answered, "read once it answered");
     }
 
     #[test]

@@ -42,7 +42,7 @@ use crate::proto::{GpuInfo, NodeInfo, Sample};
 use crate::sources::Sampler;
 use crate::sources::worker::answer_deadline;
 
-use crate::sources::worker::{Doing, Worker, sample_all};
+use crate::sources::worker::{Doing, START_DEADLINE, Worker, sample_all, wait_started};
 use events::EventQueue;
 use library::{Amd, Handle};
 use read::GpuReader;
@@ -71,6 +71,12 @@ pub(crate) struct Gpu {
     lost: AtomicBool,
 }
 
+/// One processor as its worker describes it (see `AmdSampler::new`).
+struct Slot {
+    info: Mutex<GpuInfo>,
+    driver: Mutex<String>,
+}
+
 /// AMD SMI, loaded: `open` it, then `AmdSampler::new`.
 pub struct AmdSmi(&'static Amd);
 
@@ -90,7 +96,9 @@ pub fn open() -> Result<AmdSmi, AmdUnavailable> {
 /// Every AMD GPU of the node, read as NVML's are (see the module's doc).
 pub struct AmdSampler {
     amd: &'static Amd,
-    gpus: Vec<Arc<Gpu>>,
+    /// Each processor's index and handle.
+    gpus: Vec<(u32, Handle)>,
+    /// Each processor's description as it was when the start's wait ended.
     infos: Vec<GpuInfo>,
     driver_version: String,
     workers: Vec<Worker>,
@@ -102,9 +110,12 @@ pub struct AmdSampler {
 }
 
 impl AmdSampler {
-    /// Opens every AMD GPU processor AMD SMI lists and describes it. A
-    /// processor that does not answer is kept, with what AMD SMI kept
-    /// from init (its PCI address), so it shows as that GPU, lost.
+    /// Opens every AMD GPU processor AMD SMI lists and describes it, each
+    /// on its worker, all at once, and waits for them until
+    /// `START_DEADLINE`. A processor that does not answer is kept, with
+    /// what AMD SMI kept from init (its PCI address), so it shows as that
+    /// GPU: lost where it says so, stuck where it hangs; the rest of the
+    /// node is served.
     pub fn new(amd: AmdSmi, proc_root: PathBuf, interval: Duration) -> Result<Self, AmdUnavailable> {
         let amd = amd.0;
         let handles = amd
@@ -117,52 +128,87 @@ impl AmdSampler {
                     .is_ok_and(|t| t == abi::AMDSMI_PROCESSOR_TYPE_AMD_GPU)
             })
             .collect();
-        let mut gpus = Vec::new();
-        let mut infos = Vec::new();
-        let mut driver_version = String::new();
-        for (index, handle) in (0u32..).zip(handles) {
-            let links = info::xgmi_links(amd, handle);
-            let desc = info::describe(amd, index, handle, &links);
-            let partition = desc.partition_id;
-            infos.push(desc);
-            if driver_version.is_empty()
-                && let Ok(d) = amd.driver_info(handle)
-            {
-                driver_version = printable(&abi::c_str(&d.driver_version), 64);
-            }
-            let edge = amd
-                .temperature(handle, abi::AMDSMI_TEMPERATURE_TYPE_EDGE, abi::AMDSMI_TEMP_CURRENT)
-                .is_ok();
-            gpus.push(Arc::new(Gpu {
-                index,
-                handle,
-                links,
-                edge,
-                partition,
-                lost: AtomicBool::new(false),
-            }));
-        }
-        let events: EventQueue = Arc::default();
-        let events_ready = Arc::new(AtomicBool::new(gpus.is_empty()));
-        events::spawn(
-            amd,
-            gpus.iter().map(|g| (g.index, g.handle)).collect(),
-            Arc::downgrade(&events),
-            events_ready.clone(),
-        );
-        let workers = gpus
-            .iter()
-            .map(|g| {
-                let doing: Doing = Arc::new(Mutex::new(""));
+        let gpus: Vec<(u32, Handle)> = (0u32..).zip(handles).collect();
+        let mut slots = Vec::new();
+        let mut workers = Vec::new();
+        for &(index, handle) in &gpus {
+            // Kept by AMD SMI from init: it answers whatever the GPU does.
+            let slot = Arc::new(Slot {
+                info: Mutex::new(GpuInfo {
+                    index,
+                    vendor: "AMD".into(),
+                    pci_bus_id: amd.bdf(handle).map(|b| b.to_bus_id()).unwrap_or_default(),
+                    ..Default::default()
+                }),
+                driver: Mutex::new(String::new()),
+            });
+            let doing: Doing = Arc::new(Mutex::new(""));
+            let (s, d, proc_root) = (slot.clone(), doing.clone(), proc_root.clone());
+            workers.push(Worker::start("amdsmi", index, doing, move || {
+                let at = |call| {
+                    if let Ok(mut x) = d.lock() {
+                        *x = call;
+                    }
+                };
+                at("amdsmi_get_gpu_xgmi_link_status");
+                let links = info::xgmi_links(amd, handle);
+                at("amdsmi_get_gpu_asic_info");
+                let desc = info::describe(amd, index, handle, &links);
+                let partition = desc.partition_id;
+                if let Ok(mut i) = s.info.lock() {
+                    *i = desc;
+                }
+                at("amdsmi_get_gpu_driver_info");
+                if let Ok(v) = amd.driver_info(handle)
+                    && let Ok(mut x) = s.driver.lock()
+                {
+                    *x = printable(&abi::c_str(&v.driver_version), 64);
+                }
+                at("amdsmi_get_temp_metric");
+                let edge = amd
+                    .temperature(handle, abi::AMDSMI_TEMPERATURE_TYPE_EDGE, abi::AMDSMI_TEMP_CURRENT)
+                    .is_ok();
+                let gpu = Arc::new(Gpu {
+                    index,
+                    handle,
+                    links,
+                    edge,
+                    partition,
+                    lost: AtomicBool::new(false),
+                });
                 let mut reader = GpuReader {
                     amd,
-                    gpu: g.clone(),
-                    proc_root: proc_root.clone(),
-                    doing: doing.clone(),
+                    gpu,
+                    proc_root,
+                    doing: d.clone(),
                 };
-                Worker::spawn("amdsmi", g.index, doing, move || reader.sample())
-            })
+                move || reader.sample()
+            }));
+            slots.push(slot);
+        }
+        let started = wait_started(&mut workers, START_DEADLINE);
+        let infos: Vec<GpuInfo> = slots
+            .iter()
+            .map(|s| s.info.lock().map(|i| i.clone()).unwrap_or_default())
             .collect();
+        for ((w, info), _) in workers.iter().zip(&infos).zip(&started).filter(|(_, ok)| !**ok) {
+            tracing::warn!(
+                "GPU {} ({}): no answer within {:?} at start, in {}: reported stuck until it answers; \
+                 the rest of the node is served",
+                w.index,
+                if info.pci_bus_id.is_empty() { "PCI bus id unknown" } else { info.pci_bus_id.as_str() },
+                START_DEADLINE,
+                w.doing()
+            );
+        }
+        // The first processor's driver that answered.
+        let driver_version = slots
+            .iter()
+            .find_map(|s| s.driver.lock().ok().filter(|d| !d.is_empty()).map(|d| d.clone()))
+            .unwrap_or_default();
+        let events: EventQueue = Arc::default();
+        let events_ready = Arc::new(AtomicBool::new(gpus.is_empty()));
+        events::spawn(amd, gpus.clone(), Arc::downgrade(&events), events_ready.clone());
         Ok(AmdSampler {
             amd,
             gpus,
@@ -184,17 +230,17 @@ impl AmdSampler {
 
 /// The GPUs' processes, asked of AMD SMI when called (the call the samples
 /// make: amdsmi_get_gpu_process_list).
-struct AmdProcesses(&'static Amd, Vec<Arc<Gpu>>);
+struct AmdProcesses(&'static Amd, Vec<(u32, Handle)>);
 
 impl crate::sources::GpuProcesses for AmdProcesses {
     fn pids(&self, index: u32) -> Result<Vec<u32>, String> {
-        let g = self
+        let &(_, handle) = self
             .1
             .iter()
-            .find(|g| g.index == index)
+            .find(|g| g.0 == index)
             .ok_or_else(|| format!("no GPU {index}"))?;
         self.0
-            .processes(g.handle)
+            .processes(handle)
             .map(|l| l.iter().map(|p| p.pid).collect())
             .map_err(|e| {
                 if e.is_lost() {

@@ -29,7 +29,7 @@ mod temperature;
 mod xid;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nvml_wrapper::Device;
@@ -42,7 +42,7 @@ use crate::sources::Sampler;
 
 pub use crate::sources::worker::answer_deadline;
 
-use crate::sources::worker::{Worker, sample_all};
+use crate::sources::worker::{Doing, START_DEADLINE, Worker, sample_all, wait_started};
 use reader::GpuReader;
 use xid::{Handle, XidQueue, spawn_xid_thread, unsafe_handle};
 
@@ -76,18 +76,148 @@ fn mig_devices(d: &Device<'static>) -> Vec<Device<'static>> {
     (0..n).filter_map(|k| d.mig_device_by_index(k).ok()).collect()
 }
 
-/// NVML for every GPU of the node. Each GPU is read on a worker thread of
-/// its own, so that a GPU whose NVML calls hang holds up only itself: the
-/// sampler asks every worker at once, waits until a deadline, and reports a
-/// GPU that has not answered as stuck while its worker stays in the call.
+/// NVML for every GPU of the node. Each GPU is opened, described and read
+/// on a worker thread of its own, so that a GPU whose NVML calls hang holds
+/// up only itself: at start the sampler waits for the descriptions until
+/// `START_DEADLINE`; each tick it asks every worker at once, waits until a
+/// deadline, and reports a GPU that has not answered as stuck while its
+/// worker stays in the call.
 pub struct NvmlSampler {
     nvml: &'static Nvml,
-    /// Shared with the workers; here for the node description.
-    gpus: Vec<Arc<Gpu>>,
+    /// Each GPU as its worker opened it, shared with the workers.
+    gpus: Vec<Arc<Slot>>,
+    /// Each GPU's description as it was when the start's wait ended.
+    infos: Vec<GpuInfo>,
     workers: Vec<Worker>,
     /// How long a sample waits for the GPUs' answers (see `answer_deadline`).
     deadline: Duration,
     xids: XidQueue,
+}
+
+/// One GPU as its worker opens it: the handles once opened, and the
+/// description as far as it got (a GPU that hangs in it keeps what it
+/// answered before).
+#[derive(Default)]
+struct Slot {
+    gpu: OnceLock<Arc<Gpu>>,
+    info: Mutex<GpuInfo>,
+}
+
+/// Names the NVML call a worker is about to make (for a stuck GPU's report).
+fn at(doing: &Doing, call: &'static str) {
+    if let Ok(mut d) = doing.lock() {
+        *d = call;
+    }
+}
+
+/// Opens GPU `index` (on its worker). A GPU that cannot be opened is kept,
+/// with the reason, so that it shows as that GPU (lost, no permission)
+/// rather than as a node with one GPU fewer.
+fn open_gpu(nvml: &'static Nvml, index: u32, doing: &Doing) -> Gpu {
+    at(doing, "nvmlDeviceGetHandleByIndex");
+    match nvml.device_by_index(index) {
+        Ok(dev) => {
+            at(doing, "nvmlDeviceGetNvLinkState");
+            let links = (0..PROBE_LINKS)
+                .filter_map(|l| dev.link_wrapper_for(l).is_active().ok().map(|up| (l, !up)))
+                .collect();
+            at(doing, "nvmlDeviceGetMigMode");
+            let mig = mig_devices(&dev);
+            Gpu {
+                index,
+                dev: Ok(dev),
+                links,
+                mig,
+            }
+        }
+        Err(e) => {
+            tracing::warn!("GPU {index}: cannot open: {e}");
+            Gpu {
+                index,
+                dev: Err(error_text(&e)),
+                links: Vec::new(),
+                mig: Vec::new(),
+            }
+        }
+    }
+}
+
+/// Describes an opened GPU (on its worker) into `out`: its PCI bus id and
+/// UUID first, each as it comes, so that a GPU that hangs later in the
+/// description is still named by them; then the rest at once.
+fn describe_gpu(nvml: &'static Nvml, g: &Gpu, out: &Mutex<GpuInfo>, doing: &Doing) {
+    let Ok(d) = &g.dev else {
+        // Listed by index: the samples say why there is nothing more.
+        if let Ok(mut i) = out.lock() {
+            i.vendor.clear();
+        }
+        return;
+    };
+    let set = |f: &dyn Fn(&mut GpuInfo)| {
+        if let Ok(mut i) = out.lock() {
+            f(&mut i);
+        }
+    };
+    at(doing, "nvmlDeviceGetPciInfo");
+    let bus = d.pci_info().map(|p| p.bus_id).unwrap_or_default();
+    set(&|i| i.pci_bus_id = bus.clone());
+    at(doing, "nvmlDeviceGetUUID");
+    let uuid = d.uuid().unwrap_or_default();
+    set(&|i| i.uuid = uuid.clone());
+    at(doing, "nvmlDeviceGetName");
+    let model = d.name().unwrap_or_default();
+    at(doing, "nvmlDeviceGetTemperatureThreshold");
+    let limits = temperature::temperature_limits(nvml, d);
+    at(doing, "nvmlDeviceGetMemoryInfo");
+    let mem_total_bytes = d.memory_info().map(|m| m.total).unwrap_or(0);
+    at(doing, "nvmlDeviceGetEnforcedPowerLimit");
+    let power_limit_mw = d.enforced_power_limit().unwrap_or(0);
+    at(doing, "nvmlDeviceGetMaxClockInfo");
+    let max_sm_clock_mhz = d.max_clock_info(Clock::SM).unwrap_or(0);
+    let max_mem_clock_mhz = d.max_clock_info(Clock::Memory).unwrap_or(0);
+    at(doing, "nvmlDeviceGetVbiosVersion");
+    let vbios_version = d.vbios_version().unwrap_or_default();
+    // The link the GPU *and* the slot can train to
+    // (nvmlDeviceGetMaxPcieLinkGeneration/-Width), not the GPU's own
+    // maximum (nvmlDeviceGetGpuMaxPcieLinkGeneration): a Gen5 GPU
+    // in a Gen4 host runs at its best at Gen4, which is no fault.
+    at(doing, "nvmlDeviceGetMaxPcieLinkGeneration");
+    let pcie_max_gen = d.max_pcie_link_gen().unwrap_or(0);
+    let pcie_max_width = d.max_pcie_link_width().unwrap_or(0);
+    at(doing, "nvmlDeviceGetNvLinkRemotePciInfo");
+    let nvlinks = g
+        .links
+        .iter()
+        .map(|&(l, inactive_at_start)| NvLinkInfo {
+            link: l,
+            inactive_at_start,
+            peer_pci_bus_id: d
+                .link_wrapper_for(l)
+                .remote_pci_info()
+                .map(|p| p.bus_id)
+                .unwrap_or_default(),
+        })
+        .collect();
+    let info = GpuInfo {
+        index: g.index,
+        vendor: "NVIDIA".into(),
+        uuid,
+        model,
+        pci_bus_id: bus,
+        mem_total_bytes,
+        power_limit_mw,
+        max_sm_clock_mhz,
+        max_mem_clock_mhz,
+        slowdown_temp_c: limits.0,
+        shutdown_temp_c: limits.1,
+        vbios_version,
+        pcie_max_gen,
+        pcie_max_width,
+        nvlinks,
+        // AMD's partitions, firmware list and HBM limits: none here.
+        ..Default::default()
+    };
+    set(&|i| *i = info.clone());
 }
 
 /// Loads NVML once for the life of the process.
@@ -112,68 +242,79 @@ pub fn open(lib: Option<&Path>) -> Result<&'static Nvml, NvmlUnavailable> {
 }
 
 impl NvmlSampler {
-    /// Opens every GPU NVML counts. A GPU that cannot be opened is kept, with
-    /// the reason, so that it shows as that GPU (lost, no permission) rather
-    /// than as a node with one GPU fewer.
-    /// `interval`: the agent's sampling interval, which sets how long a
-    /// sample waits for a GPU before calling it stuck.
+    /// Opens and describes every GPU NVML counts, each on its worker, all
+    /// at once, and waits for them until `START_DEADLINE`. A GPU that has
+    /// not answered by then is listed as far as it was described (index,
+    /// PCI bus id) and is stuck in every sample until it answers; the rest
+    /// of the node is served. `interval`: the agent's sampling interval,
+    /// which sets how long a sample waits for a GPU before calling it stuck.
     pub fn new(nvml: &'static Nvml, proc_root: PathBuf, interval: Duration) -> Result<Self, NvmlUnavailable> {
         let count = nvml
             .device_count()
             .map_err(|e| NvmlUnavailable(format!("cannot count GPUs: {e}")))?;
         let mut gpus = Vec::new();
+        let mut workers = Vec::new();
         for index in 0..count {
-            match nvml.device_by_index(index) {
-                Ok(dev) => {
-                    let links = (0..PROBE_LINKS)
-                        .filter_map(|l| dev.link_wrapper_for(l).is_active().ok().map(|up| (l, !up)))
-                        .collect();
-                    let mig = mig_devices(&dev);
-                    gpus.push(Gpu {
-                        index,
-                        dev: Ok(dev),
-                        links,
-                        mig,
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!("GPU {index}: cannot open: {e}");
-                    gpus.push(Gpu {
-                        index,
-                        dev: Err(error_text(&e)),
-                        links: Vec::new(),
-                        mig: Vec::new(),
-                    });
-                }
+            let slot = Arc::new(Slot::default());
+            if let Ok(mut i) = slot.info.lock() {
+                *i = GpuInfo {
+                    index,
+                    vendor: "NVIDIA".into(),
+                    ..Default::default()
+                };
             }
+            let doing: Doing = Arc::new(Mutex::new(""));
+            let (s, d, proc_root) = (slot.clone(), doing.clone(), proc_root.clone());
+            workers.push(Worker::start("nvml", index, doing, move || {
+                let g = Arc::new(open_gpu(nvml, index, &d));
+                let _ = s.gpu.set(g.clone());
+                describe_gpu(nvml, &g, &s.info, &d);
+                at(&d, "nvmlGpmQueryDeviceSupport");
+                let gpm_supported = g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false));
+                let mut reader = GpuReader {
+                    nvml,
+                    mig_gpm_prev: g.mig.iter().map(|_| None).collect(),
+                    gpu: g,
+                    pcie_prev: None,
+                    gpm_prev: None,
+                    gpm_supported,
+                    proc_root,
+                    doing: d,
+                };
+                move || reader.sample()
+            }));
+            gpus.push(slot);
         }
+        let started = wait_started(&mut workers, START_DEADLINE);
+        let infos: Vec<GpuInfo> = gpus
+            .iter()
+            .map(|s| s.info.lock().map(|i| i.clone()).unwrap_or_default())
+            .collect();
+        for ((w, info), _) in workers.iter().zip(&infos).zip(&started).filter(|(_, ok)| !**ok) {
+            tracing::warn!(
+                "GPU {} ({}): no answer within {:?} at start, in {}: reported stuck until it answers; \
+                 the rest of the node is served",
+                w.index,
+                if info.pci_bus_id.is_empty() { "PCI bus id unknown" } else { info.pci_bus_id.as_str() },
+                START_DEADLINE,
+                w.doing()
+            );
+        }
+        // XIDs of the GPUs that answered: registering a hung one's events
+        // would hang the event thread.
         let xids: XidQueue = Arc::default();
         let handles = gpus
             .iter()
+            .zip(&started)
+            .filter(|(_, ok)| **ok)
+            .filter_map(|(s, _)| s.gpu.get())
             .filter_map(|g| g.dev.as_ref().ok().map(|d| (g.index, Handle(unsafe_handle(d)))))
             .collect();
         spawn_xid_thread(nvml, handles, Arc::downgrade(&xids));
-        let gpus: Vec<Arc<Gpu>> = gpus.into_iter().map(Arc::new).collect();
-        let workers = gpus
-            .iter()
-            .map(|g| {
-                let doing = Arc::new(Mutex::new(""));
-                let mut reader = GpuReader {
-                    nvml,
-                    gpu: g.clone(),
-                    pcie_prev: None,
-                    gpm_prev: None,
-                    mig_gpm_prev: g.mig.iter().map(|_| None).collect(),
-                    gpm_supported: g.dev.as_ref().is_ok_and(|d| d.gpm_support().unwrap_or(false)),
-                    proc_root: proc_root.clone(),
-                    doing: doing.clone(),
-                };
-                Worker::spawn("nvml", g.index, doing, move || reader.sample())
-            })
-            .collect();
         Ok(NvmlSampler {
             nvml,
             gpus,
+            infos,
             workers,
             deadline: answer_deadline(interval),
             xids,
@@ -200,15 +341,17 @@ fn error_text(e: &NvmlError) -> String {
 
 /// The GPUs' compute processes, asked of NVML when called (the same call
 /// the samples make: nvmlDeviceGetComputeRunningProcesses).
-struct NvmlProcesses(Vec<Arc<Gpu>>);
+struct NvmlProcesses(Vec<Arc<Slot>>);
 
 impl crate::sources::GpuProcesses for NvmlProcesses {
     fn pids(&self, index: u32) -> Result<Vec<u32>, String> {
         let g = self
             .0
-            .iter()
-            .find(|g| g.index == index)
-            .ok_or_else(|| format!("no GPU {index}"))?;
+            .get(index as usize)
+            .ok_or_else(|| format!("no GPU {index}"))?
+            .gpu
+            .get()
+            .ok_or_else(|| format!("nvml_stuck: GPU {index} has not answered since the agent started"))?;
         let d = g.dev.as_ref().map_err(Clone::clone)?;
         d.running_compute_processes()
             .map(|procs| procs.into_iter().map(|p| p.pid).collect())
@@ -231,52 +374,7 @@ impl Sampler for NvmlSampler {
                 nvml_wrapper::cuda_driver_version_minor(v)
             );
         }
-        for g in &self.gpus {
-            let Ok(d) = &g.dev else {
-                // Listed by index: the samples say why there is nothing more.
-                info.gpus.push(GpuInfo {
-                    index: g.index,
-                    ..Default::default()
-                });
-                continue;
-            };
-            let limits = self.temperature_limits(d);
-            // The link the GPU *and* the slot can train to
-            // (nvmlDeviceGetMaxPcieLinkGeneration/-Width), not the GPU's own
-            // maximum (nvmlDeviceGetGpuMaxPcieLinkGeneration): a Gen5 GPU
-            // in a Gen4 host runs at its best at Gen4, which is no fault.
-            info.gpus.push(GpuInfo {
-                index: g.index,
-                vendor: "NVIDIA".into(),
-                uuid: d.uuid().unwrap_or_default(),
-                model: d.name().unwrap_or_default(),
-                pci_bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
-                mem_total_bytes: d.memory_info().map(|m| m.total).unwrap_or(0),
-                power_limit_mw: d.enforced_power_limit().unwrap_or(0),
-                max_sm_clock_mhz: d.max_clock_info(Clock::SM).unwrap_or(0),
-                max_mem_clock_mhz: d.max_clock_info(Clock::Memory).unwrap_or(0),
-                slowdown_temp_c: limits.0,
-                shutdown_temp_c: limits.1,
-                vbios_version: d.vbios_version().unwrap_or_default(),
-                pcie_max_gen: d.max_pcie_link_gen().unwrap_or(0),
-                pcie_max_width: d.max_pcie_link_width().unwrap_or(0),
-                nvlinks: g
-                    .links
-                    .iter()
-                    .map(|&(l, inactive_at_start)| NvLinkInfo {
-                        link: l,
-                        inactive_at_start,
-                        peer_pci_bus_id: d
-                            .link_wrapper_for(l)
-                            .remote_pci_info()
-                            .map(|p| p.bus_id)
-                            .unwrap_or_default(),
-                    })
-                    .collect(),
-                // AMD's partitions, firmware list and HBM limits: none here.
-                ..Default::default()
-            });
-        }
+        info.gpus.extend(self.infos.iter().cloned());
     }
 
     fn sample(&mut self, _now_ms: i64, out: &mut Sample) {
