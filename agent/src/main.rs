@@ -596,6 +596,11 @@ fn run(cli: Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> 
     let history_ms = cli.sim_history.map(|d| d.as_millis() as i64).unwrap_or(0);
     let start_ms = now - history_ms;
     let (sec, bench) = preflight(&cli, config, run_as, Stage::Start)?;
+    // Bound first: a taken port fails the start at once, and consoles that
+    // connect while the GPUs are opened wait in the backlog, not refused.
+    let listener =
+        std::net::TcpListener::bind(cli.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cli.listen))?;
+    listener.set_nonblocking(true)?;
     let (collector, note) = backend::build(&cli.node.options(start_ms, Mode::Serve))?;
     if let Some(note) = note {
         eprintln!("fleetop-agent: {note}");
@@ -603,9 +608,7 @@ fn run(cli: Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> 
     let has_token = sec.telemetry_token.is_some();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(cli.listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cli.listen))?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
         let opts = AgentOptions {
             interval: cli.node.interval,
             history: cli.history,
