@@ -18,6 +18,9 @@ import subprocess
 import sys
 import tempfile
 
+# Left out on purpose: faults/hang-at-start.toml and
+# faults/hang-every-gpu-at-start.toml (a GPU blocks 300 s at start;
+# pynvml would wait for it; agent/tests/start_hang.rs reads them).
 PROFILES = [
     "h100-sxm5.toml",
     "h200.toml",

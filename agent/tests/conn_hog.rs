@@ -121,7 +121,9 @@ async fn hog(
     stop: Arc<AtomicBool>,
 ) {
     while !stop.load(Ordering::SeqCst) {
-        let Ok(sock) = tokio::net::TcpSocket::new_v4() else { return };
+        let Ok(sock) = tokio::net::TcpSocket::new_v4() else {
+            return;
+        };
         if sock.bind(SocketAddr::new(from, 0)).is_err() {
             return;
         }
@@ -216,7 +218,11 @@ async fn console(addr: SocketAddr, ca_pem: Option<&str>, from: IpAddr) -> Result
     req.metadata_mut()
         .insert("authorization", format!("Bearer {TOKEN}").parse().expect("ascii"));
     let open = async {
-        let mut s = c.subscribe(req).await.map_err(|e| format!("subscribe: {e}"))?.into_inner();
+        let mut s = c
+            .subscribe(req)
+            .await
+            .map_err(|e| format!("subscribe: {e}"))?
+            .into_inner();
         match s.message().await.map_err(|e| format!("stream: {e}"))? {
             Some(m) if matches!(m.kind, Some(Kind::Info(_))) => Ok(s),
             other => Err(format!("no description first: {other:?}")),
@@ -264,7 +270,9 @@ async fn hogs_cannot_lock_out_a_console(tls: Option<Pki>) {
     let hog_address = |n: u8| IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + n));
     // A console that subscribed before the hogs came, on an address they
     // then use: authenticated, so never closed for them.
-    let mut early = console(a.addr, ca, hog_address(0)).await.expect("subscribes before the hogs");
+    let mut early = console(a.addr, ca, hog_address(0))
+        .await
+        .expect("subscribes before the hogs");
     let (closed, stop) = (Arc::new(Closed::default()), Arc::new(AtomicBool::new(false)));
     let mut hogs = Vec::new();
     for n in 0..HOG_ADDRESSES {
@@ -299,7 +307,11 @@ async fn hogs_cannot_lock_out_a_console(tls: Option<Pki>) {
         let _ = tokio::time::timeout(Duration::from_secs(30), h).await;
     }
     assert_eq!(served, Ok(3), "the console was locked out by hogs");
-    assert_eq!(early_served, Ok(3), "a console that had authenticated was closed for hogs");
+    assert_eq!(
+        early_served,
+        Ok(3),
+        "a console that had authenticated was closed for hogs"
+    );
     assert!(evicted_while_served > 0);
     assert!(a.connections() <= MAX_CONNECTIONS, "the cap held");
     a.stop().await;

@@ -102,7 +102,10 @@ fn one_stuck_the_rest_served(info: &NodeInfo, gpus: &[GpuSample], hung: usize, c
     assert!(!h.pci_bus_id.is_empty(), "the hung GPU is named by its bus id: {h:?}");
     assert!(h.model.is_empty(), "nothing it did not answer: {h:?}");
     let stuck = &gpus[hung].error;
-    assert!(stuck.starts_with(&format!("nvml_stuck: {call}: no answer for ")), "{stuck}");
+    assert!(
+        stuck.starts_with(&format!("nvml_stuck: {call}: no answer for ")),
+        "{stuck}"
+    );
     for (i, (d, s)) in info.gpus.iter().zip(gpus).enumerate().filter(|(i, _)| *i != hung) {
         assert!(!d.model.is_empty() && !d.pci_bus_id.is_empty(), "GPU {i}: {d:?}");
         assert!(s.error.is_empty(), "GPU {i}: {}", s.error);
@@ -146,12 +149,20 @@ async fn an_amd_gpu_that_hangs_at_start_is_stuck_by_its_bus_id_and_the_rest_is_s
 fn sample_once_ends_when_every_gpu_hangs_at_start_naming_each() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut c = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"));
-    c.args(["sample", "--once", "--format", "json", "--backend", "nvml", "--nvml-lib"])
-        .arg(fake_nvml::fake_lib())
-        .env("FAKE_NVML_PROFILE", nvml_profile("faults/hang-every-gpu-at-start.toml"))
-        .env("FLEETOP_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args([
+        "sample",
+        "--once",
+        "--format",
+        "json",
+        "--backend",
+        "nvml",
+        "--nvml-lib",
+    ])
+    .arg(fake_nvml::fake_lib())
+    .env("FAKE_NVML_PROFILE", nvml_profile("faults/hang-every-gpu-at-start.toml"))
+    .env("FLEETOP_LOG", "warn")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     quiet(&mut c, dir.path());
     let child = c.spawn().expect("starts");
     let pid = child.id() as i32;
@@ -165,7 +176,10 @@ fn sample_once_ends_when_every_gpu_hangs_at_start_naming_each() {
         panic!("sample --once did not end within {LIVENESS:?}");
     };
     let done = done.expect("runs");
-    let (out, err) = (String::from_utf8_lossy(&done.stdout), String::from_utf8_lossy(&done.stderr));
+    let (out, err) = (
+        String::from_utf8_lossy(&done.stdout),
+        String::from_utf8_lossy(&done.stderr),
+    );
     assert!(done.status.success(), "{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is JSON");
     let gpus = doc["sample"]["gpus"].as_array().expect("gpus");

@@ -218,8 +218,14 @@ async fn past_the_cap_a_bare_connection_makes_way_and_authenticated_ones_never_d
         .expect("joins");
     assert!(closed, "a connection past a cap of consoles was kept");
     assert_eq!(a.connections(), 2);
-    s1.message().await.expect("the first console still served").expect("a message");
-    s2.message().await.expect("the second console still served").expect("a message");
+    s1.message()
+        .await
+        .expect("the first console still served")
+        .expect("a message");
+    s2.message()
+        .await
+        .expect("the second console still served")
+        .expect("a message");
     drop((s1, s2, c1, c2));
     until("the two given back", || a.connections() == 0).await;
     a.stop().await;

@@ -393,6 +393,18 @@ fn the_documented_bounds_are_the_codes() {
             fleetop::cmd::export::STOP_DEADLINE.as_secs()
         ),
         format!("get {} s (`SHUTDOWN_GRACE`)", fleetop::SHUTDOWN_GRACE.as_secs()),
+        format!(
+            "within {} s at start (`START_DEADLINE`)",
+            fleetop_agent::sources::worker::START_DEADLINE.as_secs()
+        ),
+        format!(
+            "{} from one IP address (`--max-connections-per-peer`)",
+            fleetop_agent::serve::server::DEFAULT_MAX_CONNECTIONS_PER_PEER
+        ),
+        format!(
+            "before {} newer connections",
+            fleetop_agent::serve::server::DEFAULT_MAX_CONNECTIONS_PER_PEER - 1
+        ),
     ] {
         assert!(doc.contains(&said), "docs/security.md does not say: {said}");
     }

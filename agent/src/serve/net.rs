@@ -783,8 +783,18 @@ mod tests {
         // the address that holds the most, and the hog's connection is told.
         let a = c.admit(addr("10.0.0.3", 1), &limits).expect("room made");
         assert_eq!(a.replaced, Some((addr("10.0.0.2", 1), Refused::Full)));
-        assert!(kept[1].evict.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Closed));
-        assert!(kept[2].evict.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+        assert!(
+            kept[1]
+                .evict
+                .try_recv()
+                .is_err_and(|e| e == oneshot::error::TryRecvError::Closed)
+        );
+        assert!(
+            kept[2]
+                .evict
+                .try_recv()
+                .is_err_and(|e| e == oneshot::error::TryRecvError::Empty)
+        );
         assert_eq!((c.open(), c.evicted()), (4, 1));
         kept.push(a);
         // A console alone on its address is the last to go, even when it is
@@ -798,7 +808,12 @@ mod tests {
         }
         assert_eq!(c.admit(addr("10.0.0.5", 1), &limits).err(), Some(Refused::Full));
         assert_eq!((c.open(), c.evicted()), (4, 2));
-        assert!(kept[0].evict.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+        assert!(
+            kept[0]
+                .evict
+                .try_recv()
+                .is_err_and(|e| e == oneshot::error::TryRecvError::Empty)
+        );
     }
 
     #[test]

@@ -290,7 +290,11 @@ mod tests {
         [fine, hung] = workers;
         assert!(hung.ask(Instant::now()), "asked: the request waits for the opening");
         let s = hung.answer(Instant::now() + Duration::from_millis(20));
-        assert!(s.error.starts_with("nvml_stuck: nvmlDeviceGetName: no answer for "), "{}", s.error);
+        assert!(
+            s.error.starts_with("nvml_stuck: nvmlDeviceGetName: no answer for "),
+            "{}",
+            s.error
+        );
         assert!(fine.ask(Instant::now()));
         assert!(fine.answer(Instant::now() + Duration::from_secs(10)).error.is_empty());
         // It answers at last: it is read as any other GPU from then on.

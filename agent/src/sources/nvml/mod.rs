@@ -295,7 +295,11 @@ impl NvmlSampler {
                 "GPU {} ({}): no answer within {:?} at start, in {}: reported stuck until it answers; \
                  the rest of the node is served",
                 w.index,
-                if info.pci_bus_id.is_empty() { "PCI bus id unknown" } else { info.pci_bus_id.as_str() },
+                if info.pci_bus_id.is_empty() {
+                    "PCI bus id unknown"
+                } else {
+                    info.pci_bus_id.as_str()
+                },
                 START_DEADLINE,
                 w.doing()
             );
