@@ -440,6 +440,33 @@ fn a_gpu_whose_nvml_call_hangs_is_reported_stuck_while_the_others_keep_reporting
     assert!(gpu(&after, 2).util_pct.is_some());
 }
 
+/// A GPU whose first NVML calls hang (GPU 3's nvmlDeviceGetName blocks
+/// 300 s from the start): the agent serves at once, the console flags that
+/// GPU stuck by its bus id, and the other seven report.
+#[test]
+fn a_gpu_that_hangs_at_start_is_flagged_stuck_by_its_bus_id_and_the_rest_reports() {
+    let port = free_port();
+    let _a = nvml_agent(port, "faults/hang-at-start.toml", None);
+    let n = export_until(port, "GPU 3 flagged stuck", |n| {
+        flags(n, FlagKind::GpuStuck).iter().any(|f| f.gpu == Some(3))
+    });
+    assert_eq!(n.status, Status::Ok, "{n:#?}");
+    assert_eq!(n.gpus.len(), 8);
+    let g = gpu(&n, 3);
+    assert!(g.pci_bus_id.eq_ignore_ascii_case("00000000:5D:00.0"), "{g:?}");
+    assert!(
+        g.error.as_deref().is_some_and(|e| e.starts_with("nvml_stuck: nvmlDeviceGetName")),
+        "{g:?}"
+    );
+    let f = flags(&n, FlagKind::GpuStuck);
+    assert_eq!(f.len(), 1, "{:?}", n.flags);
+    assert!(f[0].detail.contains("nvmlDeviceGetName"), "{}", f[0].detail);
+    for g in n.gpus.iter().filter(|g| g.index != 3) {
+        assert_eq!(g.error, None, "GPU {}", g.index);
+        assert!(g.util_pct.is_some() && !g.model.is_empty(), "GPU {}: {g:?}", g.index);
+    }
+}
+
 #[test]
 fn gpm_per_mig_instance_reaches_the_export_and_gpus_without_gpm_have_none() {
     let port = free_port();
