@@ -326,3 +326,57 @@ async fn plaintext_hogs_on_every_slot_cannot_lock_out_a_console_with_the_token()
 async fn tls_hogs_on_every_slot_cannot_lock_out_a_console_with_the_token() {
     hogs_cannot_lock_out_a_console(Some(pki())).await;
 }
+
+/// Runs `c` to its end, within a liveness bound (killed past it).
+fn bounded(mut c: std::process::Command) -> std::process::Output {
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(Duration::from_secs(60)) else {
+        // SAFETY: kill(2) on the child this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("{c:?} did not end within 60 s");
+    };
+    out.expect("runs")
+}
+
+/// The per-address cap is a flag and a config key like the others, with a
+/// range.
+#[test]
+fn the_per_address_cap_is_a_flag_and_a_config_key_with_a_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("agent.toml");
+    for (text, ok) in [
+        ("max_connections_per_peer = 8\n", true),
+        ("max_connections_per_peer = 0\n", false),
+    ] {
+        std::fs::write(&cfg, text).expect("write");
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop-agent"));
+        c.arg("--config").arg(&cfg).args(["config", "check"]);
+        let out = bounded(c);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), ok, "{text}: {err}");
+        if !ok {
+            assert!(err.contains("`max_connections_per_peer`: "), "{err}");
+        }
+    }
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop-agent"));
+    c.args([
+        "--config",
+        "none",
+        "--max-connections-per-peer",
+        "70000",
+        "config",
+        "check",
+    ]);
+    let out = bounded(c);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("70000 is not in 1..=65536"));
+}

@@ -455,7 +455,9 @@ fn a_gpu_that_hangs_at_start_is_flagged_stuck_by_its_bus_id_and_the_rest_reports
     let g = gpu(&n, 3);
     assert!(g.pci_bus_id.eq_ignore_ascii_case("00000000:5D:00.0"), "{g:?}");
     assert!(
-        g.error.as_deref().is_some_and(|e| e.starts_with("nvml_stuck: nvmlDeviceGetName")),
+        g.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("nvml_stuck: nvmlDeviceGetName")),
         "{g:?}"
     );
     let f = flags(&n, FlagKind::GpuStuck);
