@@ -212,7 +212,15 @@ impl AmdSampler {
             .unwrap_or_default();
         let events: EventQueue = Arc::default();
         let events_ready = Arc::new(AtomicBool::new(gpus.is_empty()));
-        events::spawn(amd, gpus.clone(), Arc::downgrade(&events), events_ready.clone());
+        // Events of the GPUs that answered: listening on a hung one would
+        // hold up the event thread, and every GPU's events with it.
+        let answered = gpus
+            .iter()
+            .zip(&started)
+            .filter(|(_, ok)| **ok)
+            .map(|(g, _)| *g)
+            .collect();
+        events::spawn(amd, answered, Arc::downgrade(&events), events_ready.clone());
         Ok(AmdSampler {
             amd,
             gpus,
