@@ -68,8 +68,10 @@ fn a_page_of_1000_gpus_on_a_node_yields_64_and_one_warning_naming_it() {
     assert_eq!(node(&snap, &server.addr()).gpus.len(), 64);
     let warned: Vec<&str> = stderr.lines().filter(|l| l.contains("more than 64 GPUs")).collect();
     assert_eq!(warned.len(), 1, "{stderr}");
+    // Named as the node's target is named (its host).
+    let host = server.addr().rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default();
     assert!(
-        warned[0].contains(&server.addr()) || warned[0].contains("bigpage"),
+        warned[0].contains(&format!(" {host}: ")) && warned[0].contains("1872 GPU series"),
         "{stderr}"
     );
 }
