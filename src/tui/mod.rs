@@ -396,3 +396,25 @@ where
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// Where there is no terminal to set up (no tty on stdin, no
+    /// controlling terminal: CI, cron, `setsid`), setting one up is an
+    /// error in one line, not the panic `ratatui::init` gave. Skipped where
+    /// the tests run in a real terminal, which this must not take.
+    #[test]
+    fn a_terminal_that_cannot_be_set_up_is_a_one_line_error_not_a_panic() {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() || std::fs::File::open("/dev/tty").is_ok() {
+            eprintln!("a terminal is here: not taken by a test");
+            return;
+        }
+        let e = match super::init_terminal() {
+            Ok(_) => panic!("a terminal was set up without one"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.starts_with("the terminal cannot be set up ("), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
