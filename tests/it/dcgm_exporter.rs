@@ -69,7 +69,11 @@ fn a_page_of_1000_gpus_on_a_node_yields_64_and_one_warning_naming_it() {
     let warned: Vec<&str> = stderr.lines().filter(|l| l.contains("more than 64 GPUs")).collect();
     assert_eq!(warned.len(), 1, "{stderr}");
     // Named as the node's target is named (its host).
-    let host = server.addr().rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default();
+    let host = server
+        .addr()
+        .rsplit_once(':')
+        .map(|(h, _)| h.to_string())
+        .unwrap_or_default();
     assert!(
         warned[0].contains(&format!(" {host}: ")) && warned[0].contains("1872 GPU series"),
         "{stderr}"
