@@ -90,6 +90,12 @@ pub const MAX_REFRESH_BYTES: usize = 1 << 30;
 /// grow): a store that names more is refused, as one with too many series.
 pub const MAX_REFRESH_NODES: usize = 16_384;
 
+/// The most GPUs one refresh holds, its nodes together (16,384 nodes of 8;
+/// a 10,240-node, 8-GPU fleet is 81,920). The GPUs are what a refresh's
+/// memory grows with, to its export: 311,296 GPUs inside every other
+/// bound peaked at 1.7 GiB (docs/performance-log.md, 2026-12-07).
+pub const MAX_REFRESH_GPUS: usize = 131_072;
+
 /// The most GPUs, ports, MIG instances and pods one refresh holds, its
 /// nodes together (`NodeAcc::entities`; a 10,240-node, 8-GPU fleet with 8
 /// ports a node and a pod on every GPU is about 250,000). With the answers
@@ -429,6 +435,7 @@ impl Prometheus {
         // millions of targets that are up costs nothing here).
         let mut down_instances: HashSet<String> = HashSet::new();
         let mut entities = 0usize;
+        let mut gpus = 0usize;
         let too_many = |what: String| format!("a refresh holds more than {what}: narrow it with --prometheus-match");
         let mut slowest = Duration::ZERO;
         loop {
@@ -490,12 +497,17 @@ impl Prometheus {
                             kept.nodes.get(host).cloned().unwrap_or_default()
                         };
                         entities += acc.entities();
+                        gpus += acc.gpu_count();
                         accs.entry(host.to_string()).or_insert(acc)
                     }
                 };
-                let before = acc.entities();
+                let before = (acc.entities(), acc.gpu_count());
                 acc.add(name, &l, value);
-                entities += acc.entities().saturating_sub(before);
+                entities += acc.entities().saturating_sub(before.0);
+                gpus += acc.gpu_count().saturating_sub(before.1);
+                if gpus > MAX_REFRESH_GPUS {
+                    return Err(too_many(format!("{MAX_REFRESH_GPUS} GPUs")));
+                }
                 if entities > MAX_REFRESH_ENTITIES {
                     return Err(too_many(format!(
                         "{MAX_REFRESH_ENTITIES} GPUs, ports, MIG instances and pods"

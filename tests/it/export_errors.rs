@@ -416,7 +416,7 @@ fn prometheus_fleet(hosts: usize, gpus: usize) -> String {
 fn a_prometheus_naming_more_nodes_or_gpus_than_a_fleet_is_refused_at_the_bound() {
     for (hosts, gpus, said) in [
         (20_000, 1, "more than 16384 nodes"),
-        (5_100, 64, "more than 320000 GPUs, ports, MIG instances and pods"),
+        (2_100, 64, "more than 131072 GPUs"),
     ] {
         let port = serve_json_forever(prometheus_fleet(hosts, gpus));
         let out = fleetop()

@@ -376,8 +376,12 @@ fn the_documented_bounds_are_the_codes() {
             thousands(fleetop::ingest::promtext::Limits::default().max_samples)
         ),
         format!(
-            "at most {} nodes and {} GPUs, ports, MIG instances and pods together",
+            "at most {} nodes, {} GPUs (a",
             thousands(prometheus::MAX_REFRESH_NODES),
+            thousands(prometheus::MAX_REFRESH_GPUS)
+        ),
+        format!(
+            "and {} GPUs, ports, MIG instances and pods together",
             thousands(prometheus::MAX_REFRESH_ENTITIES)
         ),
         format!(

@@ -342,6 +342,10 @@ impl NodeAcc {
     /// ports, MIG instances and pods (each a few hundred bytes at most,
     /// its text bounded). A reader that gathers many nodes bounds their
     /// sum, which bounds its memory whatever the source sends.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+
     pub fn entities(&self) -> usize {
         self.gpus.len() + self.ports.len() + self.migs + self.pods
     }
