@@ -11,6 +11,7 @@ Prints each run's wall time, peak RSS (/usr/bin/time) and its one-line error.
 
     cargo build --release -p fleetop
     python3 scripts/prom_flood.py --series 1000000 --timeouts 2s 60s
+    python3 scripts/prom_flood.py --worst --timeouts 120s   # every answer at fleetop's bounds (issue 49)
 """
 
 import argparse
@@ -38,6 +39,63 @@ def answer(series):
         )
     parts.append(b"]}}")
     return b"".join(parts)
+
+
+def worst_answer(names, hosts, gpus, label_bytes, max_bytes):
+    """The answer that holds the most inside fleetop's bounds: every name the
+    query asks for, on `hosts` nodes of `gpus` GPUs (the refresh's bound on
+    GPUs), every descriptive label `label_bytes` long, cut to `max_bytes`."""
+    pad = "x" * label_bytes
+    parts = [b'{"status":"success","data":{"resultType":"vector","result":[']
+    size = len(parts[0])
+    first = True
+    for name in names:
+        for i in range(hosts * gpus):
+            one = ('{"metric":{"__name__":"%s","Hostname":"node%07d","gpu":"%d","UUID":"GPU-%d%s",'
+                   '"modelName":"%s","pci_bus_id":"%s"},"value":[1764300000.0,"%d"]}'
+                   % (name, i // gpus, i % gpus, i, pad, pad, pad, i % 101)).encode()
+            if size + len(one) + 8 > max_bytes:
+                break
+            parts.append(one if first else b"," + one)
+            size += len(one) + 1
+            first = False
+    parts.append(b"]}}")
+    return b"".join(parts)
+
+
+def serve_worst(hosts, gpus, label_bytes, max_bytes):
+    import re
+    import urllib.parse
+    cache = {}
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).get("query", [""])[0]
+            m = re.search(r'__name__=~?"([^"]+)"', q)
+            names = tuple(m.group(1).split("|")) if m else ("up",)
+            if names not in cache:
+                cache[names] = worst_answer(names, hosts, gpus, label_bytes, max_bytes)
+            body = cache[names]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    srv = S(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}"
 
 
 def measured(what, args, env=None):
@@ -83,7 +141,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--series", type=int, default=1_000_000)
     ap.add_argument("--timeouts", nargs="+", default=["2s", "60s"])
+    ap.add_argument("--worst", action="store_true",
+                    help="instead: every query answered with what it asks for, at fleetop's bounds "
+                         "(16,384 nodes, 19 GPUs each, 300-byte labels, 190 MB an answer)")
+    ap.add_argument("--worst-hosts", type=int, default=16_384)
+    ap.add_argument("--worst-gpus", type=int, default=19)
+    ap.add_argument("--worst-label-bytes", type=int, default=300)
+    ap.add_argument("--worst-answer-mb", type=int, default=190,
+                    help="each answer cut to this; 60 keeps a first read's ~16 answers under 1 GiB, read whole")
     a = ap.parse_args()
+    if a.worst:
+        url = serve_worst(a.worst_hosts, a.worst_gpus, a.worst_label_bytes, a.worst_answer_mb << 20)
+        for t in a.timeouts:
+            measured(f"--prometheus at the bounds ({a.worst_hosts:,} nodes x {a.worst_gpus} GPUs, "
+                     f"{a.worst_label_bytes}-byte labels, answers of {a.worst_answer_mb} MB at most), --scrape-timeout {t}",
+                     ["export", "--once", "--scrape-timeout", t, "--prometheus", url])
+        return 0
     body = answer(a.series)
     print(f"each answer: {a.series:,} series, {len(body) / 1e6:.0f} MB", flush=True)
 

@@ -50,7 +50,7 @@ pub fn main() -> ExitCode {
             // to the terminal.
             let line = fleetop_proto::input::error_line(e.as_ref());
             eprintln!("fleetop: {}", fleetop_proto::input::printable(&line, 2000));
-            if e.downcast_ref::<tui::NoTerminal>().is_some() {
+            if e.downcast_ref::<tui::NoTerminal>().is_some() || e.downcast_ref::<tui::TerminalSetup>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE

@@ -126,7 +126,11 @@ fn node(i: usize, n: &NodeState, store: &Store, now_ms: i64) -> Node {
     let info = n.info.as_ref();
     let last = n.last.as_ref();
     let gpus = info
-        .map(|d| d.gpus.iter().map(|g| gpu(n, g, store.ray.as_ref(), i)).collect())
+        .map(|d| {
+            (d.gpus.iter().enumerate())
+                .map(|(k, g)| gpu(n, g, k, store.ray.as_ref(), i))
+                .collect()
+        })
         .unwrap_or_default();
     let ib_ports = info
         .map(|i| i.ib_ports.iter().enumerate().map(|(k, p)| ib_port(n, k, p)).collect())
@@ -273,12 +277,12 @@ fn text(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, node: usize) -> Gpu {
-    let s = n.gpu(g.index);
-    let pos = n
-        .last
-        .as_ref()
-        .and_then(|l| l.gpus.iter().position(|x| x.index == g.index));
+/// GPU `g`, the `k`th of the node's description: its reading is nearly
+/// always the `k`th of the sample, found without a search per GPU (which
+/// made a node's export quadratic in its GPUs).
+fn gpu(n: &NodeState, g: &GpuDesc, k: usize, ray: Option<&crate::store::ray::RayState>, node: usize) -> Gpu {
+    let pos = (n.last.as_ref()).and_then(|l| crate::model::sample::position_of(&l.gpus, g.index, Some(k), |x| x.index));
+    let s = pos.and_then(|p| n.last.as_ref().and_then(|l| l.gpus.get(p)));
     let rates = pos.and_then(|p| n.derived.gpus.get(p));
     let r = |f: fn(&crate::model::sample::GpuReading) -> Option<u32>| s.and_then(f);
     Gpu {
@@ -429,10 +433,11 @@ fn gpu(n: &NodeState, g: &GpuDesc, ray: Option<&crate::store::ray::RayState>, no
 }
 
 fn ib_port(n: &NodeState, k: usize, p: &IbPortDesc) -> IbPort {
-    let s = n
-        .last
-        .as_ref()
-        .and_then(|l| l.ib_ports.iter().find(|x| x.port as usize == k));
+    let s = n.last.as_ref().and_then(|l| match l.ib_ports.get(k) {
+        // Nearly always where it is numbered: no search per port.
+        Some(x) if x.port as usize == k => Some(x),
+        _ => l.ib_ports.iter().find(|x| x.port as usize == k),
+    });
     let r = n.derived.ib.get(k);
     let mut errors = BTreeMap::new();
     let mut saturated = Vec::new();

@@ -80,10 +80,29 @@ const FIRST_READ_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The largest answer to one query (a 4,096-node fleet's busiest query is ~40 MB).
-pub const MAX_ANSWER_BYTES: usize = 256 << 20;
+/// Two in flight (`IN_FLIGHT`) are the largest part of a refresh's memory.
+pub const MAX_ANSWER_BYTES: usize = 192 << 20;
 
 /// The most bytes of answers one refresh reads, its queries together.
 pub const MAX_REFRESH_BYTES: usize = 1 << 30;
+
+/// The most nodes one refresh holds (a 10,240-node fleet and room to
+/// grow): a store that names more is refused, as one with too many series.
+pub const MAX_REFRESH_NODES: usize = 16_384;
+
+/// The most GPUs one refresh holds, its nodes together (16,384 nodes of 8;
+/// a 10,240-node, 8-GPU fleet is 81,920). The GPUs are what a refresh's
+/// memory grows with, to its export: 311,296 GPUs inside every other
+/// bound peaked at 1.7 GiB (docs/performance-log.md, 2026-12-07).
+pub const MAX_REFRESH_GPUS: usize = 131_072;
+
+/// The most GPUs, ports, MIG instances and pods one refresh holds, its
+/// nodes together (`NodeAcc::entities`; a 10,240-node, 8-GPU fleet with 8
+/// ports a node and a pod on every GPU is about 250,000). With the answers
+/// in flight (`IN_FLIGHT` x `MAX_ANSWER_BYTES`) and every label cut to
+/// `dcgm::MAX_LABEL_BYTES`, this is what bounds the console's memory to
+/// under 1 GiB whatever an endpoint sends (docs/security.md).
+pub const MAX_REFRESH_ENTITIES: usize = 320_000;
 
 /// The most series one refresh reads, its queries together: a 10,240-node,
 /// 8-GPU fleet's full refresh is about 6 million; more is a store that
@@ -409,9 +428,15 @@ impl Prometheus {
         }))
         .buffer_unordered(IN_FLIGHT);
         let mut accs: HashMap<String, NodeAcc> = HashMap::new();
-        // A node's scrape targets, to read `up` by node.
+        // A node's scrape targets, to read `up` by node (bounded: a few
+        // per node).
         let mut instance_host: HashMap<String, String> = HashMap::new();
-        let mut ups: Vec<(String, f64)> = Vec::new();
+        // The scrape targets `up` says are down (only those: a store of
+        // millions of targets that are up costs nothing here).
+        let mut down_instances: HashSet<String> = HashSet::new();
+        let mut entities = 0usize;
+        let mut gpus = 0usize;
+        let too_many = |what: String| format!("a refresh holds more than {what}: narrow it with --prometheus-match");
         let mut slowest = Duration::ZERO;
         loop {
             let next = tokio::time::timeout_at(deadline.into(), answers.next())
@@ -441,29 +466,53 @@ impl Prometheus {
                     .and_then(|(_, v)| promjson::number(v))
                     .unwrap_or(f64::NAN);
                 if name == "up" {
-                    if let Some(i) = l.get("instance") {
-                        ups.push((i.to_string(), value));
+                    if value == 0.0
+                        && let Some(i) = l.get("instance").filter(|i| i.len() <= dcgm::MAX_LABEL_BYTES)
+                        && down_instances.len() < 4 * MAX_REFRESH_NODES
+                    {
+                        down_instances.insert(i.to_string());
                     }
                     return Ok(());
                 }
-                let Some(host) = l.host() else { return Ok(()) };
-                if let Some(inst) = l.get("instance")
+                // A host name longer than any is no node's.
+                let Some(host) = l.host().filter(|h| h.len() <= dcgm::MAX_LABEL_BYTES) else {
+                    return Ok(());
+                };
+                if let Some(inst) = l.get("instance").filter(|i| i.len() <= dcgm::MAX_LABEL_BYTES)
+                    && instance_host.len() < 4 * MAX_REFRESH_NODES
                     && !instance_host.contains_key(inst)
                 {
                     instance_host.insert(inst.to_string(), host.to_string());
                 }
                 let acc = match accs.get_mut(host) {
                     Some(acc) => acc,
-                    None => accs.entry(host.to_string()).or_insert_with(|| {
+                    None => {
+                        if accs.len() >= MAX_REFRESH_NODES {
+                            return Err(too_many(format!("{MAX_REFRESH_NODES} nodes")));
+                        }
                         // A fast read starts from what the slow read kept.
-                        if full {
+                        let acc = if full {
                             NodeAcc::default()
                         } else {
                             kept.nodes.get(host).cloned().unwrap_or_default()
-                        }
-                    }),
+                        };
+                        entities += acc.entities();
+                        gpus += acc.gpu_count();
+                        accs.entry(host.to_string()).or_insert(acc)
+                    }
                 };
+                let before = (acc.entities(), acc.gpu_count());
                 acc.add(name, &l, value);
+                entities += acc.entities().saturating_sub(before.0);
+                gpus += acc.gpu_count().saturating_sub(before.1);
+                if gpus > MAX_REFRESH_GPUS {
+                    return Err(too_many(format!("{MAX_REFRESH_GPUS} GPUs")));
+                }
+                if entities > MAX_REFRESH_ENTITIES {
+                    return Err(too_many(format!(
+                        "{MAX_REFRESH_ENTITIES} GPUs, ports, MIG instances and pods"
+                    )));
+                }
                 Ok(())
             })?;
             self.recycle(a);
@@ -489,10 +538,8 @@ impl Prometheus {
             slowest,
             ..Fleet::default()
         };
-        for (inst, v) in ups {
-            if v == 0.0
-                && let Some(host) = instance_host.get(&inst)
-            {
+        for inst in down_instances {
+            if let Some(host) = instance_host.get(&inst) {
                 fleet.down.insert(host.clone());
             }
         }

@@ -201,8 +201,16 @@ async fn read_into(
         body.reserve(n as usize);
     }
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
-        if body.len() + chunk.len() > max_bytes {
+        let need = body.len() + chunk.len();
+        if need > max_bytes {
             return Err(format!("answer over the limit of {max_bytes} bytes"));
+        }
+        if need > body.capacity() {
+            // Doubled, but never past the limit: a buffer's capacity is
+            // the memory it holds, and an answer of just over half the
+            // limit must not hold twice it.
+            let cap = need.max(body.capacity() * 2).min(max_bytes);
+            body.reserve_exact(cap - body.len());
         }
         body.extend_from_slice(&chunk);
     }
@@ -253,7 +261,28 @@ async fn read_node(
     if m.skipped > 0 {
         tracing::debug!("{name}: {} GPU series without a GPU's label skipped", m.skipped);
     }
+    if m.dropped_gpus + m.dropped_ports > 0 {
+        warn_dropped_once(name, &m);
+    }
     Ok(m)
+}
+
+/// One warning per node whose answer describes more GPUs or ports than a
+/// node may have: the rest were dropped, and every refresh would say so again.
+fn warn_dropped_once(name: &str, m: &dcgm::Mapped) {
+    static WARNED: std::sync::Mutex<Option<std::collections::HashSet<String>>> = std::sync::Mutex::new(None);
+    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+    if warned.get_or_insert_with(Default::default).insert(name.to_string()) {
+        tracing::warn!(
+            "{}: its answer describes more than {} GPUs or {} InfiniBand ports, as no node has: \
+             the first kept, {} GPU series and {} port series past them dropped",
+            fleetop_proto::input::printable(name, 200),
+            dcgm::MAX_GPUS_PER_NODE,
+            dcgm::MAX_PORTS_PER_NODE,
+            m.dropped_gpus,
+            m.dropped_ports
+        );
+    }
 }
 
 /// Starts one scraper per target; node `i` of the store is `targets[i]`.

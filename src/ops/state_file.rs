@@ -52,6 +52,16 @@ fn own_file(path: &Path, f: &std::fs::File) -> std::io::Result<()> {
             path.display()
         )));
     }
+    // In a shared sticky directory anyone may create the file first: a
+    // history or an audit log someone else owns is a forgery.
+    let me = nix::unistd::geteuid().as_raw();
+    if m.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "{}: owned by uid {}, not this user (uid {me}): refused",
+            path.display(),
+            m.uid()
+        )));
+    }
     if m.nlink() > 1 {
         return Err(std::io::Error::other(format!(
             "{}: has {} hard links, not fleetop's own file: refused",
@@ -62,17 +72,26 @@ fn own_file(path: &Path, f: &std::fs::File) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads a state file of at most `max` bytes: never through a symbolic
-/// link, a FIFO or a hard link planted in its place (each refused in one
-/// line), never hanging on the open.
-pub fn read(path: &Path, max: u64) -> std::io::Result<String> {
-    use std::io::Read;
+/// Opens a state file to read: never through a symbolic link, never
+/// hanging on a FIFO planted in its place (opened without blocking), and
+/// only a regular file of this user's with one link; anything else is
+/// refused in one line.
+pub fn open(path: &Path) -> std::io::Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)
         .map_err(|e| no_link(path, e))?;
     own_file(path, &f)?;
+    Ok(f)
+}
+
+/// Reads a state file of at most `max` bytes: never through a symbolic
+/// link, a FIFO or a hard link planted in its place (each refused in one
+/// line), never hanging on the open.
+pub fn read(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = open(path)?;
     let mut buf = Vec::new();
     f.take(max + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > max {
@@ -208,5 +227,30 @@ mod tests {
         assert!(e.to_string().contains("hard links"), "{e}");
         assert!(read(&hard, 1 << 20).is_err());
         assert_eq!(std::fs::read_to_string(&elsewhere).expect("r"), "[]");
+    }
+    #[test]
+    fn a_state_file_another_user_owns_is_refused_read_or_appended() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        replace(&state.join("timeline.jsonl"), b"{}\n").expect("a plain file");
+        let p = state.join("timeline.jsonl");
+        let me = nix::unistd::geteuid().as_raw();
+        let other = if me == 65_534 { 65_533 } else { 65_534 };
+        if std::os::unix::fs::lchown(&p, Some(other), None).is_err() {
+            eprintln!("cannot give a file to another user here (not root): the check is not exercised");
+            return;
+        }
+        // As someone else planted it in a shared sticky directory.
+        let e = read(&p, 1 << 20).expect_err("someone else's history");
+        assert!(
+            e.to_string()
+                .contains(&format!("owned by uid {other}, not this user (uid {me}): refused")),
+            "{e}"
+        );
+        assert!(!e.to_string().contains('\n'));
+        let e = append(&p, b"x\n").expect_err("someone else's history");
+        assert!(e.to_string().contains("not this user"), "{e}");
+        assert!(open(&p).is_err());
+        assert_eq!(std::fs::metadata(&p).expect("m").len(), 3, "left as it was");
     }
 }

@@ -146,6 +146,8 @@ fn load_from(timeline: &Path, audit_log: &Path, nodes: Option<&BTreeSet<String>>
 pub struct AuditFollower {
     path: std::path::PathBuf,
     offset: u64,
+    /// Whether a refusal was logged (once, not on every tick).
+    warned: bool,
 }
 
 impl AuditFollower {
@@ -156,7 +158,11 @@ impl AuditFollower {
 
     fn at_end(path: std::path::PathBuf) -> AuditFollower {
         let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
-        AuditFollower { path, offset }
+        AuditFollower {
+            path,
+            offset,
+            warned: false,
+        }
     }
 
     /// The events of the lines appended since the last call, of `nodes`.
@@ -172,14 +178,19 @@ impl AuditFollower {
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
-                tracing::debug!("{}: {e}", self.path.display());
+                if !self.warned {
+                    self.warned = true;
+                    tracing::warn!("{e}");
+                }
                 Vec::new()
             }
         }
     }
 
     fn read_new(&mut self) -> std::io::Result<String> {
-        let mut f = std::fs::File::open(&self.path)?;
+        // A FIFO, a link or someone else's file planted at the log is
+        // refused, never waited on.
+        let mut f = state_file::open(&self.path)?;
         let len = f.metadata()?.len();
         if len < self.offset {
             // Replaced by a shorter file: read it from its start.
@@ -290,5 +301,25 @@ mod tests {
         let got: Vec<String> = f.new_events(&nodes).into_iter().map(|e| e.by).collect();
         assert_eq!(got, ["carol"]);
         assert!(f.new_events(&nodes).is_empty());
+    }
+    #[test]
+    fn a_follower_refuses_a_fifo_or_a_foreign_file_at_the_log_and_never_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("audit.jsonl");
+        let mut f = AuditFollower::at_end(log.clone());
+        let c = std::ffi::CString::new(log.as_os_str().as_encoded_bytes()).expect("path");
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let nodes = BTreeSet::from(["gpu01".to_string()]);
+            let got = f.new_events(&nodes).len();
+            let err = f.read_new().expect_err("refused").to_string();
+            let _ = tx.send((got, err));
+        });
+        let (got, err) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a FIFO at the audit log is refused at once, not waited on");
+        assert_eq!(got, 0);
+        assert!(err.contains("not a regular file: refused"), "{err}");
     }
 }

@@ -136,12 +136,22 @@ impl Recording {
 
     /// The start of the recording (its first update, or the header's time).
     pub fn start_ms(&self) -> i64 {
-        self.frames.first().map_or(self.header.started_ms, |f| f.first_ms)
+        // An empty frame (a 16-byte one, written or planted) holds no time:
+        // taken for one, it made the end come before the start.
+        self.frames
+            .iter()
+            .find(|f| f.entries > 0)
+            .map_or(self.header.started_ms, |f| f.first_ms)
     }
 
     /// The time of the last update that can be replayed.
     pub fn end_ms(&self) -> i64 {
-        self.frames.last().map_or(self.start_ms(), |f| f.last_ms)
+        self.frames
+            .iter()
+            .rev()
+            .find(|f| f.entries > 0)
+            .map_or(self.start_ms(), |f| f.last_ms)
+            .max(self.start_ms())
     }
 
     /// Reads the frames of one segment (its header already read); false

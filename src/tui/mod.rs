@@ -101,7 +101,16 @@ pub fn run(
     app.refresh = cfg.refresh();
     app.silences = crate::ops::silences::load();
     app.clipboard_sink = Some(Box::new(osc52));
-    let mut terminal = init_terminal();
+    let mut terminal = match init_terminal() {
+        Ok(t) => t,
+        Err(e) => {
+            if let Some(h) = recording {
+                let _ = rt.block_on(h.finish());
+            }
+            rt.block_on(session.stop());
+            return Err(e.into());
+        }
+    };
     enable_mouse(cfg.mouse.unwrap_or(true));
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();
@@ -167,18 +176,43 @@ async fn send_outgoing(app: &mut App, cluster: Option<&mpsc::Sender<Request>>) {
     }
 }
 
+/// The terminal could not be set up (raw mode, the alternate screen, its
+/// size): a usage error in one line, with the terminal left as it was.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the terminal cannot be set up ({0}); check TERM and that stdin and stdout are a terminal, or use `fleetop export`"
+)]
+pub struct TerminalSetup(String);
+
 /// Raw mode and the alternate screen, with a panic hook that gives the
-/// terminal back before the panic is printed.
-fn init_terminal() -> ratatui::DefaultTerminal {
-    // ratatui's hook leaves raw mode and the alternate screen; the cursor it
-    // leaves hidden, so show it first.
-    let terminal = ratatui::init();
-    let ratatui_hook = std::panic::take_hook();
+/// terminal back before the panic is printed. A step that fails undoes the
+/// ones before it and is an error, never a panic.
+fn init_terminal() -> Result<ratatui::DefaultTerminal, TerminalSetup> {
+    use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
+    let failed = |e: std::io::Error| TerminalSetup(e.to_string());
+    enable_raw_mode().map_err(failed)?;
+    if let Err(e) = crossterm::execute!(std::io::stdout(), EnterAlternateScreen) {
+        let _ = disable_raw_mode();
+        return Err(failed(e));
+    }
+    let terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()));
+    let terminal = match terminal {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = crossterm::execute!(std::io::stdout(), LeaveAlternateScreen);
+            let _ = disable_raw_mode();
+            return Err(failed(e));
+        }
+    };
+    // Leave raw mode and the alternate screen, and show the cursor, before
+    // a panic is printed.
+    let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        ratatui::restore();
         show_cursor();
-        ratatui_hook(info);
+        hook(info);
     }));
-    terminal
+    Ok(terminal)
 }
 
 fn show_cursor() {
@@ -361,4 +395,26 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Where there is no terminal to set up (no tty on stdin, no
+    /// controlling terminal: CI, cron, `setsid`), setting one up is an
+    /// error in one line, not the panic `ratatui::init` gave. Skipped where
+    /// the tests run in a real terminal, which this must not take.
+    #[test]
+    fn a_terminal_that_cannot_be_set_up_is_a_one_line_error_not_a_panic() {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() || std::fs::File::open("/dev/tty").is_ok() {
+            eprintln!("a terminal is here: not taken by a test");
+            return;
+        }
+        let e = match super::init_terminal() {
+            Ok(_) => panic!("a terminal was set up without one"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.starts_with("the terminal cannot be set up ("), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
 }

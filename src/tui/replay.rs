@@ -322,7 +322,7 @@ pub fn run(rt: &tokio::runtime::Runtime, args: ReplayArgs, theme: Option<&str>, 
     let (tx, rx) = mpsc::channel(1024);
     super::spawn_input_thread(tx.clone());
     let _signals = rt.spawn(super::forward_signals(tx));
-    let mut terminal = super::init_terminal();
+    let mut terminal = super::init_terminal()?;
     let result = rt.block_on(replay_loop(&mut terminal, &mut app, &mut replay, rx));
     super::restore_terminal();
     if let Some(d) = replay.player.damage() {

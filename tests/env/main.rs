@@ -127,6 +127,10 @@ fn main() {
         ),
         t!(slurm::a_multi_node_drain_with_an_invalid_name_reports_each_node, slurm),
         t!(slurm::a_job_shows_on_its_node_and_a_drain_waits_for_it, slurm),
+        t!(
+            slurm::a_job_named_with_a_record_separator_or_a_het_job_breaks_no_text_read,
+            slurm
+        ),
         t!(slurm::read_only_refuses_and_logs_the_attempt, slurm),
         t!(slurm::job_cancel_scancels_a_real_job_and_read_only_refuses_it, slurm),
         t!(slurm::job_cancel_of_a_job_slurm_does_not_list_fails_in_one_line, slurm),

@@ -400,6 +400,69 @@ pub fn a_job_shows_on_its_node_and_a_drain_waits_for_it() {
     env.wait("gpu03", "drained");
 }
 
+/// A user's job named with ASCII RS (the text format's record end) and a
+/// heterogeneous job (`103+0`, `103+1`): the text format still reads every
+/// job, and a drain of another node reports what it did, not a FAIL.
+pub fn a_job_named_with_a_record_separator_or_a_het_job_breaks_no_text_read() {
+    let env = setup();
+    let cfg = std::fs::read_to_string(env.config())
+        .expect("config")
+        .replace("[slurm]\n", "[slurm]\nformat = \"text\"\n");
+    std::fs::write(env.config(), cfg).expect("config");
+    let out = env
+        .cluster
+        .command("sbatch")
+        .args(["-w", "gpu02", "-J", "evil\u{1e}\nname\u{1e}", "--wrap", "sleep 60"])
+        .output()
+        .expect("sbatch");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let script = env.dir.path().join("het.sh");
+    std::fs::write(&script, "#!/bin/sh\nsleep 60\n").expect("script");
+    let het = env
+        .cluster
+        .command("sbatch")
+        .args(["-J", "het", "-w", "gpu03", ":", "-w", "gpu04"])
+        .arg(&script)
+        .output()
+        .expect("sbatch");
+    let het_ok = het.status.success();
+    if !het_ok {
+        eprintln!(
+            "this cluster refuses heterogeneous jobs, checked by the parser's tests only: {}",
+            String::from_utf8_lossy(&het.stderr)
+        );
+    }
+    let start = Instant::now();
+    let jobs = |snap: &Snapshot, node: &str| {
+        snap.nodes
+            .iter()
+            .find(|n| n.name == node)
+            .and_then(|n| n.scheduler.as_ref())
+            .map(|s| s.jobs.clone())
+            .unwrap_or_default()
+    };
+    loop {
+        let snap = env.export();
+        let g2 = jobs(&snap, "gpu02");
+        let het_seen = !het_ok || (!jobs(&snap, "gpu03").is_empty() && !jobs(&snap, "gpu04").is_empty());
+        if !g2.is_empty() && het_seen {
+            assert!(g2[0].name.starts_with("evil"), "{:?}", g2[0].name);
+            assert!(!g2[0].name.contains('\u{1e}'), "escaped: {:?}", g2[0].name);
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the jobs never showed: {:?}",
+            snap.nodes.iter().map(|n| (&n.name, &n.scheduler)).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (ok, out, err) = env.node("drain", "gpu01", Some("after evil names"));
+    assert!(ok, "the drain ran and says so: {out}{err}");
+    env.wait("gpu01", "drained");
+    let _ = env.cluster.command("scancel").args(["-u", "root"]).output();
+}
+
 pub fn read_only_refuses_and_logs_the_attempt() {
     let env = setup();
     let out = env

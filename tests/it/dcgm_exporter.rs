@@ -38,6 +38,48 @@ pub(crate) fn node<'a>(snap: &'a Snapshot, addr: &str) -> &'a Node {
         .unwrap_or_else(|| panic!("no node at {addr} in {:?}", snap.nodes))
 }
 
+/// A page of 1,000 GPUs on one node: the node is exported with the 64 a
+/// node may have, and one warning naming it says the rest were dropped.
+#[test]
+fn a_page_of_1000_gpus_on_a_node_yields_64_and_one_warning_naming_it() {
+    let mut text = String::new();
+    for g in 0..1000 {
+        text.push_str(&format!(
+            "DCGM_FI_DEV_GPU_UTIL{{gpu=\"{g}\",UUID=\"GPU-{g}\",Hostname=\"bigpage\"}} 5\n\
+             DCGM_FI_DEV_GPU_TEMP{{gpu=\"{g}\",UUID=\"GPU-{g}\",Hostname=\"bigpage\"}} 40\n"
+        ));
+    }
+    let server = HttpServer::start(Reply::Metrics(text));
+    let out = fleetop()
+        .args(["export", "--count", "3", "--interval", "1s", "--format", "ndjson"])
+        .args(["--scrape-interval", "1s", "--scrape-timeout", "5s", "--timeout", "20s"])
+        .args(["--dcgm-exporter", &server.addr()])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let snap: Snapshot = serde_json::from_str(&first).expect("a snapshot");
+    assert_eq!(node(&snap, &server.addr()).gpus.len(), 64);
+    let warned: Vec<&str> = stderr.lines().filter(|l| l.contains("more than 64 GPUs")).collect();
+    assert_eq!(warned.len(), 1, "{stderr}");
+    // Named as the node's target is named (its host).
+    let host = server
+        .addr()
+        .rsplit_once(':')
+        .map(|(h, _)| h.to_string())
+        .unwrap_or_default();
+    assert!(
+        warned[0].contains(&format!(" {host}: ")) && warned[0].contains("1872 GPU series"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_dcgm_exporter_node_is_exported_like_an_agent_node() {
     let server = HttpServer::start(Reply::Metrics(dcgm_text("gpu-a", &mixed_node())));

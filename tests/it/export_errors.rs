@@ -359,6 +359,79 @@ fn a_prometheus_refresh_is_bounded_as_a_whole_not_query_by_query() {
     assert!(err.contains("no whole refresh within 1 s"), "{err}");
 }
 
+/// Serves `body` as the answer to every request, on loopback; the port.
+fn serve_json_forever(body: String) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let body = std::sync::Arc::new(body);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(256) {
+            let Ok(mut c) = conn else { continue };
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    if c.write_all(head.as_bytes())
+                        .and_then(|()| c.write_all(body.as_bytes()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// An answer of `hosts` nodes with `gpus` GPUs each, one series a GPU.
+fn prometheus_fleet(hosts: usize, gpus: usize) -> String {
+    let mut body = String::from(r#"{"status":"success","data":{"resultType":"vector","result":["#);
+    for h in 0..hosts {
+        for g in 0..gpus {
+            if h + g > 0 {
+                body.push(',');
+            }
+            body.push_str(&format!(
+                r#"{{"metric":{{"__name__":"DCGM_FI_DEV_GPU_UTIL","Hostname":"node{h:07}","gpu":"{g}"}},"value":[1764300000.0,"5"]}}"#
+            ));
+        }
+    }
+    body.push_str("]}}");
+    body
+}
+
+/// A Prometheus that names more nodes, or more GPUs, than any fleet: the
+/// refresh is refused at the bound, in one line, before what it builds can
+/// outgrow the console's memory (the bound on counts that bounds memory).
+#[test]
+fn a_prometheus_naming_more_nodes_or_gpus_than_a_fleet_is_refused_at_the_bound() {
+    for (hosts, gpus, said) in [
+        (20_000, 1, "more than 16384 nodes"),
+        (2_100, 64, "more than 131072 GPUs"),
+    ] {
+        let port = serve_json_forever(prometheus_fleet(hosts, gpus));
+        let out = fleetop()
+            .args(["export", "--once", "--scrape-timeout", "60s", "--prometheus"])
+            .arg(format!("http://127.0.0.1:{port}"))
+            .timeout(std::time::Duration::from_secs(180))
+            .output()
+            .expect("runs");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(said) && err.contains("--prometheus-match"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+}
+
 /// A source still reading when the first document is due (a slow store's
 /// first read, a fleet's histories): the error says so and what to do,
 /// rather than calling every node silent.

@@ -73,6 +73,22 @@ fn export_at(file: &Path, at: Option<&str>) -> (Snapshot, String) {
     (snap, stderr)
 }
 
+/// Appends one empty data frame (no update, a few bytes, as a writer that
+/// flushed nothing or someone's hand would leave it) to the recording.
+pub fn append_empty_frame(path: &Path) {
+    use std::io::Write;
+    // postcard's empty batch: base_ms 0, no entries, no columns.
+    let packed = zstd::bulk::compress(&[0u8, 0, 0], 3).expect("zstd");
+    let mut frame = b"FR\0".to_vec();
+    frame.extend_from_slice(&(packed.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&packed);
+    // 19 bytes here (the probe's was 16, its payload packed by hand): a
+    // frame of no update either way.
+    assert!(frame.len() <= 20, "{}", frame.len());
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).expect("open");
+    f.write_all(&frame).expect("append");
+}
+
 fn copy_truncated(src: &Path, dir: &Path, len: u64) -> PathBuf {
     let bytes = std::fs::read(src).expect("read");
     let p = dir.join(format!("cut-{len}.rec"));
@@ -197,6 +213,31 @@ fn a_truncated_recording_replays_up_to_the_damage_and_says_where() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cut-20.rec: damaged header"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn an_empty_frame_at_the_end_changes_no_time_and_every_at_still_answers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("empty-tail.rec");
+    write_sim(&file, 4, 2, 30, 20, None);
+    append_empty_frame(&file);
+    let rec = Recording::open(&file).expect("opens");
+    assert!(rec.damage.is_none(), "{:?}", rec.damage);
+    assert_eq!((rec.start_ms(), rec.end_ms()), (T0, T0 + 29_000));
+    let (snap, _) = export_at(&file, None);
+    assert_eq!(snap.generated_at, rfc3339(T0 + 29_000));
+    let (snap, _) = export_at(&file, Some("+10s"));
+    assert_eq!(snap.generated_at, rfc3339(T0 + 10_000));
+    // A recording of nothing but its header and that frame: one time, no nodes' data.
+    let only = dir.path().join("only-empty.rec");
+    write_sim(&only, 1, 1, 0, 1, None);
+    let bytes = std::fs::read(&only).expect("read");
+    let first = Recording::open(&only).expect("opens").frames[0].offset as usize - FRAME_HEAD;
+    std::fs::write(&only, &bytes[..first]).expect("header only");
+    append_empty_frame(&only);
+    let rec = Recording::open(&only).expect("opens");
+    assert!(rec.start_ms() <= rec.end_ms());
+    export_at(&only, None);
 }
 
 #[test]

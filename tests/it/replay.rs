@@ -15,7 +15,7 @@ use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use tokio::sync::mpsc;
 
-use crate::record::{T0, write_sim};
+use crate::record::{T0, append_empty_frame, write_sim};
 
 fn theme() -> Theme {
     Theme::load("default", None, ColorDepth::TrueColor).expect("default theme")
@@ -82,6 +82,23 @@ fn play_pause_and_speed_move_the_cursor() {
         snapshot_json(&app, r.cursor_ms),
         snapshot_json(&fresh_app, T0 + 119_000)
     );
+}
+
+#[test]
+fn a_recording_ending_in_an_empty_frame_replays_to_its_end_without_a_panic() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("r.rec");
+    write_sim(&file, 4, 2, 20, 20, None);
+    append_empty_frame(&file);
+    let mut r = Replay::new(Player::open(&file).expect("opens"), Default::default());
+    let mut app = r.app(theme());
+    r.seek(&mut app, T0 + 5_000);
+    assert_eq!(r.cursor_ms, T0 + 5_000);
+    typed(&mut r, &mut app, " ");
+    r.advance(&mut app, 60_000);
+    assert_eq!(r.cursor_ms, T0 + 19_000);
+    r.seek(&mut app, 0);
+    assert_eq!(r.cursor_ms, T0);
 }
 
 #[test]

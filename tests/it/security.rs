@@ -375,6 +375,24 @@ fn the_documented_bounds_are_the_codes() {
             mib(fleetop::ingest::promtext::Limits::default().max_bytes),
             thousands(fleetop::ingest::promtext::Limits::default().max_samples)
         ),
+        format!(
+            "at most {} nodes, {} GPUs (a",
+            thousands(prometheus::MAX_REFRESH_NODES),
+            thousands(prometheus::MAX_REFRESH_GPUS)
+        ),
+        format!(
+            "and {} GPUs, ports, MIG instances and pods together",
+            thousands(prometheus::MAX_REFRESH_ENTITIES)
+        ),
+        format!(
+            "each label kept cut to {} bytes",
+            fleetop::ingest::dcgm::MAX_LABEL_BYTES
+        ),
+        format!(
+            "describes at most {} GPUs and {} InfiniBand ports",
+            fleetop::ingest::dcgm::MAX_GPUS_PER_NODE,
+            fleetop::ingest::dcgm::MAX_PORTS_PER_NODE
+        ),
         format!("each call within {} s", kube::CALL_DEADLINE.as_secs()),
         format!(
             "asked within at most {} s (less when sampling is faster) and its answer may hold {}",

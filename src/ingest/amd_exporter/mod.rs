@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use fleetop_proto::input::printable;
 
-use crate::ingest::dcgm::{Labels, Mapped, NodeAcc};
+use crate::ingest::dcgm::{Labels, MAX_GPUS_PER_NODE, Mapped, NodeAcc};
 use crate::ingest::promtext::Sample;
 use crate::model::sample::{Partition, RasCount, Vendor};
 
@@ -234,6 +234,7 @@ pub fn map_node<'a>(series: impl IntoIterator<Item = &'a Sample>, name: &str, in
     let mut direct: HashSet<(u32, &'static str)> = HashSet::new();
     // A GPU's first series for each fallback target, kept as its labels.
     let mut first: BTreeMap<u32, &'a Sample> = BTreeMap::new();
+    let mut dropped = 0usize;
     for s in series {
         if passed_through(&s.name) {
             acc.add(&s.name, &labels(s), s.value);
@@ -249,6 +250,12 @@ pub fn map_node<'a>(series: impl IntoIterator<Item = &'a Sample>, name: &str, in
             }
             continue;
         };
+        // Bounded as the agent bounds a node: a page of 190,000 GPUs costs
+        // 64 GPUs' work, the rest dropped (counted, warned once).
+        if !extra.contains_key(&gpu) && extra.len() >= MAX_GPUS_PER_NODE {
+            dropped += 1;
+            continue;
+        }
         first.entry(gpu).or_insert(s);
         // The GPU is there whatever the series says.
         acc.add("DCGM_FI_AMD_OTHER", &l, s.value);
@@ -353,6 +360,7 @@ pub fn map_node<'a>(series: impl IntoIterator<Item = &'a Sample>, name: &str, in
         }
     }
     let mut m = acc.finish(name, BACKEND, interval_ms, now_ms);
+    m.dropped_gpus += dropped;
     // Every GPU this reader maps is AMD's: an agent's stale or lost GPU too.
     for d in &mut m.desc.gpus {
         d.vendor = Vendor::Amd;

@@ -215,3 +215,24 @@ fn a_fleetop_agents_own_series_on_amd_map_to_the_flags_fields() {
     assert_eq!(m.desc.gpu(1).expect("GPU 1").vendor, Vendor::Amd);
     assert_eq!(m.desc.ib_ports.len(), 1);
 }
+
+#[test]
+fn a_page_of_1000_gpus_on_a_node_yields_64_and_counts_the_rest_dropped() {
+    let mut text = String::new();
+    for g in 0..1000 {
+        let l = l(g, 0, "spx", "nps1");
+        text.push_str(&format!(
+            "gpu_gfx_activity{{{l}}} 87\ngpu_junction_temperature{{{l}}} 61\n"
+        ));
+    }
+    let m = map(&text);
+    assert_eq!(m.desc.gpus.len(), MAX_GPUS_PER_NODE);
+    assert_eq!(m.sample.gpus.len(), MAX_GPUS_PER_NODE);
+    assert_eq!(m.dropped_gpus, 2 * (1000 - MAX_GPUS_PER_NODE));
+    assert!(
+        m.sample
+            .gpus
+            .iter()
+            .all(|g| g.util_pct == Some(87) && g.temp_c == Some(61))
+    );
+}

@@ -14,6 +14,39 @@ use crate::model::sample::{
     Gpm, GpuDesc, GpuError, GpuReading, IbPortDesc, IbReading, MigReading, NodeDesc, NodeSample, PodRef, Xid,
 };
 
+/// The most GPUs one node's series may describe, as the agent bounds
+/// them: past it, a GPU's series are dropped (counted in
+/// `Mapped::dropped_gpus`, warned once per node by the reader), so a
+/// hostile page costs a bounded node, not memory and time that grow with it.
+pub const MAX_GPUS_PER_NODE: usize = 64;
+
+/// The most InfiniBand ports one node's series may describe (a node has a
+/// few; past it, dropped and counted like GPUs).
+pub const MAX_PORTS_PER_NODE: usize = 64;
+
+/// The most MIG instances kept per GPU (NVIDIA's GPUs have 7 at most).
+const MAX_MIG_PER_GPU: usize = 16;
+
+/// The most bytes of a label kept as text (a UUID, a model, a host name, a
+/// driver version): a label of megabytes is cut, not held per GPU.
+pub const MAX_LABEL_BYTES: usize = 256;
+
+/// `v` cut to `MAX_LABEL_BYTES` (at a character's boundary), owned.
+pub(super) fn cut(v: &str) -> String {
+    if v.len() <= MAX_LABEL_BYTES {
+        return v.to_string();
+    }
+    let mut end = MAX_LABEL_BYTES;
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    v[..end].to_string()
+}
+
+/// The most pods and inactive links kept per GPU (each checked for a
+/// duplicate on every series: a bound keeps that linear).
+const MAX_PER_GPU: usize = 64;
+
 /// One GPU's (or one MIG instance's) values: a short list, searched in
 /// place (a GPU has a few dozen fields at most).
 #[derive(Debug, Default, Clone)]
@@ -132,6 +165,13 @@ pub struct NodeAcc {
     /// By (device, port).
     ports: BTreeMap<(String, u32), PortAcc>,
     skipped: usize,
+    /// Series of GPUs past `MAX_GPUS_PER_NODE`, dropped.
+    dropped_gpus: usize,
+    /// Series of InfiniBand ports past `MAX_PORTS_PER_NODE`, dropped.
+    dropped_ports: usize,
+    /// MIG instances and pods held, all GPUs together (see `entities`).
+    migs: usize,
+    pods: usize,
 }
 
 /// What one node's series say.
@@ -142,6 +182,10 @@ pub struct Mapped {
     /// Series that named a known field but no GPU (`gpu` label missing or
     /// not a number): counted, so a strange exporter is noticed in the log.
     pub skipped: usize,
+    /// Series of GPUs past `MAX_GPUS_PER_NODE`, dropped.
+    pub dropped_gpus: usize,
+    /// Series of InfiniBand ports past `MAX_PORTS_PER_NODE`, dropped.
+    pub dropped_ports: usize,
 }
 
 /// NVIDIA's InfiniBand state numbers (sysfs "4: ACTIVE"), as node_exporter serves them.
@@ -172,8 +216,9 @@ impl NodeAcc {
             // The inventory (`--prometheus`): a GPU's descriptive labels.
             if let Some(idx) = l.get("gpu").and_then(|g| g.parse::<u32>().ok()) {
                 self.describe(l);
-                let g = self.gpus.entry(idx).or_default();
-                fill_desc(g, l);
+                if let Some(g) = gpu_acc(&mut self.gpus, &mut self.dropped_gpus, idx) {
+                    fill_desc(g, l);
+                }
             }
             return;
         }
@@ -182,10 +227,10 @@ impl NodeAcc {
             F::AgentInfo => {
                 self.describe(l);
                 if let Some(v) = l.get("version").filter(|v| !v.is_empty()) {
-                    self.agent_version = Some(v.to_string());
+                    self.agent_version = Some(cut(v));
                 }
                 if self.driver.is_none() {
-                    self.driver = l.get("driver_version").filter(|d| !d.is_empty()).map(str::to_string);
+                    self.driver = l.get("driver_version").filter(|d| !d.is_empty()).map(cut);
                 }
                 return;
             }
@@ -211,7 +256,9 @@ impl NodeAcc {
             return;
         };
         self.describe(l);
-        let g = self.gpus.entry(idx).or_default();
+        let Some(g) = gpu_acc(&mut self.gpus, &mut self.dropped_gpus, idx) else {
+            return;
+        };
         fill_desc(g, l);
         if let (Some(pod), Some(namespace)) = (
             l.get("pod").filter(|p| !p.is_empty()),
@@ -219,8 +266,9 @@ impl NodeAcc {
         ) {
             // Made printable as the agent's pods are: they reach the screen.
             let p = PodRef::printable(namespace, pod, l.get("container").unwrap_or_default(), "");
-            if !g.pods.contains(&p) {
+            if g.pods.len() < MAX_PER_GPU && !g.pods.contains(&p) {
                 g.pods.push(p);
+                self.pods += 1;
             }
         }
         match f {
@@ -240,13 +288,14 @@ impl NodeAcc {
             }
             F::GpuErrorKind => {
                 if value > 0.0 {
-                    g.error = Some(l.get("error").unwrap_or("error").to_string());
+                    g.error = Some(cut(l.get("error").unwrap_or("error")));
                 }
                 return;
             }
             F::NvlinkState => {
                 if value == 0.0
                     && let Some(link) = l.get("link").and_then(|v| v.parse::<u32>().ok())
+                    && g.links_inactive.len() < MAX_PER_GPU
                     && !g.links_inactive.contains(&link)
                 {
                     g.links_inactive.push(link);
@@ -269,6 +318,12 @@ impl NodeAcc {
             // Memory and profiling figures are per instance in MIG mode;
             // the rest are the GPU's, repeated on each instance's series.
             Some(gi) => {
+                if !g.mig.contains_key(&gi) {
+                    if g.mig.len() >= MAX_MIG_PER_GPU {
+                        return;
+                    }
+                    self.migs += 1;
+                }
                 let (profile, acc) = g.mig.entry(gi).or_default();
                 if profile.is_empty() {
                     *profile = fleetop_proto::input::printable(l.get("GPU_I_PROFILE").unwrap_or_default(), 32);
@@ -283,6 +338,18 @@ impl NodeAcc {
         }
     }
 
+    /// What this node holds that grows with what a source sends: its GPUs,
+    /// ports, MIG instances and pods (each a few hundred bytes at most,
+    /// its text bounded). A reader that gathers many nodes bounds their
+    /// sum, which bounds its memory whatever the source sends.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+
+    pub fn entities(&self) -> usize {
+        self.gpus.len() + self.ports.len() + self.migs + self.pods
+    }
+
     /// The node's host name and driver, from the first series that gives them.
     fn describe(&mut self, l: &Labels) {
         if self.hostname.is_none() {
@@ -290,13 +357,10 @@ impl NodeAcc {
                 .into_iter()
                 .flatten()
                 .find(|h| !h.is_empty())
-                .map(str::to_string);
+                .map(cut);
         }
         if self.driver.is_none() {
-            self.driver = l
-                .get("DCGM_FI_DRIVER_VERSION")
-                .filter(|d| !d.is_empty())
-                .map(str::to_string);
+            self.driver = l.get("DCGM_FI_DRIVER_VERSION").filter(|d| !d.is_empty()).map(cut);
         }
     }
 
@@ -308,7 +372,12 @@ impl NodeAcc {
         self.describe(l);
         // Counters and states are never negative, NaN or infinite.
         let v = (value.is_finite() && value >= 0.0).then_some(value);
-        let p = self.ports.entry((dev.to_string(), port)).or_default();
+        let key = (dev.to_string(), port);
+        if self.ports.len() >= MAX_PORTS_PER_NODE && !self.ports.contains_key(&key) {
+            self.dropped_ports += 1;
+            return;
+        }
+        let p = self.ports.entry(key).or_default();
         match f {
             F::IbState => p.state = v,
             F::IbPhysState => p.phys = v,
@@ -339,6 +408,7 @@ impl NodeAcc {
         for p in self.ports.values_mut() {
             p.state = None;
         }
+        self.pods = 0;
     }
 
     /// The node's description and sample. `backend` names the source
@@ -396,7 +466,23 @@ impl NodeAcc {
             desc: desc.printable(),
             sample,
             skipped: self.skipped,
+            dropped_gpus: self.dropped_gpus,
+            dropped_ports: self.dropped_ports,
         }
+    }
+}
+
+/// GPU `idx`'s accumulator in `gpus`; `None` (the series dropped,
+/// counted in `dropped`) for a GPU past the node's first `MAX_GPUS_PER_NODE`.
+fn gpu_acc<'a>(gpus: &'a mut BTreeMap<u32, GpuAcc>, dropped: &mut usize, idx: u32) -> Option<&'a mut GpuAcc> {
+    let full = gpus.len() >= MAX_GPUS_PER_NODE;
+    match gpus.entry(idx) {
+        std::collections::btree_map::Entry::Occupied(e) => Some(e.into_mut()),
+        std::collections::btree_map::Entry::Vacant(_) if full => {
+            *dropped += 1;
+            None
+        }
+        std::collections::btree_map::Entry::Vacant(e) => Some(e.insert(GpuAcc::default())),
     }
 }
 
@@ -410,7 +496,7 @@ pub(super) fn fill_desc(g: &mut GpuAcc, l: &Labels) {
         if slot.is_empty()
             && let Some(v) = l.get(k)
         {
-            *slot = v.to_string();
+            *slot = cut(v);
         }
     }
 }

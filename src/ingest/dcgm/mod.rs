@@ -18,12 +18,13 @@ mod fields;
 mod map;
 
 pub use fields::{Group, KEYS, Labels, Pace, host_of, ib_error_names, series_names};
-pub use map::{Mapped, NodeAcc, Xids, map_node};
+pub use map::{MAX_GPUS_PER_NODE, MAX_LABEL_BYTES, MAX_PORTS_PER_NODE, Mapped, NodeAcc, Xids, map_node};
 
 #[cfg(test)]
 mod tests {
     use super::fields::*;
     use super::map::*;
+    use super::{MAX_GPUS_PER_NODE, MAX_PORTS_PER_NODE};
     use crate::ingest::promtext::{Limits, parse};
     use crate::model::sample::{GpuError, Xid};
     use fleetop_proto::{ib, throttle};
@@ -34,6 +35,35 @@ mod tests {
     }
 
     const L0: &str = r#"gpu="0",UUID="GPU-aaa",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu07",DCGM_FI_DRIVER_VERSION="550.54.15",container="",namespace="",pod="""#;
+
+    #[test]
+    fn a_page_of_1000_gpus_on_a_node_yields_64_and_counts_the_rest_dropped() {
+        let mut text = String::new();
+        for g in 0..1000 {
+            text.push_str(&format!(
+                "DCGM_FI_DEV_GPU_UTIL{{gpu=\"{g}\",UUID=\"GPU-{g}\",Hostname=\"big\"}} 5\n\
+                 DCGM_FI_DEV_GPU_TEMP{{gpu=\"{g}\",UUID=\"GPU-{g}\",Hostname=\"big\"}} 40\n"
+            ));
+        }
+        for p in 0..1000 {
+            text.push_str(&format!(
+                "node_infiniband_state_id{{device=\"mlx5_{p}\",port=\"1\"}} 4\n"
+            ));
+        }
+        let m = map(&text);
+        assert_eq!(m.desc.gpus.len(), MAX_GPUS_PER_NODE);
+        assert_eq!(m.sample.gpus.len(), MAX_GPUS_PER_NODE);
+        assert_eq!(m.dropped_gpus, 2 * (1000 - MAX_GPUS_PER_NODE));
+        // The first 64 by the page's order, each whole.
+        assert!(
+            m.sample
+                .gpus
+                .iter()
+                .all(|g| g.util_pct == Some(5) && g.temp_c == Some(40))
+        );
+        assert_eq!(m.desc.ib_ports.len(), MAX_PORTS_PER_NODE);
+        assert_eq!(m.dropped_ports, 1000 - MAX_PORTS_PER_NODE);
+    }
 
     #[test]
     fn a_gpu_maps_with_units() {

@@ -289,33 +289,97 @@ pub fn parse_gpus(gres: &str) -> u32 {
         .sum()
 }
 
+/// Whether `piece` begins a squeue record: a job id (`4411`, an array
+/// task's `4411_7`, a heterogeneous job's component `103+0`) then `SEP`.
+fn starts_job_record(piece: &str) -> bool {
+    piece.split_once(SEP).is_some_and(|(id, _)| job_id(id).is_some())
+}
+
+/// The job of an id as squeue's `%i` prints it: `4411`, `4411_7` (an array
+/// task) and `103+0` (a heterogeneous job's component) -> 4411, 4411, 103.
+fn job_id(field: &str) -> Option<u64> {
+    let field = field.trim();
+    let end = field.find(|c: char| !c.is_ascii_digit()).unwrap_or(field.len());
+    let (digits, rest) = field.split_at(end);
+    if !(rest.is_empty() || rest.starts_with('_') || rest.starts_with('+')) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The records of squeue's text: split at `END`, where a piece that does
+/// not begin like a record (a job id, then `SEP`) is the rest of the job
+/// name before it, which held an `END` of its own.
+fn job_records(out: &str) -> Vec<String> {
+    if !out.contains(END) {
+        return records(out).into_iter().map(str::to_string).collect();
+    }
+    let mut recs: Vec<String> = Vec::new();
+    for piece in out.split(END) {
+        let body = piece.strip_prefix('\n').unwrap_or(piece);
+        match recs.last_mut() {
+            Some(last) if !starts_job_record(body) => {
+                last.push(END);
+                last.push_str(piece);
+            }
+            _ => recs.push(body.to_string()),
+        }
+    }
+    // The last piece is the newline after the last `END`.
+    for r in &mut recs {
+        if let Some(t) = r.strip_suffix(&format!("{END}\n")) {
+            *r = t.to_string();
+        }
+    }
+    recs.retain(|r| !r.trim().is_empty());
+    recs
+}
+
+/// One squeue record, or why it cannot be read.
+fn parse_job(line: &str) -> Result<Job, String> {
+    let f: Vec<&str> = line.splitn(6, SEP).collect();
+    let [id, user, elapsed, nodes, gres, name] = f[..] else {
+        return Err("unexpected record".into());
+    };
+    let id = job_id(id).ok_or_else(|| format!("bad job id {id:?}"))?;
+    let nodes = hostlist::expand(nodes.trim()).map_err(|e| e.to_string())?;
+    Ok(Job {
+        id,
+        user: user.trim().to_string(),
+        name: name.trim().to_string(),
+        elapsed_s: parse_elapsed(elapsed),
+        gpus_per_node: parse_gpus(gres),
+        nodes,
+    })
+}
+
+/// Running jobs from squeue's text. A record that cannot be read is that
+/// job's problem (left out, logged once while it lasts), never the
+/// fleet's: a job named with an `END` or a heterogeneous job's `103+0`
+/// must not fail every read, and with it every drain's check.
 pub fn parse_squeue_text(out: &str) -> Result<Vec<Job>, SchedError> {
-    records(out)
-        .into_iter()
-        .map(|line| {
-            let f: Vec<&str> = line.splitn(6, SEP).collect();
-            let [id, user, elapsed, nodes, gres, name] = f[..] else {
-                return Err(SchedError::Parse("squeue".into(), format!("unexpected line {line:?}")));
-            };
-            let id = id
-                .trim()
-                .split('_')
-                .next()
-                .unwrap_or("")
-                .parse()
-                .map_err(|_| SchedError::Parse("squeue".into(), format!("bad job id {id:?}")))?;
-            let nodes =
-                hostlist::expand(nodes.trim()).map_err(|e| SchedError::Parse("squeue".into(), e.to_string()))?;
-            Ok(Job {
-                id,
-                user: user.trim().to_string(),
-                name: name.trim().to_string(),
-                elapsed_s: parse_elapsed(elapsed),
-                gpus_per_node: parse_gpus(gres),
-                nodes,
-            })
-        })
-        .collect()
+    static LAST_LOGGED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let mut jobs = Vec::new();
+    let mut unreadable: Vec<(String, String)> = Vec::new();
+    for rec in job_records(out) {
+        match parse_job(&rec) {
+            Ok(j) => jobs.push(j),
+            Err(why) => unreadable.push((rec, why)),
+        }
+    }
+    if let Some((rec, why)) = unreadable.first() {
+        let first = fleetop_proto::input::printable(rec, 200);
+        let msg = format!(
+            "squeue: {} record(s) unreadable, left out: {why}: {first}",
+            unreadable.len()
+        );
+        let mut last = LAST_LOGGED.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_deref() != Some(msg.as_str()) {
+            tracing::warn!("{msg}");
+            *last = Some(msg);
+        }
+    }
+    Ok(jobs)
 }
 
 #[cfg(test)]
@@ -401,6 +465,34 @@ mod tests {
         assert_eq!(jobs[0].gpus_per_node, 8);
         assert_eq!(jobs[0].elapsed_s, 86_400 + 20 * 60 + 5);
         assert_eq!(jobs[0].name, "train | big");
+    }
+
+    #[test]
+    fn a_job_named_with_a_record_separator_or_a_het_job_is_read_and_a_bad_record_costs_only_its_job() {
+        let rec = |f: &[&str]| format!("{}{END}\n", line(f));
+        let out = [
+            rec(&["101", "alice", "1:00", "gpu01", "gpu:1", "plain"]),
+            rec(&["102", "eve", "1:00", "gpu02", "gpu:2", "a\u{1e}b\u{1e}\n\u{1e}"]),
+            rec(&["103+0", "bob", "2:00", "gpu03", "gpu:4", "het"]),
+            rec(&["103+1", "bob", "2:00", "gpu04", "gpu:1", "het"]),
+            rec(&["104_7", "carol", "3:00", "gpu05", "gpu:1", "array"]),
+            rec(&["105", "dave", "1:00", "gpu[", "gpu:1", "bad nodes"]),
+            rec(&["106", "erin", "1:00", "gpu06", "gpu:8", "last"]),
+        ]
+        .concat();
+        let jobs = parse_squeue_text(&out).expect("the readable jobs");
+        let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+        assert_eq!(ids, [101, 102, 103, 103, 104, 106]);
+        assert_eq!(jobs[1].name, "a\u{1e}b\u{1e}\n\u{1e}");
+        assert_eq!(jobs[1].nodes, ["gpu02"]);
+        assert_eq!(jobs[2].nodes, ["gpu03"]);
+        assert_eq!(jobs[3].nodes, ["gpu04"]);
+        assert_eq!(jobs[5].name, "last");
+        assert_eq!(jobs[5].gpus_per_node, 8);
+        // Nothing readable is no job, not an error that fails every drain.
+        assert!(parse_squeue_text("garbage").expect("no jobs").is_empty());
+        assert_eq!(job_id("103+0"), Some(103));
+        assert_eq!(job_id("12x"), None);
     }
 
     #[test]
