@@ -80,6 +80,10 @@ fn main() {
         "needs the packages, root (chroot), openssl and systemd-sysusers",
     );
     let image = need(image::built(), "needs buildah and the agent's image (scripts/image.sh)");
+    let real_nvml = need(
+        image::built() && image::debian_nvml().is_some(),
+        "needs the agent's image and Debian's libnvidia-ml1 in $FLEETOP_DEBIAN_NVML (scripts/debian-nvml.sh)",
+    );
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -170,6 +174,10 @@ fn main() {
         t!(
             image::the_agents_image_runs_its_version_and_a_simulated_sample_and_holds_nothing_else,
             image
+        ),
+        t!(
+            image::the_agents_image_loads_debians_libnvidia_ml_and_answers_driver_not_loaded,
+            real_nvml
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
