@@ -79,6 +79,10 @@ fn main() {
         package::chroot_possible(),
         "needs the packages, root (chroot), openssl and systemd-sysusers",
     );
+    let minbase = need(
+        package::minbase_possible(),
+        "needs the agent's package, root (chroot) and a minimal root in $FLEETOP_MINBASE (scripts/minbase.sh)",
+    );
     let image = need(image::built(), "needs buildah and the agent's image (scripts/image.sh)");
     let real_nvml = need(
         image::built() && image::debian_nvml().is_some(),
@@ -171,6 +175,10 @@ fn main() {
             packages
         ),
         t!(package::the_readmes_cluster_commands_run_as_written, chroot),
+        t!(
+            package::the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_minimal_root,
+            minbase
+        ),
         t!(
             image::the_agents_image_runs_its_version_and_a_simulated_sample_and_holds_nothing_else,
             image
