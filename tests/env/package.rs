@@ -155,7 +155,12 @@ pub fn the_packages_install_their_files_and_each_units_exec_start_runs() {
     let dpkg = |action: &str| {
         run(Command::new("dpkg")
             .arg(format!("--root={}", root.display()))
-            .args(["--force-depends", "--force-not-root", "--force-script-chrootless", action])
+            .args([
+                "--force-depends",
+                "--force-not-root",
+                "--force-script-chrootless",
+                action,
+            ])
             .arg("fleetop-agent"));
     };
     dpkg("-r");
@@ -164,7 +169,10 @@ pub fn the_packages_install_their_files_and_each_units_exec_start_runs() {
     assert!(root.join("etc/fleetop/agent.toml").exists(), "remove keeps the config");
     dpkg("-P");
     assert!(!root.join("var/lib/fleetop-agent").exists(), "purge leaves the state");
-    assert!(!root.join("etc/fleetop/agent.toml").exists(), "purge leaves the conffile");
+    assert!(
+        !root.join("etc/fleetop/agent.toml").exists(),
+        "purge leaves the conffile"
+    );
     if run(Command::new("id").arg("-u")).trim() == "0" {
         let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap_or_default();
         assert!(!passwd.contains("fleetop-agent:"), "purge leaves the user:\n{passwd}");
@@ -462,7 +470,11 @@ pub fn minbase_possible() -> bool {
 fn in_root(root: &Path, command: &str) -> String {
     run(Command::new("chroot")
         .arg(root)
-        .args(["/usr/bin/env", "DEBIAN_FRONTEND=noninteractive", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
+        .args([
+            "/usr/bin/env",
+            "DEBIAN_FRONTEND=noninteractive",
+            "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+        ])
         .args(["/bin/sh", "-ec", command])
         .stdin(std::process::Stdio::null()))
 }
@@ -489,7 +501,10 @@ pub fn the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_min
         .arg("-a")
         .arg(minbase().expect("FLEETOP_MINBASE"))
         .arg(&root));
-    assert!(!root.join("usr/bin/systemd-sysusers").exists(), "the minimal root has systemd");
+    assert!(
+        !root.join("usr/bin/systemd-sysusers").exists(),
+        "the minimal root has systemd"
+    );
     std::fs::copy(&deb, root.join("tmp/fleetop-agent.deb")).expect("copy the package");
     // The same package as a newer version, for the upgrade.
     let newer = dir.path().join("newer");
@@ -511,7 +526,10 @@ pub fn the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_min
         .arg(&newer)
         .arg(root.join("tmp/fleetop-agent-newer.deb")));
 
-    in_root(&root, "apt-get install -y -q --no-install-recommends /tmp/fleetop-agent.deb");
+    in_root(
+        &root,
+        "apt-get install -y -q --no-install-recommends /tmp/fleetop-agent.deb",
+    );
     assert_eq!(status_in(&root), format!("install ok installed {version}"));
     let uid = user_in(&root, "fleetop-agent");
 
@@ -520,7 +538,7 @@ pub fn the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_min
     let words = exec_start(&root, "fleetop-agent.service");
     let words: Vec<String> = words
         .iter()
-        .map(|w| w.strip_prefix(&*root.to_string_lossy()).unwrap_or(w).to_string())
+        .map(|w| w.strip_prefix(&*root.to_string_lossy()).unwrap_or(w.as_str()).to_string())
         .collect();
     let state = root.join("var/lib/fleetop-agent");
     std::fs::create_dir_all(&state).expect("state dir");
@@ -545,7 +563,10 @@ pub fn the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_min
     let t0 = std::time::Instant::now();
     while !std::fs::read_to_string(&log).unwrap_or_default().contains("serving on") {
         let said = std::fs::read_to_string(&log).unwrap_or_default();
-        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the agent did not start:\n{said}");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the agent did not start:\n{said}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     drop(agent);
@@ -585,6 +606,12 @@ pub fn the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_min
     assert!(!group.contains("fleetop-agent:"), "the group is left:\n{group}");
     assert!(!state.exists(), "the state is left");
     assert!(!root.join("etc/fleetop/agent.toml").exists(), "the conffile is left");
-    assert!(root.join("etc/fleetop/telemetry.token").exists(), "the admin's token went");
-    assert!(root.join("etc/fleetop/agent.d/site.toml").exists(), "the admin's drop-in went");
+    assert!(
+        root.join("etc/fleetop/telemetry.token").exists(),
+        "the admin's token went"
+    );
+    assert!(
+        root.join("etc/fleetop/agent.d/site.toml").exists(),
+        "the admin's drop-in went"
+    );
 }

@@ -80,7 +80,10 @@ fn of_kind<'a>(objs: &'a [(String, Value)], kind: &str) -> Vec<&'a (String, Valu
 
 /// Each DaemonSet of a rendering, as the API's type.
 fn daemonsets(objs: &[(String, Value)]) -> Vec<DaemonSet> {
-    of_kind(objs, "DaemonSet").into_iter().map(|(f, d)| typed(f, d)).collect()
+    of_kind(objs, "DaemonSet")
+        .into_iter()
+        .map(|(f, d)| typed(f, d))
+        .collect()
 }
 
 /// Every YAML file under deploy/kubernetes.
@@ -229,7 +232,11 @@ fn the_daemonsets_take_the_least_privilege_and_an_amd_variant_is_there() {
     let nvidia = daemonsets(&render(&dir(), &mut read)).remove(0);
     let amd = daemonsets(&render(&dir().join("amd"), &mut read)).remove(0);
     for (ds, vendor) in [(&nvidia, "nvidia.com"), (&amd, "amd.com")] {
-        let pod = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("a pod spec");
+        let pod = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("a pod spec");
         // GPU nodes of its vendor only, their taint tolerated.
         let terms = pod
             .affinity
@@ -269,7 +276,12 @@ fn the_daemonsets_take_the_least_privilege_and_an_amd_variant_is_there() {
         assert_eq!(sc.read_only_root_filesystem, Some(true));
         let caps = sc.capabilities.as_ref().expect("capabilities");
         assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_string()][..]));
-        let mounts: Vec<&str> = c.volume_mounts.iter().flatten().map(|m| m.mount_path.as_str()).collect();
+        let mounts: Vec<&str> = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.mount_path.as_str())
+            .collect();
         for path in [
             "/etc/fleetop/agent.toml",
             "/etc/fleetop/tls",
@@ -282,16 +294,29 @@ fn the_daemonsets_take_the_least_privilege_and_an_amd_variant_is_there() {
     }
     // NVIDIA's: the runtime adds the devices, so nothing privileged and no
     // capability at all; no kernel log (components/kernel-log).
-    let pod = nvidia.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("a pod spec");
+    let pod = nvidia
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("a pod spec");
     assert_eq!(pod.runtime_class_name.as_deref(), Some("nvidia"));
     let sc = pod.containers[0].security_context.as_ref().expect("sc");
     assert_eq!(sc.privileged, Some(false));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
     assert_eq!(sc.capabilities.as_ref().and_then(|c| c.add.clone()), None);
     // AMD's: ROCm from the node, /dev/kfd and /dev/dri, the AMD backend.
-    let pod = amd.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("a pod spec");
+    let pod = amd
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("a pod spec");
     let c = &pod.containers[0];
-    let mounts: Vec<&str> = c.volume_mounts.iter().flatten().map(|m| m.mount_path.as_str()).collect();
+    let mounts: Vec<&str> = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.mount_path.as_str())
+        .collect();
     for path in ["/dev/kfd", "/dev/dri", "/opt/rocm", "/dev/kmsg"] {
         assert!(mounts.contains(&path), "amd: {path} not mounted");
     }
@@ -358,9 +383,15 @@ fn the_configmaps_settings_pass_the_agents_config_check() {
     };
     let cert = rcgen::generate_simple_self_signed(vec!["gpu01".to_string()]).expect("a certificate");
     let here = toml
-        .replace("/etc/fleetop/secrets/telemetry.token", &private("telemetry.token", "t0ken\n"))
+        .replace(
+            "/etc/fleetop/secrets/telemetry.token",
+            &private("telemetry.token", "t0ken\n"),
+        )
         .replace("/etc/fleetop/tls/tls.crt", &private("tls.crt", &cert.cert.pem()))
-        .replace("/etc/fleetop/tls/tls.key", &private("tls.key", &cert.signing_key.serialize_pem()));
+        .replace(
+            "/etc/fleetop/tls/tls.key",
+            &private("tls.key", &cert.signing_key.serialize_pem()),
+        );
     let config = dir.path().join("agent.toml");
     std::fs::write(&config, here).expect("writes");
     let out = assert_cmd::Command::new(crate::agent_bin())
