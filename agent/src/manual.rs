@@ -29,29 +29,68 @@ const SECTIONS: &[Section] = &[
     (
         "ENVIRONMENT",
         &[
-            ("FLEETOP_LOG", "The log filter, as RUST_LOG is read: info by default, debug for more."),
-            ("ROCM_PATH", "Where AMD SMI is looked for first: $ROCM_PATH/lib/libamd_smi.so (then the loader's path, then /opt/rocm/lib)."),
-            ("NVIDIA_VISIBLE_DEVICES", "Read by the NVIDIA container runtime, not by the agent: which GPUs a container sees (all, for a monitor)."),
+            (
+                "FLEETOP_LOG",
+                "The log filter, as RUST_LOG is read: info by default, debug for more.",
+            ),
+            (
+                "ROCM_PATH",
+                "Where AMD SMI is looked for first: $ROCM_PATH/lib/libamd_smi.so (then the loader's path, then /opt/rocm/lib).",
+            ),
+            (
+                "NVIDIA_VISIBLE_DEVICES",
+                "Read by the NVIDIA container runtime, not by the agent: which GPUs a container sees (all, for a monitor).",
+            ),
         ],
     ),
     (
         "FILES",
         &[
-            ("/etc/fleetop/agent.toml", "The settings, one key per flag (the package's conffile); --config names another, none reads no file."),
-            ("/var/lib/fleetop-agent/", "The state directory (--state-dir; the unit's StateDirectory, 0700, the agent's own)."),
-            ("/var/lib/fleetop-agent/faults.json", "The fault journal: XIDs and other faults across restarts and reboots."),
-            ("/var/lib/fleetop-agent/burnins.pb", "The burn-in journal: each suite this agent ran, who asked, each check and the verdict."),
-            ("/var/lib/kubelet/pod-resources/kubelet.sock", "The kubelet's PodResources API: which pod holds each GPU (--kubelet-socket)."),
-            ("/dev/kmsg", "The kernel log: XIDs NVML misses, NVSwitch SXids (--kmsg; needs CAP_SYSLOG)."),
-            ("libnvidia-ml.so.1", "NVIDIA's NVML, from the driver, loaded at run time (--backend nvml or auto)."),
+            (
+                "/etc/fleetop/agent.toml",
+                "The settings, one key per flag (the package's conffile); --config names another, none reads no file.",
+            ),
+            (
+                "/var/lib/fleetop-agent/",
+                "The state directory (--state-dir; the unit's StateDirectory, 0700, the agent's own).",
+            ),
+            (
+                "/var/lib/fleetop-agent/faults.json",
+                "The fault journal: XIDs and other faults across restarts and reboots.",
+            ),
+            (
+                "/var/lib/fleetop-agent/burnins.pb",
+                "The burn-in journal: each suite this agent ran, who asked, each check and the verdict.",
+            ),
+            (
+                "/var/lib/kubelet/pod-resources/kubelet.sock",
+                "The kubelet's PodResources API: which pod holds each GPU (--kubelet-socket).",
+            ),
+            (
+                "/dev/kmsg",
+                "The kernel log: XIDs NVML misses, NVSwitch SXids (--kmsg; needs CAP_SYSLOG).",
+            ),
+            (
+                "libnvidia-ml.so.1",
+                "NVIDIA's NVML, from the driver, loaded at run time (--backend nvml or auto).",
+            ),
         ],
     ),
     (
         "EXAMPLES",
         &[
-            ("fleetop-agent config check", "Reads what a start reads and says ok, or what is wrong, in one line."),
-            ("systemctl enable --now fleetop-agent", "Runs the packaged unit (fleetop-agent.service) after the check."),
-            ("fleetop-agent sample --once --backend sim", "One sample of a simulated node, as JSON: no GPU needed."),
+            (
+                "fleetop-agent config check",
+                "Reads what a start reads and says ok, or what is wrong, in one line.",
+            ),
+            (
+                "systemctl enable --now fleetop-agent",
+                "Runs the packaged unit (fleetop-agent.service) after the check.",
+            ),
+            (
+                "fleetop-agent sample --once --backend sim",
+                "One sample of a simulated node, as JSON: no GPU needed.",
+            ),
             (
                 "fleetop-agent --tls-cert /etc/fleetop/agent.pem --tls-key /etc/fleetop/agent.key --token-file /etc/fleetop/telemetry.token",
                 "Serves consoles over TLS and asks them for the telemetry token.",

@@ -41,38 +41,74 @@ const SECTIONS: &[Section] = &[
     (
         "ENVIRONMENT",
         &[
-            ("FLEETOP_LOG", "The log filter, as RUST_LOG is read: info by default, debug for more."),
+            (
+                "FLEETOP_LOG",
+                "The log filter, as RUST_LOG is read: info by default, debug for more.",
+            ),
             (
                 "FLEETOP_AUDIT_LOG",
                 "The audit log's path instead of $XDG_STATE_HOME/fleetop/audit.jsonl; silences.json, remediate.json and timeline.jsonl then lie beside it.",
             ),
-            ("XDG_CONFIG_HOME", "Where the config file is looked for: $XDG_CONFIG_HOME/fleetop/config.toml (default ~/.config)."),
-            ("XDG_STATE_HOME", "Where the log, the audit log and the console's state go: $XDG_STATE_HOME/fleetop (default ~/.local/state)."),
+            (
+                "XDG_CONFIG_HOME",
+                "Where the config file is looked for: $XDG_CONFIG_HOME/fleetop/config.toml (default ~/.config).",
+            ),
+            (
+                "XDG_STATE_HOME",
+                "Where the log, the audit log and the console's state go: $XDG_STATE_HOME/fleetop (default ~/.local/state).",
+            ),
             ("KUBECONFIG", "The cluster of --kubernetes, as kubectl finds it."),
         ],
     ),
     (
         "FILES",
         &[
-            ("~/.config/fleetop/config.toml", "Settings: hosts, sources, thresholds, theme (fleetop --help names each key's flag)."),
+            (
+                "~/.config/fleetop/config.toml",
+                "Settings: hosts, sources, thresholds, theme (fleetop --help names each key's flag).",
+            ),
             (
                 "~/.local/state/fleetop/audit.jsonl",
                 "The audit log: one JSON line for each action tried (drain, resume, cancel, burn-in, signal, silence), refused ones too. 0600, in a 0700 directory.",
             ),
-            ("~/.local/state/fleetop/silences.json", "The silences in force, kept across restarts."),
-            ("~/.local/state/fleetop/remediate.json", "What fleetop remediate did and is doing, kept across restarts."),
-            ("~/.local/state/fleetop/timeline.jsonl", "Each node's events (flags raised and cleared, actions), one JSON line each."),
-            ("~/.local/state/fleetop/fleetop.log", "The console's log while it owns the terminal."),
+            (
+                "~/.local/state/fleetop/silences.json",
+                "The silences in force, kept across restarts.",
+            ),
+            (
+                "~/.local/state/fleetop/remediate.json",
+                "What fleetop remediate did and is doing, kept across restarts.",
+            ),
+            (
+                "~/.local/state/fleetop/timeline.jsonl",
+                "Each node's events (flags raised and cleared, actions), one JSON line each.",
+            ),
+            (
+                "~/.local/state/fleetop/fleetop.log",
+                "The console's log while it owns the terminal.",
+            ),
         ],
     ),
     (
         "EXAMPLES",
         &[
-            ("fleetop --demo", "A simulated fleet: no agents, nothing changed anywhere."),
-            ("fleetop --hosts 'gpu[01-64]' --tls-ca /etc/fleetop/ca.pem", "Every node's agent, over TLS."),
+            (
+                "fleetop --demo",
+                "A simulated fleet: no agents, nothing changed anywhere.",
+            ),
+            (
+                "fleetop --hosts 'gpu[01-64]' --tls-ca /etc/fleetop/ca.pem",
+                "Every node's agent, over TLS.",
+            ),
             ("fleetop --slurm", "The nodes Slurm knows, with their jobs and states."),
-            ("fleetop --dcgm-exporter 'gpu[01-64]'", "Each node's dcgm-exporter instead of an agent."),
-            ("fleetop export --once --hosts 'gpu[01-64]'", "One JSON snapshot of the fleet on stdout, for scripts."),
+            (
+                "fleetop --dcgm-exporter 'gpu[01-64]'",
+                "Each node's dcgm-exporter instead of an agent.",
+            ),
+            (
+                "fleetop export --once --hosts 'gpu[01-64]'",
+                "One JSON snapshot of the fleet on stdout, for scripts.",
+            ),
         ],
     ),
 ];

@@ -476,7 +476,7 @@ fn in_root(root: &Path, command: &str) -> String {
             "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
         ])
         .args(["/bin/sh", "-ec", command])
-        .stdin(std::process::Stdio::null()))
+        .write_stdin(""))
 }
 
 /// `fleetop-agent`'s dpkg status and version in `root`.
