@@ -485,6 +485,8 @@ fn status_in(root: &Path) -> String {
         root,
         "dpkg-query -W -f '${Status} ${Version}' fleetop-agent 2>/dev/null || echo not-installed",
     )
+    .trim()
+    .to_string()
 }
 
 /// As an image build or Packer would: the agent's package installed with
