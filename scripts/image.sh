@@ -31,6 +31,18 @@ ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
   while read -r lib; do
     install -D -m 0755 "$(readlink -f "$lib")" "$stage/rootfs$lib"
   done
+# The libraries the agent loads at run time need more of the C library than
+# the agent links: NVIDIA's libnvidia-ml.so.1 (mounted by the NVIDIA
+# container runtime) names libpthread.so.0, libdl.so.2, librt.so.1 and
+# libm.so.6; AMD's libamd_smi.so (from the host's /opt/rocm, the AMD
+# variant of the DaemonSet) is C++: libstdc++.so.6 and libgcc_s.so.1. Each
+# from the directory the agent's libc.so.6 came from.
+libdir=$(dirname "$(ldd "$bin" | awk '$1 == "libc.so.6" { print $3 }')")
+for so in libpthread.so.0 libdl.so.2 librt.so.1 libm.so.6 libstdc++.so.6 libgcc_s.so.1; do
+  [ -e "$stage/rootfs$libdir/$so" ] && continue
+  [ -e "$libdir/$so" ] || { echo "image.sh: $libdir/$so is missing (libc6, libstdc++6, libgcc-s1)" >&2; exit 1; }
+  install -D -m 0755 "$(readlink -f "$libdir/$so")" "$stage/rootfs$libdir/$so"
+done
 
 tag="localhost/fleetop-agent:$version"
 buildah build --quiet --isolation chroot --layers=false \

@@ -16,6 +16,9 @@ for who in console:fleetop agent:fleetop-agent; do
   dir=$pkg/${who%%:*} bin=target/release/${who#*:} name=${who#*:}
   mkdir -p "$dir/man"
   "$bin" man --out "$dir/man"
+  # Debian's man pages are gzipped, without a name or time in the header
+  # (-n), so that a rebuild gives the same bytes.
+  gzip -9n "$dir"/man/*.1
   "$bin" completions bash >"$dir/$name.bash"
   "$bin" completions zsh >"$dir/_$name"
   "$bin" completions fish >"$dir/$name.fish"
@@ -23,3 +26,11 @@ done
 cargo deb --no-build --strip -p fleetop-agent
 cargo deb --no-build --strip -p fleetop
 ls target/debian/*.deb
+# Debian's own checks, where lintian is installed (.ci/run installs it): an
+# error fails the build; warnings are printed.
+if command -v lintian >/dev/null; then
+  for name in fleetop-agent fleetop; do
+    deb=$(ls -t target/debian/"${name}"_*.deb | head -n 1)
+    lintian --fail-on error "$deb"
+  done
+fi

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod collector;
 pub mod config;
 pub mod keep;
+pub mod manual;
 pub mod serve;
 pub mod sim;
 pub mod sources;

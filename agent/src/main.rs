@@ -564,9 +564,7 @@ fn run(cli: Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> 
         }
         Some(Command::Man { out }) => {
             use clap::CommandFactory;
-            std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("--out {}: {e}", out.display()))?;
-            clap_mangen::generate_to(Cli::command(), out)
-                .map_err(|e| anyhow::anyhow!("--out {}: {e}", out.display()))?;
+            fleetop_agent::manual::man_pages(Cli::command(), out)?;
             return Ok(());
         }
         Some(Command::Sample { node, .. }) => return sample_once(node),

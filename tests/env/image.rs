@@ -100,3 +100,44 @@ pub fn the_agents_image_runs_its_version_and_a_simulated_sample_and_holds_nothin
     let want = format!("image: {}", TAG.trim_start_matches("localhost/"));
     assert!(ds.contains(&want), "the DaemonSet does not name {want}");
 }
+
+/// Debian's own `libnvidia-ml.so.1` (bookworm non-free, `libnvidia-ml1`),
+/// as `scripts/debian-nvml.sh` fetches it: `$FLEETOP_DEBIAN_NVML`.
+pub fn debian_nvml() -> Option<std::path::PathBuf> {
+    std::env::var_os("FLEETOP_DEBIAN_NVML")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.exists())
+}
+
+/// The real NVML, put where the NVIDIA container runtime mounts it, loads
+/// in the image: its own needs (libpthread, libdl, librt, libm) are there,
+/// and with no GPU driver on this machine it answers NVML's "driver not
+/// loaded", never the loader's "cannot open shared object file".
+pub fn the_agents_image_loads_debians_libnvidia_ml_and_answers_driver_not_loaded() {
+    let lib = debian_nvml().expect("FLEETOP_DEBIAN_NVML: scripts/debian-nvml.sh");
+    let out = buildah().args(["from", "--quiet", TAG]).output().expect("buildah from");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let c = Container(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    // The file itself (the package's name is a link to it).
+    let real = std::fs::canonicalize(&lib).expect("the library");
+    let out = buildah()
+        .args(["copy", "--quiet", &c.0])
+        .arg(&real)
+        .arg("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")
+        .output()
+        .expect("buildah copy");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = run_in(
+        &c.0,
+        &["/usr/bin/fleetop-agent", "sample", "--once", "--backend", "nvml"],
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!said.contains("cannot open shared object file"), "{said}");
+    assert!(!said.contains("could not be loaded"), "{said}");
+    assert!(said.contains("the NVIDIA kernel driver is not loaded"), "{said}");
+}

@@ -79,7 +79,15 @@ fn main() {
         package::chroot_possible(),
         "needs the packages, root (chroot), openssl and systemd-sysusers",
     );
+    let minbase = need(
+        package::minbase_possible(),
+        "needs the agent's package, root (chroot) and a minimal root in $FLEETOP_MINBASE (scripts/minbase.sh)",
+    );
     let image = need(image::built(), "needs buildah and the agent's image (scripts/image.sh)");
+    let real_nvml = need(
+        image::built() && image::debian_nvml().is_some(),
+        "needs the agent's image and Debian's libnvidia-ml1 in $FLEETOP_DEBIAN_NVML (scripts/debian-nvml.sh)",
+    );
     // Each test is named by its path, as the built-in harness names them.
     macro_rules! t {
         ($f:path, $missing:expr) => {
@@ -172,8 +180,16 @@ fn main() {
         ),
         t!(package::the_readmes_cluster_commands_run_as_written, chroot),
         t!(
+            package::the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_minimal_root,
+            minbase
+        ),
+        t!(
             image::the_agents_image_runs_its_version_and_a_simulated_sample_and_holds_nothing_else,
             image
+        ),
+        t!(
+            image::the_agents_image_loads_debians_libnvidia_ml_and_answers_driver_not_loaded,
+            real_nvml
         ),
     ];
     libtest_mimic::run(&args, trials).exit();

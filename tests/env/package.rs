@@ -142,6 +142,41 @@ pub fn the_packages_install_their_files_and_each_units_exec_start_runs() {
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level in {analysis}"));
     assert!(level <= 2.5, "exposure {level}: the README says 2.5");
+
+    // Removed from the root (its maintainer scripts on $DPKG_ROOT): the
+    // enable link `systemctl enable` made goes with it; purged: the state
+    // and (as root, who may edit the root's passwd) the user go too.
+    let wants = root.join("etc/systemd/system/multi-user.target.wants");
+    std::fs::create_dir_all(&wants).expect("wants");
+    let link = wants.join("fleetop-agent.service");
+    std::os::unix::fs::symlink("/lib/systemd/system/fleetop-agent.service", &link).expect("link");
+    std::fs::create_dir_all(root.join("var/lib/fleetop-agent")).expect("state");
+    std::fs::write(root.join("var/lib/fleetop-agent/faults.json"), "[]").expect("state");
+    let dpkg = |action: &str| {
+        run(Command::new("dpkg")
+            .arg(format!("--root={}", root.display()))
+            .args([
+                "--force-depends",
+                "--force-not-root",
+                "--force-script-chrootless",
+                action,
+            ])
+            .arg("fleetop-agent"));
+    };
+    dpkg("-r");
+    assert!(link.symlink_metadata().is_err(), "a dangling enable link is left");
+    assert!(!root.join("usr/bin/fleetop-agent").exists(), "the binary");
+    assert!(root.join("etc/fleetop/agent.toml").exists(), "remove keeps the config");
+    dpkg("-P");
+    assert!(!root.join("var/lib/fleetop-agent").exists(), "purge leaves the state");
+    assert!(
+        !root.join("etc/fleetop/agent.toml").exists(),
+        "purge leaves the conffile"
+    );
+    if run(Command::new("id").arg("-u")).trim() == "0" {
+        let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap_or_default();
+        assert!(!passwd.contains("fleetop-agent:"), "purge leaves the user:\n{passwd}");
+    }
 }
 
 /// The commands of the README's "Use it on a cluster", in order.
@@ -420,4 +455,172 @@ pub fn the_readmes_cluster_commands_run_as_written() {
     let installed = std::fs::read_to_string(root.join("etc/fleetop/agent.toml")).expect("conffile");
     assert_eq!(installed, shipped, "the README's commands edit the conffile");
     assert!(root.join("etc/fleetop/agent.d/50-site.toml").is_file(), "no drop-in");
+}
+
+/// The minimal Debian 12 root `scripts/minbase.sh` makes (debootstrap
+/// minbase: no systemd, no adduser), as `$FLEETOP_MINBASE`.
+pub fn minbase() -> Option<PathBuf> {
+    std::env::var_os("FLEETOP_MINBASE")
+        .map(PathBuf::from)
+        .filter(|p| p.join(".complete").exists())
+}
+
+pub fn minbase_possible() -> bool {
+    package("fleetop-agent").is_some()
+        && minbase().is_some()
+        && Path::new("/usr/sbin/chroot").exists()
+        && run(Command::new("id").arg("-u")).trim() == "0"
+}
+
+/// `command` run in `root` by chroot, with no terminal and no answers: a
+/// question stops it (end of file), never a test.
+fn in_root(root: &Path, command: &str) -> String {
+    run(Command::new("chroot")
+        .arg(root)
+        .args([
+            "/usr/bin/env",
+            "DEBIAN_FRONTEND=noninteractive",
+            "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+        ])
+        .args(["/bin/sh", "-ec", command])
+        .write_stdin(""))
+}
+
+/// `fleetop-agent`'s dpkg status and version in `root`.
+fn status_in(root: &Path) -> String {
+    in_root(
+        root,
+        "dpkg-query -W -f '${Status} ${Version}' fleetop-agent 2>/dev/null || echo not-installed",
+    )
+    .trim()
+    .to_string()
+}
+
+/// As an image build or Packer would: the agent's package installed with
+/// apt-get into a minimal root with no systemd (its user made by useradd),
+/// its unit's ExecStart run there as its user; then upgraded over a site
+/// drop-in and an enable link without a question; removed (the enable link
+/// gone, the config kept); purged (the user and the state gone, the admin's
+/// token and drop-in kept).
+pub fn the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_minimal_root() {
+    let deb = package("fleetop-agent").expect("scripts/package.sh");
+    let dir = tempfile::tempdir().expect("tmp");
+    let root = dir.path().join("root");
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(minbase().expect("FLEETOP_MINBASE"))
+        .arg(&root));
+    assert!(
+        !root.join("usr/bin/systemd-sysusers").exists(),
+        "the minimal root has systemd"
+    );
+    std::fs::copy(&deb, root.join("tmp/fleetop-agent.deb")).expect("copy the package");
+    // The same package as a newer version, for the upgrade.
+    let newer = dir.path().join("newer");
+    run(Command::new("dpkg-deb").arg("-R").arg(&deb).arg(&newer));
+    let control = newer.join("DEBIAN/control");
+    let text = std::fs::read_to_string(&control).expect("control");
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Version: "))
+        .expect("a version")
+        .to_string();
+    std::fs::write(
+        &control,
+        text.replace(&format!("Version: {version}"), &format!("Version: {version}+1")),
+    )
+    .expect("control");
+    run(Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-b"])
+        .arg(&newer)
+        .arg(root.join("tmp/fleetop-agent-newer.deb")));
+
+    in_root(
+        &root,
+        "apt-get install -y -q --no-install-recommends /tmp/fleetop-agent.deb",
+    );
+    assert_eq!(status_in(&root), format!("install ok installed {version}"));
+    let uid = user_in(&root, "fleetop-agent");
+
+    // The unit's ExecStart, run there as its user: it accepts its config,
+    // then serves (on a free port: another test holds the default).
+    let words = exec_start(&root, "fleetop-agent.service");
+    let words: Vec<String> = words
+        .iter()
+        .map(|w| w.strip_prefix(&*root.to_string_lossy()).unwrap_or(w.as_str()).to_string())
+        .collect();
+    let state = root.join("var/lib/fleetop-agent");
+    std::fs::create_dir_all(&state).expect("state dir");
+    run(Command::new("chown").arg(&uid).arg(&state));
+    let said = run(Command::new("chroot")
+        .arg(format!("--userspec={uid}"))
+        .arg(&root)
+        .args(&words)
+        .args(["config", "check"]));
+    assert!(said.contains("/etc/fleetop/agent.toml: ok"), "{said}");
+    let log = dir.path().join("agent.log");
+    let child = std::process::Command::new("chroot")
+        .arg(format!("--userspec={uid}"))
+        .arg(&root)
+        .args(&words)
+        .args(["--listen", "127.0.0.1:0", "--backend", "sim"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("the agent starts");
+    let agent = Running(child);
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("serving on") {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the agent did not start:\n{said}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(agent);
+
+    // What the admin adds: a site drop-in, a token, the unit enabled (the
+    // link `systemctl enable` makes), the agent's state.
+    in_root(
+        &root,
+        "mkdir -p /etc/fleetop/agent.d /etc/systemd/system/multi-user.target.wants
+         echo 'log_format = \"json\"' >/etc/fleetop/agent.d/site.toml
+         echo secret >/etc/fleetop/telemetry.token
+         ln -s /lib/systemd/system/fleetop-agent.service /etc/systemd/system/multi-user.target.wants/",
+    );
+    std::fs::write(state.join("faults.json"), "[]").expect("state");
+    let link = root.join("etc/systemd/system/multi-user.target.wants/fleetop-agent.service");
+
+    // The upgrade: no question, the drop-in and the enable link kept.
+    in_root(&root, "apt-get install -y -q /tmp/fleetop-agent-newer.deb");
+    assert_eq!(status_in(&root), format!("install ok installed {version}+1"));
+    assert!(root.join("etc/fleetop/agent.d/site.toml").exists(), "the drop-in");
+    assert!(link.symlink_metadata().is_ok(), "an upgrade disabled the unit");
+    assert_eq!(user_in(&root, "fleetop-agent"), uid, "an upgrade made the user again");
+
+    // Removed: the binary and the enable link gone, the config kept.
+    in_root(&root, "apt-get remove -y -q fleetop-agent");
+    assert_eq!(status_in(&root), format!("deinstall ok config-files {version}+1"));
+    assert!(!root.join("usr/bin/fleetop-agent").exists(), "the binary");
+    assert!(link.symlink_metadata().is_err(), "a dangling enable link is left");
+    assert!(root.join("etc/fleetop/agent.toml").exists(), "remove keeps the config");
+
+    // Purged: the user and the state gone, the admin's files kept.
+    in_root(&root, "apt-get purge -y -q fleetop-agent");
+    assert_eq!(status_in(&root), "not-installed");
+    let passwd = std::fs::read_to_string(root.join("etc/passwd")).expect("passwd");
+    assert!(!passwd.contains("fleetop-agent:"), "the user is left:\n{passwd}");
+    let group = std::fs::read_to_string(root.join("etc/group")).expect("group");
+    assert!(!group.contains("fleetop-agent:"), "the group is left:\n{group}");
+    assert!(!state.exists(), "the state is left");
+    assert!(!root.join("etc/fleetop/agent.toml").exists(), "the conffile is left");
+    assert!(
+        root.join("etc/fleetop/telemetry.token").exists(),
+        "the admin's token went"
+    );
+    assert!(
+        root.join("etc/fleetop/agent.d/site.toml").exists(),
+        "the admin's drop-in went"
+    );
 }
