@@ -51,6 +51,10 @@ const SECTIONS: &[Section] = &[
                 "The settings, one key per flag (the package's conffile); --config names another, none reads no file.",
             ),
             (
+                "/etc/fleetop/agent.d/*.toml",
+                "Site settings, read in name order after agent.toml; a later file wins. The package ships none.",
+            ),
+            (
                 "/var/lib/fleetop-agent/",
                 "The state directory (--state-dir; the unit's StateDirectory, 0700, the agent's own).",
             ),
