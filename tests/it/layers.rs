@@ -35,6 +35,7 @@ const LAYERS: &[(&str, u32)] = &[
 /// backend that builds it, and serving on top.
 const AGENT_LAYERS: &[(&str, u32)] = &[
     ("config", 0),
+    ("manual", 0),
     ("keep", 0),
     ("sources", 0),
     ("sim", 1),
