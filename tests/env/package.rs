@@ -547,7 +547,11 @@ pub fn the_agents_package_installs_upgrades_removes_and_purges_with_apt_in_a_min
     let words = exec_start(&root, "fleetop-agent.service");
     let words: Vec<String> = words
         .iter()
-        .map(|w| w.strip_prefix(&*root.to_string_lossy()).unwrap_or(w.as_str()).to_string())
+        .map(|w| {
+            w.strip_prefix(&*root.to_string_lossy())
+                .unwrap_or(w.as_str())
+                .to_string()
+        })
         .collect();
     let state = root.join("var/lib/fleetop-agent");
     std::fs::create_dir_all(&state).expect("state dir");
