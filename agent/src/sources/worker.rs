@@ -222,6 +222,35 @@ pub(crate) fn wait_started(workers: &mut [Worker], within: Duration) -> Vec<bool
     workers.iter_mut().map(|w| w.started(until)).collect()
 }
 
+/// Waits for every worker to open and describe its GPU until
+/// `START_DEADLINE` (`wait_started`), then reads each GPU's description as
+/// far as it got (`info`, by the worker's position) and logs each GPU that
+/// did not answer in time, by index and bus id: it is reported stuck until
+/// it answers, and the rest of the node is served. For each worker, whether
+/// it started, and each description.
+pub(crate) fn start_all(
+    workers: &mut [Worker],
+    info: impl Fn(usize) -> crate::proto::GpuInfo,
+) -> (Vec<bool>, Vec<crate::proto::GpuInfo>) {
+    let started = wait_started(workers, START_DEADLINE);
+    let infos: Vec<crate::proto::GpuInfo> = (0..workers.len()).map(info).collect();
+    for ((w, info), _) in workers.iter().zip(&infos).zip(&started).filter(|(_, ok)| !**ok) {
+        tracing::warn!(
+            "GPU {} ({}): no answer within {:?} at start, in {}: reported stuck until it answers; \
+             the rest of the node is served",
+            w.index,
+            if info.pci_bus_id.is_empty() {
+                "PCI bus id unknown"
+            } else {
+                info.pci_bus_id.as_str()
+            },
+            START_DEADLINE,
+            w.doing()
+        );
+    }
+    (started, infos)
+}
+
 /// Every GPU's sample, asked of all workers at once and waited for until
 /// `wait` from now. One still in a call from an earlier sample is stuck and
 /// not waited for again, so it delays no sample after the first that found

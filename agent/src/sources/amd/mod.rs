@@ -42,7 +42,7 @@ use crate::proto::{GpuInfo, NodeInfo, Sample};
 use crate::sources::Sampler;
 use crate::sources::worker::answer_deadline;
 
-use crate::sources::worker::{Doing, START_DEADLINE, Worker, sample_all, wait_started};
+use crate::sources::worker::{Doing, Worker, sample_all, start_all};
 use events::EventQueue;
 use library::{Amd, Handle};
 use read::GpuReader;
@@ -186,25 +186,12 @@ impl AmdSampler {
             }));
             slots.push(slot);
         }
-        let started = wait_started(&mut workers, START_DEADLINE);
-        let infos: Vec<GpuInfo> = slots
-            .iter()
-            .map(|s| s.info.lock().map(|i| i.clone()).unwrap_or_default())
-            .collect();
-        for ((w, info), _) in workers.iter().zip(&infos).zip(&started).filter(|(_, ok)| !**ok) {
-            tracing::warn!(
-                "GPU {} ({}): no answer within {:?} at start, in {}: reported stuck until it answers; \
-                 the rest of the node is served",
-                w.index,
-                if info.pci_bus_id.is_empty() {
-                    "PCI bus id unknown"
-                } else {
-                    info.pci_bus_id.as_str()
-                },
-                START_DEADLINE,
-                w.doing()
-            );
-        }
+        let (started, infos) = start_all(&mut workers, |i| {
+            slots
+                .get(i)
+                .and_then(|s| s.info.lock().ok().map(|i| i.clone()))
+                .unwrap_or_default()
+        });
         // The first processor's driver that answered.
         let driver_version = slots
             .iter()
