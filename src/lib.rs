@@ -2,14 +2,15 @@
 //!
 //! - `model`: the domain (decoded samples, flags, scheduler view, actions,
 //!   burn-in, updates); imports nothing of the console.
-//! - `cli`, `config`, `logging`: the command line, the config file, logs.
+//! - `config`, `logging`: the config file, logs.
 //! - `ingest`: where data comes from (agent streams, Slurm, the demo, SOURCE).
 //! - `detect`: one function per flag kind; `store`: node state fed by updates.
 //! - `ops`: what changes a cluster (Slurm actions, burn-in, the audit log)
 //!   and what goes out of it (notifications);
 //!   `record`: recordings of the update stream, and their player.
 //! - `session`: the tasks and the one update channel tying them together.
-//! - `export`: the JSON documents.
+//! - `export`: the JSON documents; `cli`: the command line, and its
+//!   resolving into the plain values the layers below take.
 //! - `cmd`, `tui`: the front ends; nothing imports them.
 //!
 //! Data flows one way: sampler -> stream -> ingest -> store -> detectors ->
@@ -166,7 +167,7 @@ fn dispatch(
             logging::to_stderr(cli.log_format);
             rt.block_on(cmd::record::run(args, cfg))
         }
-        Some(Command::Replay(args)) => tui::replay::run(rt, args, theme, cfg),
+        Some(Command::Replay(args)) => tui::replay::run(rt, &args.file, args.at.as_deref(), theme, cfg),
         Some(Command::Completions { shell }) => {
             cmd::manual::completions(shell, &mut <Cli as clap::CommandFactory>::command(), "fleetop")
         }
@@ -187,12 +188,15 @@ fn dispatch(
                 seed,
                 ..cli.source
             };
-            tui::run(rt, source, &record, theme, cli.read_only || cfg.read_only, cfg)
+            let source = cli::resolve::source(&source, &cfg);
+            let read_only = cli.read_only || cfg.read_only;
+            tui::run(rt, source, cli::resolve::recording(&record), theme, read_only, cfg)
         }
         None => {
             cmd::apply_notify_flags(&cli.notify, &mut cfg.notify);
             let read_only = cli.read_only || cfg.read_only;
-            tui::run(rt, cli.source, &cli.record, theme, read_only, cfg)
+            let source = cli::resolve::source(&cli.source, &cfg);
+            tui::run(rt, source, cli::resolve::recording(&cli.record), theme, read_only, cfg)
         }
     }
 }

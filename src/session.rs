@@ -2,31 +2,27 @@
 //! (starting the demo agents if asked), create the store, and start the tasks
 //! that feed its one update channel: a source per node, the scheduler poller
 //! (with `--slurm`; and the Kubernetes and Ray pollers with `--kubernetes`
-//! and `--ray`), and the action task that runs what the person confirmed.
-//! The action task sends each plan to the scheduler it names (Slurm,
-//! Kubernetes or Ray); a plan for a scheduler that is not read is refused
-//! and logged, never sent elsewhere.
+//! and `--ray`), and the action task that runs what the person confirmed
+//! (`ops::execute`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
 
-use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::ingest::agent::{self, SourceOptions};
 use crate::ingest::racks::Racks;
-use crate::ingest::ray::Ray;
 use crate::ingest::slurm::Slurm;
+use crate::ingest::source::Source;
 use crate::ingest::targets::{self, Feed, Resolved};
 use crate::ingest::{pace, prometheus, scrape};
-use crate::model::action::Scheduler;
-use crate::model::bench::BenchUpdate;
 use crate::model::request::Request;
 use crate::model::target::Target;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
-use crate::ops::{audit, bench, return_to_service, slurm, timeline};
+use crate::ops::execute::Executor;
+use crate::ops::timeline;
 use crate::record::writer::Stats;
 use crate::record::{RecordError, Recorder, RecorderOptions};
 use crate::store::{Link, NodeState, Store};
@@ -99,178 +95,26 @@ async fn poll_remediation(tx: mpsc::Sender<Update>) {
     }
 }
 
-/// Runs confirmed plans one at a time, logs them (and refusals), starts
-/// burn-in suites, and reports back.
-// One argument per scheduler and what the burn-ins need: a struct would
-// only rename them.
-#[allow(clippy::too_many_arguments)]
-async fn run_actions(
-    slurm: Slurm,
-    mut asks: mpsc::Receiver<Request>,
-    poke: Arc<Notify>,
-    tx: mpsc::Sender<Update>,
-    targets: Vec<Target>,
-    bench_token: Option<String>,
-    access: agent::Access,
-    kube: Option<(crate::ingest::kube::Kube, Arc<Notify>)>,
-    ray: Option<(Ray, Arc<Notify>)>,
-) {
-    let mut running: Option<(tokio::task::JoinHandle<()>, Vec<usize>)> = None;
-    while let Some(ask) = asks.recv().await {
-        let plan = match ask {
-            Request::Run(plan) => plan,
-            Request::Refused(plan, why) => {
-                if let Err(e) = audit::log(&audit::refused(&plan, &why)) {
-                    tracing::error!("{e}");
-                }
-                continue;
-            }
-            Request::Bench { nodes, suite } => {
-                let Some(token) = bench_token.clone() else { continue };
-                let chosen: Vec<(usize, Target)> = nodes
-                    .into_iter()
-                    .filter_map(|i| targets.get(i).map(|t| (i, t.clone())))
-                    .collect();
-                let idx = chosen.iter().map(|(i, _)| *i).collect();
-                // A suite takes minutes: it runs beside the drain/resume queue.
-                running = Some((
-                    tokio::spawn(bench::run_reporting(chosen, suite, token, access.clone(), tx.clone())),
-                    idx,
-                ));
-                continue;
-            }
-            Request::Signal { node, plan } => {
-                let (Some(target), Some(token)) = (targets.get(node), bench_token.as_deref()) else {
-                    continue;
-                };
-                if let Err(e) = audit::started(&plan) {
-                    let report = audit::refused(&plan, &e.to_string());
-                    let _ = tx.send(Update::ActionDone(Arc::new(report))).await;
-                    continue;
-                }
-                let report = crate::ops::signal::run(&plan, target, token, &access).await;
-                if let Err(e) = audit::log(&report) {
-                    tracing::error!("{e}");
-                }
-                if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
-                    return;
-                }
-                continue;
-            }
-            Request::Return(prepared) => {
-                // A burn-in takes minutes: it runs beside the drain/resume queue.
-                let (slurm, access, token) = (slurm.clone(), access.clone(), bench_token.clone());
-                let (poke, tx) = (poke.clone(), tx.clone());
-                // The burn-in's progress goes to the store as `B`'s does, so a
-                // failed return raises `burnin_failed` and the bench screen shows it.
-                let nodes: Vec<Option<usize>> = prepared
-                    .bench_targets()
-                    .iter()
-                    .map(|b| targets.iter().position(|t| t.name == b.name))
-                    .collect();
-                tokio::spawn(async move {
-                    let plan = prepared.plan.clone();
-                    let (queue, forward) = bench::forwarder(tx.clone());
-                    let report = match audit::started(&plan) {
-                        Err(e) => audit::refused(&plan, &e.to_string()),
-                        Ok(()) => {
-                            let seen = |i: usize, u: &BenchUpdate| {
-                                if let Some(&Some(node)) = nodes.get(i) {
-                                    let event = u.clone();
-                                    let _ = queue.send(Update::Bench { node, event });
-                                }
-                            };
-                            let timeout = Duration::from_secs(1800);
-                            let r =
-                                return_to_service::run(&prepared, &slurm, token.as_deref(), &access, timeout, &seen)
-                                    .await;
-                            if let Err(e) = audit::log(&r) {
-                                tracing::error!("{e}");
-                            }
-                            r
-                        }
-                    };
-                    drop(queue);
-                    let _ = forward.await;
-                    poke.notify_one();
-                    let _ = tx.send(Update::ActionDone(Arc::new(report))).await;
-                });
-                continue;
-            }
-            Request::Silences { all, made } => {
-                if let Err(e) = crate::ops::silences::save(&all, &made) {
-                    tracing::error!("silences not saved: {e}");
-                }
-                continue;
-            }
-            Request::CancelBench => {
-                if let Some((task, nodes)) = running.take() {
-                    // Dropping the task drops its streams: each agent stops its suite.
-                    task.abort();
-                    for node in nodes {
-                        let event = BenchUpdate::Cancelled;
-                        let _ = tx.send(Update::Bench { node, event }).await;
-                    }
-                }
-                continue;
-            }
-        };
-        // Each plan goes to the scheduler it names; one whose scheduler is
-        // not read here is refused (and logged), never sent elsewhere.
-        let refused = |why: &str| {
-            let r = audit::refused(&plan, why);
-            if let Err(e) = audit::log(&r) {
-                tracing::error!("{e}");
-            }
-            r
-        };
-        let report = match plan.scheduler {
-            Scheduler::Kubernetes => match &kube {
-                Some((k, kpoke)) => {
-                    let r = crate::ops::kube::run_logged(k, plan).await;
-                    kpoke.notify_one();
-                    r
-                }
-                None => refused("Kubernetes is not read (start with --kubernetes)"),
-            },
-            Scheduler::Ray => match &ray {
-                Some((r, rpoke)) => {
-                    let report = crate::ops::ray::run_logged(r, plan).await;
-                    rpoke.notify_one();
-                    report
-                }
-                None => refused("Ray is not read (start with --ray URL)"),
-            },
-            Scheduler::Slurm => slurm::run_logged(&slurm, plan).await,
-        };
-        poke.notify_one();
-        if tx.send(Update::ActionDone(Arc::new(report))).await.is_err() {
-            return;
-        }
-    }
-}
-
 impl Session {
-    /// Starts the sources for `args` (and the demo agents for `--demo`)
+    /// Starts the sources of `source` (and the demo agents for `--demo`)
     /// for a console that keeps running.
-    pub async fn start(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Session> {
-        Session::start_for(args, cfg, agent::Reading::Running).await
+    pub async fn start(source: &Source, cfg: &Config) -> anyhow::Result<Session> {
+        Session::start_for(source, cfg, agent::Reading::Running).await
     }
 
     /// As `start`, for what the session reads the fleet's history for.
-    pub async fn start_for(args: &SourceArgs, cfg: &Config, reading: agent::Reading) -> anyhow::Result<Session> {
+    pub async fn start_for(source: &Source, cfg: &Config, reading: agent::Reading) -> anyhow::Result<Session> {
         let slurm = targets::slurm(cfg);
         // Before anything starts: a bad rack hostlist is a config error.
         let racks = Racks::from_config(cfg)?;
         // A kubeconfig that cannot be used stops the start, in one line.
-        let kube = if args.kube.kubernetes {
-            Some(crate::ingest::kube::connect(&args.kube).await?)
-        } else {
-            None
+        let kube = match &source.kube {
+            Some(opts) => Some((crate::ingest::kube::connect(opts).await?, opts.refresh)),
+            None => None,
         };
         // So is a --ray that is not a dashboard's URL.
-        let ray = targets::ray(&args.ray, cfg)?;
-        let mut resolved: Resolved = targets::resolve(args, cfg).await?;
+        let ray = targets::ray(&source.ray, cfg)?;
+        let mut resolved: Resolved = targets::resolve(source, cfg).await?;
         let bench_token = resolved.bench_token;
         let mut store = Store::new(resolved.targets, cfg.thresholds.clone());
         // How late this runtime gets to its tasks: said as the console's
@@ -278,20 +122,20 @@ impl Session {
         pace::spawn_probe(&store.pace);
         resolved.access.pace = store.pace.clone();
         store.set_racks(|n| racks.rack_of(n));
-        store.scheduler_known = args.slurm;
+        store.scheduler_known = source.slurm;
         store.kube.known = kube.is_some();
         let (tx, updates) = mpsc::channel(8192);
         let targets: Vec<Target> = store.nodes.iter().map(|n| n.target.clone()).collect();
         let sources = SourceOptions {
             access: resolved.access.clone(),
             // 0 asks for everything: a second is the least that can be asked.
-            backfill_s: args.backfill.map_or_else(
+            backfill_s: source.backfill.map_or_else(
                 || agent::default_backfill_s(targets.len(), reading),
                 |d| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32,
             ),
             ..SourceOptions::default()
         };
-        if args.backfill.is_none() && sources.backfill_s > 0 && matches!(resolved.feed, Feed::Agents) {
+        if source.backfill.is_none() && sources.backfill_s > 0 && matches!(resolved.feed, Feed::Agents) {
             tracing::info!(
                 "{} nodes: {} s of each agent's history read at start (--backfill to choose)",
                 targets.len(),
@@ -306,13 +150,13 @@ impl Session {
                 scrape::spawn_all(&targets, opts, tx.clone()).map_err(anyhow::Error::msg)?;
             }
             Feed::Prometheus(p) => {
-                prometheus::spawn(p.clone(), targets.clone(), args.scrape_interval, tx.clone());
+                prometheus::spawn(p.clone(), targets.clone(), source.scrape_interval, tx.clone());
             }
         }
         // The nodes' timelines as kept on disk, read off the update path.
         let names: std::collections::BTreeSet<String> = targets.iter().map(|t| t.name.clone()).collect();
         let ttx = tx.clone();
-        if !args.demo {
+        if source.demo.is_none() {
             tokio::spawn(async move {
                 let week = now_ms() - 7 * 24 * 3_600_000;
                 let (names, mut follow) = (Arc::new(names), timeline::AuditFollower::from_end());
@@ -343,11 +187,11 @@ impl Session {
                 }
             });
         }
-        if !args.demo {
+        if source.demo.is_none() {
             tokio::spawn(poll_remediation(tx.clone()));
         }
         let poke = Arc::new(Notify::new());
-        if args.slurm {
+        if source.slurm {
             let s = slurm.clone();
             let read = move || read_slurm(s.clone());
             tokio::spawn(poll(read, cfg.slurm.refresh, poke.clone(), tx.clone()));
@@ -368,9 +212,8 @@ impl Session {
             tokio::spawn(poll(read, cfg.ray.refresh, rpoke.clone(), tx.clone()));
             (r, rpoke)
         });
-        let kube = kube.map(|k| {
+        let kube = kube.map(|(k, every)| {
             let kpoke = Arc::new(Notify::new());
-            let every = args.kube.kube_refresh.unwrap_or(Duration::from_secs(10));
             let kube = k.clone();
             let read = move || {
                 let kube = kube.clone();
@@ -386,24 +229,23 @@ impl Session {
         });
         let kubernetes = kube.is_some();
         let (atx, arx) = mpsc::channel(8);
-        tokio::spawn(run_actions(
+        let executor = Executor {
             slurm,
-            arx,
             poke,
-            tx,
-            targets,
-            bench_token.clone(),
-            resolved.access,
             kube,
             ray,
-        ));
+            targets,
+            bench_token: bench_token.clone(),
+            access: resolved.access,
+        };
+        tokio::spawn(executor.run(arx, tx));
         Ok(Session {
             store,
             updates,
             #[cfg(feature = "demo")]
             demo: resolved.demo,
             actions: Some(atx),
-            scheduler: args.slurm,
+            scheduler: source.slurm,
             bench_token,
             kubernetes,
         })

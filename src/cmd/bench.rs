@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use crate::cli::{BenchArgs, Format};
+use crate::cli::{BenchArgs, Format, resolve};
 use crate::config::Config;
 use crate::ingest::targets;
 use crate::model::bench::BenchUpdate;
@@ -13,13 +13,13 @@ use crate::ops::{audit, bench};
 
 pub async fn run(args: BenchArgs, cfg: Config, read_only: bool) -> anyhow::Result<()> {
     let suite = args.suite.name();
-    let resolved = targets::resolve(&args.source, &cfg).await?;
+    let source = resolve::source(&args.source, &cfg);
+    let resolved = targets::resolve(&source, &cfg).await?;
     let mut targets = resolved.targets.clone();
     if !resolved.feed.is_agents() {
         // The nodes an exporter or Prometheus names run their agents at the agent port.
-        let port = targets::port(&args.source, &cfg);
         for t in &mut targets {
-            t.port = port;
+            t.port = source.port;
         }
     }
     let targets = &targets;

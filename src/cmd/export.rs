@@ -27,7 +27,8 @@ pub async fn run(args: ExportArgs, cfg: Config) -> anyhow::Result<()> {
         Some(1) => agent::Reading::Snapshot,
         _ => agent::Reading::Running,
     };
-    let mut session = Session::start_for(&args.source, &cfg, reading).await?;
+    let source = crate::cli::resolve::source(&args.source, &cfg);
+    let mut session = Session::start_for(&source, &cfg, reading).await?;
     session.settle(args.timeout).await;
     ensure_some_answered(&session, args.timeout)?;
     // A scheduler still silent when the first document is due: the

@@ -7,10 +7,14 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 
-use crate::cli::{ActionFormat, JobAction, JobCmd, NodeCmd, SourceArgs};
+use crate::cli::{ActionFormat, JobAction, JobCmd, NodeCmd, SourceArgs, resolve};
 use crate::config::Config;
+use crate::ingest::agent::Access;
+use crate::ingest::slurm::Slurm;
+use crate::ingest::source::{RayChoice, Source};
 use crate::ingest::{hostlist, targets};
 use crate::model::action::{self, ActionReport, NodeAction};
+use crate::model::target::Target;
 use crate::model::time::{now_ms, rfc3339};
 use crate::ops::{audit, return_to_service, slurm, timeline};
 
@@ -23,45 +27,92 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let nodes = hostlist::expand(&args.nodes)?;
     // The agents' options work after `node` as before it.
-    let source = &source.with_agents(&args.agents);
-    if args.kube.kubernetes && args.action.action().is_some() {
-        return run_kube(nodes, &args, read_only, rt);
+    let source_args = source.with_agents(&args.agents);
+    if let Some(kube) = resolve::kube(&args.kube)
+        && args.action.action().is_some()
+    {
+        return run_kube(nodes, &args, &kube, read_only, rt);
     }
+    // --ray after `node drain`, or before `node` as for the console.
+    let ray_args = if args.ray.ray.is_some() {
+        &args.ray
+    } else {
+        &source_args.ray
+    };
+    let ray = resolve::ray(ray_args);
+    let reach = Reach::new(&nodes, &resolve::source(&source_args, cfg), cfg);
     let action = match args.action.action() {
-        None => return history(&nodes, &args, source, cfg, rt),
-        Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, source, cfg, read_only)),
+        None => return history(&nodes, &args, &reach, rt),
+        Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, reach, cfg, read_only)),
         Some(NodeAction::Cordon) => anyhow::bail!("cordon is a Kubernetes action: add --kubernetes"),
         Some(a) => a,
     };
-    // --ray after `node drain`, or before `node` as for the console.
-    let ray_args = if args.ray.ray.is_some() { &args.ray } else { &source.ray };
-    if ray_args.ray.is_some() {
-        return run_ray(action, nodes, &args, ray_args, cfg, read_only, rt);
+    if ray.asked() {
+        return run_ray(action, nodes, &args, &ray, cfg, read_only, rt);
     }
     let mut plan = action::plan(action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
     plan.force = args.force;
     if matches!(action, NodeAction::Resume | NodeAction::Undrain) {
         // What the nodes' agents say now: a node with a fault that keeps
         // it out of service is not put back unless forced.
-        match rt.block_on(gates(&plan.nodes, source, cfg, None)) {
-            Ok(g) => plan.faults = g.into_iter().filter_map(|(n, g)| Some((n, g.faults?))).collect(),
+        match &reach.agents {
+            Ok(agents) => {
+                let g = rt.block_on(gates(&plan.nodes, agents, cfg, None));
+                plan.faults = g.into_iter().filter_map(|(n, g)| Some((n, g.faults?))).collect();
+            }
             Err(e) => tracing::warn!("the nodes' flags could not be read: {e}"),
         }
     }
-    let slurm = targets::slurm(cfg);
     if plan.force {
-        forced_past(&mut plan, &slurm);
+        forced_past(&mut plan, &reach.slurm);
     }
     run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| {
-        slurm::execute(&slurm, p)
+        slurm::execute(&reach.slurm, p)
     })
+}
+
+/// How a node command reaches its nodes, resolved once per command:
+/// Slurm, and the nodes' agents with their TLS and token.
+struct Reach {
+    slurm: Slurm,
+    /// An error where the agents cannot be named or their access files
+    /// read: each command decides whether that stops it.
+    agents: anyhow::Result<Agents>,
+}
+
+/// The agents of a command's nodes: those the source names (--hosts),
+/// else the nodes at the addresses the config maps them to.
+struct Agents {
+    targets: Vec<Target>,
+    access: Access,
+}
+
+impl Reach {
+    fn new(nodes: &[String], source: &Source, cfg: &Config) -> Reach {
+        let agents = targets::agents_of(nodes, source, cfg).and_then(|targets| {
+            Ok(Agents {
+                targets,
+                access: source.access.load()?,
+            })
+        });
+        Reach {
+            slurm: targets::slurm(cfg),
+            agents,
+        }
+    }
 }
 
 /// `fleetop node cordon|drain|resume NODES --kubernetes`: the same path as
 /// Slurm's (read-only refusal, the calls shown, confirmation, the audit
 /// log, the exit status), the calls going to the API server
 /// (`ops::kube`). Read-only refuses before any client is made.
-fn run_kube(nodes: Vec<String>, args: &NodeCmd, read_only: bool, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+fn run_kube(
+    nodes: Vec<String>,
+    args: &NodeCmd,
+    kube: &crate::ingest::kube::KubeOptions,
+    read_only: bool,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<()> {
     let action = match args.action.action() {
         Some(NodeAction::Return) => {
             anyhow::bail!("return runs a burn-in and resumes in Slurm; with --kubernetes: resume (uncordon)")
@@ -75,7 +126,7 @@ fn run_kube(nodes: Vec<String>, args: &NodeCmd, read_only: bool, rt: &tokio::run
     let kube = if read_only {
         None
     } else {
-        Some(rt.block_on(crate::ingest::kube::connect(&args.kube))?)
+        Some(rt.block_on(crate::ingest::kube::connect(kube))?)
     };
     // Who and when are known here: the calls shown are those sent.
     crate::ops::kube::stamp(&mut plan);
@@ -92,7 +143,7 @@ fn run_ray(
     action: NodeAction,
     nodes: Vec<String>,
     args: &NodeCmd,
-    ray_args: &crate::cli::RayArgs,
+    ray: &RayChoice,
     cfg: &Config,
     read_only: bool,
     rt: &tokio::runtime::Runtime,
@@ -100,7 +151,7 @@ fn run_ray(
     if action != NodeAction::Drain {
         anyhow::bail!("{} --ray: {}", action.verb(), crate::ops::ray::NO_RESUME);
     }
-    let Some(ray) = targets::ray(ray_args, cfg)? else {
+    let Some(ray) = targets::ray(ray, cfg)? else {
         anyhow::bail!("--ray: no Ray cluster given");
     };
     let snap = rt.block_on(ray.read())?;
@@ -170,17 +221,14 @@ fn forced_past(plan: &mut action::Plan, slurm: &crate::ingest::slurm::Slurm) {
 /// `fleetop node history NODES`: the nodes' timelines from the state
 /// directory and the audit log, with the fault journals of their agents
 /// where they answer, oldest first.
-fn history(
-    nodes: &[String],
-    args: &NodeCmd,
-    source: &SourceArgs,
-    cfg: &Config,
-    rt: &tokio::runtime::Runtime,
-) -> anyhow::Result<()> {
+fn history(nodes: &[String], args: &NodeCmd, reach: &Reach, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
     let since = now_ms() - args.since.as_millis() as i64;
     let names: BTreeSet<String> = nodes.iter().cloned().collect();
     let mut events = timeline::load(Some(&names), since);
-    let journals = rt.block_on(fault_journals(nodes, source, cfg));
+    let journals = match &reach.agents {
+        Ok(agents) => rt.block_on(fault_journals(nodes, agents)),
+        Err(_) => Vec::new(),
+    };
     events.extend(journals.into_iter().filter(|e| e.time_ms >= since));
     events.sort_by_key(|e| e.time_ms);
     let mut out = std::io::stdout().lock();
@@ -218,13 +266,10 @@ fn history(
 /// What each node's agent has journaled (XIDs per GPU, across restarts
 /// and reboots, and the burn-ins it ran), asked of all at once; an agent that does not answer is
 /// named on stderr and its journal left out.
-async fn fault_journals(nodes: &[String], source: &SourceArgs, cfg: &Config) -> Vec<crate::model::timeline::Event> {
-    let (Ok(targets), Ok(access)) = (targets::agents_of(nodes, source, cfg), targets::access(source, cfg)) else {
-        return Vec::new();
-    };
+async fn fault_journals(nodes: &[String], agents: &Agents) -> Vec<crate::model::timeline::Event> {
     let mut asks = tokio::task::JoinSet::new();
-    for t in targets {
-        let access = access.clone();
+    for t in agents.targets.clone() {
+        let access = agents.access.clone();
         asks.spawn(async move {
             let got = crate::ingest::agent::describe(&t, &access, std::time::Duration::from_secs(5)).await;
             (t, got)
@@ -256,19 +301,18 @@ async fn fault_journals(nodes: &[String], source: &SourceArgs, cfg: &Config) -> 
 async fn run_return(
     nodes: Vec<String>,
     args: &NodeCmd,
-    source: &SourceArgs,
+    reach: Reach,
     cfg: &Config,
     read_only: bool,
 ) -> anyhow::Result<()> {
-    let slurm = targets::slurm(cfg);
+    let slurm = reach.slurm;
     let s = slurm.clone();
     let snap = tokio::task::spawn_blocking(move || s.query())
         .await?
         .map_err(|e| anyhow::anyhow!("return: cannot read Slurm: {e}"))?;
-    // The agents: those the source names (--hosts), else the nodes at the
-    // addresses the config maps them to (Slurm was read just above: not again).
-    let agents = targets::agents_of(&nodes, source, cfg)?;
-    let access = targets::access(source, cfg)?;
+    // The agents at the addresses the source or the config gives (Slurm
+    // was read just above: not again).
+    let agents = reach.agents?;
     let token = match (&args.token_file, &cfg.bench_token_file) {
         (Some(p), _) => Some(fleetop_proto::util::read_token_file(p)?),
         (None, Some(p)) => {
@@ -276,7 +320,7 @@ async fn run_return(
         }
         (None, None) => None,
     };
-    let gates = gates(&nodes, source, cfg, args.expect_gpus).await?;
+    let gates = gates(&nodes, &agents, cfg, args.expect_gpus).await;
     let gate = |n: &str| {
         let mut g = gates.get(n).cloned().unwrap_or(return_to_service::Gate {
             expect_gpus: args.expect_gpus,
@@ -295,7 +339,7 @@ async fn run_return(
         &nodes,
         |n| snap.nodes.get(n),
         gate,
-        &agents,
+        &agents.targets,
         args.suite,
         return_to_service::Overrides {
             force: args.force,
@@ -333,7 +377,15 @@ async fn run_return(
             );
         }
     };
-    let report = return_to_service::run(&prepared, &slurm, token.as_deref(), &access, args.timeout, &progress).await;
+    let report = return_to_service::run(
+        &prepared,
+        &slurm,
+        token.as_deref(),
+        &agents.access,
+        args.timeout,
+        &progress,
+    )
+    .await;
     let logged = audit::append(&report);
     print_report(&report, args.format)?;
     logged.map_err(|e| anyhow::anyhow!("return ran, but the audit log could not be written: {e}"))?;
@@ -359,13 +411,12 @@ const GATE_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 /// from the map: its flags are unknown, and the log says so.
 async fn gates(
     nodes: &[String],
-    source: &SourceArgs,
+    agents: &Agents,
     cfg: &Config,
     expect_gpus: Option<u32>,
-) -> anyhow::Result<std::collections::BTreeMap<String, return_to_service::Gate>> {
-    let agents = targets::agents_of(nodes, source, cfg)?;
-    let access = targets::access(source, cfg)?;
-    let mut session = crate::session::Session::of_agents(agents, access, cfg);
+) -> std::collections::BTreeMap<String, return_to_service::Gate> {
+    let (targets, access) = (agents.targets.clone(), agents.access.clone());
+    let mut session = crate::session::Session::of_agents(targets, access, cfg);
     session.settle(GATE_READ_TIMEOUT).await;
     let now = now_ms();
     let th = session.store.thresholds.clone();
@@ -384,14 +435,15 @@ async fn gates(
         out.insert(n.target.name.clone(), n.gate(expect_gpus, &th));
     }
     session.stop().await;
-    Ok(out)
+    out
 }
 
 /// `fleetop job cancel JOBID`: `scancel JOBID`, confirmed, logged, read back.
 pub fn run_job(args: JobCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
     let JobAction::Cancel = args.action;
+    let slurm = targets::slurm(cfg);
     // The nodes it runs on, for the log and the question; none if Slurm cannot say.
-    let nodes = targets::slurm(cfg)
+    let nodes = slurm
         .query()
         .ok()
         .and_then(|s| s.jobs.into_iter().find(|j| j.id == args.job))
@@ -400,7 +452,6 @@ pub fn run_job(args: JobCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()
     let user = (!user.is_empty()).then_some(user);
     let what = format!("job {}", args.job);
     let plan = action::scancel_plan(args.job, user.as_deref(), nodes);
-    let slurm = targets::slurm(cfg);
     // A job Slurm does not list has nothing to cancel: no question asked,
     // one line, and the log says it failed.
     if !read_only && let Some(nothing) = slurm::nothing_to_cancel(&slurm, &args.job.to_string()) {

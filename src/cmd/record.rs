@@ -10,7 +10,7 @@ use crate::record::RecorderOptions;
 use crate::session::Session;
 
 pub async fn run(args: RecordArgs, cfg: Config) -> anyhow::Result<()> {
-    let mut session = Session::start(&args.source, &cfg).await?;
+    let mut session = Session::start(&crate::cli::resolve::source(&args.source, &cfg), &cfg).await?;
     let mut opts = RecorderOptions::new(&args.out);
     opts.rotate_size = args.rotate_size;
     let handle = match session.record(opts) {

@@ -70,7 +70,7 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let mut session = Session::start(&args.source, &cfg).await?;
+    let mut session = Session::start(&crate::cli::resolve::source(&args.source, &cfg), &cfg).await?;
     if !args.source.demo {
         session.store.keep_timeline();
     }

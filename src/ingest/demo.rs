@@ -211,12 +211,12 @@ pub struct Script {
 impl Script {
     /// The script the command line asks for, if any; an unknown scenario
     /// is refused in one line naming it and the known ones.
-    pub fn from_args(args: &crate::cli::SourceArgs) -> anyhow::Result<Option<Script>> {
-        if args.demo_scenarios.is_empty() {
+    pub fn from_source(demo: &crate::ingest::source::DemoSource) -> anyhow::Result<Option<Script>> {
+        if demo.scenarios.is_empty() {
             return Ok(None);
         }
-        let scenarios = args
-            .demo_scenarios
+        let scenarios = demo
+            .scenarios
             .iter()
             .map(|name| {
                 <Scenario as clap::ValueEnum>::from_str(name.trim(), true).map_err(|_| {
@@ -227,8 +227,8 @@ impl Script {
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(Some(Script {
             scenarios,
-            fault_after: args.demo_fault_after,
-            fault_for: args.demo_fault_for,
+            fault_after: demo.fault_after,
+            fault_for: demo.fault_for,
         }))
     }
 

@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::cli::KubeArgs;
 use crate::model::kube::{
     AT_ANNOTATION, Annotation, BY_ANNOTATION, Condition, GPU_PRESENT_LABEL, GPU_RESOURCE, KubeNode, KubePod,
     KubeSnapshot, MIG_RESOURCE_PREFIX, REASON_ANNOTATION, Taint,
@@ -29,6 +28,17 @@ pub enum KubeError {
     Api(String),
 }
 
+/// Which Kubernetes to reach, and how often the console reads it.
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    /// This kubeconfig instead of $KUBECONFIG or ~/.kube/config.
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// This kubeconfig context instead of the current one.
+    pub context: Option<String>,
+    /// How often the console reads the nodes.
+    pub refresh: Duration,
+}
+
 /// A client, and where it goes (for messages).
 #[derive(Clone)]
 pub struct Kube {
@@ -40,7 +50,7 @@ pub struct Kube {
 /// The kubeconfig to read: `--kubeconfig`, else `$KUBECONFIG` (a list of
 /// files, merged, as kubectl does), else `~/.kube/config` where it exists;
 /// `None`: none, so the pod's service account (in-cluster).
-fn kubeconfig(args: &KubeArgs) -> Result<Option<(Kubeconfig, String)>, KubeError> {
+fn kubeconfig(args: &KubeOptions) -> Result<Option<(Kubeconfig, String)>, KubeError> {
     let bad = |what: &str, e: &dyn std::fmt::Display| KubeError::Config(format!("kubeconfig {what}: {e}"));
     if let Some(p) = &args.kubeconfig {
         let what = p.display().to_string();
@@ -84,16 +94,16 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// `--kube-context`), else the pod's service account. A kubeconfig that
 /// cannot be read or used is an error naming it; it never falls back to
 /// the service account, which would act as someone else.
-pub async fn connect(args: &KubeArgs) -> Result<Kube, KubeError> {
+pub async fn connect(args: &KubeOptions) -> Result<Kube, KubeError> {
     let opts = KubeConfigOptions {
-        context: args.kube_context.clone(),
+        context: args.context.clone(),
         ..Default::default()
     };
     let mut config = match kubeconfig(args)? {
         Some((kc, what)) => kube::Config::from_custom_kubeconfig(kc, &opts)
             .await
             .map_err(|e| KubeError::Config(format!("kubeconfig {what}: {}", error_chain(&e))))?,
-        None if args.kube_context.is_some() => {
+        None if args.context.is_some() => {
             return Err(KubeError::Config(
                 "--kube-context needs a kubeconfig: none given (--kubeconfig), $KUBECONFIG unset, no ~/.kube/config"
                     .into(),

@@ -19,5 +19,6 @@ pub mod racks;
 pub mod ray;
 pub mod scrape;
 pub mod slurm;
+pub mod source;
 pub mod stream_conn;
 pub mod targets;

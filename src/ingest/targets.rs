@@ -2,13 +2,13 @@
 //! hostlist, a hostfile, the nodes Slurm knows, the demo's agents, the
 //! config's hosts, or the local node.
 
-use crate::cli::SourceArgs;
 use crate::config::Config;
 use crate::ingest::hostlist;
 use crate::ingest::prometheus::{self, Prometheus};
-use crate::ingest::scrape::{Exporter, ScrapeOptions};
+use crate::ingest::scrape::ScrapeOptions;
 use crate::ingest::slurm::Slurm;
-use crate::model::target::{DEFAULT_AGENT_PORT, Target};
+use crate::ingest::source::{Hosts, RayChoice, Source};
+use crate::model::target::Target;
 
 /// The nodes of a SOURCE, and what came with them.
 pub struct Resolved {
@@ -43,11 +43,6 @@ impl Feed {
     }
 }
 
-/// The agent port where a host gives none: `--port`, the config's, or 50051.
-pub fn port(args: &SourceArgs, cfg: &Config) -> u16 {
-    args.port.or(cfg.port).unwrap_or(DEFAULT_AGENT_PORT)
-}
-
 /// The Slurm reader the config describes.
 pub fn slurm(cfg: &Config) -> Slurm {
     Slurm {
@@ -58,8 +53,8 @@ pub fn slurm(cfg: &Config) -> Slurm {
 
 /// The Ray cluster of `--ray URL` (or `--ray` alone, or no flag, with the
 /// config's `[ray] dashboard`); `None` without either.
-pub fn ray(args: &crate::cli::RayArgs, cfg: &Config) -> anyhow::Result<Option<crate::ingest::ray::Ray>> {
-    let url = match args.ray.as_deref() {
+pub fn ray(choice: &RayChoice, cfg: &Config) -> anyhow::Result<Option<crate::ingest::ray::Ray>> {
+    let url = match choice.dashboard.as_deref() {
         Some("") => match &cfg.ray.dashboard {
             Some(u) => u.as_str(),
             None => anyhow::bail!("--ray: no URL given, and the config has no [ray] dashboard"),
@@ -70,21 +65,21 @@ pub fn ray(args: &crate::cli::RayArgs, cfg: &Config) -> anyhow::Result<Option<cr
             None => return Ok(None),
         },
     };
-    let gcs = args.ray_gcs.as_deref().or(cfg.ray.gcs.as_deref());
+    let gcs = choice.gcs.as_deref().or(cfg.ray.gcs.as_deref());
     Ok(Some(crate::ingest::ray::Ray::new(url, gcs, cfg.ray.timeout)?))
 }
 
 /// Resolves SOURCE, starting the demo's agents for `--demo`.
-pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved> {
+pub async fn resolve(source: &Source, cfg: &Config) -> anyhow::Result<Resolved> {
     let bench_token = match &cfg.bench_token_file {
         Some(p) => Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("bench_token_file: {e}"))?),
         None => None,
     };
-    if args.demo {
+    if let Some(demo) = &source.demo {
         #[cfg(feature = "demo")]
         {
-            let script = crate::ingest::demo::Script::from_args(args)?;
-            let d = crate::ingest::demo::start_with(args.nodes, args.gpus, args.seed, script.as_ref()).await?;
+            let script = crate::ingest::demo::Script::from_source(demo)?;
+            let d = crate::ingest::demo::start_with(demo.nodes, demo.gpus, demo.seed, script.as_ref()).await?;
             return Ok(Resolved {
                 targets: d.nodes.iter().map(|n| n.target.clone()).collect(),
                 bench_token: Some(d.bench_token.clone()),
@@ -94,37 +89,36 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
             });
         }
         #[cfg(not(feature = "demo"))]
-        anyhow::bail!("--demo: this fleetop was built without the demo (cargo feature \"demo\")");
+        {
+            let _ = demo;
+            anyhow::bail!("--demo: this fleetop was built without the demo (cargo feature \"demo\")");
+        }
     }
-    let access = access(args, cfg)?;
+    let access = source.access.load()?;
     let mut feed = Feed::Agents;
-    let exporter = match (&args.dcgm_exporter, &args.amd_exporter) {
-        (Some(h), _) => Some((Exporter::Dcgm, h)),
-        (None, Some(h)) => Some((Exporter::Amd, h)),
-        (None, None) => None,
-    };
-    let targets = if let Some((exporter, h)) = exporter {
+    let targets = if let Some((exporter, h)) = &source.exporter {
+        let exporter = *exporter;
         feed = Feed::Exporter(ScrapeOptions {
-            interval: args.scrape_interval,
-            timeout: args.scrape_timeout.unwrap_or(prometheus::DEFAULT_TIMEOUT),
+            interval: source.scrape_interval,
+            timeout: source.scrape_timeout.unwrap_or(prometheus::DEFAULT_TIMEOUT),
             exporter,
             ..ScrapeOptions::default()
         });
         hostlist::parse_targets(h, exporter.default_port()).map_err(|e| anyhow::anyhow!("{}: {e}", exporter.flag()))?
-    } else if let Some(url) = &args.prometheus {
+    } else if let Some(prom) = &source.prometheus {
         let p =
-            Prometheus::new(url, args.prometheus_match.as_deref(), args.scrape_timeout).map_err(anyhow::Error::msg)?;
-        let t = prometheus::discover(&p, port(args, cfg)).await?;
+            Prometheus::new(&prom.url, prom.matchers.as_deref(), source.scrape_timeout).map_err(anyhow::Error::msg)?;
+        let t = prometheus::discover(&p, source.port).await?;
         feed = Feed::Prometheus(p);
         t
-    } else if args.slurm && args.hosts.is_none() && args.hostfile.is_none() {
+    } else if source.slurm && source.hosts.is_none() {
         // The nodes come from Slurm only where nothing else names them: with
         // `--hosts` a hung controller costs the scheduler's fields, not the
         // agents' document.
-        let (s, c, port) = (slurm(cfg), cfg.clone(), port(args, cfg));
+        let (s, c, port) = (slurm(cfg), cfg.clone(), source.port);
         tokio::task::spawn_blocking(move || slurm_targets(&s, &c, port)).await??
     } else {
-        static_targets(args, cfg)?
+        static_targets(source, cfg)?
     };
     Ok(Resolved {
         targets,
@@ -134,28 +128,6 @@ pub async fn resolve(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Resolved
         access,
         feed,
     })
-}
-
-/// TLS and the telemetry token: flags first, then the config.
-pub fn access(args: &SourceArgs, cfg: &Config) -> anyhow::Result<crate::ingest::agent::Access> {
-    let token_file = args.telemetry_token_file.as_ref().or(cfg.telemetry_token_file.as_ref());
-    let telemetry_token = match token_file {
-        Some(p) => {
-            Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("telemetry_token_file: {e}"))?)
-        }
-        None => None,
-    };
-    let (cert, key) = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => (Some(c), Some(k)),
-        _ => (cfg.tls_cert.as_ref(), cfg.tls_key.as_ref()),
-    };
-    let files = crate::ingest::agent::TlsFiles {
-        ca: args.tls_ca.as_deref().or(cfg.tls_ca.as_deref()),
-        cert: cert.map(|p| p.as_path()),
-        key: key.map(|p| p.as_path()),
-        domain: cfg.tls_domain.as_deref(),
-    };
-    crate::ingest::agent::Access::load(&files, telemetry_token, args.insecure).map_err(anyhow::Error::msg)
 }
 
 /// The nodes Slurm knows, at the agent address the config gives them.
@@ -203,30 +175,29 @@ pub fn slurm_agent(cfg: &Config, name: &str, port: u16) -> anyhow::Result<Target
 
 /// The agents of these node names: the hosts the SOURCE names (by name),
 /// else the Slurm mapping of the config.
-pub fn agents_of(names: &[String], args: &SourceArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
-    if args.hosts.is_some() || args.hostfile.is_some() {
+pub fn agents_of(names: &[String], source: &Source, cfg: &Config) -> anyhow::Result<Vec<Target>> {
+    if source.hosts.is_some() {
         // A node given by its address goes by the host name its agent
         // reports (see `Store`): those are asked, and the caller keeps the
         // answers of the nodes it wants.
-        let all = static_targets(args, cfg)?;
+        let all = static_targets(source, cfg)?;
         return Ok(all
             .into_iter()
             .filter(|t| names.contains(&t.name) || t.by_address())
             .collect());
     }
-    let port = port(args, cfg);
+    let port = source.port;
     names.iter().map(|n| slurm_agent(cfg, n, port)).collect()
 }
 
 /// The targets a hostlist or hostfile names (flags first, then the config),
 /// or the local node.
-fn static_targets(args: &SourceArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
-    let port = port(args, cfg);
-    if let Some(h) = &args.hosts {
-        return Ok(hostlist::parse_targets(h, port)?);
-    }
-    if let Some(f) = &args.hostfile {
-        return Ok(hostlist::read_hostfile(f, port)?);
+fn static_targets(source: &Source, cfg: &Config) -> anyhow::Result<Vec<Target>> {
+    let port = source.port;
+    match &source.hosts {
+        Some(Hosts::List(h)) => return Ok(hostlist::parse_targets(h, port)?),
+        Some(Hosts::File(f)) => return Ok(hostlist::read_hostfile(f, port)?),
+        None => {}
     }
     if let Some(h) = &cfg.hosts {
         return Ok(hostlist::parse_targets(h, port)?);

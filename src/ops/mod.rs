@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod bench;
+pub mod execute;
 pub mod kube;
 pub mod notify;
 pub mod ray;

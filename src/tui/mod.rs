@@ -23,8 +23,8 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 use tokio::sync::mpsc;
 
-use crate::cli::{RecordFlags, SourceArgs};
 use crate::config::Config;
+use crate::ingest::source::Source;
 use crate::model::request::Request;
 use crate::model::time::now_ms;
 use crate::model::update::Update;
@@ -44,8 +44,8 @@ pub struct NoTerminal;
 
 pub fn run(
     rt: &tokio::runtime::Runtime,
-    source: SourceArgs,
-    record: &RecordFlags,
+    source: Source,
+    record: Option<RecorderOptions>,
     theme: Option<&str>,
     read_only: bool,
     cfg: Config,
@@ -72,18 +72,14 @@ pub fn run(
     }
     let log_path = crate::logging::to_file();
     let mut session = rt.block_on(Session::start(&source, &cfg))?;
-    let recording = match &record.record {
-        Some(path) => {
-            let mut opts = RecorderOptions::new(path);
-            opts.rotate_size = record.rotate_size;
-            match rt.block_on(async { session.record(opts) }) {
-                Ok(h) => Some(h),
-                Err(e) => {
-                    rt.block_on(session.stop());
-                    return Err(e.into());
-                }
+    let recording = match record {
+        Some(opts) => match rt.block_on(async { session.record(opts) }) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                rt.block_on(session.stop());
+                return Err(e.into());
             }
-        }
+        },
         None => None,
     };
     let (tx, rx) = mpsc::channel(1024);
@@ -115,7 +111,7 @@ pub fn run(
     let updates = std::mem::replace(&mut session.updates, mpsc::channel(1).1);
     let outgoing = session.actions.take();
     // The demo's invented faults stay out of the state directory.
-    if !source.demo {
+    if source.demo.is_none() {
         app.store.keep_timeline();
     }
     let on_tick = |app: &mut App| {

@@ -20,7 +20,6 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 use tokio::sync::mpsc;
 
-use crate::cli::ReplayArgs;
 use crate::config::Config;
 use crate::detect::Thresholds;
 use crate::model::time::rfc3339;
@@ -296,14 +295,21 @@ where
     Ok(())
 }
 
-/// Opens the console on `args.file` until the person quits.
-pub fn run(rt: &tokio::runtime::Runtime, args: ReplayArgs, theme: Option<&str>, cfg: Config) -> anyhow::Result<()> {
+/// Opens the console on the recording `file` until the person quits, the
+/// cursor at `at` (RFC 3339 or an offset from the start; default the start).
+pub fn run(
+    rt: &tokio::runtime::Runtime,
+    file: &Path,
+    at: Option<&str>,
+    theme: Option<&str>,
+    cfg: Config,
+) -> anyhow::Result<()> {
     // Bad input fails before the terminal is taken.
     let depth = ColorDepth::detect();
     let spec = theme.or(cfg.theme.as_deref()).unwrap_or("default");
     let theme = Theme::load(spec, Theme::user_dir().as_deref(), depth)?;
-    let player = Player::open(Path::new(&args.file))?;
-    let start = match &args.at {
+    let player = Player::open(file)?;
+    let start = match at {
         Some(a) => parse_at(a, player.start_ms()).map_err(|e| anyhow::anyhow!("--at {e}"))?,
         None => player.start_ms(),
     };

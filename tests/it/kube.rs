@@ -539,7 +539,7 @@ mod console {
 
 /// The console's session with `--kubernetes`: the poller's snapshot reaches
 /// the store (matched by name), and a Kubernetes plan sent from the screen
-/// goes through `session::run_actions` to the API server and comes back
+/// goes through `ops::execute` to the API server and comes back
 /// as `ActionDone`.
 #[test]
 fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() {
@@ -582,7 +582,7 @@ fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let cfg = fleetop::config::Config::default();
-        let mut s = fleetop::session::Session::start(&cli.source, &cfg)
+        let mut s = fleetop::session::Session::start(&fleetop::cli::resolve::source(&cli.source, &cfg), &cfg)
             .await
             .expect("session");
         assert!(s.kubernetes && s.store.kube.known);

@@ -15,7 +15,6 @@ const LAYERS: &[(&str, u32)] = &[
     ("logging", 1),
     ("detect", 1),
     ("config", 2),
-    ("cli", 2),
     ("ingest", 3),
     ("store", 3),
     ("ops", 4),
@@ -23,6 +22,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("record", 4),
     ("session", 5),
     ("export", 5),
+    // The command line, and its resolving into what the layers below take.
+    ("cli", 5),
     ("cmd", 6),
     // The fuzz targets' entry points drive every front end, like main does.
     ("fuzz", 7),
@@ -128,6 +129,63 @@ fn without_tests(text: &str) -> &str {
 fn console_modules_import_only_lower_layers() {
     let wrong = against_layers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), LAYERS);
     assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
+}
+
+/// The only modules that may know the command line's shape: the front
+/// ends, which resolve it (`cli::resolve`) into plain values for the rest.
+const CLI_USERS: &[&str] = &["cli", "cmd", "tui", "lib", "main", "fuzz"];
+
+/// Files under `src` outside `CLI_USERS` that import `cli`.
+fn cli_importers(src: &Path) -> Vec<String> {
+    let mut wrong = Vec::new();
+    visit(src, &mut |p| {
+        let rel = p.strip_prefix(src).expect("under src");
+        let top = rel
+            .iter()
+            .next()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .trim_end_matches(".rs");
+        if CLI_USERS.contains(&top) {
+            return;
+        }
+        let text = std::fs::read_to_string(p).expect("readable");
+        // Unit tests too: a test that builds clap structs tests the front end.
+        if imports(&text).contains("cli") {
+            wrong.push(format!("{}: `{top}` imports `cli`", rel.display()));
+        }
+    });
+    wrong
+}
+
+#[test]
+fn only_the_front_ends_import_the_command_line() {
+    let wrong = cli_importers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(
+        wrong.is_empty(),
+        "below cmd and tui, take the values of `cli::resolve`, not clap's structs:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_cli_rule_sees_an_import_below_the_front_ends() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir(dir.path().join("ingest")).expect("dir");
+    std::fs::create_dir(dir.path().join("cmd")).expect("dir");
+    std::fs::write(dir.path().join("ingest/targets.rs"), "use crate::cli::SourceArgs;\n").expect("write");
+    std::fs::write(dir.path().join("session.rs"), "fn f(a: &crate::cli::KubeArgs) {}\n").expect("write");
+    std::fs::write(dir.path().join("cmd/node.rs"), "use crate::cli::{resolve, NodeCmd};\n").expect("write");
+    std::fs::write(dir.path().join("lib.rs"), "use cli::Cli;\nuse crate::cli::Command;\n").expect("write");
+    let mut found = cli_importers(dir.path());
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "ingest/targets.rs: `ingest` imports `cli`",
+            "session.rs: `session` imports `cli`"
+        ]
+    );
 }
 
 #[test]

@@ -28,7 +28,7 @@ fn a_console_that_did_not_get_to_its_streams_says_so_and_calls_no_node_stale() {
         .expect("runtime");
     rt.block_on(async {
         let cfg = fleetop::config::Config::default();
-        let mut s = fleetop::session::Session::start(&cli.source, &cfg)
+        let mut s = fleetop::session::Session::start(&fleetop::cli::resolve::source(&cli.source, &cfg), &cfg)
             .await
             .expect("session");
         let live = tokio::time::Instant::now() + Duration::from_secs(20);

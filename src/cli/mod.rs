@@ -1,4 +1,8 @@
-//! The command line (the contract scripts and tests rely on; see DESIGN.md).
+//! The command line (the contract scripts and tests rely on; see DESIGN.md),
+//! and `resolve`, which turns it and the config into the values the layers
+//! below take. Only the front ends (`cmd`, `tui`, `main`) import this.
+
+pub mod resolve;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,21 +83,51 @@ pub struct AgentArgs {
     /// Agent port where a host gives none.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
-    /// Connect to the agents over TLS, trusting this CA (PEM).
+    #[command(flatten)]
+    pub access: AccessArgs,
+}
+
+/// How the console and the agents trust each other: TLS, the telemetry
+/// token, and whether the bench token may cross without TLS. Declared once
+/// for the SOURCE and for `fleetop node`, so the two cannot drift apart.
+#[derive(Debug, Clone, Default, Args)]
+pub struct AccessArgs {
+    /// Connect to the agents over TLS, trusting this CA (PEM); also `tls_ca` in the config.
     #[arg(long)]
     pub tls_ca: Option<PathBuf>,
-    /// This console's certificate (PEM), with --tls-key.
+    /// This console's certificate (PEM), for agents that require one; with --tls-key.
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// The key of --tls-cert (PEM).
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// The agents' telemetry token (their --token-file).
+    /// The agents' telemetry token (their --token-file); also `telemetry_token_file` in the config.
     #[arg(long)]
     pub telemetry_token_file: Option<PathBuf>,
-    /// Send the bench token to agents without TLS.
+    /// Send the bench token to agents without TLS (it then crosses the network in clear).
     #[arg(long)]
     pub insecure: bool,
+}
+
+impl AccessArgs {
+    /// These, each given one winning over `before` (given before `node`);
+    /// a certificate goes with its key.
+    pub fn over(&self, before: &AccessArgs) -> AccessArgs {
+        let (tls_cert, tls_key) = match self.tls_cert.is_some() {
+            true => (self.tls_cert.clone(), self.tls_key.clone()),
+            false => (before.tls_cert.clone(), before.tls_key.clone()),
+        };
+        AccessArgs {
+            tls_ca: self.tls_ca.clone().or_else(|| before.tls_ca.clone()),
+            tls_cert,
+            tls_key,
+            telemetry_token_file: self
+                .telemetry_token_file
+                .clone()
+                .or_else(|| before.telemetry_token_file.clone()),
+            insecure: self.insecure || before.insecure,
+        }
+    }
 }
 
 impl SourceArgs {
@@ -109,9 +143,9 @@ impl SourceArgs {
             (self.amd_exporter.is_some(), "--amd-exporter"),
             (self.prometheus.is_some(), "--prometheus"),
             (self.port.is_some(), "--port"),
-            (self.tls_ca.is_some(), "--tls-ca"),
-            (self.tls_cert.is_some(), "--tls-cert"),
-            (self.telemetry_token_file.is_some(), "--telemetry-token-file"),
+            (self.access.tls_ca.is_some(), "--tls-ca"),
+            (self.access.tls_cert.is_some(), "--tls-cert"),
+            (self.access.telemetry_token_file.is_some(), "--telemetry-token-file"),
             (self.kube.kubernetes, "--kubernetes"),
             (self.ray.ray.is_some(), "--ray"),
         ]
@@ -127,13 +161,7 @@ impl SourceArgs {
             s.hostfile = a.hostfile.clone();
         }
         s.port = a.port.or(s.port);
-        s.tls_ca = a.tls_ca.clone().or(s.tls_ca);
-        if a.tls_cert.is_some() {
-            s.tls_cert = a.tls_cert.clone();
-            s.tls_key = a.tls_key.clone();
-        }
-        s.telemetry_token_file = a.telemetry_token_file.clone().or(s.telemetry_token_file);
-        s.insecure |= a.insecure;
+        s.access = a.access.over(&self.access);
         s
     }
 }
@@ -223,21 +251,8 @@ pub struct SourceArgs {
     /// Demo: seed; the same seed gives the same cluster.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Connect to the agents over TLS, trusting this CA (PEM); also `tls_ca` in the config.
-    #[arg(long)]
-    pub tls_ca: Option<PathBuf>,
-    /// This console's certificate (PEM), for agents that require one; with --tls-key.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// The key of --tls-cert (PEM).
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// The agents' telemetry token (their --token-file); also `telemetry_token_file` in the config.
-    #[arg(long)]
-    pub telemetry_token_file: Option<PathBuf>,
-    /// Send the bench token to agents without TLS (it then crosses the network in clear).
-    #[arg(long)]
-    pub insecure: bool,
+    #[command(flatten)]
+    pub access: AccessArgs,
     /// Demo, for tests (hidden): one node per simulated scenario named here
     /// ("xid79,thermal-throttle"), instead of the seeded mix.
     #[arg(long, hide = true, value_delimiter = ',', requires = "demo")]
