@@ -99,3 +99,103 @@ pub fn recording(flags: &RecordFlags) -> Option<RecorderOptions> {
         opts
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::parse_from(std::iter::once("fleetop").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_flags_win_over_the_config_and_the_config_fills_in() {
+        let cfg = Config {
+            port: Some(7000),
+            tls_ca: Some("cfg-ca.pem".into()),
+            tls_cert: Some("cfg-cert.pem".into()),
+            tls_key: Some("cfg-key.pem".into()),
+            telemetry_token_file: Some("cfg.token".into()),
+            ..Config::default()
+        };
+        let bare = source(&parse(&[]).source, &cfg);
+        assert_eq!(bare.port, 7000);
+        assert_eq!(bare.access.tls_ca, Some(PathBuf::from("cfg-ca.pem")));
+        assert_eq!(bare.access.tls_cert, Some(PathBuf::from("cfg-cert.pem")));
+        assert_eq!(bare.access.telemetry_token_file, Some(PathBuf::from("cfg.token")));
+        let given = source(
+            &parse(&[
+                "--port",
+                "6000",
+                "--tls-ca",
+                "ca.pem",
+                "--tls-cert",
+                "cert.pem",
+                "--tls-key",
+                "key.pem",
+                "--insecure",
+            ])
+            .source,
+            &cfg,
+        );
+        assert_eq!(given.port, 6000);
+        assert_eq!(given.access.tls_ca, Some(PathBuf::from("ca.pem")));
+        // A certificate comes with its own key, never the config's.
+        assert_eq!(given.access.tls_cert, Some(PathBuf::from("cert.pem")));
+        assert_eq!(given.access.tls_key, Some(PathBuf::from("key.pem")));
+        assert!(given.access.insecure);
+        assert_eq!(source(&parse(&[]).source, &Config::default()).port, DEFAULT_AGENT_PORT);
+    }
+
+    #[test]
+    fn each_source_flag_becomes_its_value() {
+        let cfg = Config::default();
+        let s = source(&parse(&["--hostfile", "nodes.txt"]).source, &cfg);
+        assert_eq!(s.hosts, Some(Hosts::File("nodes.txt".into())));
+        assert!(!s.slurm && s.demo.is_none() && s.kube.is_none() && !s.ray.asked());
+        let s = source(&parse(&["--slurm"]).source, &cfg);
+        assert!(s.slurm && s.hosts.is_none());
+        let s = source(&parse(&["--amd-exporter", "mi[01-02]"]).source, &cfg);
+        assert!(matches!(s.exporter, Some((Exporter::Amd, ref h)) if h == "mi[01-02]"));
+        let s = source(
+            &parse(&["--kubernetes", "--kube-context", "prod", "--ray", "--demo"]).source,
+            &cfg,
+        );
+        let kube = s.kube.expect("--kubernetes");
+        assert_eq!((kube.context.as_deref(), kube.refresh), (Some("prod"), KUBE_REFRESH));
+        assert_eq!(s.ray.dashboard.as_deref(), Some(""), "--ray alone: the config's");
+        assert_eq!(s.demo.expect("--demo").nodes, 32);
+    }
+
+    #[test]
+    fn the_agents_options_after_node_win_over_those_before_it() {
+        let cli = parse(&[
+            "--tls-ca",
+            "a.pem",
+            "--insecure",
+            "node",
+            "history",
+            "gpu01",
+            "--tls-ca",
+            "b.pem",
+        ]);
+        let Some(Command::Node(node)) = &cli.command else {
+            panic!("node")
+        };
+        let s = source(&cli.source.with_agents(&node.agents), &Config::default());
+        assert_eq!(s.access.tls_ca, Some(PathBuf::from("b.pem")));
+        assert!(s.access.insecure, "given before node, still given");
+    }
+
+    #[test]
+    fn a_recording_is_asked_for_by_record_alone() {
+        assert!(recording(&parse(&[]).record).is_none());
+        let opts = recording(&parse(&["--record", "r.rec", "--rotate-size", "1MB"]).record).expect("--record");
+        assert_eq!(opts.rotate_size, Some(1_000_000));
+    }
+}
