@@ -134,6 +134,8 @@ fn dispatch(
     rt: &tokio::runtime::Runtime,
     theme: Option<&str>,
 ) -> anyhow::Result<()> {
+    // `--read-only` or the config's: every command that acts asks this.
+    let read_only = cli.read_only || cfg.read_only;
     match cli.command {
         Some(Command::Export(args)) => {
             logging::to_stderr(cli.log_format);
@@ -141,22 +143,18 @@ fn dispatch(
         }
         Some(Command::Bench(args)) => {
             logging::to_stderr(cli.log_format);
-            let read_only = cli.read_only || cfg.read_only;
             rt.block_on(cmd::bench::run(args, cfg, read_only))
         }
         Some(Command::Node(args)) => {
             logging::to_stderr(cli.log_format);
-            let read_only = cli.read_only || cfg.read_only;
             cmd::node::run(args, &cli.source, &cfg, read_only, rt)
         }
         Some(Command::Job(args)) => {
             logging::to_stderr(cli.log_format);
-            let read_only = cli.read_only || cfg.read_only;
             cmd::node::run_job(args, &cfg, read_only)
         }
         Some(Command::Remediate(args)) => {
             logging::to_stderr(cli.log_format);
-            let read_only = cli.read_only || cfg.read_only;
             cmd::watch::remediate(args, &cfg, read_only)
         }
         Some(Command::Watch(args)) => {
@@ -189,12 +187,10 @@ fn dispatch(
                 ..cli.source
             };
             let source = cli::resolve::source(&source, &cfg);
-            let read_only = cli.read_only || cfg.read_only;
             tui::run(rt, source, cli::resolve::recording(&record), theme, read_only, cfg)
         }
         None => {
             cmd::apply_notify_flags(&cli.notify, &mut cfg.notify);
-            let read_only = cli.read_only || cfg.read_only;
             let source = cli::resolve::source(&cli.source, &cfg);
             tui::run(rt, source, cli::resolve::recording(&cli.record), theme, read_only, cfg)
         }
