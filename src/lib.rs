@@ -159,7 +159,7 @@ fn dispatch(
         }
         Some(Command::Watch(args)) => {
             logging::to_stderr_at("info", cli.log_format);
-            rt.block_on(cmd::watch::run(args, cfg))
+            rt.block_on(cmd::watch::run(args, cfg, read_only))
         }
         Some(Command::Record(args)) => {
             logging::to_stderr(cli.log_format);

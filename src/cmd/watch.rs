@@ -18,7 +18,9 @@ use crate::ops::remediate::{self, Decision, LeaseKeeper, LeaseNow, Policy, State
 use crate::ops::slurm;
 use crate::session::Session;
 
-pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
+/// `read_only`: the flag or the config's `read_only`, either of which
+/// refuses a draining policy.
+pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     super::apply_notify_flags(&args.notify, &mut cfg.notify);
     let pager = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
@@ -46,7 +48,7 @@ pub async fn run(args: WatchArgs, mut cfg: Config) -> anyhow::Result<()> {
         if !args.source.slurm {
             anyhow::bail!("watch --remediate: the policy drains nodes in Slurm: add --slurm");
         }
-        if c.mode == RemediateMode::Drain && (cfg.read_only) {
+        if c.mode == RemediateMode::Drain && read_only {
             anyhow::bail!("watch --remediate drain: refused in read-only mode");
         }
     }

@@ -240,3 +240,17 @@ fn version_names_the_commit_built_from() {
         }
     }
 }
+
+#[test]
+fn a_draining_watch_is_refused_by_the_read_only_flag_as_by_the_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = fleetop()
+        .env("FLEETOP_AUDIT_LOG", dir.path().join("audit.jsonl"))
+        .env("XDG_CONFIG_HOME", dir.path())
+        .args(["--read-only", "watch", "--remediate", "drain", "--slurm"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("watch --remediate drain: refused in read-only mode"), "{err}");
+}
