@@ -1,10 +1,11 @@
-//! Helpers shared by the test binaries: the binaries under test, free
-//! ports, agent processes that die with the test.
+//! Helpers shared by the test binaries: the binaries under test, agent
+//! processes that die with the test, and the ports they got (`ports`).
 
 // Not every test binary uses every helper.
 #![allow(dead_code)]
 
 pub mod fake_kube;
+pub mod ports;
 pub mod receiver;
 pub mod watch;
 
@@ -40,14 +41,6 @@ pub fn agent_bin() -> PathBuf {
     p
 }
 
-/// A free loopback port (bound, then released for a child process to take).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// A child process that is killed when the test ends, passed or panicked.
 pub struct Killed(pub std::process::Child);
 
@@ -58,35 +51,120 @@ impl Drop for Killed {
     }
 }
 
-/// Starts a simulated agent process and waits until it accepts connections.
-pub fn start_agent(port: u16, extra: &[&str]) -> Killed {
-    let child = std::process::Command::new(agent_bin())
-        .args([
-            "--backend",
-            "sim",
-            "--sim-gpus",
-            "2",
-            "--sim-hostname",
-            "n1",
-            "--interval",
-            "200ms",
-        ])
-        .args(extra)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("FLEETOP_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let start = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
-            "agent did not listen on {port}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+/// An agent process under test, killed when the test ends: where it
+/// listens (it bound port 0 and logged the port it got) and its log.
+pub struct Agent {
+    pub child: Killed,
+    pub addr: std::net::SocketAddr,
+    pub log: ports::AgentLog,
+}
+
+impl Agent {
+    /// Starts `cmd`, an agent given `--listen 127.0.0.1:0`, with its stderr
+    /// read and FLEETOP_LOG `level` (plus the lines that say where it
+    /// listens); waits until it listens.
+    pub fn spawn(cmd: &mut std::process::Command, level: &str) -> Agent {
+        let mut child = cmd
+            .env("FLEETOP_LOG", ports::agent_log_filter(level))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("agent starts");
+        let mut log = ports::AgentLog::of(&mut child);
+        let child = Killed(child);
+        let addr = log.serving();
+        Agent { child, addr, log }
     }
-    Killed(child)
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `host:port`, for `--hosts`.
+    pub fn host(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+/// Starts a simulated agent process on a port of its own and waits until
+/// it accepts connections.
+pub fn start_agent(extra: &[&str]) -> Agent {
+    start_agent_on("127.0.0.1:0", extra)
+}
+
+/// As [`start_agent`], on `listen`. A port named here is a race with every
+/// other test binding port 0: only for an agent restarted on the port it
+/// had a moment before (what a console watching a node sees).
+pub fn start_agent_on(listen: &str, extra: &[&str]) -> Agent {
+    let mut cmd = std::process::Command::new(agent_bin());
+    cmd.args([
+        "--backend",
+        "sim",
+        "--sim-gpus",
+        "2",
+        "--sim-hostname",
+        "n1",
+        "--interval",
+        "200ms",
+    ])
+    .args(extra)
+    .args(["--listen", listen])
+    .stdout(std::process::Stdio::null());
+    Agent::spawn(&mut cmd, "warn")
+}
+
+/// A loopback port that refuses connections for as long as the value
+/// lives: bound, never listening, and (without SO_REUSEADDR) not to be
+/// bound by anyone else meanwhile.
+pub struct RefusedPort {
+    fd: std::os::fd::OwnedFd,
+    pub port: u16,
+}
+
+impl RefusedPort {
+    pub fn new() -> RefusedPort {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain socket calls on a descriptor this function owns;
+        // the address structures are zeroed and sized as the calls require.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
+            let mut sa: libc::sockaddr_in = std::mem::zeroed();
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+            let rc = libc::bind(raw, (&raw const sa).cast(), len);
+            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+            let mut got: libc::sockaddr_in = std::mem::zeroed();
+            let mut got_len = len;
+            let rc = libc::getsockname(raw, (&raw mut got).cast(), &mut got_len);
+            assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+            RefusedPort {
+                fd,
+                port: u16::from_be(got.sin_port),
+            }
+        }
+    }
+
+    /// Listens on the port from now on (connections queue until accepted):
+    /// a server that comes up where a client was refused before.
+    pub fn listen(self) -> std::net::TcpListener {
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&self.fd);
+        // SAFETY: listen on a descriptor this value owns.
+        let rc = unsafe { libc::listen(raw, 128) };
+        assert_eq!(rc, 0, "listen: {}", std::io::Error::last_os_error());
+        std::net::TcpListener::from(self.fd)
+    }
+
+    /// A port that refuses connections until the test binary ends (its
+    /// socket is never closed): for a test that needs only the number.
+    pub fn for_the_run() -> u16 {
+        let r = RefusedPort::new();
+        let port = r.port;
+        std::mem::forget(r);
+        port
+    }
 }
 
 /// Writes a secret (a token, a key) readable by its owner only, as the
