@@ -186,6 +186,24 @@ impl AgentLog {
     }
 }
 
+/// The address after `prefix` in the agent's log written to `path` (an
+/// agent whose stderr goes to a file), once it is there.
+pub fn wait_addr_in_file(path: &std::path::Path, prefix: &str) -> SocketAddr {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(a) = text.lines().find_map(|l| parse_addr_after(l, prefix)) {
+            return a;
+        }
+        assert!(
+            start.elapsed() < START_DEADLINE,
+            "no '{prefix}ADDR' in {}: {text}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The socket address that follows `prefix` in a log line (plain or JSON).
 pub fn parse_addr_after(line: &str, prefix: &str) -> Option<SocketAddr> {
     let rest = &line[line.find(prefix)? + prefix.len()..];
