@@ -61,10 +61,12 @@ pub fn listening_ports(pid: u32) -> BTreeSet<u16> {
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
             // local_address rem_address st ... inode; 0A is LISTEN.
-            if f.len() > 9 && f[3] == "0A" && inodes.contains(f[9]) {
-                if let Some(port) = f[1].rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok()) {
-                    ports.insert(port);
-                }
+            if f.len() > 9
+                && f[3] == "0A"
+                && inodes.contains(f[9])
+                && let Some(port) = f[1].rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok())
+            {
+                ports.insert(port);
             }
         }
     }
