@@ -467,9 +467,7 @@ async fn the_config_files_backend_serves_amd_fields_through_a_live_stream() {
     let cfg = node.dir.path().join("agent.toml");
     std::fs::write(
         &cfg,
-        format!(
-            "backend = \"amd\"\nlisten = \"127.0.0.1:0\"\ninterval = \"200ms\"\nstate_dir = \"none\"\nkmsg = \"none\"\n"
-        ),
+        "backend = \"amd\"\nlisten = \"127.0.0.1:0\"\ninterval = \"200ms\"\nstate_dir = \"none\"\nkmsg = \"none\"\n",
     )
     .expect("w");
     let mut child = rocm

@@ -9,6 +9,8 @@ pub mod ports;
 pub mod receiver;
 pub mod watch;
 
+pub use ports::RefusedPort;
+
 use std::path::PathBuf;
 
 /// The `fleetop` binary under test.
@@ -110,61 +112,6 @@ pub fn start_agent_on(listen: &str, extra: &[&str]) -> Agent {
     .args(["--listen", listen])
     .stdout(std::process::Stdio::null());
     Agent::spawn(&mut cmd, "warn")
-}
-
-/// A loopback port that refuses connections for as long as the value
-/// lives: bound, never listening, and (without SO_REUSEADDR) not to be
-/// bound by anyone else meanwhile.
-pub struct RefusedPort {
-    fd: std::os::fd::OwnedFd,
-    pub port: u16,
-}
-
-impl RefusedPort {
-    pub fn new() -> RefusedPort {
-        use std::os::fd::FromRawFd;
-        // SAFETY: plain socket calls on a descriptor this function owns;
-        // the address structures are zeroed and sized as the calls require.
-        unsafe {
-            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-            let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
-            let mut sa: libc::sockaddr_in = std::mem::zeroed();
-            sa.sin_family = libc::AF_INET as libc::sa_family_t;
-            sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-            let rc = libc::bind(raw, (&raw const sa).cast(), len);
-            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
-            let mut got: libc::sockaddr_in = std::mem::zeroed();
-            let mut got_len = len;
-            let rc = libc::getsockname(raw, (&raw mut got).cast(), &mut got_len);
-            assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
-            RefusedPort {
-                fd,
-                port: u16::from_be(got.sin_port),
-            }
-        }
-    }
-
-    /// Listens on the port from now on (connections queue until accepted):
-    /// a server that comes up where a client was refused before.
-    pub fn listen(self) -> std::net::TcpListener {
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&self.fd);
-        // SAFETY: listen on a descriptor this value owns.
-        let rc = unsafe { libc::listen(raw, 128) };
-        assert_eq!(rc, 0, "listen: {}", std::io::Error::last_os_error());
-        std::net::TcpListener::from(self.fd)
-    }
-
-    /// A port that refuses connections until the test binary ends (its
-    /// socket is never closed): for a test that needs only the number.
-    pub fn for_the_run() -> u16 {
-        let r = RefusedPort::new();
-        let port = r.port;
-        std::mem::forget(r);
-        port
-    }
 }
 
 /// Writes a secret (a token, a key) readable by its owner only, as the

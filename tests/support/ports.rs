@@ -9,13 +9,14 @@
 //!   shown at any FLEETOP_LOG level by [`LISTEN_LOG`]): [`AgentLog`];
 //! - a server that takes a listening socket from systemd (Alertmanager's
 //!   `--web.systemd-socket`) gets one the test bound: [`socket_activated`];
-//! - any other server (Prometheus, VictoriaMetrics, Ray): the kernel says
-//!   which ports its process (or a child of it) listens on:
+//! - Ray says where its GCS and dashboard listen, in its own files;
+//! - any other server (Prometheus, VictoriaMetrics): the kernel says which
+//!   ports its process (or a child of it) listens on:
 //!   [`wait_listening_ports`];
 //! - a fake server in the test binary keeps the listener it bound.
 //!
 //! A port nothing listens on (a node that refuses) is a socket bound and
-//! never listening, held by the test: `RefusedPort`.
+//! never listening, held by the test: [`RefusedPort`].
 //!
 //! A server that must be told its ports before it starts and cannot bind
 //! port 0 (Slurm: slurm.conf names every daemon's port) gets ports below
@@ -284,6 +285,67 @@ pub fn socket_activated(program: &str, listener: std::net::TcpListener) -> std::
         });
     }
     cmd
+}
+
+/// A loopback port that refuses connections for as long as the value
+/// lives: bound, never listening, and (without SO_REUSEADDR) not to be
+/// bound by anyone else meanwhile.
+pub struct RefusedPort {
+    fd: std::os::fd::OwnedFd,
+    pub port: u16,
+}
+
+impl Default for RefusedPort {
+    fn default() -> RefusedPort {
+        RefusedPort::new()
+    }
+}
+
+impl RefusedPort {
+    pub fn new() -> RefusedPort {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain socket calls on a descriptor this function owns;
+        // the address structures are zeroed and sized as the calls require.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
+            let mut sa: libc::sockaddr_in = std::mem::zeroed();
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+            let rc = libc::bind(raw, (&raw const sa).cast(), len);
+            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+            let mut got: libc::sockaddr_in = std::mem::zeroed();
+            let mut got_len = len;
+            let rc = libc::getsockname(raw, (&raw mut got).cast(), &mut got_len);
+            assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+            RefusedPort {
+                fd,
+                port: u16::from_be(got.sin_port),
+            }
+        }
+    }
+
+    /// Listens on the port from now on (connections queue until accepted):
+    /// a server that comes up where a client was refused before.
+    pub fn listen(self) -> std::net::TcpListener {
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&self.fd);
+        // SAFETY: listen on a descriptor this value owns.
+        let rc = unsafe { libc::listen(raw, 128) };
+        assert_eq!(rc, 0, "listen: {}", std::io::Error::last_os_error());
+        std::net::TcpListener::from(self.fd)
+    }
+
+    /// A port that refuses connections until the test binary ends (its
+    /// socket is never closed): for a test that needs only the number.
+    pub fn for_the_run() -> u16 {
+        let r = RefusedPort::new();
+        let port = r.port;
+        std::mem::forget(r);
+        port
+    }
 }
 
 /// FLEETOP_LOG for an agent under test: `level`, plus its bound addresses.
