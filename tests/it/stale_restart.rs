@@ -54,8 +54,9 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
             .any(|f| f.kind == fleetop::model::flag::FlagKind::Stale)
     );
 
-    // Back on the port it had (a race with other tests binding port 0,
-    // though a short one: the port was this agent's a moment ago).
+    // Back on the port it had, as a console watching a node sees it. The
+    // one race left (docs/testing.md#ports): while the agent was down,
+    // another test's port-0 bind could have taken the port.
     let _agent = start_agent_on(&format!("127.0.0.1:{port}"), &[]);
     let back = wait_for(&mut lines, Status::Ok, Duration::from_secs(20));
     assert!(

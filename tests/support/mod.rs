@@ -95,7 +95,7 @@ pub fn start_agent(extra: &[&str]) -> Agent {
 
 /// As [`start_agent`], on `listen`. A port named here is a race with every
 /// other test binding port 0: only for an agent restarted on the port it
-/// had a moment before (what a console watching a node sees).
+/// had before (what a console watching a node sees).
 pub fn start_agent_on(listen: &str, extra: &[&str]) -> Agent {
     let mut cmd = std::process::Command::new(agent_bin());
     cmd.args([
