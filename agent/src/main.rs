@@ -636,7 +636,7 @@ fn run(cli: Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> 
             None => None,
         };
         let mut handle = server::serve(collector, opts, listener).await?;
-        tracing::info!("serving on {}", handle.addr);
+        log_listening(format_args!("serving on {}", handle.addr));
         if let Some(l) = metrics {
             let limits = fleetop_agent::serve::metrics::http::Limits {
                 max_connections: cli.metrics_max_connections as usize,
@@ -647,13 +647,21 @@ fn run(cli: Cli, config: Option<&Loaded>, run_as: &RunAs) -> anyhow::Result<()> 
             if has_token && !addr.ip().is_loopback() {
                 tracing::warn!("--metrics-listen {addr} is plain HTTP: scrapers send the telemetry token in clear");
             }
-            tracing::info!("metrics on http://{addr}/metrics");
+            log_listening(format_args!("metrics on http://{addr}/metrics"));
         }
         stop_signal().await?;
         tracing::info!("stopping");
         handle.stop().await;
         Ok(())
     })
+}
+
+/// Logs an address the agent listens on, as bound: `--listen 127.0.0.1:0`
+/// shows the port the kernel gave. Its own target lets a caller see these
+/// lines at any level (`FLEETOP_LOG=warn,fleetop_agent::listen=info`): the
+/// tests start agents on port 0 and read the port here (docs/testing.md).
+fn log_listening(line: std::fmt::Arguments<'_>) {
+    tracing::info!(target: "fleetop_agent::listen", "{line}");
 }
 
 /// Benchmarks are on only with a token file; its content is the token.

@@ -7,6 +7,11 @@
 //! fields through a live stream, and every value against AMD's own
 //! `amdsmi` package reading the same fake (`.ci/amdsmi_check.py compare`).
 
+// How a test learns the port the agent bound (docs/testing.md#ports).
+#[allow(dead_code)]
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -448,15 +453,6 @@ fn auto_picks_amd_smi_where_nvml_is_missing_and_amd_sees_gpus() {
     assert_eq!(gpus(&doc, "info").len(), 8);
 }
 
-/// A free loopback port (bound, then let go).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// The agent chosen by its config file (`backend = "amd"`), serving: a
 /// console's column-delta stream decodes to samples that carry every AMD
 /// field, an unchanged one elided and restored.
@@ -468,13 +464,10 @@ async fn the_config_files_backend_serves_amd_fields_through_a_live_stream() {
 
     let rocm = Rocm::new();
     let node = Node::new();
-    let port = free_port();
     let cfg = node.dir.path().join("agent.toml");
     std::fs::write(
         &cfg,
-        format!(
-            "backend = \"amd\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"200ms\"\nstate_dir = \"none\"\nkmsg = \"none\"\n"
-        ),
+        "backend = \"amd\"\nlisten = \"127.0.0.1:0\"\ninterval = \"200ms\"\nstate_dir = \"none\"\nkmsg = \"none\"\n",
     )
     .expect("w");
     let mut child = rocm
@@ -485,6 +478,7 @@ async fn the_config_files_backend_serves_amd_fields_through_a_live_stream() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("starts");
+    let port = ports::wait_listening_port(child.id(), "the agent");
     let start = std::time::Instant::now();
     let mut client = loop {
         match AgentClient::connect(format!("http://127.0.0.1:{port}")).await {

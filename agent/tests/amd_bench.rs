@@ -11,6 +11,11 @@
 //! None of this has run on a real AMD GPU: scripts/amd-gpu-check.sh is the
 //! check for a real MI300X node.
 
+// How a test learns the port the agent bound (docs/testing.md#ports).
+#[allow(dead_code)]
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
@@ -106,10 +111,9 @@ impl Agent {
         for d in ["proc", "sys", "ib"] {
             std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
         }
-        let port = free_port();
         let p = |d: &str| dir.path().join(d);
         let mut cmd = rocm.agent(&fake_amdsmi::profile("mi300x-oam.toml"));
-        cmd.args(["--backend", "amd", "--listen", &format!("127.0.0.1:{port}")])
+        cmd.args(["--backend", "amd", "--listen", "127.0.0.1:0"])
             // One sample at start (the one the burn's watcher reads).
             .args([
                 "--interval",
@@ -137,6 +141,7 @@ impl Agent {
             cmd.env(k, v);
         }
         let child = Owned(cmd.spawn().expect("the agent starts"));
+        let port = ports::wait_listening_port(child.0.id(), "the agent");
         Agent {
             _child: child,
             port,
@@ -182,13 +187,6 @@ impl Agent {
         }
         panic!("no done event\n{}", self.stderr());
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn gpu_checks(results: &[BenchResult]) -> Vec<&BenchResult> {

@@ -3,6 +3,11 @@
 
 mod common;
 
+// How a test learns the port the agent bound (docs/testing.md#ports).
+#[allow(dead_code)]
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -19,32 +24,21 @@ impl Drop for Agent {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// A simulated 8-GPU agent serving /metrics on the returned port.
 fn agent(extra: &[&str]) -> (Agent, u16) {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
         .args(["--backend", "sim", "--sim-gpus", "8", "--sim-ib-ports", "2"])
         .args(["--sim-hostname", "n1", "--interval", "200ms", "--listen", "127.0.0.1:0"])
-        .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", "127.0.0.1:0"])
         .args(extra)
-        .env("FLEETOP_LOG", "warn")
+        .env("FLEETOP_LOG", ports::agent_log_filter("warn"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("agent starts");
+    let mut log = ports::AgentLog::of(&mut child);
     let a = Agent(child);
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(10), "no metrics on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let port = log.metrics().port();
     (a, port)
 }
 

@@ -7,6 +7,11 @@
 
 mod common;
 
+// How a test learns the port the agent bound (docs/testing.md#ports).
+#[allow(dead_code)]
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -202,16 +207,8 @@ impl Agent {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 fn agent(dir: &Path, socket: &Path) -> Agent {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let (metrics, grpc) = (free_port(), free_port());
     let log = dir.join("agent.log");
     let child = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"))
         .args(["--backend", "nvml", "--interval", "200ms", "--kubelet-poll", "200ms"])
@@ -224,8 +221,7 @@ fn agent(dir: &Path, socket: &Path) -> Agent {
         .arg(dir.join("no-sysfs"))
         .arg("--kubelet-socket")
         .arg(socket)
-        .args(["--listen", &format!("127.0.0.1:{grpc}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
         .env(
             "FAKE_NVML_PROFILE",
             root.join("tests/fake-nvml/profiles/h100-sxm5-mig.toml"),
@@ -235,17 +231,15 @@ fn agent(dir: &Path, socket: &Path) -> Agent {
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("agent starts");
-    let a = Agent {
+    let mut a = Agent {
         child,
-        metrics,
-        grpc,
+        metrics: 0,
+        grpc: 0,
         log,
     };
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", metrics)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "no metrics: {}", a.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Logged (FLEETOP_LOG=info) once it serves, with the ports it bound.
+    a.grpc = ports::wait_addr_in_file(&a.log, "serving on ").port();
+    a.metrics = ports::wait_addr_in_file(&a.log, "metrics on http://").port();
     a
 }
 

@@ -8,6 +8,11 @@
 //! the agent's process group. Every process a test may signal is one it
 //! started; the agent runs in a process group of its own.
 
+// How a test learns the port the agent bound (docs/testing.md#ports).
+#[allow(dead_code)]
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -77,13 +82,6 @@ impl Drop for Agent {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 fn base_profile() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fake-nvml/profiles/h100-sxm5.toml")
@@ -111,7 +109,6 @@ impl Agent {
         for d in ["proc", "sys", "ib"] {
             std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
         }
-        let port = free_port();
         let p = |d: &str| dir.path().join(d);
         let child = Command::new("sh")
             .arg("-c")
@@ -125,7 +122,7 @@ impl Agent {
             .arg(&profile)
             .arg(&peer_file)
             .arg(env!("CARGO_BIN_EXE_fleetop-agent"))
-            .args(["--backend", "nvml", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--backend", "nvml", "--listen", "127.0.0.1:0"])
             // One sample at start, then none for an hour: the latest sample
             // is the one taken at start.
             .args([
@@ -155,6 +152,8 @@ impl Agent {
             .spawn()
             .expect("agent starts");
         let child = Owned(child);
+        // Its one listener, bound at start (`exec` kept the shell's pid).
+        let port = ports::wait_listening_port(child.0.id(), "the agent");
         let start = Instant::now();
         let peer = loop {
             if let Some(p) = std::fs::read_to_string(&peer_file)

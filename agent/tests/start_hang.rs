@@ -7,6 +7,11 @@
 //! calls for minutes. The bounds here are liveness bounds (60 s), far
 //! below the hangs, never a measure of this machine's speed.
 
+// How a test learns the port the agent bound (docs/testing.md#ports).
+#[allow(dead_code)]
+#[path = "../../tests/support/ports.rs"]
+mod ports;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,14 +42,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 /// Options every agent here runs with: nothing of this machine's.
@@ -116,16 +113,17 @@ fn one_stuck_the_rest_served(info: &NodeInfo, gpus: &[GpuSample], hung: usize, c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_nvml_gpu_that_hangs_at_start_is_stuck_by_its_bus_id_and_the_rest_is_served() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
     let mut c = Command::new(env!("CARGO_BIN_EXE_fleetop-agent"));
-    c.args(["--backend", "nvml", "--state-dir", "none", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
+    c.args(["--backend", "nvml", "--state-dir", "none", "--listen", "127.0.0.1:0"])
         .arg("--nvml-lib")
         .arg(fake_nvml::fake_lib())
         .env("FAKE_NVML_PROFILE", nvml_profile("faults/hang-at-start.toml"))
         .stderr(Stdio::null());
     quiet(&mut c, dir.path());
     let _agent = Killed(c.spawn().expect("starts"));
+    // The listener is bound before the GPUs are opened: found at once, so
+    // the liveness bound is still counted from the start.
+    let port = ports::wait_listening_port(_agent.0.id(), "the agent");
     let (info, s) = first_sample(port).await;
     one_stuck_the_rest_served(&info, &s.gpus, 3, "nvmlDeviceGetName");
 }
@@ -134,13 +132,12 @@ async fn an_nvml_gpu_that_hangs_at_start_is_stuck_by_its_bus_id_and_the_rest_is_
 async fn an_amd_gpu_that_hangs_at_start_is_stuck_by_its_bus_id_and_the_rest_is_served() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rocm = fake_amdsmi::Rocm::new();
-    let port = free_port();
     let mut c = rocm.agent(&fake_amdsmi::profile("faults/hang-at-start.toml"));
-    c.args(["--backend", "amd", "--state-dir", "none", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
+    c.args(["--backend", "amd", "--state-dir", "none", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::null());
     quiet(&mut c, dir.path());
     let _agent = Killed(c.spawn().expect("starts"));
+    let port = ports::wait_listening_port(_agent.0.id(), "the agent");
     let (info, s) = first_sample(port).await;
     one_stuck_the_rest_served(&info, &s.gpus, 2, "amdsmi_get_gpu_xgmi_link_status");
 }

@@ -9,14 +9,15 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::ports::socket_activated;
 use crate::support::receiver::Receiver;
 use crate::support::watch::Watch;
-use crate::support::{Killed, free_port};
+use crate::support::{Killed, RefusedPort};
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 
@@ -26,11 +27,20 @@ pub fn installed() -> bool {
 
 /// A running Alertmanager, killed at the end.
 pub struct Alertmanager {
+    pub port: u16,
     _child: Killed,
     _dir: tempfile::TempDir,
 }
 
-pub fn start_alertmanager(port: u16, receiver: u16) -> Alertmanager {
+/// Alertmanager on a port of its own, sending to the webhook `receiver`.
+pub fn start_alertmanager(receiver: u16) -> Alertmanager {
+    start_alertmanager_on(RefusedPort::new(), receiver)
+}
+
+/// Alertmanager on `port`: a port the test holds (clients were refused
+/// there until now), handed to it as systemd would (socket activation), so
+/// that no other test can take it meanwhile.
+pub fn start_alertmanager_on(port: RefusedPort, receiver: u16) -> Alertmanager {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("alertmanager.yml");
     std::fs::write(
@@ -53,17 +63,20 @@ receivers:
         ),
     )
     .expect("write config");
-    let child = Command::new(ALERTMANAGER)
+    let port_number = port.port;
+    let child = socket_activated(ALERTMANAGER, port.listen())
         .arg(format!("--config.file={}", config.display()))
         .arg(format!("--storage.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--web.systemd-socket")
         // No cluster: no gossip port, no peers.
         .arg("--cluster.listen-address=")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start alertmanager");
+    let port = port_number;
     let am = Alertmanager {
+        port,
         _child: Killed(child),
         _dir: dir,
     };
@@ -123,9 +136,8 @@ const WITHIN: Duration = Duration::from_secs(120);
 
 pub fn xid_and_thermal_alerts_arrive_grouped_and_resolve_when_the_faults_clear() {
     let receiver = Receiver::start();
-    let am_port = free_port();
-    let _am = start_alertmanager(am_port, receiver.port);
-    let mut watch = start_watch(am_port, Some("15s"));
+    let am = start_alertmanager(receiver.port);
+    let mut watch = start_watch(am.port, Some("15s"));
 
     let xid = receiver.wait("firing FleetopXid on gpu01", WITHIN, |v| {
         is(v, "FleetopXid", "gpu01", "firing")
@@ -184,13 +196,14 @@ pub fn xid_and_thermal_alerts_arrive_grouped_and_resolve_when_the_faults_clear()
 
 pub fn alertmanager_down_at_start_gets_the_alerts_once_it_is_up() {
     let receiver = Receiver::start();
-    let am_port = free_port();
-    let mut watch = start_watch(am_port, None);
+    // Refused until Alertmanager starts on it.
+    let am_port = RefusedPort::new();
+    let mut watch = start_watch(am_port.port, None);
     // fleetop raises the alerts and fails to post them: it says so and goes on.
     watch.wait_log("alert raised: gpu01", WITHIN);
     watch.wait_log("keeping", WITHIN);
     assert!(watch.running(), "{}", watch.log());
-    let _am = start_alertmanager(am_port, receiver.port);
+    let _am = start_alertmanager_on(am_port, receiver.port);
     receiver.wait("firing FleetopXid on gpu01 after the start", WITHIN, |v| {
         is(v, "FleetopXid", "gpu01", "firing")
     });

@@ -271,11 +271,9 @@ pub fn a_node_nobody_answers_is_connecting_then_an_unreachable_alert_with_why() 
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("config.toml");
     std::fs::write(&cfg, "[thresholds]\nunreachable_after = \"3s\"\n").expect("config");
-    // A port just freed: connections to it are refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    // Bound and never listening: connections to it are refused.
+    let closed = crate::support::RefusedPort::new();
+    let port = closed.port;
     let args = format!("--config {} --hosts 127.0.0.1:{port}", cfg.display());
     let t = Tmux::start(&bin(), &args, (100, 30));
     t.wait_for("1 connecting", Duration::from_secs(10));
@@ -327,8 +325,8 @@ pub fn a_new_crit_flag_rings_the_bell_unless_configured_off() {
 /// Alertmanager's receiver while the TUI runs, and closing the TUI is clean.
 pub fn the_console_pages_through_alertmanager_while_it_runs() {
     let receiver = crate::support::receiver::Receiver::start();
-    let am_port = crate::support::free_port();
-    let _am = crate::alertmanager::start_alertmanager(am_port, receiver.port);
+    let am = crate::alertmanager::start_alertmanager(receiver.port);
+    let am_port = am.port;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "[notify]\nrepost = \"2s\"\ntimeout = \"2s\"\n").expect("config");

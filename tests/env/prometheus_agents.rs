@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 
 use fleetop::export::Snapshot;
 
-use crate::prometheus_harness::{Prometheus, export_once, wait_listening};
-use crate::{Killed, agent_bin, free_port};
+use crate::prometheus_harness::{Prometheus, export_once};
+use crate::{Agent, agent_bin};
 
 /// host name, scenario: each one problem, on one GPU or port.
 const NODES: [(&str, &str); 6] = [
@@ -70,32 +70,27 @@ fn flags_come_through(store: fn(&[String]) -> Prometheus) {
     let mut grpc = Vec::new();
     let mut metrics = Vec::new();
     for (i, (host, scenario)) in NODES.iter().enumerate() {
-        let (g, m) = (free_port(), free_port());
         // Two minutes of invented history: every problem (20 s into the
         // story) is on from the start.
-        let child = Command::new(agent_bin())
-            .args(["--backend", "sim", "--sim-hostname", host, "--sim-scenario", scenario])
-            .args([
-                "--sim-gpus",
-                "4",
-                "--sim-ib-ports",
-                "2",
-                "--sim-seed",
-                &(i + 1).to_string(),
-            ])
-            .args(["--sim-history", "2m", "--interval", "500ms"])
-            .args(["--listen", &format!("127.0.0.1:{g}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{m}")])
-            .env("FLEETOP_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("agent starts");
-        agents.push(Killed(child));
-        wait_listening(g, "agent");
-        wait_listening(m, "agent metrics");
-        grpc.push(format!("127.0.0.1:{g}"));
-        metrics.push(format!("127.0.0.1:{m}"));
+        let mut agent = Agent::spawn(
+            Command::new(agent_bin())
+                .args(["--backend", "sim", "--sim-hostname", host, "--sim-scenario", scenario])
+                .args([
+                    "--sim-gpus",
+                    "4",
+                    "--sim-ib-ports",
+                    "2",
+                    "--sim-seed",
+                    &(i + 1).to_string(),
+                ])
+                .args(["--sim-history", "2m", "--interval", "500ms"])
+                .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+                .stdout(Stdio::null()),
+            "warn",
+        );
+        grpc.push(agent.host());
+        metrics.push(agent.log.metrics().to_string());
+        agents.push(agent);
     }
     let prom = store(&metrics);
     // Enough scrapes for the flags' debounce (a few samples) in the history.

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::prometheus_harness::{encode, http_get, wait_listening};
-use crate::{HERMETIC_AGENT, Killed, agent_bin, free_port};
+use crate::prometheus_harness::{encode, http_get};
+use crate::{Agent, HERMETIC_AGENT, agent_bin};
 
 /// Panels of AMD's dashboards that read what the agent serves, their
 /// PromQL as written there (`dashboard_node.json`, `dashboard_gpu.json`,
@@ -182,17 +182,14 @@ fn value(v: &Value) -> f64 {
 
 pub fn amds_dashboard_queries_return_the_agents_data() {
     let rocm = fake_rocm();
-    let port = free_port();
-    let _agent = Killed(
+    let mut _agent = Agent::spawn(
         agent(rocm.path())
             .args(["--interval", "500ms", "--listen", "127.0.0.1:0"])
-            .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("agent starts"),
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .stdout(Stdio::null()),
+        "warn",
     );
-    wait_listening(port, "agent metrics");
+    let port = _agent.log.metrics().port();
     let out = agent(rocm.path())
         .args(["sample", "--once", "--format", "json"])
         .output()

@@ -1,4 +1,5 @@
-//! A real Prometheus (Debian's /usr/bin/prometheus) on a loopback port, with
+//! A real Prometheus (Debian's /usr/bin/prometheus) on a loopback port of its
+//! own (it binds port 0; the kernel says which it got), with
 //! a generated config and its own data directory, killed when the test ends.
 
 use std::io::{Read, Write};
@@ -8,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use fleetop::export::Snapshot;
 
-use crate::{Killed, fleetop, free_port};
+use crate::ports::wait_listening_port;
+use crate::{Killed, fleetop};
 
 const BIN: &str = "/usr/bin/prometheus";
 
@@ -60,16 +62,16 @@ impl Prometheus {
         );
         let cfg_path = dir.path().join("prometheus.yml");
         std::fs::write(&cfg_path, cfg).expect("write config");
-        let port = free_port();
         let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
         let child = std::process::Command::new(BIN)
             .arg(format!("--config.file={}", cfg_path.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
             .expect("prometheus starts");
+        let port = wait_listening_port(child.id(), "prometheus");
         let p = Prometheus {
             port,
             _child: Killed(child),
@@ -94,12 +96,11 @@ impl Prometheus {
         );
         let cfg_path = dir.path().join("scrape.yml");
         std::fs::write(&cfg_path, cfg).expect("write config");
-        let port = free_port();
         let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
         let child = std::process::Command::new(VICTORIA)
             .arg(format!("-promscrape.config={}", cfg_path.display()))
             .arg(format!("-storageDataPath={}", dir.path().join("data").display()))
-            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            .arg("-httpListenAddr=127.0.0.1:0")
             // Fresh samples visible at once (its default hides the last 30 s).
             .arg("-search.latencyOffset=1s")
             .arg("-search.disableCache")
@@ -107,6 +108,7 @@ impl Prometheus {
             .stderr(log)
             .spawn()
             .expect("victoria-metrics starts");
+        let port = wait_listening_port(child.id(), "victoria-metrics");
         let p = Prometheus {
             port,
             _child: Killed(child),
@@ -217,17 +219,4 @@ pub fn export_once(timeout: &str, args: &[&str]) -> (Snapshot, String) {
     );
     let snap = serde_json::from_slice(&out.stdout).expect("a snapshot");
     (snap, String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-/// Waits (30 s at most: a deadline for starting, not a measure of speed)
-/// until something listens on `port`.
-pub fn wait_listening(port: u16, what: &str) {
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{what} did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

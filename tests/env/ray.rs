@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::e2e_tmux::Tmux;
 use crate::ray_harness::RayCluster;
-use crate::{Killed, agent_bin, fleetop, free_port};
+use crate::{Agent, agent_bin, fleetop};
 
 /// Two GPU actors on the head, one on the worker and a GPU task there; the
 /// actors' pids as one JSON line, then it runs until killed.
@@ -56,20 +56,9 @@ fn fake_lib() -> std::path::PathBuf {
     lib
 }
 
-fn wait_listening(host: &str, port: u16) {
-    let start = Instant::now();
-    while std::net::TcpStream::connect((host, port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "nothing listens on {host}:{port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The head's agent: the fake NVML, its GPUs 0 and 1 running the head's
 /// actors (their real pids), the others nothing.
-fn head_agent(dir: &Path, port: u16, pids: &[u64]) -> Killed {
+fn head_agent(dir: &Path, pids: &[u64]) -> Agent {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-nvml/profiles/h100-sxm5.toml");
     let mut text = std::fs::read_to_string(base).expect("profile");
     let default = "processes = [{ pid = 4242, used_mem_bytes = 70000000000 }]";
@@ -87,27 +76,21 @@ fn head_agent(dir: &Path, port: u16, pids: &[u64]) -> Killed {
         .arg("--nvml-lib")
         .arg(fake_lib())
         .env("FAKE_NVML_PROFILE", &profile);
-    listening(cmd, "127.0.0.1", port)
+    listening(cmd, "127.0.0.1")
 }
 
-/// `cmd` (an agent) listening on `host:port`, quiet, ended with the test.
-fn listening(mut cmd: Command, host: &str, port: u16) -> Killed {
-    let child = cmd
-        .args(crate::HERMETIC_AGENT)
-        .args(["--listen", &format!("{host}:{port}")])
-        .env("FLEETOP_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let k = Killed(child);
-    wait_listening(host, port);
-    k
+/// `cmd` (an agent) listening on a port of its own on `ip`, quiet, ended
+/// with the test.
+fn listening(mut cmd: Command, ip: &str) -> Agent {
+    cmd.args(crate::HERMETIC_AGENT)
+        .args(["--listen", &format!("{ip}:0")])
+        .stdout(Stdio::null());
+    Agent::spawn(&mut cmd, "warn")
 }
 
 /// The worker's agent: simulated, on the worker's IP, reporting a host name
 /// Ray does not know (so only the IP matches it).
-fn worker_agent(port: u16) -> Killed {
+fn worker_agent() -> Agent {
     let mut cmd = Command::new(agent_bin());
     cmd.args([
         "--backend",
@@ -119,7 +102,7 @@ fn worker_agent(port: u16) -> Killed {
         "--interval",
         "500ms",
     ]);
-    listening(cmd, "127.0.0.2", port)
+    listening(cmd, "127.0.0.2")
 }
 
 fn export(hosts: &str, ray: &RayCluster) -> Snapshot {
@@ -161,9 +144,9 @@ pub fn ray_nodes_and_their_gpu_work_show_and_a_drain_goes_through_rays_gcs() {
         .collect();
     let worker_pid = pids["worker"].as_u64().expect("worker pid");
     let dir = tempfile::tempdir().expect("tempdir");
-    let (hp, wp) = (free_port(), free_port());
-    let _head_agent = head_agent(dir.path(), hp, &head_pids);
-    let _worker_agent = worker_agent(wp);
+    let _head_agent = head_agent(dir.path(), &head_pids);
+    let _worker_agent = worker_agent();
+    let (hp, wp) = (_head_agent.port(), _worker_agent.port());
     let hosts = format!("127.0.0.1:{hp},127.0.0.2:{wp}");
 
     // The task shows as running once Ray's task events arrive: wait for it.

@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::free_port;
-
 /// Where `.ci/run` keeps the venv, unless `FLEETOP_RAY_VENV` says.
 pub fn venv() -> PathBuf {
     match std::env::var_os("FLEETOP_RAY_VENV") {
@@ -91,28 +89,32 @@ impl RayCluster {
             .prefix("fray")
             .tempdir_in("/tmp")
             .expect("tempdir");
-        let (gcs_port, dashboard_port) = (free_port(), free_port());
         let head_name = hostname();
+        // Every port Ray can take as 0 is 0: its own processes bind them
+        // and say which they got (the GCS in `ray_current_cluster`, the
+        // dashboard in `ray start`'s output).
         let ports = |from: u16| {
             [
                 format!("--min-worker-port={from}"),
                 format!("--max-worker-port={}", from + 99),
-                format!("--dashboard-agent-listen-port={}", free_port()),
+                "--dashboard-agent-listen-port=0".to_string(),
             ]
         };
-        // Both nodes' worker ranges (200 ports) lie below Linux's ephemeral
-        // range (32768 up, by default), from which `free_port` picks the
-        // other ports: with a base up to 39,900, a pick once fell inside a
-        // worker range and Ray refused to start.
+        // Ports named here lie below Linux's ephemeral range (32768 up, by
+        // default), from which every port-0 bind is served, so no other
+        // test's server can take them: both nodes' worker ranges (200
+        // ports, which Ray needs as a range) and Ray's client server, which
+        // refuses port 0 (1024 to 65535) and cannot be turned off.
         let base = 20_000 + (std::process::id() % 120) as u16 * 100;
+        let client_port = crate::ports::below_ephemeral(1)[0];
         let mut head_args = vec![
             "--head".to_string(),
             "--node-ip-address=127.0.0.1".into(),
-            format!("--port={gcs_port}"),
+            "--port=0".into(),
             "--include-dashboard=true".into(),
             "--dashboard-host=127.0.0.1".into(),
-            format!("--dashboard-port={dashboard_port}"),
-            format!("--ray-client-server-port={}", free_port()),
+            "--dashboard-port=0".into(),
+            format!("--ray-client-server-port={client_port}"),
             "--num-cpus=4".into(),
             "--num-gpus=2".into(),
             "--resources={\"fleetop_head\": 100}".into(),
@@ -121,16 +123,7 @@ impl RayCluster {
         ];
         head_args.extend(ports(base));
         let head = ray_start(dir.path(), "head.log", &head_args);
-        let c = |port: u16| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !(c(gcs_port) && c(dashboard_port)) {
-            assert!(
-                Instant::now() < deadline,
-                "Ray's head did not start: {}",
-                read(dir.path(), "head.log")
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        let (gcs_port, dashboard_port) = head_ports(dir.path());
         let mut worker_args = vec![
             format!("--address=127.0.0.1:{gcs_port}"),
             "--node-ip-address=127.0.0.2".into(),
@@ -212,6 +205,32 @@ impl RayCluster {
             read(self.dir.path(), "driver.log")
         );
         (crate::Killed(child), line.trim().to_string())
+    }
+}
+
+/// The head's GCS and dashboard ports, as Ray says once it started: the
+/// GCS address it writes for drivers (`<temp-dir>/ray_current_cluster`)
+/// and the dashboard in the job-submission hint it prints.
+fn head_ports(dir: &Path) -> (u16, u16) {
+    let port_after = |text: &str, prefix: &str| crate::ports::parse_addr_after(text, prefix).map(|a| a.port());
+    let deadline = Instant::now() + crate::ports::START_DEADLINE;
+    loop {
+        let cluster = std::fs::read_to_string(dir.join("t/ray_current_cluster")).unwrap_or_default();
+        let log = std::fs::read_to_string(dir.join("head.log")).unwrap_or_default();
+        let gcs = cluster.trim().parse::<std::net::SocketAddr>().ok().map(|a| a.port());
+        let dashboard = port_after(&log, "RAY_API_SERVER_ADDRESS='http://");
+        if let (Some(g), Some(d)) = (gcs, dashboard) {
+            let up = |port: u16| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+            if up(g) && up(d) {
+                return (g, d);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Ray's head did not start: {}",
+            read(dir, "head.log")
+        );
+        std::thread::sleep(Duration::from_millis(300));
     }
 }
 

@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::io::Read;
-use std::net::TcpListener;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -208,17 +207,11 @@ impl SlurmCluster {
         for i in 0..8 {
             fs::write(d.join(format!("dev/gpu{i}")), "").map_err(|e| format!("dev/gpu{i}: {e}"))?;
         }
-        // Hold every listener until all ports are chosen so that no two are the same.
-        let listeners = (0..=self.nodes.len())
-            .map(|_| TcpListener::bind("127.0.0.1:0"))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("bind: {e}"))?;
-        let ports = listeners
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.port()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("port: {e}"))?;
-        drop(listeners);
+        // slurm.conf names every daemon's port before it starts, and Slurm
+        // cannot bind port 0 and say which it got: so ports below the
+        // ephemeral range, which no other test's server (all on port 0)
+        // can take (tests/support/ports.rs).
+        let ports = crate::ports::below_ephemeral(self.nodes.len() + 1);
         // SlurmUser as a uid: works as root and, in principle, as whoever runs the tests.
         let uid = fs::metadata(d.join("munge.key")).map_err(|e| e.to_string())?.uid();
         let dd = d.display();

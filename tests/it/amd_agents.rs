@@ -12,22 +12,19 @@ use fleetop::export::{GpuVendor, Node, Snapshot, Status};
 use fleetop::model::flag::{Action, FlagKind, Severity};
 
 use crate::amd_exporter::{amd_agent, fake_rocm, profile};
-use crate::nvml_fake::{flags, gpu, nvml_agent, wait_listening};
-use crate::{Killed, fleetop, free_port};
+use crate::nvml_fake::{flags, gpu, nvml_agent};
+use crate::{Agent, fleetop};
 
-/// An agent on the fake AMD SMI with `profile_name`, serving gRPC on `port`
-/// (the fake's clock frozen after every fault its script holds).
-fn amd_node(rocm: &tempfile::TempDir, port: u16, profile_name: &str) -> Killed {
-    let agent = Killed(
+/// An agent on the fake AMD SMI with `profile_name`, serving gRPC on a
+/// port of its own (the fake's clock frozen after every fault its script
+/// holds).
+fn amd_node(rocm: &tempfile::TempDir, profile_name: &str) -> Agent {
+    Agent::spawn(
         amd_agent(rocm, &profile(profile_name))
-            .args(["--interval", "200ms", "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("agent starts"),
-    );
-    wait_listening(port);
-    agent
+            .args(["--interval", "200ms", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null()),
+        "warn",
+    )
 }
 
 /// One export of `hosts`, again until `done` (30 s at most).
@@ -59,9 +56,9 @@ fn node(snap: &Snapshot, port: u16) -> &Node {
 #[test]
 fn an_mi300x_node_and_an_h100_node_stream_into_one_console_side_by_side() {
     let rocm = fake_rocm();
-    let (a, n) = (free_port(), free_port());
-    let _amd = amd_node(&rocm, a, "mi300x-oam.toml");
-    let _nvidia = nvml_agent(n, "h100-sxm5.toml", Some("15"));
+    let _amd = amd_node(&rocm, "mi300x-oam.toml");
+    let _nvidia = nvml_agent("h100-sxm5.toml", Some("15"));
+    let (a, n) = (_amd.port(), _nvidia.port());
     let hosts = format!("127.0.0.1:{a},127.0.0.1:{n}");
     let snap = export_until(&hosts, "both nodes with their GPUs", |s| {
         s.nodes.len() == 2 && s.nodes.iter().all(|n| n.status == Status::Ok && !n.gpus.is_empty())
@@ -153,8 +150,8 @@ fn amd_faults_from_a_real_agent_raise_the_flags_nvidias_would_with_their_actions
         "faults/thermal-throttle.toml",
         "faults/gpu-lost.toml",
     ] {
-        let port = free_port();
-        let _agent = amd_node(&rocm, port, script);
+        let _agent = amd_node(&rocm, script);
+        let port = _agent.port();
         let want: Vec<_> = cases.iter().filter(|c| c.0 == script).collect();
         let hosts = format!("127.0.0.1:{port}");
         let snap = export_until(&hosts, script, |s| {

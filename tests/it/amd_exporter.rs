@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::dcgm::{HttpServer, Reply, dcgm_text, mixed_node};
 use crate::dcgm_exporter::{export, node};
-use crate::{HERMETIC_AGENT, Killed, agent_bin, fleetop, free_port};
+use crate::{Agent, HERMETIC_AGENT, agent_bin, fleetop};
 
 /// AMD's exporter on an MI300X node of `gpus` GPUs (CPX: two partitions a
 /// physical GPU, the second with AMD's 0 for the socket's power), as its
@@ -186,21 +186,15 @@ fn an_agent_on_amd_read_through_its_metrics_matches_its_own_sample() {
     let rocm = fake_rocm();
     for name in ["mi300x-oam.toml", "mi300x-cpx-nps4.toml"] {
         let prof = profile(name);
-        let port = free_port();
-        let _agent = Killed(
+        let mut _agent = Agent::spawn(
             amd_agent(&rocm, &prof)
                 .args(["--interval", "300ms", "--listen", "127.0.0.1:0"])
-                .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("agent starts"),
+                .args(["--metrics-listen", "127.0.0.1:0"])
+                .stdout(Stdio::null()),
+            "warn",
         );
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(20), "no metrics on {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // Logged once it serves: the metrics listener is up.
+        let port = _agent.log.metrics().port();
         let out = amd_agent(&rocm, &prof)
             .args(["sample", "--once", "--format", "json"])
             .output()

@@ -1,6 +1,6 @@
 //! Bad input and unreachable nodes: one clear line on stderr, nothing on stdout.
 
-use crate::{fleetop, free_port};
+use crate::{RefusedPort, fleetop};
 
 fn fails_with(args: &[&str], needle: &str) {
     let out = fleetop().args(args).output().expect("runs");
@@ -66,8 +66,8 @@ fn a_bad_rack_in_the_config_names_its_file_line_and_value() {
 
 #[test]
 fn no_node_answering_is_an_error_naming_the_nodes() {
-    let port = free_port();
-    let hosts = format!("127.0.0.1:{port}");
+    let closed = RefusedPort::new();
+    let hosts = format!("127.0.0.1:{}", closed.port);
     fails_with(
         &["export", "--once", "--timeout", "3s", "--hosts", &hosts],
         "no node answered",
@@ -226,8 +226,8 @@ fn hostile_files_and_names_cannot_exhaust_memory_or_reach_the_terminal() {
 fn a_byte_order_mark_is_not_a_bad_host_name_and_causes_are_said_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("hosts");
-    let port = free_port();
-    std::fs::write(&path, format!("\u{feff}127.0.0.1:{port}\n")).expect("write");
+    let closed = RefusedPort::new();
+    std::fs::write(&path, format!("\u{feff}127.0.0.1:{}\n", closed.port)).expect("write");
     // The host is read (and refused by the network), not rejected as a name.
     fails_with(
         &["export", "--once", "--hostfile", &path.to_string_lossy()],

@@ -10,7 +10,7 @@ use chrono::DateTime;
 use fleetop::export::{Snapshot, Status};
 use fleetop::model::flag::{FlagKind, Severity};
 
-use crate::{fleetop, free_port, start_agent};
+use crate::{RefusedPort, fleetop, start_agent};
 
 /// Milliseconds between two RFC 3339 times.
 fn ms_between(a: &str, b: &str) -> i64 {
@@ -20,9 +20,10 @@ fn ms_between(a: &str, b: &str) -> i64 {
 
 #[test]
 fn once_returns_when_every_node_has_answered_not_at_the_timeout() {
-    let port = free_port();
-    let _agent = start_agent(port, &[]);
-    let refused = free_port();
+    let _agent = start_agent(&[]);
+    let port = _agent.port();
+    let closed = RefusedPort::new();
+    let refused = closed.port;
     // The default --timeout is 10 s: answering within 3 s means no waiting
     // for anything that will not come (a scheduler there is none of).
     let start = Instant::now();
@@ -49,9 +50,9 @@ fn once_returns_when_every_node_has_answered_not_at_the_timeout() {
 
 #[test]
 fn agents_whose_clocks_are_90s_off_show_true_ages_and_never_go_stale() {
-    let (ahead, behind) = (free_port(), free_port());
-    let _a = start_agent(ahead, &["--sim-clock-offset", "90s"]);
-    let _b = start_agent(behind, &["--sim-clock-offset=-90s"]);
+    let _a = start_agent(&["--sim-clock-offset", "90s"]);
+    let _b = start_agent(&["--sim-clock-offset=-90s"]);
+    let (ahead, behind) = (_a.port(), _b.port());
     let mut export = std::process::Command::new(env!("CARGO_BIN_EXE_fleetop"))
         .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
         .args(["export", "--format", "ndjson", "--interval", "500ms", "--count", "8"])
@@ -90,8 +91,9 @@ fn agents_whose_clocks_are_90s_off_show_true_ages_and_never_go_stale() {
 
 #[test]
 fn a_node_never_reached_is_an_alert_with_the_reason_after_unreachable_after() {
-    let (live, refused) = (free_port(), free_port());
-    let _agent = start_agent(live, &[]);
+    let _agent = start_agent(&[]);
+    let closed = RefusedPort::new();
+    let (live, refused) = (_agent.port(), closed.port);
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("config.toml");
     std::fs::write(&cfg, "[thresholds]\nunreachable_after = \"2s\"\n").expect("config");
@@ -133,8 +135,8 @@ fn a_node_never_reached_is_an_alert_with_the_reason_after_unreachable_after() {
 /// agent's address too.
 #[test]
 fn two_agents_on_one_host_have_two_names_and_their_addresses() {
-    let (a, b) = (free_port(), free_port());
-    let (_a, _b) = (start_agent(a, &[]), start_agent(b, &[]));
+    let (_a, _b) = (start_agent(&[]), start_agent(&[]));
+    let (a, b) = (_a.port(), _b.port());
     let hosts = format!("127.0.0.1:{a},127.0.0.1:{b}");
     for view in ["full", "summary"] {
         let out = fleetop()
@@ -200,8 +202,9 @@ fn a_one_shot_export_of_a_large_fleet_reads_a_shorter_history() {
 /// `unreachable` flag, and the live node beside it is judged as usual.
 #[test]
 fn a_one_shot_export_never_calls_a_node_it_cannot_read_healthy() {
-    let (live, refused) = (free_port(), free_port());
-    let _agent = start_agent(live, &[]);
+    let _agent = start_agent(&[]);
+    let closed = RefusedPort::new();
+    let (live, refused) = (_agent.port(), closed.port);
     let out = fleetop()
         .args(["export", "--once", "--format", "json"])
         .args(["--hosts", &format!("127.0.0.1:{live},127.0.0.1:{refused}")])

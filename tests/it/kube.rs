@@ -57,7 +57,7 @@ fn annotations(n: &Value) -> &serde_json::Map<String, Value> {
 #[test]
 fn an_api_server_that_does_not_answer_fails_in_one_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = crate::free_port();
+    let port = crate::RefusedPort::for_the_run();
     let kc = kubeconfig(dir.path(), &format!("http://127.0.0.1:{port}"), ADMIN_TOKEN);
     let log = dir.path().join("audit.jsonl");
     let r = node(&kc, &log, &["cordon", "gpu[01-02]", "--reason", "xid 79"]);
@@ -570,7 +570,8 @@ fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() 
         return;
     };
     let (api, dir, kc, _) = setup(ADMIN_TOKEN);
-    let port = crate::free_port();
+    // No agent: the session reads Kubernetes only.
+    let port = crate::RefusedPort::for_the_run();
     let cli = fleetop::cli::Cli::parse_from([
         "fleetop".to_string(),
         "--hosts".into(),
@@ -730,10 +731,10 @@ fn a_huge_answer_is_refused_and_an_error_body_is_escaped() {
 /// is missing (`kube_error`, as `ray_error`).
 #[test]
 fn export_says_when_kubernetes_failed() {
-    let port = crate::free_port();
-    let _agent = crate::start_agent(port, &[]);
+    let _agent = crate::start_agent(&[]);
+    let port = _agent.port();
     let dir = tempfile::tempdir().expect("tempdir");
-    let api = crate::free_port();
+    let api = crate::RefusedPort::for_the_run();
     let kc = kubeconfig(dir.path(), &format!("http://127.0.0.1:{api}"), ADMIN_TOKEN);
     let out = crate::fleetop()
         .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])

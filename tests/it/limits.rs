@@ -244,10 +244,8 @@ fn cpu_ticks(pid: u32) -> u64 {
 fn out_of_file_descriptors_the_agent_waits_says_so_once_and_recovers() {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    let port = crate::free_port();
     let mut cmd = std::process::Command::new(crate::agent_bin());
-    cmd.args(["--backend", "sim", "--sim-gpus", "1", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
+    cmd.args(["--backend", "sim", "--sim-gpus", "1", "--listen", "127.0.0.1:0"])
         .args(["--handshake-timeout", "10m", "--idle-timeout", "1h"])
         // All from one address, and none to make way: descriptors run out first.
         .args(["--max-connections-per-peer", "1000"])
@@ -286,6 +284,11 @@ fn out_of_file_descriptors_the_agent_waits_says_so_once_and_recovers() {
         }
     };
     wait_line(&mut log, "serving on");
+    let port = log
+        .iter()
+        .find_map(|l| crate::ports::parse_addr_after(l, "serving on "))
+        .expect("the bound address")
+        .port();
     // Connections that never speak, until the agent has no descriptor left.
     let mut held = Vec::new();
     for _ in 0..100 {

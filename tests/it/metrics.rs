@@ -2,43 +2,29 @@
 //! a GPU does not report is no series, and MIG instances carry
 //! dcgm-exporter's GPU_I_PROFILE and GPU_I_ID labels.
 
-use std::time::{Duration, Instant};
-
 use crate::nvml_fake::{fake_lib, profile};
-use crate::{Killed, agent_bin, free_port};
+use crate::{Agent, agent_bin};
 
 #[path = "../../agent/tests/common/scrape.rs"]
 mod scrape;
 
 /// An agent on the fake NVML with `profile_name`, serving /metrics on the
 /// returned port.
-fn nvml_metrics_agent(profile_name: &str) -> (Killed, u16) {
-    let port = free_port();
-    let child = std::process::Command::new(agent_bin())
-        .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
-        .args(crate::HERMETIC_AGENT)
-        .arg("--nvml-lib")
-        .arg(fake_lib())
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .env("FAKE_NVML_PROFILE", profile(profile_name))
-        .env("FAKE_NVML_TIME_S", "100")
-        .env("FLEETOP_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let killed = Killed(child);
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "no metrics on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (killed, port)
+fn nvml_metrics_agent(profile_name: &str) -> (Agent, u16) {
+    let mut agent = Agent::spawn(
+        std::process::Command::new(agent_bin())
+            .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+            .args(crate::HERMETIC_AGENT)
+            .arg("--nvml-lib")
+            .arg(fake_lib())
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            .env("FAKE_NVML_PROFILE", profile(profile_name))
+            .env("FAKE_NVML_TIME_S", "100")
+            .stdout(std::process::Stdio::null()),
+        "warn",
+    );
+    let port = agent.log.metrics().port();
+    (agent, port)
 }
 
 #[test]

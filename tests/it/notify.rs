@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::free_port;
+use crate::support::RefusedPort;
 use crate::support::receiver::Receiver;
 use crate::support::watch::Watch;
 
@@ -55,14 +55,15 @@ fn webhook_gets_each_raised_alert_as_json() {
 
 #[test]
 fn a_webhook_down_drops_the_oldest_events_counts_them_and_delivers_the_rest() {
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}/hook");
+    // Refused until the receiver listens on it, and no one else's meanwhile.
+    let down = RefusedPort::new();
+    let url = format!("http://127.0.0.1:{}/hook", down.port);
     // Room for one event: the four alerts of the two faulty nodes overflow it.
     let config = "[notify]\nwebhook_queue = 1\ntimeout = \"1s\"\n";
     let mut watch = Watch::start(config, &args(&["--webhook", &url]));
     watch.wait_log("dropped the oldest", WITHIN);
     assert!(watch.running(), "{}", watch.log());
-    let receiver = Receiver::start_on(port);
+    let receiver = Receiver::on(down.listen());
     let got = receiver.wait("an event after the receiver came up", WITHIN, |v| {
         v["event"] == "raised"
     });

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use fleetop::export::{FlagOut, Gpu, Node, Snapshot, Status};
 use fleetop::model::flag::{FlagKind, Severity};
 
-use crate::{Killed, agent_bin, fleetop, free_port};
+use crate::{Agent, agent_bin, fleetop};
 
 /// The fake library, built once for this test run (cargo does not build
 /// workspace members that are not default members for `cargo test`).
@@ -36,37 +36,22 @@ pub(crate) fn profile(name: &str) -> PathBuf {
 }
 
 /// An agent on the fake NVML with `profile`, its clock frozen at
-/// `frozen_s` seconds (every fault due by then in effect) or running.
-pub(crate) fn nvml_agent(port: u16, profile_name: &str, frozen_s: Option<&str>) -> Killed {
+/// `frozen_s` seconds (every fault due by then in effect) or running, on a
+/// port of its own.
+pub(crate) fn nvml_agent(profile_name: &str, frozen_s: Option<&str>) -> Agent {
     let mut cmd = std::process::Command::new(agent_bin());
     cmd.args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
         .args(crate::HERMETIC_AGENT)
         .arg("--nvml-lib")
         .arg(fake_lib())
-        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--listen", "127.0.0.1:0"])
         .env("FAKE_NVML_PROFILE", profile(profile_name))
-        .env("FLEETOP_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stdout(std::process::Stdio::null());
     match frozen_s {
         Some(t) => cmd.env("FAKE_NVML_TIME_S", t),
         None => cmd.env_remove("FAKE_NVML_TIME_S"),
     };
-    let killed = Killed(cmd.spawn().expect("agent starts"));
-    wait_listening(port);
-    killed
-}
-
-/// Until something listens on `port` (20 s at most).
-pub(crate) fn wait_listening(port: u16) {
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "agent did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    Agent::spawn(&mut cmd, "warn")
 }
 
 fn export_once(port: u16) -> Node {
@@ -103,8 +88,8 @@ pub(crate) fn flags(n: &Node, kind: FlagKind) -> Vec<&FlagOut> {
 
 #[test]
 fn h100_profile_reads_through_to_the_export() {
-    let port = free_port();
-    let _a = nvml_agent(port, "h100-sxm5.toml", Some("15"));
+    let _a = nvml_agent("h100-sxm5.toml", Some("15"));
+    let port = _a.port();
     let n = export_once(port);
     let agent = n.agent.as_ref().expect("described");
     assert_eq!(agent.backend, "nvml");
@@ -145,9 +130,9 @@ fn h100_profile_reads_through_to_the_export() {
 
 #[test]
 fn gpm_metrics_reach_the_export_and_busy_gpus_with_idle_sms_are_underused() {
-    let port = free_port();
     // The clock runs: GPM metrics are over the interval between two samples.
-    let _a = nvml_agent(port, "h100-sxm5.toml", None);
+    let _a = nvml_agent("h100-sxm5.toml", None);
+    let port = _a.port();
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "[thresholds]\nunderused_window = \"1s\"\n").expect("config written");
@@ -183,8 +168,8 @@ fn gpm_metrics_reach_the_export_and_busy_gpus_with_idle_sms_are_underused() {
 
 #[test]
 fn gpus_without_gpm_have_no_gpm_readings_not_zero() {
-    let port = free_port();
-    let _a = nvml_agent(port, "a100-sxm4-80gb-mig.toml", None);
+    let _a = nvml_agent("a100-sxm4-80gb-mig.toml", None);
+    let port = _a.port();
     // Two samples at least, so that a GPU with GPM would have its metrics.
     let first = export_once(port);
     let n = export_until(port, "a second sample", |n| n.sampled_at != first.sampled_at);
@@ -197,8 +182,8 @@ fn gpus_without_gpm_have_no_gpm_readings_not_zero() {
 
 #[test]
 fn h200_profile_reads_through_to_the_export() {
-    let port = free_port();
-    let _a = nvml_agent(port, "h200.toml", Some("15"));
+    let _a = nvml_agent("h200.toml", Some("15"));
+    let port = _a.port();
     let n = export_once(port);
     assert_eq!(n.gpus.len(), 8);
     let g = gpu(&n, 3);
@@ -214,8 +199,8 @@ fn h200_profile_reads_through_to_the_export() {
 
 #[test]
 fn mig_gpus_without_utilization_keep_every_other_reading_and_flag() {
-    let port = free_port();
-    let _a = nvml_agent(port, "a100-sxm4-80gb-mig.toml", Some("15"));
+    let _a = nvml_agent("a100-sxm4-80gb-mig.toml", Some("15"));
+    let port = _a.port();
     let n = export_once(port);
     assert_eq!(n.gpus.len(), 8);
     for i in [2, 5] {
@@ -258,8 +243,8 @@ fn mig_gpus_without_utilization_keep_every_other_reading_and_flag() {
 
 #[test]
 fn xids_79_48_94_13_and_999_are_flagged_on_their_gpus() {
-    let port = free_port();
-    let _a = nvml_agent(port, "faults/xids.toml", Some("15"));
+    let _a = nvml_agent("faults/xids.toml", Some("15"));
+    let port = _a.port();
     let n = export_until(port, "five XID flags", |n| flags(n, FlagKind::Xid).len() == 5);
     // Graded by NVIDIA's XID catalog: the action decides the severity.
     for (i, xid, sev, action) in [
@@ -286,9 +271,9 @@ fn xids_79_48_94_13_and_999_are_flagged_on_their_gpus() {
 
 #[test]
 fn a_gpu_lost_mid_run_is_flagged_and_the_others_still_report_xids() {
-    let port = free_port();
     // The clock runs: GPU 3 is lost 2 s in (XID 79), GPU 5 reports XID 48 at 3 s.
-    let _a = nvml_agent(port, "faults/gpu-lost-mid-run.toml", None);
+    let _a = nvml_agent("faults/gpu-lost-mid-run.toml", None);
+    let port = _a.port();
     let n = export_until(port, "GPU 3 lost and XID 48 on GPU 5", |n| {
         flags(n, FlagKind::GpuLost).iter().any(|f| f.gpu == Some(3))
             && flags(n, FlagKind::Xid).iter().any(|f| f.gpu == Some(5))
@@ -305,8 +290,8 @@ fn a_gpu_lost_mid_run_is_flagged_and_the_others_still_report_xids() {
 
 #[test]
 fn gpus_that_cannot_be_opened_show_as_themselves() {
-    let port = free_port();
-    let _a = nvml_agent(port, "faults/gpu-lost-at-start.toml", Some("15"));
+    let _a = nvml_agent("faults/gpu-lost-at-start.toml", Some("15"));
+    let port = _a.port();
     let n = export_until(port, "GPU 6 flagged lost", |n| !flags(n, FlagKind::GpuLost).is_empty());
     assert_eq!(n.gpus.len(), 8, "every GPU NVML counts is listed");
     assert_eq!(gpu(&n, 6).error.as_deref(), Some("gpu_lost"));
@@ -318,8 +303,8 @@ fn gpus_that_cannot_be_opened_show_as_themselves() {
 
 #[test]
 fn nvlink_sleep_is_up_and_links_unused_from_the_start_are_not_flagged() {
-    let port = free_port();
-    let _a = nvml_agent(port, "faults/nvlink.toml", None);
+    let _a = nvml_agent("faults/nvlink.toml", None);
+    let port = _a.port();
     // GPU 3 link 9 goes inactive 2 s in: that one is flagged, by its NVML id.
     let n = export_until(port, "GPU 3 link 9 flagged", |n| {
         flags(n, FlagKind::NvlinkDown).iter().any(|f| f.gpu == Some(3))
@@ -347,8 +332,8 @@ fn nvlink_sleep_is_up_and_links_unused_from_the_start_are_not_flagged() {
 
 #[test]
 fn remap_pending_warns_and_remap_failure_is_critical() {
-    let port = free_port();
-    let _a = nvml_agent(port, "faults/remap.toml", Some("15"));
+    let _a = nvml_agent("faults/remap.toml", Some("15"));
+    let port = _a.port();
     let n = export_until(port, "remap flags", |n| {
         !flags(n, FlagKind::RemapPending).is_empty() && !flags(n, FlagKind::RemapFailed).is_empty()
     });
@@ -364,10 +349,10 @@ fn remap_pending_warns_and_remap_failure_is_critical() {
 
 #[test]
 fn unsupported_and_refused_readings_are_absent_and_a_hung_call_does_not_end_the_agent() {
-    let port = free_port();
     // The clock runs: GPU 2's power reading hangs 3 s once, 1 s in.
     let started = Instant::now();
-    let _a = nvml_agent(port, "faults/degraded.toml", None);
+    let _a = nvml_agent("faults/degraded.toml", None);
+    let port = _a.port();
     // Past the hang (1 s to 4 s of the agent's life), sampling goes on.
     std::thread::sleep(Duration::from_secs(5).saturating_sub(started.elapsed()));
     let after = export_once(port);
@@ -400,9 +385,9 @@ fn stuck_ms(n: &Node, i: u32) -> Option<u64> {
 
 #[test]
 fn a_gpu_whose_nvml_call_hangs_is_reported_stuck_while_the_others_keep_reporting() {
-    let port = free_port();
     // The clock runs: GPU 2's power reading hangs for 8 s, 1 s in.
-    let _a = nvml_agent(port, "faults/hang-long.toml", None);
+    let _a = nvml_agent("faults/hang-long.toml", None);
+    let port = _a.port();
     let first = export_until(port, "GPU 2 reported stuck", |n| stuck_ms(n, 2).is_some());
     // Still during the hang: newer samples, the other GPUs read in them, GPU
     // 2 stuck for longer, its XID (from the event thread) still reported.
@@ -445,8 +430,8 @@ fn a_gpu_whose_nvml_call_hangs_is_reported_stuck_while_the_others_keep_reporting
 /// GPU stuck by its bus id, and the other seven report.
 #[test]
 fn a_gpu_that_hangs_at_start_is_flagged_stuck_by_its_bus_id_and_the_rest_reports() {
-    let port = free_port();
-    let _a = nvml_agent(port, "faults/hang-at-start.toml", None);
+    let _a = nvml_agent("faults/hang-at-start.toml", None);
+    let port = _a.port();
     let n = export_until(port, "GPU 3 flagged stuck", |n| {
         flags(n, FlagKind::GpuStuck).iter().any(|f| f.gpu == Some(3))
     });
@@ -471,8 +456,8 @@ fn a_gpu_that_hangs_at_start_is_flagged_stuck_by_its_bus_id_and_the_rest_reports
 
 #[test]
 fn gpm_per_mig_instance_reaches_the_export_and_gpus_without_gpm_have_none() {
-    let port = free_port();
-    let _a = nvml_agent(port, "h100-sxm5-mig.toml", Some("15"));
+    let _a = nvml_agent("h100-sxm5-mig.toml", Some("15"));
+    let port = _a.port();
     // GPM needs two samples: the first has none.
     let n = export_until(port, "MIG GPM", |n| {
         gpu(n, 3).mig.iter().all(|m| m.sm_active_pct.is_some())
@@ -505,8 +490,8 @@ fn gpm_per_mig_instance_reaches_the_export_and_gpus_without_gpm_have_none() {
     assert_eq!(g.util_pct, None, "no whole-GPU utilization in MIG mode");
     assert!(gpu(&n, 0).mig.is_empty());
     // An A100 has no GPM: its MIG instances say so (null), not 0.
-    let port = free_port();
-    let _b = nvml_agent(port, "a100-sxm4-80gb-mig.toml", Some("15"));
+    let _b = nvml_agent("a100-sxm4-80gb-mig.toml", Some("15"));
+    let port = _b.port();
     let _ = export_until(port, "a second sample", |n| n.gpus.len() == 8);
     std::thread::sleep(Duration::from_millis(600));
     let n = export_once(port);
@@ -538,26 +523,19 @@ fn signal_process_reaches_only_a_gpu_process_and_only_with_the_token() {
     assert!(text.contains("pid = 4242"));
     let custom = dir.path().join("h100.toml");
     std::fs::write(&custom, text.replace("pid = 4242", &format!("pid = {}", victim.id()))).expect("write");
-    let port = free_port();
-    let child = std::process::Command::new(agent_bin())
-        .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
-        .args(crate::HERMETIC_AGENT)
-        .arg("--nvml-lib")
-        .arg(fake_lib())
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--insecure",
-            "--bench-token-file",
-        ])
-        .arg(dir.path().join("token"))
-        .env("FAKE_NVML_PROFILE", &custom)
-        .env("FLEETOP_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let _agent = Killed(child);
+    let _agent = Agent::spawn(
+        std::process::Command::new(agent_bin())
+            .args(["--backend", "nvml", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+            .args(crate::HERMETIC_AGENT)
+            .arg("--nvml-lib")
+            .arg(fake_lib())
+            .args(["--listen", "127.0.0.1:0", "--insecure", "--bench-token-file"])
+            .arg(dir.path().join("token"))
+            .env("FAKE_NVML_PROFILE", &custom)
+            .stdout(std::process::Stdio::null()),
+        "warn",
+    );
+    let port = _agent.port();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let start = Instant::now();
@@ -705,8 +683,8 @@ fn link_fabric_and_persistence_survive_the_delta_encoded_stream() {
     use fleetop_agent::proto::SubscribeRequest;
     use fleetop_agent::proto::agent_client::AgentClient;
     use fleetop_agent::proto::agent_message::Kind;
-    let port = free_port();
-    let _a = nvml_agent(port, "faults/fabric.toml", None);
+    let _a = nvml_agent("faults/fabric.toml", None);
+    let port = _a.port();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (info, wire, decoded) = rt.block_on(async {
         let mut c = AgentClient::connect(format!("http://127.0.0.1:{port}"))
@@ -819,14 +797,11 @@ fn the_same_xid_in_a_third_boot_escalates_to_replace_across_agent_restarts() {
     }
     // The third boot: the console sees the journal and the fault again.
     boot(&proc_root, "0000000c-0000-4000-8000-00000000000c", now_s - 100);
-    let port = free_port();
-    let child = agent(&[], &["--interval", "200ms", "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let _a = Killed(child);
-    wait_listening(port);
+    let _a = Agent::spawn(
+        agent(&[], &["--interval", "200ms", "--listen", "127.0.0.1:0"]).stdout(std::process::Stdio::null()),
+        "warn",
+    );
+    let port = _a.port();
     let n = export_until(port, "the XID 79 flag", |n| {
         flags(n, FlagKind::Xid).iter().any(|f| f.gpu == Some(2))
     });
@@ -872,25 +847,21 @@ fn a_gpu_library_that_did_not_load_on_a_node_with_gpus_is_crit_not_ok() {
         std::fs::write(d.join("vendor"), "0x10de\n").expect("w");
         std::fs::write(d.join("class"), "0x030200\n").expect("w");
     }
-    let (port, metrics) = (free_port(), free_port());
-    let child = std::process::Command::new(agent_bin())
-        .args(["--backend", "auto", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
-        .args(crate::HERMETIC_AGENT)
-        .arg("--nvml-lib")
-        .arg(&broken)
-        .arg("--sysfs-root")
-        .arg(&sysfs)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
-        // No AMD SMI to find either.
-        .env("ROCM_PATH", dir.path())
-        .env("FLEETOP_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let _agent = Killed(child);
-    wait_listening(port);
+    let mut _agent = Agent::spawn(
+        std::process::Command::new(agent_bin())
+            .args(["--backend", "auto", "--interval", "200ms", "--ib-sysfs", "/nonexistent"])
+            .args(crate::HERMETIC_AGENT)
+            .arg("--nvml-lib")
+            .arg(&broken)
+            .arg("--sysfs-root")
+            .arg(&sysfs)
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            // No AMD SMI to find either.
+            .env("ROCM_PATH", dir.path())
+            .stdout(std::process::Stdio::null()),
+        "warn",
+    );
+    let (port, metrics) = (_agent.port(), _agent.log.metrics().port());
     let n = export_until(port, "sampled", |n| n.sampled_at.is_some());
     assert_eq!(n.agent.as_ref().map(|a| a.backend.as_str()), Some("none"));
     assert!(n.gpus.is_empty());

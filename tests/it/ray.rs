@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use fleetop::export::Snapshot;
 
-use crate::{fleetop, free_port, start_agent};
+use crate::{RefusedPort, fleetop, start_agent};
 
-/// A loopback port nothing listens on.
+/// A loopback port that refuses connections.
 fn closed() -> String {
-    format!("127.0.0.1:{}", free_port())
+    format!("127.0.0.1:{}", RefusedPort::for_the_run())
 }
 
 #[test]
@@ -67,8 +67,8 @@ fn a_bad_or_unreachable_ray_is_one_line_and_nothing_is_sent() {
 
 #[test]
 fn an_unreachable_ray_leaves_the_export_whole_and_says_why() {
-    let port = free_port();
-    let _agent = start_agent(port, &crate::HERMETIC_AGENT);
+    let _agent = start_agent(&crate::HERMETIC_AGENT);
+    let port = _agent.port();
     let out = fleetop()
         .args(["export", "--once", "--hosts", &format!("127.0.0.1:{port}")])
         .args(["--ray", &format!("http://{}", closed()), "--ray-gcs", &closed()])
@@ -120,8 +120,8 @@ fn silent(trickle: bool) -> String {
 /// export still ends, with every agent's data and `ray_error` saying why.
 #[test]
 fn a_hung_gcs_or_a_trickling_dashboard_still_gives_ray_error() {
-    let port = free_port();
-    let _agent = start_agent(port, &crate::HERMETIC_AGENT);
+    let _agent = start_agent(&crate::HERMETIC_AGENT);
+    let port = _agent.port();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("config.toml");
     std::fs::write(&cfg, "[ray]\ntimeout = \"2s\"\n").expect("config");

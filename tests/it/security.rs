@@ -211,10 +211,10 @@ async fn the_agents_name_is_checked_and_bad_pem_files_are_named() {
 fn the_console_does_not_send_the_bench_token_in_clear() {
     let dir = tempfile::tempdir().expect("tempdir");
     crate::write_secret(&dir.path().join("token"), "s3cret\n");
-    let port = crate::free_port();
     let token = dir.path().join("token");
     let token = token.to_str().expect("utf-8");
-    let _agent = crate::start_agent(port, &["--bench-token-file", token, "--insecure"]);
+    let _agent = crate::start_agent(&["--bench-token-file", token, "--insecure"]);
+    let port = _agent.port();
     let out = crate::fleetop()
         .env("FLEETOP_AUDIT_LOG", dir.path().join("audit.jsonl"))
         .args([
@@ -270,20 +270,17 @@ fn the_documented_secure_setup_works_through_the_binaries() {
     crate::write_tls(dir.path());
     crate::write_secret(&dir.path().join("telemetry.token"), "t0ken\n");
     let p = |f: &str| dir.path().join(f).to_str().expect("utf-8").to_string();
-    let port = crate::free_port();
-    let _agent = crate::start_agent(
-        port,
-        &[
-            "--tls-cert",
-            &p("agent.pem"),
-            "--tls-key",
-            &p("agent.key"),
-            "--tls-client-ca",
-            &p("ca.pem"),
-            "--token-file",
-            &p("telemetry.token"),
-        ],
-    );
+    let _agent = crate::start_agent(&[
+        "--tls-cert",
+        &p("agent.pem"),
+        "--tls-key",
+        &p("agent.key"),
+        "--tls-client-ca",
+        &p("ca.pem"),
+        "--token-file",
+        &p("telemetry.token"),
+    ]);
+    let port = _agent.port();
     let config = |token: bool| {
         let mut c = format!(
             "tls_ca = \"{}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",

@@ -8,7 +8,7 @@ use fleetop::export::{Snapshot, Status};
 
 use std::process::{Command, Stdio};
 
-use crate::{Killed, free_port, start_agent};
+use crate::{Killed, start_agent, start_agent_on};
 
 /// Reads snapshots until one has `want` as the node's status.
 fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, want: Status, within: Duration) -> Snapshot {
@@ -29,8 +29,8 @@ fn wait_for(lines: &mut impl Iterator<Item = std::io::Result<String>>, want: Sta
 
 #[test]
 fn killed_agent_goes_stale_and_recovers_on_restart() {
-    let port = free_port();
-    let agent = start_agent(port, &[]);
+    let agent = start_agent(&[]);
+    let port = agent.port();
     let mut export = Killed(
         Command::new(env!("CARGO_BIN_EXE_fleetop"))
             .args(["export", "--hosts", &format!("127.0.0.1:{port}"), "--format", "ndjson"])
@@ -54,7 +54,10 @@ fn killed_agent_goes_stale_and_recovers_on_restart() {
             .any(|f| f.kind == fleetop::model::flag::FlagKind::Stale)
     );
 
-    let _agent = start_agent(port, &[]);
+    // Back on the port it had, as a console watching a node sees it. The
+    // one race left (docs/testing.md#ports): while the agent was down,
+    // another test's port-0 bind could have taken the port.
+    let _agent = start_agent_on(&format!("127.0.0.1:{port}"), &[]);
     let back = wait_for(&mut lines, Status::Ok, Duration::from_secs(20));
     assert!(
         back.nodes[0]

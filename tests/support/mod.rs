@@ -1,12 +1,15 @@
-//! Helpers shared by the test binaries: the binaries under test, free
-//! ports, agent processes that die with the test.
+//! Helpers shared by the test binaries: the binaries under test, agent
+//! processes that die with the test, and the ports they got (`ports`).
 
 // Not every test binary uses every helper.
 #![allow(dead_code)]
 
 pub mod fake_kube;
+pub mod ports;
 pub mod receiver;
 pub mod watch;
+
+pub use ports::RefusedPort;
 
 use std::path::PathBuf;
 
@@ -40,14 +43,6 @@ pub fn agent_bin() -> PathBuf {
     p
 }
 
-/// A free loopback port (bound, then released for a child process to take).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// A child process that is killed when the test ends, passed or panicked.
 pub struct Killed(pub std::process::Child);
 
@@ -58,35 +53,65 @@ impl Drop for Killed {
     }
 }
 
-/// Starts a simulated agent process and waits until it accepts connections.
-pub fn start_agent(port: u16, extra: &[&str]) -> Killed {
-    let child = std::process::Command::new(agent_bin())
-        .args([
-            "--backend",
-            "sim",
-            "--sim-gpus",
-            "2",
-            "--sim-hostname",
-            "n1",
-            "--interval",
-            "200ms",
-        ])
-        .args(extra)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("FLEETOP_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let start = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
-            "agent did not listen on {port}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+/// An agent process under test, killed when the test ends: where it
+/// listens (it bound port 0 and logged the port it got) and its log.
+pub struct Agent {
+    pub child: Killed,
+    pub addr: std::net::SocketAddr,
+    pub log: ports::AgentLog,
+}
+
+impl Agent {
+    /// Starts `cmd`, an agent given `--listen 127.0.0.1:0`, with its stderr
+    /// read and FLEETOP_LOG `level` (plus the lines that say where it
+    /// listens); waits until it listens.
+    pub fn spawn(cmd: &mut std::process::Command, level: &str) -> Agent {
+        let mut child = cmd
+            .env("FLEETOP_LOG", ports::agent_log_filter(level))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("agent starts");
+        let mut log = ports::AgentLog::of(&mut child);
+        let child = Killed(child);
+        let addr = log.serving();
+        Agent { child, addr, log }
     }
-    Killed(child)
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `host:port`, for `--hosts`.
+    pub fn host(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+/// Starts a simulated agent process on a port of its own and waits until
+/// it accepts connections.
+pub fn start_agent(extra: &[&str]) -> Agent {
+    start_agent_on("127.0.0.1:0", extra)
+}
+
+/// As [`start_agent`], on `listen`. A port named here is a race with every
+/// other test binding port 0: only for an agent restarted on the port it
+/// had before (what a console watching a node sees).
+pub fn start_agent_on(listen: &str, extra: &[&str]) -> Agent {
+    let mut cmd = std::process::Command::new(agent_bin());
+    cmd.args([
+        "--backend",
+        "sim",
+        "--sim-gpus",
+        "2",
+        "--sim-hostname",
+        "n1",
+        "--interval",
+        "200ms",
+    ])
+    .args(extra)
+    .args(["--listen", listen])
+    .stdout(std::process::Stdio::null());
+    Agent::spawn(&mut cmd, "warn")
 }
 
 /// Writes a secret (a token, a key) readable by its owner only, as the

@@ -21,12 +21,9 @@ impl Receiver {
         Self::on(TcpListener::bind("127.0.0.1:0").expect("bind receiver"))
     }
 
-    /// On this port (one a test chose before the receiver was up).
-    pub fn start_on(port: u16) -> Receiver {
-        Self::on(TcpListener::bind(("127.0.0.1", port)).expect("bind receiver"))
-    }
-
-    fn on(listener: TcpListener) -> Receiver {
+    /// On `listener`: one a test bound before the receiver was up (a
+    /// `RefusedPort` made to listen), so that no one else takes the port.
+    pub fn on(listener: TcpListener) -> Receiver {
         let port = listener.local_addr().expect("addr").port();
         let got = Arc::new(Mutex::new(Vec::new()));
         let store = got.clone();

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use fleetop_fake_profile::Layers;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -54,71 +55,18 @@ pub struct GpuSpec {
 
 /// Reads a profile (and the bases it is layered on).
 pub fn load(path: &Path) -> Result<Profile, String> {
-    let here = |e: String| format!("{}: {e}", path.display());
-    let mut v = load_value(path, 0)?;
-    let template = match v.remove("gpu") {
-        Some(toml::Value::Table(t)) => t,
-        _ => return Err(here("no [gpu] table".into())),
-    };
-    let overrides = match v.remove("override") {
-        Some(toml::Value::Array(a)) => a,
-        None => Vec::new(),
-        Some(_) => return Err(here("override must be [[override]] tables".into())),
-    };
-    let mut p: Profile = v.try_into().map_err(|e: toml::de::Error| here(e.to_string()))?;
-    for i in 0..p.count {
-        let mut t = template.clone();
-        for o in overrides.iter().filter_map(|o| o.as_table()) {
-            if o.get("index").and_then(|x| x.as_integer()) == Some(i64::from(i)) {
-                t.extend(
-                    o.iter()
-                        .filter(|(k, _)| *k != "index")
-                        .map(|(k, v)| (k.clone(), v.clone())),
-                );
-            }
-        }
-        let g: GpuSpec = toml::Value::Table(t)
-            .try_into()
-            .map_err(|e: toml::de::Error| here(format!("GPU {i}: {e}")))?;
-        p.gpus.push(g);
-    }
+    let mut layers = Layers::read(path)?;
+    let mut p: Profile = layers.profile()?;
+    p.gpus = layers.gpus(p.count)?;
     if p.pci_bus_ids.len() != p.count as usize {
-        return Err(here(format!(
-            "{} PCI bus ids for {} devices",
-            p.pci_bus_ids.len(),
-            p.count
-        )));
+        return Err(layers.here(format!("{} PCI bus ids for {} devices", p.pci_bus_ids.len(), p.count)));
     }
     let rates = |g: &GpuSpec| [g.hbm_copy_gbps, g.h2d_gbps, g.d2h_gbps, g.peer_gbps, g.gemm_tflops];
     if p.gpus.iter().flat_map(rates).any(|r| !(r > 0.0 && r.is_finite())) {
-        return Err(here("every rate must be a positive number".into()));
+        return Err(layers.here("every rate must be a positive number"));
     }
     if !(p.time_scale >= 0.0 && p.time_scale.is_finite()) {
-        return Err(here("time_scale must be 0 or more".into()));
+        return Err(layers.here("time_scale must be 0 or more"));
     }
     Ok(p)
-}
-
-fn load_value(path: &Path, depth: u32) -> Result<toml::Table, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut t: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let Some(base) = t.remove("base") else {
-        return Ok(t);
-    };
-    let base = base.as_str().ok_or("base must be a file name")?.to_string();
-    if depth > 4 {
-        return Err(format!("{}: base nested too deep", path.display()));
-    }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut b = load_value(&dir.join(base), depth + 1)?;
-    for (k, v) in t {
-        match (k.as_str(), b.get_mut(&k), v) {
-            ("override", Some(toml::Value::Array(old)), toml::Value::Array(new)) => old.extend(new),
-            ("gpu", Some(toml::Value::Table(old)), toml::Value::Table(new)) => old.extend(new),
-            (_, _, v) => {
-                b.insert(k, v);
-            }
-        }
-    }
-    Ok(b)
 }

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use fleetop_fake_profile::Layers;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -223,63 +224,11 @@ pub enum FaultKind {
 /// Reads a profile or a fault script (whose `base` names the profile it
 /// changes, relative to the script; its faults are added to the profile's).
 pub fn load(path: &Path) -> Result<Profile, String> {
-    let here = |e: String| format!("{}: {e}", path.display());
-    let mut v = load_value(path, 0)?;
-    let template = match v.remove("gpu") {
-        Some(toml::Value::Table(t)) => t,
-        _ => return Err(here("no [gpu] table".into())),
-    };
-    let overrides = match v.remove("override") {
-        Some(toml::Value::Array(a)) => a,
-        None => Vec::new(),
-        Some(_) => return Err(here("override must be [[override]] tables".into())),
-    };
-    let mut p: Profile = v.try_into().map_err(|e: toml::de::Error| here(e.to_string()))?;
+    let mut layers = Layers::read(path)?;
+    let mut p: Profile = layers.profile()?;
     if p.pci_bus_ids.len() < p.count as usize {
-        return Err(here("fewer pci_bus_ids than GPUs".into()));
+        return Err(layers.here("fewer pci_bus_ids than GPUs"));
     }
-    for i in 0..p.count {
-        let mut t = template.clone();
-        for o in &overrides {
-            let Some(o) = o.as_table() else { continue };
-            if o.get("index").and_then(|x| x.as_integer()) == Some(i64::from(i)) {
-                t.extend(
-                    o.iter()
-                        .filter(|(k, _)| *k != "index")
-                        .map(|(k, v)| (k.clone(), v.clone())),
-                );
-            }
-        }
-        let g: GpuSpec = toml::Value::Table(t)
-            .try_into()
-            .map_err(|e: toml::de::Error| here(format!("GPU {i}: {e}")))?;
-        p.gpus.push(g);
-    }
+    p.gpus = layers.gpus(p.count)?;
     Ok(p)
-}
-
-fn load_value(path: &Path, depth: u32) -> Result<toml::Table, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut t: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let Some(base) = t.remove("base") else {
-        return Ok(t);
-    };
-    let base = base.as_str().ok_or("base must be a file name")?.to_string();
-    if depth > 4 {
-        return Err(format!("{}: base nested too deep", path.display()));
-    }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut b = load_value(&dir.join(base), depth + 1)?;
-    for (k, v) in t {
-        match (k.as_str(), b.get_mut(&k), v) {
-            // Faults and per-GPU overrides add to the profile's.
-            ("fault" | "override", Some(toml::Value::Array(old)), toml::Value::Array(new)) => old.extend(new),
-            // The GPU template: the script's keys replace the base's, the others stay.
-            ("gpu", Some(toml::Value::Table(old)), toml::Value::Table(new)) => old.extend(new),
-            (_, _, v) => {
-                b.insert(k, v);
-            }
-        }
-    }
-    Ok(b)
 }
