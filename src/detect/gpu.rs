@@ -9,6 +9,7 @@ use crate::detect::{flag, ms};
 use crate::model::flag::{Action, Flag, FlagKind, Severity, Subject};
 use crate::model::sample::{Fabric, GpuDesc, GpuError, GpuReading, NodeHealth, Vendor};
 use crate::model::sched::Job;
+use crate::model::words::{Said, duration, shown};
 
 /// Per-GPU detector memory.
 #[derive(Debug, Default, Clone)]
@@ -495,23 +496,10 @@ fn gpu_stuck(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag
 pub fn stuck_words(text: &str, for_ms: u64) -> String {
     let call = text.trim_start_matches("nvml_stuck: ");
     let call = call.split(": no answer for").next().unwrap_or(call);
-    format!("{call}: no answer for {}", human_ms(for_ms))
-}
-
-/// "850 ms", "12s", "9m54s", "2h05m": a duration as people read it.
-pub fn human_ms(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0 => format!("{ms} ms"),
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
-        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-    }
-}
-
-/// A reading for the evidence and the detail line ("?" where absent).
-fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
+    format!(
+        "{call}: no answer for {}",
+        duration(i64::try_from(for_ms).unwrap_or(i64::MAX), Said::ToSecond)
+    )
 }
 
 fn throttled(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<Flag>) {
@@ -591,7 +579,7 @@ fn power_capped(st: &mut GpuState, g: &GpuReading, cx: &Context, out: &mut Vec<F
     let mut ev = Vec::new();
     ev.extend(g.power_w.map(|w| ("power_w", w)));
     ev.extend(g.power_limit_w.map(|w| ("power_limit_w", w)));
-    let w = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "?".into());
+    let w = |v: Option<f64>| shown(v.map(|v| format!("{v:.0}")));
     out.push(flag(
         FlagKind::PowerCapped,
         Severity::Info,
