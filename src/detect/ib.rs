@@ -8,6 +8,7 @@ use crate::detect::{flag, ms};
 use crate::model::flag::{Flag, FlagKind, Severity, Subject};
 use crate::model::rates::Delta;
 use crate::model::sample::{IbReading, NodeDesc};
+use crate::model::words::shown;
 
 #[derive(Debug, Default, Clone)]
 pub struct IbState {
@@ -39,7 +40,7 @@ fn ib_down(st: &mut IbState, p: &IbReading, cx: &Context, out: &mut Vec<Flag>) {
     let Some(since) = st.down.update(p.is_down(), cx.t, raise, clear) else {
         return;
     };
-    let word = |s: &Option<std::borrow::Cow<str>>| s.as_deref().unwrap_or("?").to_string();
+    let word = |s: &Option<std::borrow::Cow<str>>| shown(s.as_deref());
     let mut ev = Vec::new();
     ev.extend(p.rate_gbps.map(|r| ("rate_gbps", f64::from(r))));
     // The physical state says where to look ("Polling: no link partner").

@@ -38,6 +38,7 @@ pub(crate) fn flag(
         subject,
         since_ms,
         detail,
+        holder: None,
         evidence: ev.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
         action: kind.action(),
         escalation: None,
@@ -76,7 +77,7 @@ fn raised(f: &Flag) -> (i64, What) {
             subject: f.subject.key(),
             severity: f.severity,
             action: f.action,
-            detail: f.detail.clone(),
+            detail: f.words(),
         },
     )
 }
@@ -256,6 +257,7 @@ impl NodeDetector {
                     subject: Subject::Node,
                     since_ms,
                     detail: String::new(),
+                    holder: None,
                     evidence: BTreeMap::new(),
                     action: kind.action(),
                     escalation: None,

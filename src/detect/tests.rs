@@ -184,7 +184,7 @@ fn idle_needs_a_held_gpu_for_the_whole_window() {
         d.on_sample(&info(), &s, &Derived::default(), &[], &th);
     }
     let f = d.active().next().expect("idle");
-    assert!(f.detail.contains("job 4411"), "{}", f.detail);
+    assert!(f.words().contains("job 4411"), "{}", f.words());
     // With the scheduler's jobs, the user and the job's GPUs are named.
     let job = Job {
         id: 4411,
@@ -202,22 +202,34 @@ fn idle_needs_a_held_gpu_for_the_whole_window() {
     d.on_sample(&info(), &s, &Derived::default(), &[job], &th);
     let f = d.active().next().expect("idle");
     assert!(
-        f.detail.starts_with("job 4411 (alice, 8 GPUs here) holds it at 0%"),
+        f.words().starts_with("job 4411 (alice, 8 GPUs here) holds it at 0%"),
         "{}",
-        f.detail
+        f.words()
     );
-    // Where the job is said already (a folded alert row), the rest
-    // says the idleness alone.
-    let (who, rest) = gpu::split_holder(&f.detail, 4411).expect("begins with its holder");
-    assert_eq!(who, "job 4411 (alice, 8 GPUs here)");
-    assert!(rest.starts_with("at 0% for "), "{rest}");
-    assert_eq!(
-        gpu::split_holder("job 4411 holds it at 0% for 3 min", 4411),
-        Some(("job 4411", "at 0% for 3 min"))
-    );
-    assert_eq!(gpu::split_holder("job 44110 holds it at 0%", 4411), None);
-    assert_eq!(gpu::split_holder("job 4411, job 4412 at 90%", 4411), None);
-    assert_eq!(gpu::split_holder("2 process(es) holds it", 4411), None);
+    // The holder is the flag's, typed: where the job is said already (a
+    // folded alert row), the detail says the idleness alone.
+    let h = f.holder.as_ref().expect("held");
+    assert_eq!(h.words(), "job 4411 (alice, 8 GPUs here)");
+    assert!(h.is_job_alone(4411));
+    assert!(f.detail.starts_with("at 0% for "), "{}", f.detail);
+    let job = |id| crate::model::flag::HoldingJob { id, known: None };
+    let held = |jobs| crate::model::flag::Holder {
+        jobs,
+        processes: 1,
+        ..Default::default()
+    };
+    assert_eq!(held(vec![job(4411)]).words(), "job 4411");
+    assert!(!held(vec![job(44110)]).is_job_alone(4411));
+    assert!(!held(vec![job(4411), job(4412)]).is_job_alone(4411));
+    assert_eq!(held(vec![job(4411), job(4412)]).words(), "job 4411, job 4412");
+    assert!(!held(vec![]).is_job_alone(4411));
+    assert_eq!(held(vec![]).words(), "1 process(es)");
+    let with_pod = crate::model::flag::Holder {
+        pods: vec!["ml/a".into()],
+        ..held(vec![job(4411)])
+    };
+    assert!(!with_pod.is_job_alone(4411), "a pod too: not the job alone");
+    assert_eq!(with_pod.words(), "job 4411, pod ml/a");
     // No Slurm job, but Ray's worker with that pid: its Ray job is named.
     let mut d = NodeDetector {
         ray: vec![crate::model::ray::RayWork {
@@ -253,15 +265,10 @@ fn idle_needs_a_held_gpu_for_the_whole_window() {
     }
     let f = d.active().next().expect("idle");
     assert!(
-        f.detail
+        f.words()
             .starts_with("ray job 01000000 (Trainer trainer0) holds it at 0%"),
         "{}",
-        f.detail
-    );
-    assert_eq!(
-        gpu::split_holder("job 4411 (alice", 4411),
-        None,
-        "no panic on a cut detail"
+        f.words()
     );
 }
 
@@ -297,7 +304,7 @@ fn a_gpu_a_pod_holds_unused_is_idle_and_names_the_pod() {
         }
         let f = d.active().next().expect("idle");
         assert_eq!(f.kind, FlagKind::Idle);
-        assert!(f.detail.starts_with(says), "{}", f.detail);
+        assert!(f.words().starts_with(says), "{}", f.words());
     }
 }
 

@@ -481,7 +481,7 @@ fn flag_out(n: &NodeState, f: &Flag) -> FlagOut {
             _ => None,
         },
         since: rfc3339(f.since_ms),
-        detail: f.detail.clone(),
+        detail: f.words(),
         evidence: f.evidence.clone(),
         action: f.action,
         action_detail: f.action_detail(),

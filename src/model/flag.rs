@@ -210,8 +210,11 @@ pub struct Flag {
     pub subject: Subject,
     /// When the condition began (ms since the epoch, the console's clock).
     pub since_ms: i64,
-    /// One line for people.
+    /// One line for people: after the holder's words where there is a
+    /// holder (see `words`).
     pub detail: String,
+    /// Who holds the GPU, for a flag about its use (idle, underused).
+    pub holder: Option<Holder>,
     /// The numbers behind it.
     pub evidence: BTreeMap<String, f64>,
     /// What to do, from the fault catalog (for an XID, its most urgent
@@ -222,7 +225,81 @@ pub struct Flag {
     pub escalation: Option<String>,
 }
 
+/// Who holds a GPU, as an SRE asks: the Slurm jobs on it, else the Ray
+/// jobs of its processes; the Kubernetes pods given it; else how many
+/// processes it has. Raised into a flag by `detect::gpu`, said by `words`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Holder {
+    pub jobs: Vec<HoldingJob>,
+    /// Ray's jobs, named only where no Slurm job is.
+    pub ray: Vec<RayHolding>,
+    /// The pods given the GPU.
+    pub pods: Vec<String>,
+    /// The GPU's processes, said where nothing above names them.
+    pub processes: usize,
+}
+
+/// A Slurm job on a GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HoldingJob {
+    pub id: u64,
+    /// The job's user and its GPUs on this node, where the scheduler
+    /// listed the job.
+    pub known: Option<(String, u32)>,
+}
+
+/// A Ray job on a GPU, by the pid Ray gives for its work.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RayHolding {
+    pub job: String,
+    /// The actor or task ("Trainer trainer0").
+    pub what: String,
+}
+
+impl Holder {
+    /// "job 4411 (alice, 8 GPUs here)", "ray job 01000000 (Trainer
+    /// trainer0)", "pod ns/train-0", "2 process(es)": the holder for people.
+    pub fn words(&self) -> String {
+        let mut named: Vec<String> = self
+            .jobs
+            .iter()
+            .map(|j| match &j.known {
+                Some((user, gpus)) => format!("job {} ({user}, {gpus} GPUs here)", j.id),
+                None => format!("job {}", j.id),
+            })
+            .collect();
+        named.extend(self.ray.iter().map(|w| format!("ray job {} ({})", w.job, w.what)));
+        if !self.pods.is_empty() {
+            let word = if self.pods.len() == 1 { "pod" } else { "pods" };
+            named.push(format!("{word} {}", self.pods.join(", ")));
+        }
+        if named.is_empty() {
+            format!("{} process(es)", self.processes)
+        } else {
+            named.join(", ")
+        }
+    }
+
+    /// Whether the holder is Slurm job `id` and nothing else: where the job
+    /// is said already (an alert row folding the job's GPUs), the holder's
+    /// words are the job's.
+    pub fn is_job_alone(&self, id: u64) -> bool {
+        matches!(self.jobs.as_slice(), [j] if j.id == id) && self.ray.is_empty() && self.pods.is_empty()
+    }
+}
+
 impl Flag {
+    /// The flag's line for people: its holder, where it has one, then its
+    /// detail. An idle GPU's holder "holds it at 0% for 12 min"; a busy,
+    /// underused one's is "at 90% utilization but 3% SM activity".
+    pub fn words(&self) -> String {
+        match &self.holder {
+            None => self.detail.clone(),
+            Some(h) if self.kind == FlagKind::Idle => format!("{} holds it {}", h.words(), self.detail),
+            Some(h) => format!("{} {}", h.words(), self.detail),
+        }
+    }
+
     /// The catalog's entry for this flag's kind.
     pub fn entry(&self) -> &'static fleetop_catalog::Entry {
         self.kind.entry()
@@ -232,7 +309,7 @@ impl Flag {
     /// the policy's) words after `fleetop:`: "xid on gpu3: reset_gpu (XID 79:
     /// fell off the bus)", on one line and short enough for sinfo.
     pub fn drain_reason(&self) -> String {
-        let detail = self.detail.replace(['\n', '\r'], " ");
+        let detail = self.words().replace(['\n', '\r'], " ");
         let mut r = format!(
             "{} on {}: {} ({detail})",
             self.kind.name(),
@@ -264,7 +341,7 @@ impl Flag {
     /// for a refusal that names it.
     pub fn in_words(&self) -> String {
         // The detail may hold text from outside (a kernel log line).
-        let d = fleetop_proto::input::printable(&self.detail, 120);
+        let d = fleetop_proto::input::printable(&self.words(), 120);
         format!("{} on {} ({d})", self.kind.name(), self.subject.key())
     }
 
@@ -274,7 +351,7 @@ impl Flag {
             Some(_) => None,
             None => self.entry().investigate,
         };
-        let mut s = fleetop_catalog::action_detail(self.action, &self.detail, next);
+        let mut s = fleetop_catalog::action_detail(self.action, &self.words(), next);
         if let Some(why) = &self.escalation {
             s.push_str(" (");
             s.push_str(why);
@@ -364,6 +441,7 @@ mod tests {
             subject: Subject::Node,
             since_ms: 0,
             detail: "3 of 4 GPUs answer\u{1b}]0;x\u{7}".into(),
+            holder: None,
             evidence: BTreeMap::new(),
             action: kind.action(),
             escalation: None,

@@ -1,7 +1,8 @@
 //! The console's domain: what it knows about nodes, GPUs and ports (decoded
 //! once from the wire: absent is `None`, never 0; times on the console's
 //! clock), the flags raised on them, the scheduler's view, actions and their
-//! reports, burn-in results, and the updates that carry all of it.
+//! reports, burn-in results, and the updates that carry all of it; the
+//! words and units people read them in (`words`).
 //!
 //! Nothing here does I/O or imports any other part of the console.
 
@@ -22,3 +23,4 @@ pub mod target;
 pub mod time;
 pub mod timeline;
 pub mod update;
+pub mod words;

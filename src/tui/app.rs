@@ -602,6 +602,7 @@ mod tests {
             subject: Subject::Gpu(0),
             since_ms: 0,
             detail: String::new(),
+            holder: None,
             evidence: Default::default(),
             action: kind.action(),
             escalation: None,

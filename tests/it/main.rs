@@ -26,6 +26,7 @@ mod ray;
 mod record;
 mod replay;
 mod security;
+mod sizes;
 mod stale_restart;
 mod starved;
 mod stream_conn;

@@ -171,7 +171,7 @@ pub fn alert(node: &NodeState, flag: &Flag, severity: Severity, rules: &Rules) -
     if !users.is_empty() {
         labels.insert("user".into(), users.join(","));
     }
-    let detail = flag.detail.replace(['\n', '\r'], " ");
+    let detail = flag.words().replace(['\n', '\r'], " ");
     let mut annotations = BTreeMap::new();
     annotations.insert(
         "summary".into(),

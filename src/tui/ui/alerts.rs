@@ -130,7 +130,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         }
         detail.push_str(&match r.job {
             Some(job) if r.gpus > 1 => folded_detail(f, job, r.gpus),
-            _ => f.detail.clone(),
+            _ => f.words(),
         });
         if wide && !f.evidence.is_empty() {
             detail.push_str(&format!("  [{}]", crate::tui::view::evidence_text(f)));
@@ -190,7 +190,7 @@ fn entry_lines<'a>(app: &App, n: &crate::store::NodeState, node: &str, f: &'a Fl
     let ev = crate::tui::view::evidence_text(f);
     let mut head = vec![
         Span::styled(format!("{node} {}: ", f.kind.name()), severity_style(t, f.severity)),
-        Span::raw(f.detail.as_str()),
+        Span::raw(f.words()),
     ];
     if !ev.is_empty() {
         head.push(Span::styled(format!("  [{ev}]"), t.muted));
@@ -231,14 +231,12 @@ fn entry_lines<'a>(app: &App, n: &crate::store::NodeState, node: &str, f: &'a Fl
 }
 
 /// A row folding `gpus` GPUs of one job: the job said once, "job 4598 (alice,
-/// 8 GPUs here): 8 GPUs idle at 0% for 12 min", where the flag's detail
-/// began by naming the job that holds the GPU.
+/// 8 GPUs here): 8 GPUs idle at 0% for 12 min", where the job alone holds
+/// the GPU; else the job, then the flag's words whole.
 fn folded_detail(f: &crate::model::flag::Flag, job: u64, gpus: usize) -> String {
     let what = format!("{} {}", crate::tui::view::count(gpus, "GPU"), f.kind.name());
-    match crate::detect::gpu::split_holder(&f.detail, job) {
-        Some((who, "")) => format!("{who}: {what}"),
-        Some((who, rest)) if rest.starts_with("at ") => format!("{who}: {what} {rest}"),
-        Some((who, rest)) => format!("{who}: {what}; {rest}"),
-        None => format!("job {job}: {what}; {}", f.detail),
+    match &f.holder {
+        Some(h) if h.is_job_alone(job) => format!("{}: {what} {}", h.words(), f.detail),
+        _ => format!("job {job}: {what}; {}", f.words()),
     }
 }

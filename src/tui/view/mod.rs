@@ -13,6 +13,7 @@ use crate::model::sample::{GpuDesc, GpuReading, MigReading};
 use crate::detect::Thresholds;
 use crate::model::flag::{Flag, FlagKind, Severity, Subject};
 use crate::model::sched::{Hold, SchedNode};
+use crate::model::words::{Said, duration};
 use crate::store::{NodeState, NodeStatus, Store};
 
 pub use filter::Filter;
@@ -270,7 +271,7 @@ pub fn evidence_text(f: &Flag) -> String {
     f.evidence
         .iter()
         .map(|(k, v)| {
-            let dur = |ms: f64| crate::detect::gpu::human_ms(ms.max(0.0) as u64);
+            let dur = |ms: f64| duration(ms as i64, Said::ToSecond);
             if let Some(k) = k.strip_suffix("_bytes") {
                 format!("{k}={}", human_bytes(*v))
             } else if let Some(k) = k.strip_suffix("_ms") {
@@ -531,11 +532,8 @@ pub fn human_rate(bytes_per_s: Option<f64>) -> String {
 }
 
 /// A reading for people: the value, or "-" where there is none.
-pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
-}
+pub use crate::model::words::shown as opt;
 
-/// "3m", "2h", "45s": how long ago.
 /// "updated 3s ago", or "no sample yet": how fresh a node's data is.
 pub fn freshness(n: &NodeState, now_ms: i64) -> String {
     match n.sample_age_ms(now_ms) {
@@ -560,13 +558,7 @@ pub fn link_problem(n: &NodeState, now_ms: i64) -> Option<String> {
 /// "2h13m", "13m", "45s", "3d04h": a duration to the minute, for how long
 /// a job has run or a node has been out of service.
 pub fn human_span(ms: i64) -> String {
-    let s = (ms / 1000).max(0);
-    match s {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        s => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
-    }
+    duration(ms, Said::ToMinute)
 }
 
 /// How long Slurm has held a node out of service, from its reason's time;
@@ -653,14 +645,9 @@ pub fn held_text(s: &SchedNode, now_ms: i64, timeline: &crate::model::timeline::
     Some(t)
 }
 
+/// "3m", "2h", "45s": how long ago.
 pub fn human_age(ms: i64) -> String {
-    let s = (ms / 1000).max(0);
-    match s {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+    duration(ms, Said::Roughly)
 }
 
 #[cfg(test)]
@@ -813,6 +800,5 @@ mod tests {
         assert_eq!(human_span(2 * 86_400_000 + 3_600_000), "2d01h");
         assert_eq!(human_bytes(70_192_646_706.0), "65.4 GiB");
         assert_eq!(human_bytes(900.0), "900 B");
-        assert_eq!(crate::detect::gpu::human_ms(594_056), "9m54s");
     }
 }

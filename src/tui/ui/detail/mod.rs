@@ -216,7 +216,7 @@ fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: 
         if !evidence.is_empty() {
             spans.push(Span::raw(format!("[{evidence}] ")));
         }
-        spans.push(Span::raw(f.detail.clone()));
+        spans.push(Span::raw(f.words()));
         if i + 1 == rows && more > 0 {
             spans.insert(
                 0,
