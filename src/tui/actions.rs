@@ -1,6 +1,6 @@
 //! Starting and confirming what changes the cluster from the console:
 //! drain, resume, undrain, return to service, burn-in, scancel, signals.
-//! Kept apart from `app` (the key table) so every path to a command is in
+//! Kept apart from `keys` (the key handlers) so every path to a command is in
 //! one place: each one refuses in read-only mode (and logs the attempt),
 //! says what is missing without a scheduler or token, and shows exactly
 //! what will run before a `y` (or, for a node someone else holds out of

@@ -15,6 +15,7 @@ use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
 
 pub use crate::tui::modal::{CommandLine, Dialog, Guard};
+pub use crate::tui::screen::Screen;
 
 /// Where copied text goes (the terminal's clipboard, by OSC 52).
 pub type ClipboardSink = Box<dyn FnMut(&str) + Send>;
@@ -32,17 +33,6 @@ pub enum Action {
     /// A click or the wheel.
     Mouse(crossterm::event::MouseEvent),
     Quit,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    Heatmap,
-    Detail,
-    Alerts,
-    /// Burn-in progress and verdicts.
-    Bench,
-    /// The shown nodes grouped by Slurm job, partition or rack (`J`).
-    Groups,
 }
 
 /// How much history the node detail's sparklines show (`z` cycles).

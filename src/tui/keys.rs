@@ -1,8 +1,9 @@
-//! The key table: what each key does, first the keys every screen shares
+//! The key handlers: what each key does, first the keys every screen shares
 //! (quit, help, filter, Tab, actions), then each screen's own, and the
 //! helpers behind them (marking, jumping to the next flagged node, quieting
 //! an alert, copying a hostlist). `dispatch::update` hands every key here; the
-//! state the keys change stays in `app`.
+//! state the keys change stays in `app`. What the keys are said to do is in
+//! `screen`'s tables; a test there holds each table's keys taken here.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -17,24 +18,26 @@ use crate::tui::app::{App, Dialog, Pane, Screen, Wall, moved, toggle_pause};
 use crate::tui::view::{self, Filter};
 
 /// A key pressed, while no mouse, dialog or prompt has taken it elsewhere
-/// first.
-pub(super) fn on_key(app: &mut App, k: KeyEvent) {
+/// first. Whether a handler took it: a key no handler knows is no error
+/// (it does nothing), but a key a screen's table names must be taken (a
+/// test holds the tables to that).
+pub(super) fn on_key(app: &mut App, k: KeyEvent) -> bool {
     let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
     if ctrl && matches!(k.code, KeyCode::Char('c')) {
         app.quit = true;
-        return;
+        return true;
     }
     if app.input.is_some() {
         crate::tui::command::filter_key(app, k);
-        return;
+        return true;
     }
     if app.command.is_some() {
         crate::tui::command::command_key(app, k);
-        return;
+        return true;
     }
     if app.dialog.is_some() {
         dialog_key(app, k);
-        return;
+        return true;
     }
     if app.help {
         // Any key closes help, q included, as the help says: a person who
@@ -43,7 +46,7 @@ pub(super) fn on_key(app: &mut App, k: KeyEvent) {
         let legend = k.code == KeyCode::Char('?') && !app.help_legend;
         app.help = legend;
         app.help_legend = legend;
-        return;
+        return true;
     }
     app.message = None;
     match k.code {
@@ -111,24 +114,32 @@ pub(super) fn on_key(app: &mut App, k: KeyEvent) {
             }
             Screen::Bench | Screen::Groups => app.screen = Screen::Heatmap,
         },
-        _ => match app.screen {
-            Screen::Heatmap => heatmap_key(app, k),
-            Screen::Detail => detail_key(app, k),
-            Screen::Alerts => alerts_key(app, k),
-            Screen::Groups => groups_key(app, k),
-            Screen::Bench => {
-                if let Some(d) = vertical(&k, 10) {
-                    app.bench_cursor = moved(app.bench_cursor, d, app.store.bench.len());
-                    if app.bench_open.is_some() {
-                        app.bench_open = app.store.bench.keys().nth(app.bench_cursor).copied();
-                    }
-                } else if k.code == KeyCode::Enter {
-                    let node = app.store.bench.keys().nth(app.bench_cursor).copied();
-                    app.bench_open = if app.bench_open == node { None } else { node };
-                }
-            }
-        },
+        _ => {
+            return match app.screen {
+                Screen::Heatmap => heatmap_key(app, k),
+                Screen::Detail => detail_key(app, k),
+                Screen::Alerts => alerts_key(app, k),
+                Screen::Groups => groups_key(app, k),
+                Screen::Bench => bench_key(app, k),
+            };
+        }
     }
+    true
+}
+
+fn bench_key(app: &mut App, k: KeyEvent) -> bool {
+    if let Some(d) = vertical(&k, 10) {
+        app.bench_cursor = moved(app.bench_cursor, d, app.store.bench.len());
+        if app.bench_open.is_some() {
+            app.bench_open = app.store.bench.keys().nth(app.bench_cursor).copied();
+        }
+    } else if k.code == KeyCode::Enter {
+        let node = app.store.bench.keys().nth(app.bench_cursor).copied();
+        app.bench_open = if app.bench_open == node { None } else { node };
+    } else {
+        return false;
+    }
+    true
 }
 
 /// Up/down/page/home/end as a signed move (`page` steps a page).
@@ -147,14 +158,14 @@ fn vertical(k: &KeyEvent, page: isize) -> Option<isize> {
     })
 }
 
-fn heatmap_key(app: &mut App, k: KeyEvent) {
+fn heatmap_key(app: &mut App, k: KeyEvent) -> bool {
     let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
     let wall = app.wall_active();
     // On the wall, up and down move a row of cells.
     let step = if wall { app.wall_columns() as isize } else { 1 };
     if let Some(d) = vertical(&k, 10) {
         app.move_cursor(d.saturating_mul(step));
-        return;
+        return true;
     }
     match k.code {
         KeyCode::Char('h') | KeyCode::Left if wall => app.move_cursor(-1),
@@ -198,8 +209,9 @@ fn heatmap_key(app: &mut App, k: KeyEvent) {
             app.mark_anchor = None;
         }
         KeyCode::Char('y') => copy_hostlist(app),
-        _ => {}
+        _ => return false,
     }
+    true
 }
 
 /// Ctrl-Space: marks every shown node from the last one marked to the
@@ -261,7 +273,7 @@ fn copy_hostlist(app: &mut App) {
     app.clipboard = Some(list);
 }
 
-fn detail_key(app: &mut App, k: KeyEvent) {
+fn detail_key(app: &mut App, k: KeyEvent) -> bool {
     let len = app.gpu_count();
     // The timeline is a list of its own: the list keys scroll it (the
     // other panes are about the selected GPU, so there they pick one).
@@ -269,11 +281,11 @@ fn detail_key(app: &mut App, k: KeyEvent) {
         let events = app.detail().map_or(0, |n| n.timeline.events().len());
         if let Some(d) = vertical(&k, 10) {
             app.timeline_scroll = moved(app.timeline_scroll, d, events);
-            return;
+            return true;
         }
     } else if let Some(d) = vertical(&k, 8) {
         app.detail_gpu = moved(app.detail_gpu, d, len);
-        return;
+        return true;
     }
     let pane_at = |i: usize| Pane::ALL[i % Pane::ALL.len()];
     let cur = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
@@ -285,8 +297,9 @@ fn detail_key(app: &mut App, k: KeyEvent) {
         KeyCode::Char(c @ ('x' | 'X')) => start_signal(app, c == 'X'),
         KeyCode::Char('l') | KeyCode::Right => app.pane = pane_at(cur + 1),
         KeyCode::Char('h') | KeyCode::Left => app.pane = pane_at(cur + Pane::ALL.len() - 1),
-        _ => {}
+        _ => return false,
     }
+    true
 }
 
 /// `A` in node detail: the alerts screen with this node's alerts only (a
@@ -302,11 +315,11 @@ fn alerts_of_node(app: &mut App) {
     app.alert_cursor = 0;
 }
 
-fn alerts_key(app: &mut App, k: KeyEvent) {
+fn alerts_key(app: &mut App, k: KeyEvent) -> bool {
     let len = app.alerts().len();
     if let Some(d) = vertical(&k, 10) {
         app.alert_cursor = moved(app.alert_cursor, d, len);
-        return;
+        return true;
     }
     match k.code {
         KeyCode::Char('s') => app.alert_sort = app.alert_sort.next(),
@@ -329,8 +342,9 @@ fn alerts_key(app: &mut App, k: KeyEvent) {
                 app.select_node(node);
             }
         }
-        _ => {}
+        _ => return false,
     }
+    true
 }
 
 /// `a` acknowledges the selected alert (until it clears); `1` `4` `8`
@@ -399,20 +413,21 @@ fn clear_bench(app: &mut App) {
 /// The group view: move, `b` groups by the next of job, partition and
 /// rack, and Enter shows the group's nodes on the heatmap (a filter of
 /// exactly them, Esc clears it).
-fn groups_key(app: &mut App, k: KeyEvent) {
+fn groups_key(app: &mut App, k: KeyEvent) -> bool {
     if k.code == KeyCode::Char('b') {
         app.group_by = app.group_by.next();
         app.group_cursor = 0;
-        return;
+        return true;
     }
     let rows = view::groups(&app.store, &app.visible(), app.group_by);
     if let Some(d) = vertical(&k, 10) {
         app.group_cursor = moved(app.group_cursor, d, rows.len());
-        return;
+        return true;
     }
-    if k.code == KeyCode::Enter
-        && let Some(r) = rows.get(app.group_cursor)
-    {
+    if k.code != KeyCode::Enter {
+        return false;
+    }
+    if let Some(r) = rows.get(app.group_cursor) {
         let names: Vec<String> = r
             .nodes
             .iter()
@@ -423,4 +438,5 @@ fn groups_key(app: &mut App, k: KeyEvent) {
         app.screen = Screen::Heatmap;
         app.select_row(0);
     }
+    true
 }

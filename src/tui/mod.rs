@@ -12,6 +12,7 @@ pub mod modal;
 mod mouse;
 pub mod pause;
 pub mod replay;
+pub mod screen;
 pub mod theme;
 pub mod ui;
 pub mod view;
