@@ -23,7 +23,7 @@ pub(crate) fn action_targets(app: &App) -> Vec<String> {
     let idx: Vec<usize> = if !app.marked.is_empty() {
         app.marked.iter().copied().collect()
     } else if app.screen == Screen::Detail {
-        vec![app.detail_node]
+        vec![app.detail.node]
     } else {
         app.current_node().into_iter().collect()
     };
@@ -169,7 +169,7 @@ pub(crate) fn start_action(app: &mut App, key: char) {
         // it would speak for nodes it is not on.
         let text = match app.screen {
             Screen::Detail if app.marked.is_empty() => app
-                .detail()
+                .node_in_detail()
                 .and_then(view::diagnosis)
                 .map(|(f, _)| f.drain_reason())
                 .unwrap_or_default(),
@@ -234,8 +234,8 @@ pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen
 /// node: it says how to get one.
 pub(crate) fn drain_alert(app: &mut App) {
     let Some((node, nodes, text)) = app
-        .alerts()
-        .get(app.alert_cursor)
+        .alert_rows()
+        .get(app.alerts.cursor)
         .map(|r| (r.node, r.nodes, r.flag.drain_reason()))
     else {
         app.message = Some("no alert selected: nothing to drain".into());
@@ -254,7 +254,7 @@ pub(crate) fn drain_alert(app: &mut App) {
 /// On the bench screen, `D` offers to drain the selected node that failed,
 /// with the failure as the reason.
 pub(crate) fn drain_failed_bench_node(app: &mut App) {
-    let Some((&node, b)) = app.store.bench.iter().nth(app.bench_cursor) else {
+    let Some((&node, b)) = app.store.bench.iter().nth(app.bench.cursor) else {
         return;
     };
     match b.outcome() {
@@ -421,8 +421,8 @@ fn bench_guard(app: &App, nodes: &[usize]) -> Option<Guard> {
 /// job, so a job Slurm does not list on this node is refused, naming the
 /// jobs it does list.
 pub(crate) fn start_scancel(app: &mut App) {
-    let Some(n) = app.detail() else { return };
-    let gpu = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu));
+    let Some(n) = app.node_in_detail() else { return };
+    let gpu = n.last.as_ref().and_then(|s| s.gpus.get(app.detail.gpu));
     let Some(job) = gpu.and_then(|g| g.processes.iter().find_map(|p| p.job_id)) else {
         app.message = Some("no Slurm job on this GPU".into());
         return;
@@ -485,9 +485,9 @@ fn job_text(j: &crate::model::sched::Job) -> String {
 /// processes, signalled by the node's agent after a confirmation that lists
 /// every pid.
 pub(crate) fn start_signal(app: &mut App, kill: bool) {
-    let node = app.detail_node;
+    let node = app.detail.node;
     let Some(n) = app.store.nodes.get(node) else { return };
-    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu)) else {
+    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail.gpu)) else {
         return;
     };
     let pids: Vec<u32> = g.processes.iter().map(|p| p.pid).collect();
@@ -541,7 +541,7 @@ fn guard_key(mut g: Guard, k: &KeyEvent) -> Typed {
 fn run_bench(app: &mut App, nodes: Vec<usize>, suite: Suite) {
     app.outgoing = Some(Request::Bench { nodes, suite });
     app.screen = Screen::Bench;
-    app.bench_cursor = 0;
+    app.bench.cursor = 0;
 }
 
 fn other(s: Suite) -> Suite {

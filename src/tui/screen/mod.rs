@@ -8,6 +8,7 @@ pub mod bench;
 pub mod detail;
 pub mod groups;
 pub mod heatmap;
+pub mod help;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -152,6 +153,22 @@ pub fn key_events(keys: &str) -> Result<Vec<KeyEvent>, String> {
     Ok(out)
 }
 
+/// Up/down/page/home/end as a signed move (`page` steps a page).
+pub(crate) fn vertical(k: &KeyEvent, page: isize) -> Option<isize> {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    Some(match k.code {
+        KeyCode::Char('j') | KeyCode::Down => 1,
+        KeyCode::Char('k') | KeyCode::Up => -1,
+        KeyCode::PageDown => page,
+        KeyCode::Char('d') if ctrl => page,
+        KeyCode::PageUp => -page,
+        KeyCode::Char('u') if ctrl => -page,
+        KeyCode::Char('g') | KeyCode::Home => isize::MIN / 2,
+        KeyCode::Char('G') | KeyCode::End => isize::MAX / 2,
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,7 +224,7 @@ mod tests {
                     let mut app = App::new(Store::new(targets.clone(), Thresholds::default()), theme.clone(), 0);
                     app.screen = screen;
                     // The wall's keys are the heatmap's too.
-                    app.wall = Wall::On;
+                    app.heatmap.wall = Wall::On;
                     assert!(
                         crate::tui::keys::on_key(&mut app, k),
                         "{screen:?}: {k:?} (`{keys}` in its table) is not taken"

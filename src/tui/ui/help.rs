@@ -17,7 +17,7 @@ pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
 
 pub(super) fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let (title, lines) = if app.help_legend {
+    let (title, lines) = if app.help.legend {
         ("flag names · / takes either", flag_legend())
     } else {
         let keys = help_lines(app.screen).into_iter().map(|(k, w)| (k, w.to_string()));

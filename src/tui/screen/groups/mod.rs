@@ -1,7 +1,29 @@
 //! The groups screen (`J`): the shown nodes grouped by job, partition,
 //! rack, pod or Ray job.
 
+mod keys;
+
 use super::KeyRow;
+use crate::tui::view::GroupBy;
+
+pub(crate) use keys::on_key;
+
+/// The groups screen's cursor and what it groups by.
+#[derive(Debug, Clone)]
+pub struct GroupsState {
+    pub cursor: usize,
+    /// What the nodes are grouped by (`b` cycles).
+    pub by: GroupBy,
+}
+
+impl Default for GroupsState {
+    fn default() -> Self {
+        GroupsState {
+            cursor: 0,
+            by: GroupBy::Job,
+        }
+    }
+}
 
 pub const KEYS: &[KeyRow] = &[
     ("j k  ↓ ↑", "move"),

@@ -1,6 +1,18 @@
 //! The bench screen: burn-in progress and verdicts, once a suite ran.
 
+mod keys;
+
 use super::KeyRow;
+
+pub(crate) use keys::{cancel_bench, clear_bench, on_key};
+
+/// The bench screen's cursor, and the node whose every check is open.
+#[derive(Debug, Clone, Default)]
+pub struct BenchState {
+    pub cursor: usize,
+    /// This node's every check is shown (Enter toggles).
+    pub open: Option<usize>,
+}
 
 pub const KEYS: &[KeyRow] = &[
     ("j k  ↓ ↑", "move"),
