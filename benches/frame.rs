@@ -26,7 +26,7 @@ fn frame(c: &mut Criterion) {
         let area = Rect::new(0, 0, w, h);
         update(&mut app, Action::Resize(w, h));
         for (label, wall) in [("rows", Wall::Off), ("wall", Wall::On)] {
-            app.wall = wall;
+            app.heatmap.wall = wall;
             group.bench_function(format!("1024x8 {label} {w}x{h}"), |b| {
                 let mut buf = Buffer::empty(area);
                 b.iter(|| {

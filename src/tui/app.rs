@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use crossterm::event::KeyEvent;
 
-use crate::model::flag::{Flag, Silence, Subject};
 use crate::model::request::Request;
 use crate::model::update::Update;
 use crate::store::{NodeState, Store};
@@ -15,6 +14,13 @@ use crate::tui::theme::Theme;
 use crate::tui::view::{self, Filter, Metric, Sort};
 
 pub use crate::tui::modal::{CommandLine, Dialog, Guard};
+pub use crate::tui::screen::Screen;
+pub use crate::tui::screen::alerts::{AlertRow, AlertSort, AlertsState};
+pub use crate::tui::screen::bench::BenchState;
+pub use crate::tui::screen::detail::{DetailState, Pane, Zoom};
+pub use crate::tui::screen::groups::GroupsState;
+pub use crate::tui::screen::heatmap::{HeatmapState, WALL_AUTO_NODES, Wall};
+pub use crate::tui::screen::help::HelpState;
 
 /// Where copied text goes (the terminal's clipboard, by OSC 52).
 pub type ClipboardSink = Box<dyn FnMut(&str) + Send>;
@@ -34,133 +40,6 @@ pub enum Action {
     Quit,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Screen {
-    Heatmap,
-    Detail,
-    Alerts,
-    /// Burn-in progress and verdicts.
-    Bench,
-    /// The shown nodes grouped by Slurm job, partition or rack (`J`).
-    Groups,
-}
-
-/// How much history the node detail's sparklines show (`z` cycles).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Zoom {
-    OneMinute,
-    TenMinutes,
-    /// Everything the ring holds.
-    All,
-}
-
-impl Zoom {
-    pub fn window_ms(self) -> i64 {
-        match self {
-            Zoom::OneMinute => 60_000,
-            Zoom::TenMinutes => 600_000,
-            Zoom::All => i64::MAX,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Zoom::OneMinute => "1 min",
-            Zoom::TenMinutes => "10 min",
-            Zoom::All => "all",
-        }
-    }
-
-    pub(super) fn next(self) -> Zoom {
-        match self {
-            Zoom::OneMinute => Zoom::TenMinutes,
-            Zoom::TenMinutes => Zoom::All,
-            Zoom::All => Zoom::OneMinute,
-        }
-    }
-}
-
-/// The panes of the node detail's lower half.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pane {
-    History,
-    Nvlink,
-    Infiniband,
-    Processes,
-    /// What happened to the node and who did it, newest first.
-    Timeline,
-}
-
-impl Pane {
-    pub const ALL: [Pane; 5] = [
-        Pane::History,
-        Pane::Nvlink,
-        Pane::Infiniband,
-        Pane::Processes,
-        Pane::Timeline,
-    ];
-
-    /// The pane's tab, for a node whose GPUs are `vendor`'s: its links
-    /// are NVLink on NVIDIA, XGMI on AMD.
-    pub fn title_for(self, vendor: crate::model::sample::Vendor) -> &'static str {
-        match (self, vendor) {
-            (Pane::Nvlink, crate::model::sample::Vendor::Amd) => "2 XGMI",
-            _ => self.title(),
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Pane::History => "1 history",
-            Pane::Nvlink => "2 NVLink",
-            Pane::Infiniband => "3 InfiniBand",
-            Pane::Processes => "4 processes",
-            Pane::Timeline => "5 timeline",
-        }
-    }
-}
-
-/// How alerts are ordered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlertSort {
-    Severity,
-    Age,
-    Node,
-    Kind,
-}
-
-impl AlertSort {
-    pub fn next(self) -> Self {
-        match self {
-            AlertSort::Severity => AlertSort::Age,
-            AlertSort::Age => AlertSort::Node,
-            AlertSort::Node => AlertSort::Kind,
-            AlertSort::Kind => AlertSort::Severity,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AlertSort::Severity => "severity",
-            AlertSort::Age => "age",
-            AlertSort::Node => "node",
-            AlertSort::Kind => "kind",
-        }
-    }
-}
-
-/// Whether the fleet is drawn as one row per node or as a dense wall.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wall {
-    /// A wall above `WALL_AUTO_NODES` nodes.
-    Auto,
-    On,
-    Off,
-}
-
-/// From this many nodes the heatmap becomes a wall on its own.
-pub const WALL_AUTO_NODES: usize = 256;
-
 pub struct App {
     pub store: Store,
     pub theme: Theme,
@@ -170,7 +49,6 @@ pub struct App {
     pub sort: Sort,
     /// `S`: the sort runs the other way (lowest utilization first).
     pub sort_reverse: bool,
-    pub wall: Wall,
     pub filter: Filter,
     pub filter_text: String,
     /// The filter being typed, while `/` is open: applied as it is typed.
@@ -179,8 +57,6 @@ pub struct App {
     pub(crate) filter_before: Option<(Filter, String)>,
     /// The `:` command line, while it is open (`tui::command`).
     pub command: Option<CommandLine>,
-    /// Where a range mark (Ctrl-Space) starts: the last node marked.
-    pub(super) mark_anchor: Option<usize>,
     /// How often the screen may be redrawn (`--refresh`).
     pub refresh: std::time::Duration,
     /// A one-line message for the footer (a bad filter, ...).
@@ -194,33 +70,18 @@ pub struct App {
     cursor: usize,
     /// Nodes marked with space (node indices), for actions.
     pub marked: BTreeSet<usize>,
-    /// The node shown in detail (node index) and its selected GPU position.
-    pub detail_node: usize,
-    pub detail_gpu: usize,
-    pub pane: Pane,
-    /// How many of the node's newest events the timeline pane scrolled past.
-    pub timeline_scroll: usize,
-    pub history_zoom: Zoom,
-    pub alert_cursor: usize,
-    pub alert_sort: AlertSort,
-    /// Identical flags of one job fold into one row (`z` unfolds).
-    pub alerts_folded: bool,
-    /// Acknowledged and silenced alerts (loaded from the state dir at start).
-    pub silences: Vec<Silence>,
-    pub help: bool,
-    /// Help shows its second page: the short flag names (`?` again).
-    pub help_legend: bool,
+    /// Each screen's own state (`tui::screen`), and the help popup's.
+    pub heatmap: HeatmapState,
+    pub detail: DetailState,
+    pub alerts: AlertsState,
+    pub bench: BenchState,
+    pub groups: GroupsState,
+    pub help: HelpState,
     pub quit: bool,
     /// Actions are possible (a scheduler is known) and allowed (not read-only).
     pub actions_enabled: bool,
     /// Burn-in is possible (the agents' token is known).
     pub bench_enabled: bool,
-    pub bench_cursor: usize,
-    pub group_cursor: usize,
-    /// What the group view groups by (`b` cycles).
-    pub group_by: view::GroupBy,
-    /// The bench screen shows this node's every check (Enter toggles).
-    pub bench_open: Option<usize>,
     pub read_only: bool,
     pub dialog: Option<Dialog>,
     /// Taken by the loop after each update.
@@ -240,26 +101,7 @@ pub struct App {
     pub size: (u16, u16),
     /// `p`: the display is frozen; what arrives meanwhile goes here.
     pub paused: Option<crate::tui::pause::Paused>,
-    /// The wall's order, frozen when the person last sorted: each node's
-    /// rank by node index.
-    wall_order: Option<Vec<usize>>,
     pub(super) changed: bool,
-}
-
-/// One row of the alerts screen.
-pub struct AlertRow<'a> {
-    pub node: usize,
-    pub flag: &'a Flag,
-    /// When it cleared, for flags that have.
-    pub cleared_ms: Option<i64>,
-    /// The Slurm job on the flag's GPU, where known.
-    pub job: Option<u64>,
-    /// Identical flags (kind, severity, job) folded into this row: GPUs and
-    /// nodes (1 and 1 for a row of its own).
-    pub gpus: usize,
-    pub nodes: usize,
-    /// Acknowledged or silenced: drawn dimmed, after the others.
-    pub quiet: Option<&'a Silence>,
 }
 
 impl App {
@@ -272,36 +114,25 @@ impl App {
             metric: Metric::Util,
             sort: Sort::Name,
             sort_reverse: false,
-            wall: Wall::Auto,
             filter: Filter::All,
             filter_text: String::new(),
             input: None,
             filter_before: None,
             command: None,
-            mark_anchor: None,
             refresh: crate::model::time::DEFAULT_REFRESH,
             message: None,
             selected: None,
             cursor: 0,
             marked: BTreeSet::new(),
-            detail_node: 0,
-            detail_gpu: 0,
-            pane: Pane::History,
-            timeline_scroll: 0,
-            history_zoom: Zoom::TenMinutes,
-            alert_cursor: 0,
-            alert_sort: AlertSort::Severity,
-            alerts_folded: true,
-            silences: Vec::new(),
-            help: false,
-            help_legend: false,
+            heatmap: HeatmapState::default(),
+            detail: DetailState::default(),
+            alerts: AlertsState::default(),
+            bench: BenchState::default(),
+            groups: GroupsState::default(),
+            help: HelpState::default(),
             quit: false,
             actions_enabled: false,
             bench_enabled: false,
-            bench_cursor: 0,
-            group_cursor: 0,
-            group_by: view::GroupBy::Job,
-            bench_open: None,
             read_only: false,
             dialog: None,
             outgoing: None,
@@ -312,7 +143,6 @@ impl App {
             audit_path: crate::ops::audit::audit_path(),
             size: (80, 24),
             paused: None,
-            wall_order: None,
             changed: true,
         }
     }
@@ -346,7 +176,7 @@ impl App {
             self.now_ms,
         );
         if self.wall_active() && self.sort != Sort::Name {
-            match &self.wall_order {
+            match &self.heatmap.wall_order {
                 Some(rank) => v.sort_by_key(|&i| rank.get(i).copied().unwrap_or(usize::MAX)),
                 None => v.sort_by(|&a, &b| self.store.nodes[a].target.name.cmp(&self.store.nodes[b].target.name)),
             }
@@ -356,7 +186,7 @@ impl App {
 
     /// Takes the current sort's order for the wall to keep (see `visible`).
     pub(crate) fn freeze_wall_order(&mut self) {
-        self.wall_order = None;
+        self.heatmap.wall_order = None;
         let all = view::visible(
             &self.store,
             &Filter::All,
@@ -369,11 +199,11 @@ impl App {
         for (pos, &i) in all.iter().enumerate() {
             rank[i] = pos;
         }
-        self.wall_order = Some(rank);
+        self.heatmap.wall_order = Some(rank);
     }
 
     pub fn wall_active(&self) -> bool {
-        match self.wall {
+        match self.heatmap.wall {
             Wall::Auto => self.store.nodes.len() > WALL_AUTO_NODES,
             Wall::On => true,
             Wall::Off => false,
@@ -420,65 +250,15 @@ impl App {
         }
     }
 
-    pub fn detail(&self) -> Option<&NodeState> {
-        self.store.nodes.get(self.detail_node)
-    }
-
-    /// Active flags of the visible nodes, then recently cleared ones, in the
-    /// chosen order.
-    pub fn alerts(&self) -> Vec<AlertRow<'_>> {
-        let visible = self.visible();
-        let mut rows: Vec<AlertRow<'_>> = visible
-            .iter()
-            .flat_map(|&i| {
-                let n = &self.store.nodes[i];
-                n.detector.active().map(move |f| AlertRow {
-                    node: i,
-                    flag: f,
-                    cleared_ms: None,
-                    job: flag_job(n, f),
-                    gpus: 1,
-                    nodes: 1,
-                    quiet: self.silences.iter().find(|s| s.covers(&n.target.name, f, self.now_ms)),
-                })
-            })
-            .collect();
-        if self.alerts_folded {
-            rows = fold_by_job(rows);
-        }
-        let name = |i: usize| self.store.nodes[i].target.name.as_str();
-        let key = |r: &AlertRow<'_>| (std::cmp::Reverse(r.flag.severity), r.flag.since_ms);
-        match self.alert_sort {
-            AlertSort::Severity => rows.sort_by(|a, b| key(a).cmp(&key(b)).then(name(a.node).cmp(name(b.node)))),
-            AlertSort::Age => rows.sort_by_key(|r| r.flag.since_ms),
-            AlertSort::Node => rows.sort_by(|a, b| name(a.node).cmp(name(b.node)).then(key(a).cmp(&key(b)))),
-            AlertSort::Kind => rows.sort_by(|a, b| a.flag.kind.cmp(&b.flag.kind).then(key(a).cmp(&key(b)))),
-        }
-        let mut cleared: Vec<AlertRow<'_>> = visible
-            .iter()
-            .flat_map(|&i| {
-                self.store.nodes[i].detector.cleared().map(move |c| AlertRow {
-                    node: i,
-                    flag: &c.flag,
-                    cleared_ms: Some(c.cleared_ms),
-                    job: None,
-                    gpus: 1,
-                    nodes: 1,
-                    quiet: None,
-                })
-            })
-            .collect();
-        // What a person has already seen goes after what they have not.
-        rows.sort_by_key(|r| r.quiet.is_some());
-        cleared.sort_by_key(|r| std::cmp::Reverse(r.cleared_ms));
-        rows.extend(cleared);
-        rows
+    /// The node shown in detail.
+    pub fn node_in_detail(&self) -> Option<&NodeState> {
+        self.store.nodes.get(self.detail.node)
     }
 
     pub(crate) fn open_detail(&mut self, node: usize, gpu: Option<u32>) {
-        self.detail_node = node;
-        self.timeline_scroll = 0;
-        self.detail_gpu = gpu
+        self.detail.node = node;
+        self.detail.timeline_scroll = 0;
+        self.detail.gpu = gpu
             .and_then(|g| {
                 self.store
                     .nodes
@@ -494,7 +274,7 @@ impl App {
     }
 
     pub(super) fn gpu_count(&self) -> usize {
-        self.detail()
+        self.node_in_detail()
             .and_then(|n| n.last.as_ref())
             .map(|s| s.gpus.len())
             .unwrap_or(0)
@@ -510,52 +290,6 @@ impl App {
         let area = ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1);
         layout::wall_geometry(layout::body_area(area), self.visible().len())
     }
-}
-
-/// The Slurm job on a GPU flag's GPU (its processes' cgroup), where known.
-fn flag_job(n: &NodeState, f: &Flag) -> Option<u64> {
-    let Subject::Gpu(g) = f.subject else { return None };
-    n.gpu(g)?.processes.iter().find_map(|p| p.job_id)
-}
-
-/// Folds the flags of one kind and severity on one job into its first row:
-/// "job 4152: 8 GPUs idle" is one line, not eight. What is about the job
-/// (idle, underused) folds across its nodes; anything else (a hardware
-/// fault, persistence off) only within one node, so each node's fault is a
-/// row of its own that `D` can drain.
-fn fold_by_job(rows: Vec<AlertRow<'_>>) -> Vec<AlertRow<'_>> {
-    use std::collections::{BTreeMap, BTreeSet};
-    type Key = (
-        crate::model::flag::FlagKind,
-        crate::model::flag::Severity,
-        u64,
-        Option<usize>,
-    );
-    let mut out: Vec<AlertRow<'_>> = Vec::new();
-    let mut at: BTreeMap<Key, usize> = BTreeMap::new();
-    let mut nodes: Vec<BTreeSet<usize>> = Vec::new();
-    for r in rows {
-        let Some(job) = r.job else {
-            nodes.push(BTreeSet::from([r.node]));
-            out.push(r);
-            continue;
-        };
-        let node = (!r.flag.kind.about_the_job()).then_some(r.node);
-        let key = (r.flag.kind, r.flag.severity, job, node);
-        match at.get(&key) {
-            Some(&i) => {
-                out[i].gpus += 1;
-                nodes[i].insert(r.node);
-                out[i].nodes = nodes[i].len();
-            }
-            None => {
-                at.insert(key, out.len());
-                nodes.push(BTreeSet::from([r.node]));
-                out.push(r);
-            }
-        }
-    }
-    out
 }
 
 pub(super) fn moved(pos: usize, delta: isize, len: usize) -> usize {
@@ -587,62 +321,5 @@ pub(super) fn clamp_cursors(app: &mut App) {
     let pos = app.cursor_pos();
     app.select_row(pos);
     let g = app.gpu_count();
-    app.detail_gpu = app.detail_gpu.min(g.saturating_sub(1));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::flag::{FlagKind, Severity};
-
-    fn flag(kind: FlagKind, severity: Severity) -> Flag {
-        Flag {
-            kind,
-            severity,
-            subject: Subject::Gpu(0),
-            since_ms: 0,
-            detail: String::new(),
-            holder: None,
-            evidence: Default::default(),
-            action: kind.action(),
-            escalation: None,
-        }
-    }
-
-    #[test]
-    fn only_what_is_about_the_job_folds_never_a_nodes_hardware_fault() {
-        fn row(node: usize, flag: &Flag) -> AlertRow<'_> {
-            AlertRow {
-                node,
-                flag,
-                cleared_ms: None,
-                job: Some(4848),
-                gpus: 1,
-                nodes: 1,
-                quiet: None,
-            }
-        }
-        let (idle, xid) = (
-            flag(FlagKind::Idle, Severity::Warn),
-            flag(FlagKind::Xid, Severity::Crit),
-        );
-        let out = fold_by_job(vec![
-            row(0, &idle),
-            row(1, &idle),
-            row(0, &xid),
-            row(1, &xid),
-            row(1, &xid),
-        ]);
-        let shape: Vec<(FlagKind, usize, usize, usize)> =
-            out.iter().map(|r| (r.flag.kind, r.node, r.nodes, r.gpus)).collect();
-        assert_eq!(
-            shape,
-            [
-                (FlagKind::Idle, 0, 2, 2),
-                (FlagKind::Xid, 0, 1, 1),
-                (FlagKind::Xid, 1, 1, 2)
-            ],
-            "one row for the job's idle GPUs; XID 79 one row per node (its GPUs folded)"
-        );
-    }
+    app.detail.gpu = app.detail.gpu.min(g.saturating_sub(1));
 }

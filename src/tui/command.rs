@@ -47,7 +47,7 @@ pub fn filter_key(app: &mut App, k: KeyEvent) {
         app.filter = f;
         app.filter_text = text.trim().to_string();
         app.select_row(0);
-        app.alert_cursor = 0;
+        app.alerts.cursor = 0;
     }
 }
 
@@ -59,7 +59,7 @@ fn set_filter(app: &mut App, text: &str) {
             app.filter_text = text.trim().to_string();
             app.message = None;
             app.select_row(0);
-            app.alert_cursor = 0;
+            app.alerts.cursor = 0;
         }
         Err(e) => app.message = Some(e),
     }
@@ -178,7 +178,7 @@ pub fn run(app: &mut App, text: &str) {
     match cmd {
         "" => {}
         "q" | "quit" => app.quit = true,
-        "help" => app.help = true,
+        "help" => app.help.shown = true,
         "filter" => set_filter(app, arg),
         "node" => open_node(app, arg),
         "sort" => sort(app, arg),

@@ -1,5 +1,5 @@
 //! The one pure function that changes the console's state: each `Action`
-//! to its handler. Keys go to `keys` (the key table), the mouse to
+//! to its handler. Keys go to `keys` (the key handlers), the mouse to
 //! `mouse`, time and what nodes send to the store. Kept apart from `app`
 //! (the state) so that the handlers depend on the state and never the
 //! other way.
@@ -59,7 +59,8 @@ pub fn update(app: &mut App, action: Action) {
             clamp_cursors(app);
         }
         Action::Key(k) => {
-            keys::on_key(app, k);
+            // A key no handler knows does nothing.
+            let _ = keys::on_key(app, k);
             clamp_cursors(app);
         }
     }

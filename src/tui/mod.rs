@@ -12,6 +12,7 @@ pub mod modal;
 mod mouse;
 pub mod pause;
 pub mod replay;
+pub mod screen;
 pub mod theme;
 pub mod ui;
 pub mod view;
@@ -95,7 +96,7 @@ pub fn run(
     app.actions_enabled = session.scheduler;
     app.bench_enabled = session.bench_token.is_some();
     app.refresh = cfg.refresh();
-    app.silences = crate::ops::silences::load();
+    app.alerts.silences = crate::ops::silences::load();
     app.clipboard_sink = Some(Box::new(osc52));
     let mut terminal = match init_terminal() {
         Ok(t) => t,

@@ -13,7 +13,7 @@ use crate::tui::layout;
 /// wheel moves like j/k. Never while a dialog, help or the filter is open:
 /// a stray click must not change what a dialog acts on.
 pub(super) fn on_mouse(app: &mut App, m: MouseEvent) {
-    if app.dialog.is_some() || app.help || app.input.is_some() || app.command.is_some() {
+    if app.dialog.is_some() || app.help.shown || app.input.is_some() || app.command.is_some() {
         return;
     }
     let wall = app.wall_active();
@@ -39,8 +39,8 @@ pub(super) fn on_mouse(app: &mut App, m: MouseEvent) {
             }
         }
         (Screen::Heatmap, d) => app.move_cursor(d * step),
-        (Screen::Detail, d) if d != 0 => app.detail_gpu = moved(app.detail_gpu, d, app.gpu_count()),
-        (Screen::Alerts, d) if d != 0 => app.alert_cursor = moved(app.alert_cursor, d, app.alerts().len()),
+        (Screen::Detail, d) if d != 0 => app.detail.gpu = moved(app.detail.gpu, d, app.gpu_count()),
+        (Screen::Alerts, d) if d != 0 => app.alerts.cursor = moved(app.alerts.cursor, d, app.alert_rows().len()),
         _ => {}
     }
 }

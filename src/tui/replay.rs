@@ -162,7 +162,7 @@ impl Replay {
             return true;
         }
         // The app's own prompts and dialogs keep their keys.
-        if app.input.is_some() || app.dialog.is_some() || app.help {
+        if app.input.is_some() || app.dialog.is_some() || app.help.shown {
             return false;
         }
         match k.code {

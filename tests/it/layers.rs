@@ -360,3 +360,64 @@ fn the_checker_sees_grouped_and_nested_paths() {
     let found = imports("use crate::{store::Store, tui::app};\nlet x = crate::cmd::run();\n// crate::ops is a comment");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), ["cmd", "store", "tui"]);
 }
+
+/// Where the console's drawing and its screens may not reach: `ui/`
+/// draws from state and never names a key handler (a drawing that could
+/// change state is no longer a drawing); a screen's module never names
+/// another screen's (what they share is in `screen/mod.rs` or `app`).
+fn tui_rules(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let handler = |t: &str| {
+        matches!(t, "tui::keys" | "tui::dispatch" | "tui::mouse" | "tui::command")
+            || t.starts_with("tui::actions::dialog")
+            || (t.starts_with("tui::screen::") && t.ends_with("::keys"))
+    };
+    let screen_of = |m: &str| {
+        m.strip_prefix("tui::screen::")
+            .map(|r| r.split("::").next().unwrap_or("").to_string())
+    };
+    let mut wrong = Vec::new();
+    for (m, to) in graph {
+        for t in to {
+            if m.starts_with("tui::ui") && handler(t) {
+                wrong.push(format!("{m} (drawing) imports the key handler {t}"));
+            }
+            if let (Some(a), Some(b)) = (screen_of(m), screen_of(t))
+                && a != b
+            {
+                wrong.push(format!("{m} imports another screen's {t}"));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn drawing_names_no_key_handler_and_screens_do_not_import_each_other() {
+    let wrong = tui_rules(&module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_tui_rules_see_a_drawing_that_handles_keys_and_a_screen_that_imports_another() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let tui = dir.path().join("tui");
+    for d in ["ui", "screen/alerts", "screen/bench"] {
+        std::fs::create_dir_all(tui.join(d)).expect("dir");
+    }
+    std::fs::write(tui.join("keys.rs"), "").expect("write");
+    std::fs::write(tui.join("ui/alerts.rs"), "use crate::tui::keys::on_key;\n").expect("write");
+    std::fs::write(tui.join("screen/alerts/mod.rs"), "").expect("write");
+    std::fs::write(
+        tui.join("screen/bench/mod.rs"),
+        "use crate::tui::screen::alerts::AlertsState;\n",
+    )
+    .expect("write");
+    let found = tui_rules(&module_graph(dir.path()));
+    assert_eq!(
+        found,
+        [
+            "tui::screen::bench imports another screen's tui::screen::alerts",
+            "tui::ui::alerts (drawing) imports the key handler tui::keys"
+        ]
+    );
+}

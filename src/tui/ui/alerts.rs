@@ -14,7 +14,7 @@ use crate::tui::view::{hhmm, human_age};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let rows = app.alerts();
+    let rows = app.alert_rows();
     // Acknowledged and silenced rows are not counted as active: a person
     // has them in hand.
     let open = rows.iter().filter(|r| r.cleared_ms.is_none()).count();
@@ -31,8 +31,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         " alerts · {} active{quiet_said}, {} cleared recently · sort {}{} ",
         open - quiet,
         rows.len() - open,
-        app.alert_sort.name(),
-        if app.alerts_folded {
+        app.alerts.sort.name(),
+        if app.alerts.folded {
             " · one row per job (z unfolds)"
         } else {
             ""
@@ -65,7 +65,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ..inner
         },
     );
-    if let Some(r) = rows.get(app.alert_cursor).filter(|_| pane_h > 0) {
+    if let Some(r) = rows.get(app.alerts.cursor).filter(|_| pane_h > 0) {
         let rule = Line::from(Span::styled("─".repeat(pane.width as usize), t.border));
         line_at(rule, pane, 0, buf);
         let name = &app.store.nodes[r.node].target.name;
@@ -81,7 +81,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             );
     }
     let height = inner.height.saturating_sub(1) as usize;
-    let first = app.alert_cursor.saturating_sub(height.saturating_sub(1));
+    let first = app.alerts.cursor.saturating_sub(height.saturating_sub(1));
     let wide = inner.width >= 120;
     let table_rows = rows.iter().enumerate().skip(first).take(height).map(|(pos, r)| {
         let n = &app.store.nodes[r.node];
@@ -144,7 +144,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Cell::from(f.action.name()),
             Cell::from(detail),
         ]);
-        match (pos == app.alert_cursor, r.cleared_ms.is_some() || r.quiet.is_some()) {
+        match (pos == app.alerts.cursor, r.cleared_ms.is_some() || r.quiet.is_some()) {
             (true, _) => row.style(t.selected),
             (false, true) => row.style(t.muted.add_modifier(Modifier::DIM)),
             (false, false) => row,

@@ -58,7 +58,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Outcome::Passed => (outcome.word(), t.ok),
             Outcome::Running => (outcome.word(), t.title),
         };
-        let name_style = if pos == app.bench_cursor { t.selected } else { t.base };
+        let name_style = if pos == app.bench.cursor { t.selected } else { t.base };
         // The latest figure actually measured (a skipped check has none).
         let latest = s
             .results
@@ -111,7 +111,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             line_at(Line::from(Span::styled(format!("    {text}"), style)), inner, row, buf);
             row += 1;
         }
-        if app.bench_open == Some(i) {
+        if app.bench.open == Some(i) {
             row = render_checks(app, s, inner, row, buf);
         }
     }

@@ -14,7 +14,7 @@ use crate::tui::view::{self, GroupBy};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let by = app.group_by;
+    let by = app.groups.by;
     let rows = view::groups(&app.store, &app.visible(), by);
     let what = match by {
         GroupBy::Job | GroupBy::RayJob => {
@@ -40,7 +40,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let height = inner.height.saturating_sub(1) as usize;
-    let first = app.group_cursor.saturating_sub(height.saturating_sub(1));
+    let first = app.groups.cursor.saturating_sub(height.saturating_sub(1));
     let shown: Vec<(usize, &view::GroupRow)> = rows.iter().enumerate().skip(first).take(height).collect();
     // The columns are sized by what the shown rows hold, so nothing in
     // them is ever cut; where they do not all fit, whole columns give way.
@@ -82,7 +82,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Cell::from(fit_hosts(&names, lay.hosts)),
         ]);
         let row = Row::new(cells);
-        if pos == app.group_cursor {
+        if pos == app.groups.cursor {
             row.style(t.selected)
         } else {
             row

@@ -10,87 +10,14 @@ use super::popup;
 use crate::model::flag::FlagKind;
 use crate::tui::app::{App, Screen};
 
-/// Every key of the current screen.
+/// Every key of the current screen, from the screens' key tables.
 pub fn help_lines(screen: Screen) -> Vec<(&'static str, &'static str)> {
-    let mut v = vec![
-        ("?", "this help; ? again: flag short names; other keys close"),
-        ("q  Ctrl-C  p", "quit · p: pause the display (data still arrives)"),
-        ("Tab  Shift-Tab", "next / previous screen: heatmap, alerts, node"),
-        ("Esc", "back to the heatmap; on the heatmap, clear the filter"),
-        ("/", "filter as you type: name, gpu[01-08], flag or short (thr),"),
-        ("", "  crit, warn, ok, partition, rack; a,b = either; ^U clears"),
-        (":", "command: node NAME, filter F, sort K, drain [why], resume,"),
-        ("", "  return, help, q; Tab completes names, Esc cancels"),
-        ("m", "metric: util, memory, temperature, power, SM clock"),
-        ("J", "group by Slurm or Ray job, partition, rack or pod"),
-    ];
-    match screen {
-        Screen::Heatmap | Screen::Detail => v.extend([
-            ("D R U", "drain (with a reason), resume, undrain: marked or this"),
-            ("T", "return to service: resume after a passing burn-in"),
-            ("B", "burn-in on the marked nodes or this one (s: quick/full)"),
-        ]),
-        Screen::Alerts | Screen::Groups => {}
-        Screen::Bench => v.extend([
-            ("j k  ↓ ↑", "move"),
-            ("D", "drain the selected failed node, the failure as reason"),
-            ("Enter", "each check of this node: figure, floor, verdict, why"),
-            ("c", "clear this finished run and its burnin_failed flag"),
-            ("x", "stop the running burn-in (asks; cancelled, not failed)"),
-        ]),
-    }
-    match screen {
-        Screen::Heatmap => v.extend([
-            (
-                "j k g G  PgDn",
-                "move, top, bottom, page (PgUp); on the wall a row of cells",
-            ),
-            ("h l  ← →", "move along the wall"),
-            ("Enter", "open the node"),
-            ("s  S", "sort by name, metric, flags, age, Slurm state; S reverses"),
-            ("n N  c C", "next / previous node flagged warn or worse; c C: crit"),
-            ("w", "toggle the dense wall (one cell per node)"),
-            ("space", "mark / unmark the node (for actions), then move down"),
-            (
-                "a u  Ctrl-Space",
-                "mark all shown / unmark all / from the last mark here",
-            ),
-            ("y", "copy the marked nodes (or this one) as a Slurm hostlist"),
-        ]),
-        Screen::Detail => v.extend([
-            ("j k  ↓ ↑", "select a GPU"),
-            ("1-5  h l", "pane: history, NVLink, InfiniBand, processes, timeline"),
-            ("", "  in the timeline (5) j k PgUp PgDn g G scroll it"),
-            ("n N  c C", "open the next / previous node flagged warn+; c C: crit"),
-            ("z", "history: the last minute, ten minutes, or all of it"),
-            ("K  A", "scancel this GPU's Slurm job (asks) / A: this node's alerts"),
-            ("x  X", "SIGTERM / SIGKILL the GPU's processes via its agent (asks)"),
-        ]),
-        Screen::Alerts => v.extend([
-            ("j k  ↓ ↑", "move"),
-            ("g G  PgUp PgDn", "top, bottom, page"),
-            ("Enter", "open the node of the alert"),
-            ("D", "drain the alert's node, the catalog's reason filled in"),
-            ("s", "sort by severity, age, node, kind"),
-            ("z", "fold / unfold identical flags of one job into one row"),
-            ("a", "acknowledge the alert (until it clears); again to undo"),
-            ("1 4 8", "silence this kind on this node for 1, 4 or 8 hours"),
-        ]),
-        Screen::Groups => v.extend([
-            ("j k  ↓ ↑", "move"),
-            ("b", "by job, partition, rack, pod, Ray job (cycles)"),
-            ("", "  the least busy first; nodes in none: \"(none)\""),
-            ("", "  flags: 3 crit 1 warn, or 3c 1w where the words do not fit"),
-            ("Enter", "show the group's nodes on the heatmap (Esc clears)"),
-        ]),
-        Screen::Bench => {}
-    }
-    v
+    crate::tui::screen::help_rows(screen)
 }
 
 pub(super) fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let (title, lines) = if app.help_legend {
+    let (title, lines) = if app.help.legend {
         ("flag names · / takes either", flag_legend())
     } else {
         let keys = help_lines(app.screen).into_iter().map(|(k, w)| (k, w.to_string()));

@@ -43,7 +43,7 @@ impl Widget for &App {
             Screen::Groups => groups::render(self, body, buf),
         }
         render_footer(self, footer, buf);
-        if self.help {
+        if self.help.shown {
             help::render(self, area, buf);
         }
         if let Some(d) = &self.dialog {
@@ -353,7 +353,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
             "w wall",
             ": command",
         ],
-        Screen::Detail if app.pane == crate::tui::app::Pane::Timeline => &[
+        Screen::Detail if app.detail.pane == crate::tui::app::Pane::Timeline => &[
             "? help",
             "Esc back",
             "j/k scroll",

@@ -38,7 +38,7 @@ pub(super) fn render(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     // A header row where there is room for it and an event.
     let header = area.height >= 3;
     let rows = usize::from(area.height) - usize::from(header);
-    let first = app.timeline_scroll.min(len - 1);
+    let first = app.detail.timeline_scroll.min(len - 1);
     // At most one event a row: enough to size the columns by.
     let candidates: Vec<&Event> = n.timeline.events().rev().skip(first).take(rows).collect();
     // Dates only where an event is not from today (UTC), for every row

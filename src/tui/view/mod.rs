@@ -1,12 +1,14 @@
 //! What the screens show, computed from the store: metrics as fractions for
 //! the heat scale, node summaries, the filter and the sort. Pure functions.
 //! The filter typed after `/` is in `filter`, the group view's rows in
-//! `groups`, where the response to a node's trouble stands in `response`;
-//! all are re-exported here, where the screens look for them.
+//! `groups`, where the response to a node's trouble stands in `response`,
+//! the text kit (counts, sizes, durations, "-") in `text`; all are
+//! re-exported here, where the screens look for them.
 
 mod filter;
 mod groups;
 mod response;
+mod text;
 
 use crate::model::sample::{GpuDesc, GpuReading, MigReading};
 
@@ -19,6 +21,7 @@ use crate::store::{NodeState, NodeStatus, Store};
 pub use filter::Filter;
 pub use groups::{GroupBy, GroupRow, NO_GROUP, groups};
 pub use response::{hhmm, next_step, response};
+pub use text::{count, human_age, human_bytes, human_rate, human_span, opt};
 
 /// The metric that colours the heatmap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,16 +203,6 @@ pub fn node_mean_text(n: &NodeState, metric: Metric, th: &Thresholds) -> String 
     .unwrap_or_else(|| "    -".into())
 }
 
-/// "1 node", "3 nodes": a count with its noun (regular plurals only:
-/// node, GPU, job).
-pub fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
-
 /// The header's totals: of the nodes with a fresh sample only, so a fleet
 /// gone unreachable never shows its last numbers as if they were now.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -284,22 +277,6 @@ pub fn evidence_text(f: &Flag) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// "65.4 GiB", "512 MiB", "900 B": a size in binary units.
-pub fn human_bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b.max(0.0);
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 /// The description of GPU `index` on a node.
@@ -520,20 +497,6 @@ fn sched_rank(state: &str) -> (u8, String) {
     (rank, s)
 }
 
-/// "1.2 GB/s", "340 MB/s": rates as people read them.
-pub fn human_rate(bytes_per_s: Option<f64>) -> String {
-    match bytes_per_s {
-        None => "-".into(),
-        Some(b) if b >= 1e9 => format!("{:.1} GB/s", b / 1e9),
-        Some(b) if b >= 1e6 => format!("{:.0} MB/s", b / 1e6),
-        Some(b) if b >= 1e3 => format!("{:.0} kB/s", b / 1e3),
-        Some(b) => format!("{b:.0} B/s"),
-    }
-}
-
-/// A reading for people: the value, or "-" where there is none.
-pub use crate::model::words::shown as opt;
-
 /// "updated 3s ago", or "no sample yet": how fresh a node's data is.
 pub fn freshness(n: &NodeState, now_ms: i64) -> String {
     match n.sample_age_ms(now_ms) {
@@ -553,12 +516,6 @@ pub fn link_problem(n: &NodeState, now_ms: i64) -> Option<String> {
         )),
         _ => None,
     }
-}
-
-/// "2h13m", "13m", "45s", "3d04h": a duration to the minute, for how long
-/// a job has run or a node has been out of service.
-pub fn human_span(ms: i64) -> String {
-    duration(ms, Said::ToMinute)
 }
 
 /// How long Slurm has held a node out of service, from its reason's time;
@@ -645,11 +602,6 @@ pub fn held_text(s: &SchedNode, now_ms: i64, timeline: &crate::model::timeline::
     Some(t)
 }
 
-/// "3m", "2h", "45s": how long ago.
-pub fn human_age(ms: i64) -> String {
-    duration(ms, Said::Roughly)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -669,13 +621,6 @@ mod tests {
         assert_eq!(policy, "drained by fleetop's policy: xid on gpu3: reboot_node");
         let person = held_text(&node("fleetop: psu"), 0, &empty).expect("held");
         assert_eq!(person, "drained by fleetop: psu");
-    }
-
-    #[test]
-    fn counts_say_one_node_not_one_nodes() {
-        assert_eq!(count(1, "node"), "1 node");
-        assert_eq!(count(0, "node"), "0 nodes");
-        assert_eq!(count(8, "GPU"), "8 GPUs");
     }
 
     #[test]
@@ -786,19 +731,5 @@ mod tests {
             assert!((got - want).abs() < 1e-9, "{m:?}: {got} != {want}");
         }
         assert_eq!(node_mean(&n, Metric::Mem, &th), Some((0.5 + 0.125) / 2.0));
-    }
-
-    #[test]
-    fn human_units() {
-        assert_eq!(human_rate(Some(12.3e9)), "12.3 GB/s");
-        assert_eq!(human_rate(None), "-");
-        assert_eq!(human_age(125_000), "2m");
-        assert_eq!(human_span(2 * 3_600_000 + 13 * 60_000 + 5_000), "2h13m");
-        assert_eq!(human_span(3 * 3_600_000), "3h00m");
-        assert_eq!(human_span(45_000), "45s");
-        assert_eq!(human_span(-5), "0s");
-        assert_eq!(human_span(2 * 86_400_000 + 3_600_000), "2d01h");
-        assert_eq!(human_bytes(70_192_646_706.0), "65.4 GiB");
-        assert_eq!(human_bytes(900.0), "900 B");
     }
 }

@@ -211,7 +211,7 @@ pub(super) fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut B
             ]
         };
         let row = Row::new(keep_cols(cells));
-        let row = if pos == app.detail_gpu {
+        let row = if pos == app.detail.gpu {
             row.style(t.selected)
         } else {
             row
@@ -255,7 +255,7 @@ pub(super) fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut B
         let y = area.y + 1 + row as u16;
         if y < area.bottom() && last > first + 1 {
             let w = usize::from(last - first - 1);
-            let style = if pos == app.detail_gpu { t.selected } else { t.crit };
+            let style = if pos == app.detail.gpu { t.selected } else { t.crit };
             buf.set_stringn(area.x + first, y, format!("{why:<w$}"), w, style);
         }
     }

@@ -25,7 +25,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let Some(n) = app.detail() else {
+    let Some(n) = app.node_in_detail() else {
         block(t, " node ").render(area, buf);
         return;
     };
@@ -79,7 +79,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     // three), then the pods on its GPUs.
     let ray = app.store.ray.as_ref();
     let sched_h = u16::from(n.scheduler.is_some()) + u16::from(ray.is_some());
-    let kube_lines = super::kube::lines(t, &app.store.kube, app.detail_node, app.now_ms);
+    let kube_lines = super::kube::lines(t, &app.store.kube, app.detail.node, app.now_ms);
     let kube_h = kube_lines.len() as u16;
     let pods = n.last.as_ref().and_then(pods_line);
     let pods_h = u16::from(pods.is_some());
@@ -124,7 +124,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     if let Some(r) = ray {
         line_at(
-            super::ray::line(t, r, app.detail_node, app.now_ms),
+            super::ray::line(t, r, app.detail.node, app.now_ms),
             sched,
             u16::from(n.scheduler.is_some()),
             buf,
@@ -151,14 +151,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     // Two panes side by side where there is room for both.
     if lower.width >= 140 {
         let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(lower);
-        let i = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
-        render_pane(app, n, app.pane, left, buf);
+        let i = Pane::ALL.iter().position(|p| *p == app.detail.pane).unwrap_or(0);
+        render_pane(app, n, app.detail.pane, left, buf);
         // The tabs once, over the left pane; the right one is named alone.
         let next = Pane::ALL[(i + 1) % Pane::ALL.len()];
         let title = format!(" {} ", next.title_for(panes::vendor(n)));
         render_pane_in(app, n, next, block(t, title), right, buf);
     } else {
-        render_pane(app, n, app.pane, lower, buf);
+        render_pane(app, n, app.detail.pane, lower, buf);
     }
 }
 
@@ -334,7 +334,7 @@ fn pods_line(s: &crate::model::sample::NodeSample) -> Option<String> {
 /// at 80 columns the cut takes those.
 fn amd_gpu_line(app: &App, n: &NodeState) -> Option<Line<'static>> {
     let t = &app.theme;
-    let g = n.last.as_ref()?.gpus.get(app.detail_gpu)?;
+    let g = n.last.as_ref()?.gpus.get(app.detail.gpu)?;
     let d = crate::tui::view::gpu_info(n, g.index)?;
     if d.vendor != crate::model::sample::Vendor::Amd {
         return None;

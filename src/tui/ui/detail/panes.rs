@@ -63,7 +63,7 @@ type PointField = fn(&Point) -> u8;
 /// Sparklines of the selected GPU over the kept history.
 fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    if app.detail_gpu >= n.history.gpus() {
+    if app.detail.gpu >= n.history.gpus() {
         return;
     }
     let series: [(&str, PointField); 4] = [
@@ -76,10 +76,10 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let width = area.width.saturating_sub(label_w) as usize;
     // The points inside the zoom's window (the whole history for "all").
     let newest = n.history.newest_ms().unwrap_or(0);
-    let window = app.history_zoom.window_ms();
+    let window = app.detail.zoom.window_ms();
     let shown: Vec<(i64, Point)> = n
         .history
-        .points(app.detail_gpu)
+        .points(app.detail.gpu)
         .filter(|(at, _)| newest - at < window)
         .collect();
     let oldest = shown.first().map_or(newest, |p| p.0);
@@ -137,7 +137,7 @@ fn render_history(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         }
         put(cols.saturating_sub(3), "now");
     }
-    let label = format!("GPU {} · {}", app.detail_gpu, app.history_zoom.name());
+    let label = format!("GPU {} · {}", app.detail.gpu, app.detail.zoom.name());
     buf.set_stringn(area.x, area.y + axis_y, &label, label_w as usize, t.muted);
     let axis: String = axis.into_iter().collect();
     buf.set_stringn(area.x + label_w, area.y + axis_y, axis, width, t.muted);
@@ -184,7 +184,7 @@ pub(super) fn history_columns(shown: &[(i64, Point)], width: usize) -> Vec<Vec<P
 
 fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
-    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail_gpu)) else {
+    let Some(g) = n.last.as_ref().and_then(|s| s.gpus.get(app.detail.gpu)) else {
         return;
     };
     let Some(gi) = gpu_info(n, g.index) else { return };
@@ -193,7 +193,7 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         line_at(Line::from(Span::styled(none, t.muted)), area, 0, buf);
         return;
     }
-    let rates = n.derived.gpus.get(app.detail_gpu);
+    let rates = n.derived.gpus.get(app.detail.gpu);
     let row = |i: usize| {
         let l = &gi.nvlinks[i];
         // No reading (a GPU that fell off the bus, link states AMD SMI
@@ -273,7 +273,7 @@ fn render_ib(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {
 }
 
 fn render_processes(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
-    let (t, ray, node) = (&app.theme, app.store.ray.as_ref(), app.detail_node);
+    let (t, ray, node) = (&app.theme, app.store.ray.as_ref(), app.detail.node);
     let Some(s) = &n.last else { return };
     // The job column: Slurm's job, else the Ray job whose worker has the pid.
     let job = |p: &crate::model::sample::GpuProcess| match (p.job_id, ray.and_then(|r| r.work_of_pid(node, p.pid))) {

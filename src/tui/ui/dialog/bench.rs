@@ -1,0 +1,52 @@
+//! Burn-in: the suite about to run and on which nodes; stopping it.
+
+use ratatui::buffer::Buffer;
+use ratatui::text::Line;
+
+use super::{Room, answers, guard_lines};
+use crate::model::bench::Suite;
+use crate::tui::app::App;
+use crate::tui::modal::Guard;
+use crate::tui::ui::popup;
+use crate::tui::view::count;
+
+pub(super) fn render(app: &App, nodes: &[usize], suite: Suite, guard: Option<&Guard>, room: Room, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Room { width, inner, area } = room;
+    let names: Vec<&str> = nodes
+        .iter()
+        .filter_map(|&i| app.store.nodes.get(i))
+        .map(|n| n.target.name.as_str())
+        .collect();
+    let suite = suite.name();
+    let mut lines = vec![
+        Line::from(format!(
+            " Run the {suite} burn-in suite on {}?",
+            count(names.len(), "node")
+        )),
+        Line::from(format!("   {}", names.join(" "))),
+        Line::from(""),
+        Line::from(" GPU copies (HBM, PCIe, NVLink), NCCL all-reduce, a GEMM burn watched for"),
+        Line::from(" throttling, XIDs and ECC errors, host memory, and TCP to the next node."),
+        Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."),
+        Line::from(""),
+    ];
+    match guard {
+        Some(g) => lines.extend(guard_lines(t, g, Some(("Tab", "quick/full")), inner)),
+        None => lines.push(answers(t, "run", &[("s", "quick/full")], "cancel")),
+    }
+    popup(t, "confirm burn-in", lines, width, area, buf);
+}
+
+pub(super) fn cancel(app: &App, nodes: &[String], room: Room, buf: &mut Buffer) {
+    let t = &app.theme;
+    let Room { width, area, .. } = room;
+    let lines = vec![
+        Line::from(format!(" Stop the burn-in on {}?", count(nodes.len(), "node"))),
+        Line::from(format!("   {}", nodes.join(" "))),
+        Line::from(" They end as cancelled: no verdict on the hardware."),
+        Line::from(""),
+        answers(t, "stop it", &[], "let it run"),
+    ];
+    popup(t, "cancel burn-in", lines, width, area, buf);
+}
