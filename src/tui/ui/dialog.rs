@@ -9,6 +9,7 @@ use ratatui::text::{Line, Span};
 
 use super::popup;
 use crate::model::action::{self, NodeAction, Plan, REASON_PREFIX};
+use crate::model::sample::Vendor;
 use crate::model::sched::Job;
 use crate::tui::app::{App, Dialog, Guard};
 use crate::tui::theme::Theme;
@@ -127,11 +128,15 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
                 )),
                 Line::from(format!("   {}", names.join(" "))),
                 Line::from(""),
-                Line::from(" GPU copies (HBM, PCIe, NVLink), NCCL all-reduce, a GEMM burn watched for"),
-                Line::from(" throttling, XIDs and ECC errors, host memory, and TCP to the next node."),
-                Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."),
-                Line::from(""),
             ];
+            let vendors: std::collections::BTreeSet<Vendor> = nodes
+                .iter()
+                .filter_map(|&i| app.store.nodes.get(i)?.info.as_ref())
+                .map(|info| info.vendor())
+                .collect();
+            lines.extend(wrap(&bench_checks(&vendors), inner, " ").into_iter().map(Line::from));
+            lines.push(Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."));
+            lines.push(Line::from(""));
             match guard {
                 Some(g) => lines.extend(guard_lines(t, g, Some(("Tab", "quick/full")), inner)),
                 None => lines.push(answers(t, "run", &[("s", "quick/full")], "cancel")),
@@ -168,15 +173,17 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             let n = count(plan.nodes.len(), "node");
             let lines = match plan.action {
                 NodeAction::Signal => vec![Line::from(format!(" signal {n}… asking the node's agent"))],
-                NodeAction::Return => vec![
-                    Line::from(format!(
+                NodeAction::Return => {
+                    let mut lines = vec![Line::from(format!(
                         " return {n}… a burn-in first where needed (minutes), then the resume"
-                    )),
-                    Line::from(Span::styled(
+                    ))];
+                    lines.extend(return_progress(app, plan, inner));
+                    lines.push(Line::from(Span::styled(
                         " Esc hides this: the result shows when it is done",
                         t.muted,
-                    )),
-                ],
+                    )));
+                    lines
+                }
                 a => vec![Line::from(format!(
                     " {} {n}… then reading the result back from {}",
                     a.verb(),
@@ -191,16 +198,23 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
         Dialog::Result => {
             let Some(r) = &app.store.last_action else { return };
             let mut lines = Vec::new();
+            // A node's message is wrapped under its own column, never cut
+            // at the box's edge: a failure's why is what the person needs.
+            let name_w = r.results.iter().map(|n| n.node.chars().count()).max().unwrap_or(0).clamp(4, 24);
+            let lead = " ".repeat(name_w + 8);
             for n in &r.results {
+                let message = wrap(&n.message, inner.saturating_sub(name_w + 8).max(20), "");
+                let mut message = message.into_iter();
                 lines.push(Line::from(vec![
-                    Span::raw(format!(" {:<12}", n.node)),
+                    Span::raw(format!(" {:<name_w$} ", n.node)),
                     if n.ok {
                         Span::styled("ok    ", t.ok)
                     } else {
                         Span::styled("FAIL  ", t.crit)
                     },
-                    Span::raw(n.message.clone()),
+                    Span::raw(message.next().unwrap_or_default()),
                 ]));
+                lines.extend(message.map(|m| Line::from(format!("{lead}{m}"))));
             }
             lines.push(Line::from(""));
             lines.push(Line::from(Span::styled(
@@ -215,6 +229,56 @@ pub(super) fn render(app: &App, d: &Dialog, area: Rect, buf: &mut Buffer) {
             popup(t, &title, lines, width, area, buf);
         }
     }
+}
+
+/// Where each returning node's burn-in stands, as the CLI prints it:
+/// "gpu03  burn-in [24/33] nvlink_bw" (the bench screen has the checks).
+fn return_progress(app: &App, plan: &Plan, width: usize) -> Vec<Line<'static>> {
+    let name_w = plan.nodes.iter().map(|n| n.chars().count()).max().unwrap_or(0).clamp(4, 24);
+    plan.nodes
+        .iter()
+        .map(|name| {
+            let state = app
+                .store
+                .nodes
+                .iter()
+                .position(|n| &n.target.name == name)
+                .and_then(|i| app.store.bench.get(&i));
+            // The words of the CLI's progress; a node with no burn-in of
+            // its own (one passed since the drain) waits for the resume.
+            use crate::model::bench::Outcome;
+            let now = match state.map(|b| (b, b.outcome())) {
+                None => "no burn-in needed: resume next".to_string(),
+                Some((b, Outcome::Running)) if b.total > 0 => format!(
+                    "burn-in [{}/{}] {}",
+                    b.done,
+                    b.total,
+                    fleetop_proto::input::printable(&b.step, 80)
+                ),
+                Some((_, Outcome::Running)) => "burn-in starting".to_string(),
+                Some((_, Outcome::Passed)) => "burn-in passed: resuming".to_string(),
+                Some((_, Outcome::Failed)) => "burn-in failed: stays drained".to_string(),
+                Some(_) => "burn-in did not finish: stays drained".to_string(),
+            };
+            let line = format!("   {name:<name_w$}  {now}");
+            Line::from(super::cut(&line, width))
+        })
+        .collect()
+}
+
+/// What a burn-in checks, in the words of the chosen nodes' vendors: AMD
+/// nodes have XGMI and RAS events, and no collective test yet.
+fn bench_checks(vendors: &std::collections::BTreeSet<Vendor>) -> String {
+    let nvidia = vendors.is_empty() || vendors.contains(&Vendor::Nvidia);
+    let amd = vendors.contains(&Vendor::Amd);
+    let (links, collective, faults) = match (nvidia, amd) {
+        (true, false) => ("NVLink", "NCCL all-reduce, ", "XIDs"),
+        (false, _) => ("XGMI", "", "RAS events"),
+        (true, true) => ("NVLink or XGMI", "NCCL all-reduce (NVIDIA), ", "XIDs, RAS events"),
+    };
+    format!(
+        " GPU copies (HBM, PCIe, {links}), {collective}a GEMM burn watched for throttling, {faults} and ECC errors, host memory, and TCP to the next node."
+    )
 }
 
 /// `text` in lines of at most `width` columns, broken at spaces where it
