@@ -30,6 +30,7 @@ mod stale_restart;
 mod starved;
 mod stream_conn;
 mod tui;
+mod tui_first_look;
 mod wire_compat;
 
 #[path = "../support/mod.rs"]

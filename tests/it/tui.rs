@@ -2056,7 +2056,7 @@ fn a_click_while_a_dialog_is_open_changes_nothing_it_acts_on() {
 }
 
 /// Filters to `node` and opens it: the steps.
-fn detail_of(node: &str) -> Vec<Step> {
+pub(crate) fn detail_of(node: &str) -> Vec<Step> {
     let mut s: Vec<Step> = keys(&format!("/{node}")).into_iter().map(Step::Do).collect();
     s.extend([Step::Do(key(KeyCode::Enter)), Step::Do(key(KeyCode::Enter))]);
     s
@@ -2364,7 +2364,7 @@ fn node_detail_names_the_nodes_partitions_and_rack() {
 }
 
 /// A Slurm node as `sinfo` gives it.
-fn sched_node(
+pub(crate) fn sched_node(
     state: &str,
     reason: Option<&str>,
     user: Option<&str>,
@@ -2381,7 +2381,7 @@ fn sched_node(
 }
 
 /// The scheduler's view arriving: `nodes` by name, and `jobs`.
-fn sched_arrives(nodes: Vec<(&str, fleetop::model::sched::SchedNode)>, jobs: Vec<fleetop::model::sched::Job>) -> Step {
+pub(crate) fn sched_arrives(nodes: Vec<(&str, fleetop::model::sched::SchedNode)>, jobs: Vec<fleetop::model::sched::Job>) -> Step {
     let mut snap = fleetop::model::sched::Snapshot::default();
     for (name, n) in nodes {
         snap.nodes.insert(name.into(), n);
@@ -2401,7 +2401,7 @@ fn job(id: u64, node: &str, elapsed_s: u64) -> fleetop::model::sched::Job {
     }
 }
 
-fn mono() -> Theme {
+pub(crate) fn mono() -> Theme {
     Theme::load("default", None, ColorDepth::Mono).expect("mono")
 }
 
@@ -2412,7 +2412,7 @@ fn colourless(buf: &Buffer) -> bool {
         .all(|c| matches!(c.fg, Color::Reset) && matches!(c.bg, Color::Reset))
 }
 
-fn step_keys(s: &str) -> Vec<Step> {
+pub(crate) fn step_keys(s: &str) -> Vec<Step> {
     keys(s).into_iter().map(Step::Do).collect()
 }
 

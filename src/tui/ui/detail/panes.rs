@@ -213,17 +213,18 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             Cell::from(l.peer_pci_bus_id.as_deref().map_or("-".into(), short_bus_id)),
         ])
     };
-    // 18 links do not fit one column at 24 rows: as many columns as fit.
-    const COL_W: u16 = 40;
+    // 18 links do not fit one column at 24 rows: as many columns as fit,
+    // two at 80 (38 wide and a gap).
+    const COL_W: u16 = 39;
     let per_col = area.height.saturating_sub(1).max(1) as usize;
     let cols = (area.width / COL_W).max(1) as usize;
     let links: Vec<usize> = (0..gi.nvlinks.len()).collect();
     for (c, chunk) in links.chunks(per_col).take(cols).enumerate() {
-        let widths = [4, 5, 10, 10, 7].map(Constraint::Length);
+        let widths = [4, 5, 10, 10, 5].map(Constraint::Length);
         let header = Row::new(["link", "state", "tx", "rx", "peer"]).style(t.title);
         let col = Rect {
             x: area.x + c as u16 * COL_W,
-            width: COL_W.min(area.width),
+            width: (COL_W - 1).min(area.width),
             ..area
         };
         Table::new(chunk.iter().map(|&i| row(i)), widths)
@@ -232,10 +233,11 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
     }
 }
 
-/// A PCI bus id without its domain where that is the usual 0000
-/// ("0000:05:00.0" is "05:00.0"), escaped: it came from the node.
+/// A PCI bus id without the usual domain 0 and function 0 ("0000:05:00.0"
+/// is "05:00"), escaped: it came from the node.
 fn short_bus_id(id: &str) -> String {
     let id = id.strip_prefix("0000:").or_else(|| id.strip_prefix("00000000:")).unwrap_or(id);
+    let id = id.strip_suffix(".0").unwrap_or(id);
     fleetop_proto::input::printable(id, 16)
 }
 
