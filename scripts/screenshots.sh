@@ -8,6 +8,7 @@
 #   scripts/screenshots.sh                  # build, then every shot
 #   SKIP_BUILD=1 scripts/screenshots.sh     # use the existing target/release/fleetop
 #   ONLY="heatmap help" scripts/screenshots.sh
+#   SKIP_BUILD=1 FLEETOP_BIN=target/debug/fleetop scripts/screenshots.sh
 #   TITLE=1 FONT_SIZE=16 scripts/screenshots.sh   # window title bar, bigger font
 #
 # Installs what is missing: Pillow (pip), fonts-dejavu-core and tmux (apt).
@@ -21,6 +22,7 @@ SHOTS=(
   "heatmap-80x24      80  24    32 default     2     -"
   "dense-wall        160  45  1024 default    50     -"
   "node-detail       160  45    32 default     2     Tab Enter"
+  "node-detail-mi300x 160 45    32 default     2     : n o d e Space g p u 2 8 Enter 2"
   "alerts            120  36    32 default     2     Tab"
   "help              100  30    32 default     2     ?"
   "groups            120  36    32 default     2     J"
@@ -37,7 +39,7 @@ KEY_DELAY=0.3  # seconds between keys
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-BIN=$ROOT/target/release/fleetop
+BIN=${FLEETOP_BIN:-$ROOT/target/release/fleetop}   # FLEETOP_BIN: another build (SKIP_BUILD=1 too)
 OUT=$ROOT/screenshots
 SOCK=fleetop-shots-$$   # a private tmux server: never touches the user's sessions
 WORK=$(mktemp -d)

@@ -112,7 +112,7 @@ impl App {
             now_ms,
             screen: Screen::Heatmap,
             metric: Metric::Util,
-            sort: Sort::Name,
+            sort: Sort::Flags,
             sort_reverse: false,
             filter: Filter::All,
             filter_text: String::new(),
@@ -182,6 +182,16 @@ impl App {
             }
         }
         v
+    }
+
+    /// The order the heatmap shows: the wall keeps a live sort only once
+    /// it was taken (`s`); until then it is in name order, and says so.
+    pub fn shown_sort(&self) -> Sort {
+        if self.wall_active() && self.heatmap.wall_order.is_none() {
+            Sort::Name
+        } else {
+            self.sort
+        }
     }
 
     /// Takes the current sort's order for the wall to keep (see `visible`).
@@ -318,8 +328,14 @@ pub(super) fn toggle_pause(app: &mut App) {
 pub(super) fn clamp_cursors(app: &mut App) {
     // The selected node keeps the cursor wherever a re-sort takes it; one
     // that is no longer shown hands it to whatever is now on its row.
-    let pos = app.cursor_pos();
-    app.select_row(pos);
+    // Until the person picks a node the cursor stays on its row (the top,
+    // the worst node): what reaches the top later is what they see first.
+    if app.selected.is_some() {
+        let pos = app.cursor_pos();
+        app.select_row(pos);
+    } else {
+        app.cursor = app.cursor.min(app.visible().len().saturating_sub(1));
+    }
     let g = app.gpu_count();
     app.detail.gpu = app.detail.gpu.min(g.saturating_sub(1));
 }

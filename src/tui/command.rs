@@ -99,15 +99,7 @@ pub fn command_key(app: &mut App, k: KeyEvent) {
 
 /// The sort keys `:sort` takes: each sort's name's first word.
 fn sort_keys() -> Vec<(&'static str, Sort)> {
-    let mut out = Vec::new();
-    let mut s = Sort::Name;
-    loop {
-        out.push((s.name().split(' ').next().unwrap_or(""), s));
-        s = s.next();
-        if s == Sort::Name {
-            return out;
-        }
-    }
+    Sort::ALL.iter().map(|&s| (s.name().split(' ').next().unwrap_or(""), s)).collect()
 }
 
 /// `text` completed by Tab: a command's name, or a node's (`:node`) or a

@@ -7,7 +7,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table, Widget};
 
-use super::{block, line_at, severity_style};
+use super::{block, cut, line_at, severity_style};
 use crate::ingest::hostlist;
 use crate::tui::app::App;
 use crate::tui::view::{self, GroupBy};
@@ -235,16 +235,6 @@ impl Layout {
         lay.hosts = width.saturating_sub(used(&lay));
         lay
     }
-}
-
-/// `s` in `w` columns: whole, or cut with "…" saying so.
-fn cut(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// The group's nodes as a hostlist in `w` columns: whole, or as many whole

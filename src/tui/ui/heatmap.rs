@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::marks::{self, FREE};
-use super::{block, line_at, severity_style, status_span};
+use super::{block, cut, line_at, severity_style, status_span, whole_words};
 use crate::model::flag::{FlagKind, Severity};
 use crate::store::{NodeState, NodeStatus};
 use crate::tui::app::App;
@@ -44,6 +44,30 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         height: inner.height - 1,
         ..inner
     };
+    // Rows out of sight above and below, on the top edge: a list that
+    // starts mid-way must never read as the whole fleet.
+    let (above, below) = if app.wall_active() {
+        let (cols, _) = wall_geometry(
+            Rect {
+                height: body.height + 2,
+                ..body
+            },
+            vis.len(),
+        );
+        let rows = usize::from(body.height.saturating_sub(1));
+        let cursor_row = app.cursor_pos_in(&vis) / cols.max(1);
+        let (first, above, _) = scroll(vis.len().div_ceil(cols.max(1)), cursor_row, rows);
+        (above * cols, vis.len().saturating_sub((first + rows) * cols))
+    } else {
+        let (_, above, below) = scroll(vis.len(), app.cursor_pos_in(&vis), usize::from(body.height));
+        (above, below)
+    };
+    if let Some(text) = hidden_rows(above, below) {
+        let w = text.chars().count() as u16;
+        if area.width > w + 2 {
+            buf.set_string(area.right() - w - 1, area.y, &text, app.theme.title);
+        }
+    }
     if vis.is_empty() {
         let msg = if app.store.nodes.is_empty() {
             "no nodes"
@@ -90,6 +114,24 @@ fn heat_span(t: &Theme, f: f64, text: String) -> Span<'static> {
     } else {
         Span::styled(text, Style::new().fg(t.heat_fg(f)).bg(t.heat(f)))
     }
+}
+
+/// The first of `len` rows to draw in `rows` so the cursor is on screen
+/// (on the last row at most), and how many rows are out of sight above
+/// and below.
+fn scroll(len: usize, cursor: usize, rows: usize) -> (usize, usize, usize) {
+    let first = cursor.saturating_sub(rows.saturating_sub(1));
+    (first, first, len.saturating_sub(first + rows))
+}
+
+/// " ↑ 3 above  ↓ 12 below ": what the top edge says of the rows out of sight.
+fn hidden_rows(above: usize, below: usize) -> Option<String> {
+    let parts: Vec<String> = [(above, "↑", "above"), (below, "↓", "below")]
+        .into_iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, arrow, word)| format!("{arrow} {n} {word}"))
+        .collect();
+    (!parts.is_empty()).then(|| format!(" {} ", parts.join("  ")))
 }
 
 /// Which columns fit, widest first: GPU cell width, and whether the status
@@ -150,8 +192,11 @@ fn row_layout(width: usize, gpus: usize, name_w: usize, status_w: usize) -> RowL
     }
 }
 
-/// Flags of a node grouped by kind: "idle×8 xid gpu_lost".
-fn flag_summary(t: &Theme, n: &NodeState) -> Vec<Span<'static>> {
+/// Flags of a node grouped by kind, worst first, in `room` columns:
+/// "idle×8 xid gpu_lost"; where those names do not all fit, the short ones
+/// the header uses ("ecc rmp_fail xid"). Whole names only, never one cut
+/// mid-word ("remap_fa"): those that do not fit are counted ("xid +3").
+fn flag_summary(t: &Theme, n: &NodeState, room: usize) -> Vec<Span<'static>> {
     let mut by_kind: BTreeMap<FlagKind, (usize, Severity)> = BTreeMap::new();
     for f in n.detector.active() {
         let e = by_kind.entry(f.kind).or_insert((0, f.severity));
@@ -160,16 +205,25 @@ fn flag_summary(t: &Theme, n: &NodeState) -> Vec<Span<'static>> {
     }
     let mut v: Vec<(FlagKind, usize, Severity)> = by_kind.into_iter().map(|(k, (c, s))| (k, c, s)).collect();
     v.sort_by_key(|(k, _, s)| (std::cmp::Reverse(*s), *k));
-    v.into_iter()
-        .flat_map(|(k, c, s)| {
-            let text = if c > 1 {
-                format!("{}×{c} ", k.name())
-            } else {
-                format!("{} ", k.name())
-            };
-            [Span::styled(text, severity_style(t, s))]
-        })
-        .collect()
+    let words = |name: fn(FlagKind) -> &'static str| -> Vec<Span<'static>> {
+        let words = v
+            .iter()
+            .map(|&(k, c, s)| {
+                let text = if c > 1 {
+                    format!("{}×{c} ", name(k))
+                } else {
+                    format!("{} ", name(k))
+                };
+                Span::styled(text, severity_style(t, s))
+            })
+            .collect();
+        whole_words(words, room, t.muted)
+    };
+    let long = words(FlagKind::name);
+    if long.len() == v.len() && !long.last().is_some_and(|s| s.content.starts_with('+')) {
+        return long;
+    }
+    words(FlagKind::short)
 }
 
 fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
@@ -245,7 +299,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     let rows = area.height as usize;
     // Keep the cursor on screen: scroll so it is on the last row at most.
     let cursor = app.cursor_pos_in(vis);
-    let first = cursor.saturating_sub(rows.saturating_sub(1));
+    let (first, _, _) = scroll(vis.len(), cursor, rows);
     for (row, (pos, &i)) in vis.iter().enumerate().skip(first).take(rows).enumerate() {
         let n = &nodes[i];
         let mut spans = Vec::with_capacity(max_gpus + 8);
@@ -275,13 +329,21 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         let mut drawn = 0;
         let flagged = marks::gpu_marks(n);
         let w = lay.cell_w;
-        // A flagged GPU's first cell carries its mark before the value.
-        let cell_text = |raw: String, g: u32, first: bool| {
-            let fitted = fit(&raw, w);
+        // A flagged GPU's first cell carries its mark before the value;
+        // where the mark does not fit, the cell's style says it (the
+        // second part: the severity to draw it in).
+        let cell_text = |raw: String, g: u32, first: bool| -> (String, Option<Severity>) {
             match flagged.get(&g).filter(|_| first) {
-                Some(&s) => marks::mark_cell(&fitted, &raw, w, marks::glyph(s), fit),
-                None => fitted,
+                Some(&s) => match marks::mark_cell(&raw, w, marks::glyph(s)) {
+                    Some(marked) => (marked, None),
+                    None => (fit(&raw, w), Some(s)),
+                },
+                None => (fit(&raw, w), None),
             }
+        };
+        let unmarked = |span: Span<'static>, s: Option<Severity>| match s {
+            Some(s) if !stale => span.style(marks::unmarked_style(t, s)),
+            _ => span,
         };
         for g in n.last.iter().flat_map(|s| &s.gpus) {
             let gi = info.and_then(|x| x.gpu(g.index));
@@ -289,28 +351,30 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
                 // Nobody's: dots, muted, on every metric (the numbers are
                 // in node detail); never the heat of a busy GPU.
                 let dots: String = FREE.chars().take(w.saturating_sub(1).max(1)).collect();
-                spans.push(Span::styled(cell_text(dots, g.index, true), t.muted));
+                let (text, s) = cell_text(dots, g.index, true);
+                spans.push(unmarked(Span::styled(text, t.muted), s));
                 drawn += 1;
             } else if g.mig.is_empty() || g.error.is_some() {
-                let text = cell_text(app.metric.cell_text(g, gi, th), g.index, true);
+                let (text, s) = cell_text(app.metric.cell_text(g, gi, th), g.index, true);
                 // A crit GPU is drawn as crit, not in the heat of its number:
                 // its `!` and its colour say the same.
-                let crit = !stale && flagged.get(&g.index) == Some(&crate::model::flag::Severity::Crit);
+                let crit = !stale && flagged.get(&g.index) == Some(&Severity::Crit);
                 let frac = app.metric.frac(g, gi, th).filter(|_| !crit);
-                spans.push(cell_span(t, frac, stale, false, text));
+                spans.push(unmarked(cell_span(t, frac, stale, false, text), s));
                 drawn += 1;
             } else if split {
                 for (k, m) in g.mig.iter().enumerate() {
-                    let text = cell_text(app.metric.mig_cell_text(g, m, gi, th), g.index, k == 0);
-                    spans.push(cell_span(t, app.metric.mig_frac(g, m, gi, th), stale, true, text));
+                    let (text, s) = cell_text(app.metric.mig_cell_text(g, m, gi, th), g.index, k == 0);
+                    let span = cell_span(t, app.metric.mig_frac(g, m, gi, th), stale, true, text);
+                    spans.push(unmarked(span, s));
                     drawn += 1;
                 }
             } else {
                 // Narrow: "m3" for three instances, coloured by their mean.
                 let fracs: Vec<f64> = g.mig.iter().filter_map(|m| app.metric.mig_frac(g, m, gi, th)).collect();
                 let mean = (!fracs.is_empty()).then(|| fracs.iter().sum::<f64>() / fracs.len() as f64);
-                let text = cell_text(format!("m{}", g.mig.len()), g.index, true);
-                spans.push(cell_span(t, mean, stale, true, text));
+                let (text, s) = cell_text(format!("m{}", g.mig.len()), g.index, true);
+                spans.push(unmarked(cell_span(t, mean, stale, true, text), s));
                 drawn += 1;
             }
         }
@@ -327,9 +391,27 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         if !lay.status && (free || status != NodeStatus::Ok) && n.last.is_some() {
             spans.push(Span::styled(format!("{word} "), status_span(t, status, None).style));
         }
-        spans.extend(flag_summary(t, n));
+        let used: usize = spans.iter().map(Span::width).sum();
+        spans.extend(flag_summary(t, n, usize::from(area.width).saturating_sub(used)));
+        // Someone else's hold: their words after the flags, as far as they
+        // fit (the whole reason is in node detail).
+        if let Some(reason) = others_reason(n) {
+            let room = usize::from(area.width).saturating_sub(spans.iter().map(Span::width).sum());
+            if room > 4 {
+                spans.push(Span::styled(cut(&format!("“{reason}”"), room), t.muted));
+            }
+        }
         line_at(Line::from(spans), area, row as u16, buf);
     }
+}
+
+/// Why a person or another tool holds the node out of service, in their
+/// words (escaped): fleetop's own drains say theirs in node detail.
+fn others_reason(n: &NodeState) -> Option<String> {
+    let s = &n.scheduler.as_ref()?.node;
+    let reason = s.reason.as_deref().filter(|r| !r.trim().is_empty())?;
+    (s.out_of_service() && matches!(s.hold(), crate::model::sched::Hold::Other))
+        .then(|| fleetop_proto::input::printable(reason.trim(), 200))
 }
 
 /// The status column's word: the health, and for a node whose numbers
@@ -376,20 +458,21 @@ fn sched_span(t: &Theme, n: &NodeState, label: Option<&str>, w: usize) -> Span<'
     Span::styled(format!("{label:<w$}"), style)
 }
 
-/// `s` in exactly `w` columns: right-aligned with a gap before where it fits
-/// (cells must not touch), else filling the cell. A number too long saturates
-/// at the largest that fits ("100" in two columns is "99"), never a cut "10".
+/// `s` in exactly `w` columns, right-aligned, always with a gap before it
+/// where the cell has two columns or more: cells never touch ("96100"
+/// reads as one number). A number too long saturates at the largest that
+/// fits ("100" in three columns is " 99"), never a cut "10".
 fn fit(s: &str, w: usize) -> String {
+    let room = if w >= 2 { w - 1 } else { w };
     let n = s.chars().count();
-    if n < w {
-        format!("{s:>w$}")
-    } else if n == w {
+    let v = if n <= room {
         s.to_string()
     } else if s.chars().all(|c| c.is_ascii_digit()) {
-        "9".repeat(w)
+        "9".repeat(room)
     } else {
-        s.chars().take(w).collect()
-    }
+        s.chars().take(room).collect()
+    };
+    format!("{v:>w$}")
 }
 
 fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
@@ -406,8 +489,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     let status_row = area.height.saturating_sub(1);
     let rows = status_row as usize;
     let cursor = app.cursor_pos_in(vis);
-    let cursor_row = cursor / cols;
-    let first_row = cursor_row.saturating_sub(rows.saturating_sub(1));
+    let (first_row, _, _) = scroll(vis.len().div_ceil(cols.max(1)), cursor / cols, rows);
     for (pos, &i) in vis.iter().enumerate().skip(first_row * cols).take(rows * cols) {
         let n = &nodes[i];
         let (r, c) = (pos / cols - first_row, pos % cols);
@@ -465,8 +547,10 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
             Span::raw(format!("  mean {} {mean}  ", app.metric.name())),
             Span::styled(format!("{}  ", view::freshness(n, app.now_ms)), t.muted),
         ];
-        spans.extend(flag_summary(t, n));
-        spans.push(Span::styled("  ! crit  * warn  ? stale  x unreachable", t.muted));
+        let key = Span::styled("  ! crit  * warn  ? stale  x unreachable", t.muted);
+        let used: usize = spans.iter().map(Span::width).sum::<usize>() + key.width();
+        spans.extend(flag_summary(t, n, usize::from(area.width).saturating_sub(used)));
+        spans.push(key);
         line_at(Line::from(spans), area, status_row, buf);
     }
 }
@@ -499,9 +583,11 @@ mod tests {
     #[test]
     fn fit_right_aligns_with_a_gap() {
         assert_eq!(fit("97", 4), "  97");
-        assert_eq!(fit("100", 3), "100");
-        assert_eq!(fit("100", 2), "99");
-        assert_eq!(fit("ERR", 2), "ER");
+        assert_eq!(fit("100", 4), " 100");
+        assert_eq!(fit("100", 3), " 99");
+        assert_eq!(fit("100", 2), " 9");
+        assert_eq!(fit("ERR", 3), " ER");
         assert_eq!(fit("5", 2), " 5");
+        assert_eq!(fit("5", 1), "5");
     }
 }

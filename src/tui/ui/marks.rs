@@ -7,8 +7,11 @@
 use std::collections::BTreeMap;
 
 use crate::detect::Thresholds;
+use ratatui::style::{Modifier, Style};
+
 use crate::model::flag::{Severity, Subject};
 use crate::store::NodeState;
+use crate::tui::theme::Theme;
 
 /// A free GPU cell's dots (cut to the cell's width).
 pub const FREE: &str = "┄┄┄";
@@ -54,44 +57,37 @@ pub fn glyph(s: Severity) -> char {
     }
 }
 
-/// A cell's text `fitted` (already `w` columns) with `mark` just before
-/// its value: "  94" becomes " !94". The value keeps its rule (a number
-/// saturates, never cut): it is fitted again in one column less where
-/// there is no gap to take.
-pub fn mark_cell(fitted: &str, raw: &str, w: usize, mark: char, fit: impl Fn(&str, usize) -> String) -> String {
-    if w <= 1 {
-        return mark.to_string();
+/// A cell's text with `mark` just before its value: "94" in four columns
+/// is " !94". The gap before a cell is never taken ("93!ERR" and "96!99"
+/// read as one number) and the value is never cut or saturated under a
+/// mark: where the gap, the mark and the value do not all fit, `None`, and
+/// the cell's style carries the flag instead (`unmarked_style`).
+pub fn mark_cell(raw: &str, w: usize, mark: char) -> Option<String> {
+    let room = w.checked_sub(2).filter(|r| *r > 0)?;
+    (raw.chars().count() <= room).then(|| format!("{:>w$}", format!("{mark}{raw}")))
+}
+
+/// A flagged cell with no room for its mark: the severity's colour
+/// reversed, so it stands out with and without colour.
+pub fn unmarked_style(t: &Theme, s: Severity) -> Style {
+    match s {
+        Severity::Crit => t.crit_block(),
+        _ => t.warn.add_modifier(Modifier::REVERSED),
     }
-    let value = match fitted.strip_prefix(' ') {
-        Some(rest) => rest.to_string(),
-        None => fit(raw, w - 1),
-    };
-    let lead = value.len() - value.trim_start().len();
-    format!("{}{mark}{}", &value[..lead], value.trim_start())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn fit(s: &str, w: usize) -> String {
-        let n = s.chars().count();
-        if n < w {
-            format!("{s:>w$}")
-        } else if s.chars().all(|c| c.is_ascii_digit()) && n > w {
-            "9".repeat(w)
-        } else {
-            s.chars().take(w).collect()
-        }
-    }
-
     #[test]
-    fn a_mark_takes_the_gap_and_never_cuts_the_value() {
-        assert_eq!(mark_cell("  94", "94", 4, '!', fit), " !94");
-        assert_eq!(mark_cell(" 100", "100", 4, '*', fit), "*100");
-        assert_eq!(mark_cell("100", "100", 3, '!', fit), "!99");
-        assert_eq!(mark_cell(" ERR", "ERR", 4, '!', fit), "!ERR");
-        assert_eq!(mark_cell("9", "94", 1, '!', fit), "!");
-        assert_eq!(mark_cell("", "", 0, '!', fit), "!");
+    fn a_mark_never_takes_the_gap_nor_cuts_the_value() {
+        assert_eq!(mark_cell("94", 4, '!').as_deref(), Some(" !94"));
+        assert_eq!(mark_cell("5", 4, '*').as_deref(), Some("  *5"));
+        // No room for gap, mark and value: the style says it instead.
+        assert_eq!(mark_cell("100", 4, '*'), None);
+        assert_eq!(mark_cell("ERR", 4, '!'), None);
+        assert_eq!(mark_cell("94", 3, '!'), None);
+        assert_eq!(mark_cell("9", 1, '!'), None);
     }
 }

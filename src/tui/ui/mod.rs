@@ -107,6 +107,36 @@ pub fn block<'a>(t: &Theme, title: impl Into<Line<'a>>) -> Block<'a> {
         .title(title.into().style(t.title))
 }
 
+/// `s` in `w` columns: whole, or cut with "…" saying so.
+pub(super) fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// `words` (each with its trailing space) in `room` columns: whole words
+/// only, never one cut mid-word ("remap_fa"); those that do not fit are
+/// counted at the end ("xid +3"), in `more`'s style.
+pub(super) fn whole_words(words: Vec<Span<'static>>, room: usize, more: Style) -> Vec<Span<'static>> {
+    let total = words.len();
+    let mut out = Vec::with_capacity(total);
+    let mut used = 0;
+    for (i, w) in words.into_iter().enumerate() {
+        let left = total - i - 1;
+        let count = if left > 0 { format!("+{left}").len() } else { 0 };
+        if used + w.width() + count > room {
+            out.push(Span::styled(format!("+{}", total - i), more));
+            break;
+        }
+        used += w.width();
+        out.push(w);
+    }
+    out
+}
+
 /// Draws a line clipped to one row of `area` at row `row`.
 pub fn line_at(line: Line<'_>, area: Rect, row: u16, buf: &mut Buffer) {
     if row < area.height {
@@ -410,12 +440,13 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer) {
     if app.screen == Screen::Heatmap {
         let dir = if app.sort_reverse { " reversed" } else { "" };
         // On the wall a live sort is taken once: say so, and how to renew it.
-        let frozen = if app.wall_active() && app.sort != crate::tui::view::Sort::Name {
+        let sort = app.shown_sort();
+        let frozen = if app.wall_active() && sort != crate::tui::view::Sort::Name {
             " (as of s)"
         } else {
             ""
         };
-        state.push(format!("sort {}{dir}{frozen}", app.sort.name()));
+        state.push(format!("sort {}{dir}{frozen}", sort.name()));
     }
     if !app.filter_text.is_empty() {
         state.push(format!("filter {}", app.filter_text));

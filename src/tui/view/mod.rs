@@ -402,7 +402,9 @@ pub enum Sort {
 }
 
 impl Sort {
-    pub const ALL: [Sort; 5] = [Sort::Name, Sort::Metric, Sort::Flags, Sort::Age, Sort::Sched];
+    /// In the order `s` steps through them: worst first is the default
+    /// (the SRE's first question is which node is worst), name one key away.
+    pub const ALL: [Sort; 5] = [Sort::Flags, Sort::Name, Sort::Metric, Sort::Age, Sort::Sched];
 
     pub fn next(self) -> Sort {
         let i = Self::ALL.iter().position(|s| *s == self).unwrap_or(0);

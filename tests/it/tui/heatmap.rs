@@ -49,7 +49,8 @@ fn heat_cells_take_the_theme_colour_of_their_value_and_flags_their_severity() {
 
 #[test]
 fn sort_by_flags_puts_critical_nodes_first_and_m_cycles_the_metric() {
-    let buf = shown(16, 600, (120, 30), keys("ssm"));
+    // The order the heatmap opens in.
+    let (buf, _) = drive_as_opened(theme(), fleet_updates(16, 8, 600), (120, 30), step_keys("m"), |_| {});
     let screen = text(&buf);
     // Each row's first flag (flags are drawn worst first), ranked by the
     // colour it is drawn in: the rows go from critical down to none, and
@@ -521,11 +522,12 @@ fn rows_and_node_detail_say_who_drained_a_node_for_how_long_and_why() {
     };
     let (buf, _) = drive_fleet(16, 60, (80, 24), vec![sched()], |_| {});
     let screen = text(&buf);
-    // Who holds it and for how long, fleetop's drain or anyone's; the
-    // reason is node detail's (a row's room goes to its flags).
+    // Who holds it and for how long, fleetop's drain or anyone's; someone
+    // else's reason after the flags (fleetop's own is node detail's).
     assert!(row(&screen, "gpu02").contains("drained 2h fleetop"), "{screen}");
+    assert!(!row(&screen, "gpu02").contains('“'), "{screen}");
     assert!(
-        row(&screen, "gpu03").contains("drained 3h alice") && !screen.contains("maintenance"),
+        row(&screen, "gpu03").contains("drained 3h alice") && row(&screen, "gpu03").contains("“maintenance”"),
         "{screen}"
     );
     // Every GPU cell still there at 80 columns.
@@ -639,7 +641,8 @@ fn the_wall_keeps_the_order_of_the_last_sort_while_the_numbers_move() {
     for u in updates {
         fleetop::tui::dispatch::update(&mut app, Action::Store(u, NOW));
     }
-    for k in keys("ws") {
+    // The wall, sorted by the metric (from the default, worst first: name, then metric).
+    for k in keys("wss") {
         fleetop::tui::dispatch::update(&mut app, k);
     }
     assert!(app.wall_active());
@@ -727,7 +730,7 @@ fn a_free_node_says_free_and_its_cells_are_muted_dots_not_the_heat_of_a_busy_one
 #[test]
 fn a_gpu_with_a_warn_or_crit_flag_is_marked_in_its_heatmap_cell_with_and_without_colour() {
     for (t, size) in [(theme(), (120, 30)), (mono(), (80, 24)), (theme(), (80, 24))] {
-        let buf = drive(t, fleet_updates(16, 8, 600), size, vec![]);
+        let buf = drive(t.clone(), fleet_updates(16, 8, 600), size, vec![]);
         let screen = text(&buf);
         let cells = |name: &str| {
             let (row, _) = heat_row(&buf, name);
@@ -735,8 +738,16 @@ fn a_gpu_with_a_warn_or_crit_flag_is_marked_in_its_heatmap_cell_with_and_without
             let end = row.find('%').unwrap_or(row.len());
             row[..end].to_string()
         };
-        // gpu15: xid and gpu_lost (crit) on GPUs; gpu12: hot (warn).
-        assert!(cells("gpu15").contains('!'), "{screen}");
+        // gpu15: xid and gpu_lost (crit) on a GPU: "ERR" leaves no room for
+        // the mark beside the cell's gap, so the cell is the crit block.
+        assert!(cells("gpu15").contains("ERR") && !cells("gpu15").contains("!ERR"), "{screen}");
+        let (row, y) = heat_row(&buf, "gpu15");
+        let x = row[..row.find("ERR").expect("the lost GPU's cell")].chars().count() as u16;
+        let block = t.crit_block();
+        let cell = &buf[(x, y)];
+        assert_eq!(cell.bg, block.bg.unwrap_or(Color::Reset), "{screen}");
+        assert!(cell.modifier.contains(block.add_modifier), "{screen}");
+        // gpu12: hot (warn).
         assert!(cells("gpu12").contains('*'), "{screen}");
         // One marker a flagged GPU: gpu06's eight persistence_off (warn).
         assert_eq!(cells("gpu06").matches('*').count(), 8, "{screen}");

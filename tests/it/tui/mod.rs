@@ -23,6 +23,7 @@ mod alerts;
 mod bench;
 mod detail;
 mod dialogs;
+mod first_look;
 mod frame;
 mod groups;
 mod heatmap;
@@ -97,8 +98,25 @@ pub(crate) fn drive_fleet(
 }
 
 /// The same with steps after the fleet's updates, the app set up by
-/// `setup`, and what the app asked the action task to do.
+/// `setup`, and what the app asked the action task to do. The heatmap is
+/// in name order: most tests walk it by name (`j` from gpu01 is gpu02).
+/// The order it opens in (worst first) has its own tests (`first_look`),
+/// through `drive_as_opened`.
 pub(crate) fn drive_steps(
+    theme: Theme,
+    fleet: (Vec<Target>, Vec<Update>),
+    size: (u16, u16),
+    steps: Vec<Step>,
+    setup: impl FnOnce(&mut App),
+) -> (Buffer, Vec<Request>) {
+    drive_as_opened(theme, fleet, size, steps, |app| {
+        app.sort = fleetop::tui::view::Sort::Name;
+        setup(app)
+    })
+}
+
+/// `drive_steps` with the app as it opens for a person: its default order.
+pub(crate) fn drive_as_opened(
     theme: Theme,
     fleet: (Vec<Target>, Vec<Update>),
     size: (u16, u16),

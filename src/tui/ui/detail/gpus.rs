@@ -6,7 +6,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table, Widget};
 
-use super::super::{line_at, severity_style};
+use super::super::{line_at, severity_style, whole_words};
 use crate::model::flag::{FlagKind, Subject};
 use crate::store::NodeState;
 use crate::tui::app::App;
@@ -58,19 +58,26 @@ pub(super) fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut B
     // Narrow terminals get narrower throttle and flag columns (long reasons
     // are cut, the flag names still fit), so memory stays too at 80.
     let narrow = area.width < 110;
+    // AMD's word for the clock the column shows.
+    let clock_head = match super::panes::vendor(n) {
+        crate::model::sample::Vendor::Amd => "GFX MHz",
+        crate::model::sample::Vendor::Nvidia => "SM MHz",
+    };
+    // The flags take what the other columns leave at 200 columns.
+    let flags_w: u16 = if narrow { 16 } else { 18u16.max(area.width.saturating_sub(120).min(40)) };
     let all: [(&str, u16, u8); 11] = [
         ("GPU", 4, 10),
         ("util", 5, 9),
         ("mem GiB", 11, 5),
         ("temp", 8, 7),
         ("power W", 10, 3),
-        ("SM MHz", 10, 2),
+        (clock_head, 10, 2),
         ("throttle", if narrow { 14 } else { 22 }, 6),
         ("ECC c/u", 8, 8),
         ("XID", 5, 8),
         // GPM's SM activity ("-" without GPM).
         ("SM act", 6, 1),
-        ("flags", if narrow { 16 } else { 18 }, 9),
+        ("flags", flags_w, 9),
     ];
     let mut shown = [true; 11];
     let width = |shown: &[bool; 11]| -> u16 { all.iter().zip(shown).filter(|(_, s)| **s).map(|(c, _)| c.1 + 1).sum() };
@@ -103,13 +110,22 @@ pub(super) fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut B
     let mut rows: Vec<Row<'static>> = Vec::new();
     for (pos, g) in s.gpus.iter().enumerate() {
         let gi = gpu_info(n, g.index);
-        let flags: Vec<Span<'static>> = n
+        let mut flags: Vec<&crate::model::flag::Flag> = n
             .detector
             .active()
             .filter(|f| f.subject == Subject::Gpu(g.index))
-            // Short names (the legend is under `?`): the full list is above the table.
-            .map(|f| Span::styled(format!("{} ", f.kind.short()), severity_style(t, f.severity)))
             .collect();
+        flags.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        // Short names (the legend is under `?`), worst first, whole: the
+        // full list is above the table.
+        let flags: Vec<Span<'static>> = whole_words(
+            flags
+                .into_iter()
+                .map(|f| Span::styled(format!("{} ", f.kind.short()), severity_style(t, f.severity)))
+                .collect(),
+            usize::from(flags_w),
+            t.muted,
+        );
         let cells: Vec<Cell<'static>> = if let Some(e) = &g.error {
             // The XIDs it reported on the way out stay visible with the reason.
             // One name on screen for a stuck GPU: the flag's kind.

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{block, line_at, severity_style, status_span};
-use crate::model::flag::{Flag, Subject};
+use crate::model::flag::{Flag, Severity, Subject};
 use crate::store::NodeState;
 use crate::tui::app::{App, Pane};
 use crate::tui::theme::Theme;
@@ -90,10 +90,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let room = inner
         .height
         .saturating_sub(1 + sched_h + kube_h + pods_h + table_h + amd_h + 4);
-    let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(1));
-    // A "do now" line with a flag, or for a node fleetop holds (its return).
-    let do_now = !flags.is_empty() || crate::tui::view::next_step(n, None).is_some();
-    let diag_h = u16::from(do_now) + flags_h;
+    // "do now": the most urgent step, wrapped (two lines at most), never
+    // cut at the edge; then the flags.
+    let do_now = do_now(app, n)
+        .map(|(said, severity)| (wrap_do_now(&said, usize::from(inner.width)), severity))
+        .unwrap_or((Vec::new(), Severity::Info));
+    let do_now_h = do_now.0.len() as u16;
+    let flags_h = (flags.len() as u16).min(3).min(room.saturating_sub(do_now_h));
+    let diag_h = do_now_h + flags_h;
     let [host, sched, kube, pods_at, diag, table, amd, lower] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(sched_h),
@@ -105,7 +109,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Constraint::Min(0),
     ])
     .areas(inner);
-    render_diagnosis(app, n, &flags, diag, buf);
+    render_diagnosis(app, n, do_now, &flags, diag, buf);
     // A broken connection's reason first: the person must not have to
     // guess why the numbers stopped (or never came).
     let mut host_spans = Vec::new();
@@ -169,36 +173,36 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 /// columns the numbers stay when the detail is cut. Of equal urgency,
 /// node-level flags (a node, an InfiniBand port) come first: the GPU table
 /// shows GPU flags in their rows, and nothing else above pane 3 shows these.
-fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: &mut Buffer) {
+fn render_diagnosis(
+    app: &App,
+    n: &NodeState,
+    (said, severity): (Vec<String>, Severity),
+    flags: &[&Flag],
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let t = &app.theme;
-    let diagnosis = crate::tui::view::diagnosis(n);
-    let top = diagnosis.as_ref().map(|(f, _)| *f);
-    // Once fleetop has acted, the next step and where the response
-    // stands, never a step already done (a drained node with nothing
-    // flagged still has one: its return).
-    let said = match (crate::tui::view::next_step(n, top), &diagnosis) {
-        (Some(next), _) => {
-            let since = top.map_or(i64::MIN, |f| f.since_ms);
-            match crate::tui::view::response(n, since, app.now_ms) {
-                Some(r) => format!("{next} ({r})"),
-                None => next,
-            }
-        }
-        (None, Some((_, said))) => said.clone(),
-        (None, None) => return,
+    for (i, text) in said.iter().enumerate() {
+        let lead = if i == 0 { "do now " } else { "       " };
+        let line = Line::from(vec![
+            Span::styled(lead, t.muted),
+            Span::styled(text.clone(), severity_style(t, severity)),
+        ]);
+        line_at(line, area, i as u16, buf);
+    }
+    // The flags under it.
+    let said_h = (said.len() as u16).min(area.height);
+    let area = Rect {
+        y: area.y + said_h,
+        height: area.height - said_h,
+        ..area
     };
-    let severity = top.map_or(crate::model::flag::Severity::Info, |f| f.action.severity());
-    let line = Line::from(vec![
-        Span::styled("do now ", t.muted),
-        Span::styled(said, severity_style(t, severity)),
-    ]);
-    line_at(line, area, 0, buf);
     let mut sorted = flags.to_vec();
     sorted.sort_by_key(|f| {
         let node_level = !matches!(f.subject, Subject::Gpu(_));
         std::cmp::Reverse((f.action.urgency(), f.severity, node_level))
     });
-    let rows = area.height.saturating_sub(1) as usize;
+    let rows = area.height as usize;
     let more = sorted.len().saturating_sub(rows);
     for (i, f) in sorted.iter().take(rows).enumerate() {
         let on = match f.subject {
@@ -223,8 +227,41 @@ fn render_diagnosis(app: &App, n: &NodeState, flags: &[&Flag], area: Rect, buf: 
                 Span::styled(format!("+{more} more (A: this node's alerts) "), t.muted),
             );
         }
-        line_at(Line::from(spans), area, i as u16 + 1, buf);
+        line_at(Line::from(spans), area, i as u16, buf);
     }
+}
+
+/// What to do now and its urgency: once fleetop has acted, the next step
+/// and where the response stands, never a step already done (a drained
+/// node with nothing flagged still has one: its return); else the most
+/// urgent flag's action. `None` where there is nothing to do.
+fn do_now(app: &App, n: &NodeState) -> Option<(String, Severity)> {
+    let diagnosis = crate::tui::view::diagnosis(n);
+    let top = diagnosis.as_ref().map(|(f, _)| *f);
+    let said = match (crate::tui::view::next_step(n, top), &diagnosis) {
+        (Some(next), _) => {
+            let since = top.map_or(i64::MIN, |f| f.since_ms);
+            match crate::tui::view::response(n, since, app.now_ms) {
+                Some(r) => format!("{next} ({r})"),
+                None => next,
+            }
+        }
+        (None, Some((_, said))) => said.clone(),
+        (None, None) => return None,
+    };
+    Some((said, top.map_or(Severity::Info, |f| f.action.severity())))
+}
+
+/// The do-now text in lines after its "do now " lead: two at most, the
+/// second cut with "…" only where even two do not hold it.
+fn wrap_do_now(said: &str, width: usize) -> Vec<String> {
+    let mut lines = super::dialog::wrap(said, width.saturating_sub(7).max(20), "");
+    if lines.len() > 2 {
+        let rest = lines[1..].join(" ");
+        lines.truncate(1);
+        lines.push(super::cut(&rest, width.saturating_sub(7)));
+    }
+    lines
 }
 
 /// "slurm mixed in gpu,debug · job 4411 alice train 8 GPUs 1h02m"; out of

@@ -193,7 +193,8 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
         line_at(Line::from(Span::styled(none, t.muted)), area, 0, buf);
         return;
     }
-    let rates = n.derived.gpus.get(app.detail.gpu);
+    // A lost GPU's links carry nothing: its last rates are history, not now.
+    let rates = n.derived.gpus.get(app.detail.gpu).filter(|_| !g.is_lost());
     let row = |i: usize| {
         let l = &gi.nvlinks[i];
         // No reading (a GPU that fell off the bus, link states AMD SMI
@@ -208,25 +209,36 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
             Cell::from(state),
             Cell::from(human_rate(rates.and_then(|r| r.tx(i)))),
             Cell::from(human_rate(rates.and_then(|r| r.rx(i)))),
+            // The GPU or switch at the far end (a fault may be there).
+            Cell::from(l.peer_pci_bus_id.as_deref().map_or("-".into(), short_bus_id)),
         ])
     };
-    // 18 links do not fit one column at 24 rows: as many columns as fit.
-    const COL_W: u16 = 36;
+    // 18 links do not fit one column at 24 rows: as many columns as fit,
+    // two at 80 (38 wide and a gap).
+    const COL_W: u16 = 39;
     let per_col = area.height.saturating_sub(1).max(1) as usize;
     let cols = (area.width / COL_W).max(1) as usize;
     let links: Vec<usize> = (0..gi.nvlinks.len()).collect();
     for (c, chunk) in links.chunks(per_col).take(cols).enumerate() {
-        let widths = [4, 5, 11, 11].map(Constraint::Length);
-        let header = Row::new(["link", "state", "tx", "rx"]).style(t.title);
+        let widths = [4, 5, 10, 10, 5].map(Constraint::Length);
+        let header = Row::new(["link", "state", "tx", "rx", "peer"]).style(t.title);
         let col = Rect {
             x: area.x + c as u16 * COL_W,
-            width: COL_W.min(area.width),
+            width: (COL_W - 1).min(area.width),
             ..area
         };
         Table::new(chunk.iter().map(|&i| row(i)), widths)
             .header(header)
             .render(col, buf);
     }
+}
+
+/// A PCI bus id without the usual domain 0 and function 0 ("0000:05:00.0"
+/// is "05:00"), escaped: it came from the node.
+fn short_bus_id(id: &str) -> String {
+    let id = id.strip_prefix("0000:").or_else(|| id.strip_prefix("00000000:")).unwrap_or(id);
+    let id = id.strip_suffix(".0").unwrap_or(id);
+    fleetop_proto::input::printable(id, 16)
 }
 
 fn render_ib(t: &Theme, n: &NodeState, area: Rect, buf: &mut Buffer) {

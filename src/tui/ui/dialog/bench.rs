@@ -1,10 +1,13 @@
 //! Burn-in: the suite about to run and on which nodes; stopping it.
 
+use std::collections::BTreeSet;
+
 use ratatui::buffer::Buffer;
 use ratatui::text::Line;
 
-use super::{Room, answers, guard_lines};
+use super::{Room, answers, guard_lines, wrap};
 use crate::model::bench::Suite;
+use crate::model::sample::Vendor;
 use crate::tui::app::App;
 use crate::tui::modal::Guard;
 use crate::tui::ui::popup;
@@ -26,16 +29,35 @@ pub(super) fn render(app: &App, nodes: &[usize], suite: Suite, guard: Option<&Gu
         )),
         Line::from(format!("   {}", names.join(" "))),
         Line::from(""),
-        Line::from(" GPU copies (HBM, PCIe, NVLink), NCCL all-reduce, a GEMM burn watched for"),
-        Line::from(" throttling, XIDs and ECC errors, host memory, and TCP to the next node."),
-        Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."),
-        Line::from(""),
     ];
+    let vendors: BTreeSet<Vendor> = nodes
+        .iter()
+        .filter_map(|&i| app.store.nodes.get(i)?.info.as_ref())
+        .map(|info| info.vendor())
+        .collect();
+    lines.extend(wrap(&checks(&vendors), inner, " ").into_iter().map(Line::from));
+    lines.push(Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."));
+    lines.push(Line::from(""));
     match guard {
         Some(g) => lines.extend(guard_lines(t, g, Some(("Tab", "quick/full")), inner)),
         None => lines.push(answers(t, "run", &[("s", "quick/full")], "cancel")),
     }
     popup(t, "confirm burn-in", lines, width, area, buf);
+}
+
+/// What a burn-in checks, in the words of the chosen nodes' vendors: AMD
+/// nodes have XGMI and RAS events, and no collective test yet.
+fn checks(vendors: &BTreeSet<Vendor>) -> String {
+    let nvidia = vendors.is_empty() || vendors.contains(&Vendor::Nvidia);
+    let amd = vendors.contains(&Vendor::Amd);
+    let (links, collective, faults) = match (nvidia, amd) {
+        (true, false) => ("NVLink", "NCCL all-reduce, ", "XIDs"),
+        (false, _) => ("XGMI", "", "RAS events"),
+        (true, true) => ("NVLink or XGMI", "NCCL all-reduce (NVIDIA), ", "XIDs, RAS events"),
+    };
+    format!(
+        " GPU copies (HBM, PCIe, {links}), {collective}a GEMM burn watched for throttling, {faults} and ECC errors, host memory, and TCP to the next node."
+    )
 }
 
 pub(super) fn cancel(app: &App, nodes: &[String], room: Room, buf: &mut Buffer) {
