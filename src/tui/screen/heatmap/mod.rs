@@ -48,7 +48,7 @@ pub const KEYS: &[KeyRow] = &[
     ),
     ("h l  ← →", "move along the wall"),
     ("Enter", "open the node"),
-    ("s  S", "sort: worst first, name, metric, age, Slurm state; S reverses"),
+    ("s  S", "sort: worst first, name, metric, age, Slurm; S reverses"),
     ("n N  c C", "next / previous node flagged warn or worse; c C: crit"),
     ("w", "toggle the dense wall (one cell per node)"),
     ("space", "mark / unmark the node (for actions), then move down"),
