@@ -40,6 +40,41 @@ pub enum Action {
     Quit,
 }
 
+/// What this console may do to the cluster: the three are set once, at
+/// start, from the sources and the flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Allowed {
+    /// Actions are possible (a scheduler is known) and allowed (not read-only).
+    pub actions: bool,
+    /// Burn-in is possible (the agents' token is known).
+    pub bench: bool,
+    pub read_only: bool,
+}
+
+/// What a key asked of the world outside the app: the loop takes each
+/// after an update and hands it on, so the app itself does no I/O.
+#[derive(Default)]
+pub struct Outbox {
+    /// A request for the action task.
+    pub request: Option<Request>,
+    /// Text for the terminal's clipboard, handed by the loop to `clipboard_sink`.
+    pub clipboard: Option<String>,
+    /// Where copied text goes: the terminal (OSC 52) in the console; tests
+    /// keep it.
+    pub clipboard_sink: Option<ClipboardSink>,
+    /// Rings the terminal bell on a new crit flag (`[notify] bell`); set by
+    /// `tui::run` only, so tests on `TestBackend` never ring.
+    pub bell: Option<crate::ops::notify::bell::Bell>,
+}
+
+/// The files the console writes, named on screen.
+pub struct Files {
+    /// The log (shown in the footer where a message points to it).
+    pub log: Option<PathBuf>,
+    /// Where actions are logged (shown with their results).
+    pub audit: PathBuf,
+}
+
 pub struct App {
     pub store: Store,
     pub theme: Theme,
@@ -78,25 +113,13 @@ pub struct App {
     pub groups: GroupsState,
     pub help: HelpState,
     pub quit: bool,
-    /// Actions are possible (a scheduler is known) and allowed (not read-only).
-    pub actions_enabled: bool,
-    /// Burn-in is possible (the agents' token is known).
-    pub bench_enabled: bool,
-    pub read_only: bool,
+    /// What this console may do to the cluster.
+    pub allowed: Allowed,
     pub dialog: Option<Dialog>,
-    /// Taken by the loop after each update.
-    pub outgoing: Option<Request>,
-    /// Text for the terminal's clipboard, handed by the loop to `clipboard_sink`.
-    pub clipboard: Option<String>,
-    /// Where copied text goes: the terminal (OSC 52) in the console; tests
-    /// keep it.
-    pub clipboard_sink: Option<ClipboardSink>,
-    pub log_path: Option<PathBuf>,
-    /// Rings the terminal bell on a new crit flag (`[notify] bell`); set by
-    /// `tui::run` only, so tests on `TestBackend` never ring.
-    pub bell: Option<crate::ops::notify::bell::Bell>,
-    /// Where actions are logged (shown with their results).
-    pub audit_path: PathBuf,
+    /// What a key asked of the world outside the app, taken by the loop.
+    pub out: Outbox,
+    /// The files the console writes, named on screen.
+    pub files: Files,
     /// The terminal's size, for layout-dependent moves (the wall's rows).
     pub size: (u16, u16),
     /// `p`: the display is frozen; what arrives meanwhile goes here.
@@ -131,16 +154,13 @@ impl App {
             groups: GroupsState::default(),
             help: HelpState::default(),
             quit: false,
-            actions_enabled: false,
-            bench_enabled: false,
-            read_only: false,
+            allowed: Allowed::default(),
             dialog: None,
-            outgoing: None,
-            clipboard: None,
-            clipboard_sink: None,
-            log_path: None,
-            bell: None,
-            audit_path: crate::ops::audit::audit_path(),
+            out: Outbox::default(),
+            files: Files {
+                log: None,
+                audit: crate::ops::audit::audit_path(),
+            },
             size: (80, 24),
             paused: None,
             changed: true,

@@ -90,14 +90,14 @@ pub fn run(
     // would hold every node's state (1.2 KiB each) for nothing.
     let store = std::mem::replace(&mut session.store, Store::new(Vec::new(), cfg.thresholds.clone()));
     let mut app = App::new(store, theme, now_ms());
-    app.log_path = log_path;
-    app.bell = cfg.notify.bell.then(Default::default);
-    app.read_only = read_only;
-    app.actions_enabled = session.scheduler;
-    app.bench_enabled = session.bench_token.is_some();
+    app.files.log = log_path;
+    app.out.bell = cfg.notify.bell.then(Default::default);
+    app.allowed.read_only = read_only;
+    app.allowed.actions = session.scheduler;
+    app.allowed.bench = session.bench_token.is_some();
     app.refresh = cfg.refresh();
     app.alerts.silences = crate::ops::silences::load();
-    app.clipboard_sink = Some(Box::new(osc52));
+    app.out.clipboard_sink = Some(Box::new(osc52));
     let mut terminal = match init_terminal() {
         Ok(t) => t,
         Err(e) => {
@@ -162,7 +162,7 @@ fn osc52(text: &str) {
 /// Hands what the app asked for (a confirmed plan, a refusal to log) to the
 /// session's action task.
 async fn send_outgoing(app: &mut App, cluster: Option<&mpsc::Sender<Request>>) {
-    let Some(out) = app.outgoing.take() else { return };
+    let Some(out) = app.out.request.take() else { return };
     let sent = match cluster {
         Some(tx) => tx.send(out.clone()).await.is_ok(),
         None => false,
@@ -277,7 +277,7 @@ fn ring_on_new_crit(app: &mut App) {
         Some(p) => &*p.live,
         None => &app.store,
     };
-    if let Some(bell) = app.bell.as_mut()
+    if let Some(bell) = app.out.bell.as_mut()
         && bell.check(live)
     {
         let mut out = std::io::stdout();
@@ -346,7 +346,7 @@ where
                     dispatch::update(app, a);
                     dirty = true;
                     send_outgoing(app, cluster.as_ref()).await;
-                    if let (Some(text), Some(sink)) = (app.clipboard.take(), app.clipboard_sink.as_mut()) {
+                    if let (Some(text), Some(sink)) = (app.out.clipboard.take(), app.out.clipboard_sink.as_mut()) {
                         sink(&text);
                     }
                 }

@@ -80,9 +80,9 @@ impl Replay {
     /// An app on this recording's nodes, read-only, at its start.
     pub fn app(&mut self, theme: Theme) -> App {
         let mut app = App::new(self.new_store(), theme, self.cursor_ms);
-        app.read_only = true;
-        app.actions_enabled = false;
-        app.bench_enabled = false;
+        app.allowed.read_only = true;
+        app.allowed.actions = false;
+        app.allowed.bench = false;
         self.seek(&mut app, self.cursor_ms);
         app
     }
@@ -290,7 +290,7 @@ where
         }
         // Read-only by construction: whatever the app asked for (a refusal
         // to log) goes nowhere; no cluster is reachable from here.
-        app.outgoing = None;
+        app.out.request = None;
     }
     Ok(())
 }
@@ -324,7 +324,7 @@ pub fn run(
         Replay::new(player, cfg.thresholds.clone()).with_racks(crate::ingest::racks::Racks::from_config(&cfg)?);
     let mut app = replay.app(theme);
     replay.seek(&mut app, start);
-    app.log_path = log_path;
+    app.files.log = log_path;
     let (tx, rx) = mpsc::channel(1024);
     super::spawn_input_thread(tx.clone());
     let _signals = rt.spawn(super::forward_signals(tx));

@@ -234,11 +234,11 @@ fn the_replay_bar_shows_the_cursor_and_the_screens_work_as_live() {
 #[test]
 fn a_replay_refuses_actions() {
     let (_d, mut r, mut app) = opened();
-    assert!(app.read_only && !app.actions_enabled && !app.bench_enabled);
+    assert!(app.allowed.read_only && !app.allowed.actions && !app.allowed.bench);
     // Drain the node in view: no dialog opens, nothing is sent.
     let buf = drive(&mut r, &mut app, "D", &[]);
     assert!(app.dialog.is_none());
-    assert!(app.outgoing.is_none(), "nothing leaves a replay");
+    assert!(app.out.request.is_none(), "nothing leaves a replay");
     let screen = text(&buf);
     assert!(screen.contains("read-only mode: drain is off"), "{screen}");
 }

@@ -150,7 +150,7 @@ fn refused_plan(app: &App, action: NodeAction, nodes: Vec<String>, reason: Optio
 /// Read-only mode: `plan` is not run, but the attempt goes to the audit log,
 /// and the footer says what is off.
 pub(crate) fn refuse_read_only(app: &mut App, plan: Plan, what: &str) {
-    app.outgoing = Some(Request::Refused(plan, "read-only mode".into()));
+    app.out.request = Some(Request::Refused(plan, "read-only mode".into()));
     app.message = Some(format!("read-only mode: {what} is off"));
 }
 
@@ -181,12 +181,12 @@ pub(crate) fn start_action(app: &mut App, key: char) {
         open_drain(app, nodes, text, label);
         return;
     }
-    if app.read_only {
+    if app.allowed.read_only {
         let plan = refused_plan(app, action, nodes, None);
         refuse_read_only(app, plan, action.verb());
         return;
     }
-    if !app.actions_enabled && !to_kube(app) && !to_ray(app) {
+    if !app.allowed.actions && !to_kube(app) && !to_ray(app) {
         app.message = Some(format!("no scheduler: start with --slurm to {}", action.verb()));
         return;
     }
@@ -214,13 +214,13 @@ pub(crate) fn start_action(app: &mut App, key: char) {
 /// The drain dialog with `text` filled in (editable), after the same
 /// refusals everywhere a drain starts: read-only (logged), no scheduler.
 pub(crate) fn open_drain(app: &mut App, nodes: Vec<String>, text: String, chosen: String) {
-    if app.read_only {
+    if app.allowed.read_only {
         let reason = (!text.trim().is_empty()).then(|| action::owned_reason(text.trim()));
         let plan = refused_plan(app, NodeAction::Drain, nodes, reason);
         refuse_read_only(app, plan, "drain");
         return;
     }
-    if !app.actions_enabled && !to_kube(app) && !to_ray(app) {
+    if !app.allowed.actions && !to_kube(app) && !to_ray(app) {
         app.message = Some("no scheduler: start with --slurm, --kubernetes or --ray to drain".into());
         return;
     }
@@ -348,12 +348,12 @@ pub(crate) fn start_return(app: &mut App) {
     if names.is_empty() {
         return;
     }
-    if app.read_only {
+    if app.allowed.read_only {
         let plan = prepare_return(app, &names, Suite::Quick, false).plan;
         refuse_read_only(app, plan, "return to service");
         return;
     }
-    if !app.actions_enabled {
+    if !app.allowed.actions {
         app.message = Some("no scheduler: start with --slurm to return nodes to service".into());
         return;
     }
@@ -379,12 +379,12 @@ pub(crate) fn start_bench(app: &mut App) {
     if nodes.is_empty() {
         return;
     }
-    if app.read_only {
+    if app.allowed.read_only {
         let plan = Plan::new(NodeAction::Bench, names, Some("suite quick".into()), vec![]);
         refuse_read_only(app, plan, "burn-in");
         return;
     }
-    if !app.bench_enabled {
+    if !app.allowed.bench {
         app.message = Some("burn-in needs the agents' token: bench_token_file in the config".into());
         return;
     }
@@ -457,11 +457,11 @@ pub(crate) fn start_scancel(app: &mut App) {
     let user = n.job_user(job).map(str::to_string);
     let nodes = if nodes.is_empty() { vec![name] } else { nodes };
     let plan = action::scancel_plan(job, user.as_deref(), nodes);
-    if app.read_only {
+    if app.allowed.read_only {
         refuse_read_only(app, plan, "scancel");
         return;
     }
-    if !app.actions_enabled {
+    if !app.allowed.actions {
         app.message = Some("no scheduler: start with --slurm to cancel jobs".into());
         return;
     }
@@ -499,11 +499,11 @@ pub(crate) fn start_signal(app: &mut App, kill: bool) {
         return;
     }
     let plan = crate::ops::signal::plan(&n.target, g.index, &pids, kill);
-    if app.read_only {
+    if app.allowed.read_only {
         refuse_read_only(app, plan, "signalling processes");
         return;
     }
-    if !app.bench_enabled {
+    if !app.allowed.bench {
         app.message = Some("signalling needs the agents' control token: bench_token_file in the config".into());
         return;
     }

@@ -168,7 +168,7 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer) {
         // frozen clock means a frozen console.
         Span::styled(format!(" {} ", clock(app.now_ms)), t.muted),
     ];
-    if app.read_only {
+    if app.allowed.read_only {
         head.push(Span::styled(" READ-ONLY ", t.warn.add_modifier(Modifier::REVERSED)));
     }
     if app.paused.is_some() {

@@ -10,8 +10,8 @@ use super::*;
 #[test]
 fn burn_in_on_a_node_with_a_job_or_someone_elses_hold_names_them_and_needs_the_name_typed() {
     let setup = |app: &mut App| {
-        app.bench_enabled = true;
-        app.actions_enabled = true;
+        app.allowed.bench = true;
+        app.allowed.actions = true;
     };
     let sched = || {
         sched_arrives(
@@ -61,8 +61,8 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
     use fleetop::model::bench::BenchUpdate;
     use fleetop::model::bench::{BenchResult, Verdict};
     let setup = |app: &mut App| {
-        app.bench_enabled = true;
-        app.actions_enabled = true;
+        app.allowed.bench = true;
+        app.allowed.actions = true;
     };
     // Any key but y cancels.
     let steps = vec![Step::Do(key(KeyCode::Char('B'))), Step::Do(key(KeyCode::Enter))];
@@ -149,8 +149,8 @@ fn burn_in_is_confirmed_shows_progress_and_offers_to_drain_a_failure() {
 fn x_asks_then_cancels_a_running_burn_in_which_ends_cancelled_not_failed() {
     use fleetop::model::bench::BenchUpdate;
     let setup = |app: &mut App| {
-        app.bench_enabled = true;
-        app.actions_enabled = true;
+        app.allowed.bench = true;
+        app.allowed.actions = true;
     };
     let ev = |event: BenchUpdate| Step::Arrive(Update::Bench { node: 0, event });
     let start = || {
@@ -310,7 +310,7 @@ fn a_bench_progress_past_its_total_draws_a_full_bar_not_a_panic() {
         Step::Do(key(KeyCode::Tab)),
         Step::Do(key(KeyCode::Tab)),
     ];
-    let setup = |app: &mut App| app.bench_enabled = true;
+    let setup = |app: &mut App| app.allowed.bench = true;
     let (buf, _) = drive_fleet(2, 30, (120, 30), steps, setup);
     let screen = text(&buf);
     assert!(screen.contains(&"█".repeat(20)) && screen.contains("50/10"), "{screen}");

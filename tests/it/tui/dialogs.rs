@@ -10,7 +10,7 @@ use super::*;
 
 #[test]
 fn drain_asks_a_reason_shows_the_exact_command_and_defaults_to_no() {
-    let enabled = |app: &mut App| app.actions_enabled = true;
+    let enabled = |app: &mut App| app.allowed.actions = true;
     let mut steps: Vec<Step> = vec![Step::Do(key(KeyCode::Char('D')))];
     steps.extend(keys("fan 'broken'").into_iter().map(Step::Do));
     steps.push(Step::Do(key(KeyCode::Enter)));
@@ -38,7 +38,7 @@ fn drain_asks_a_reason_shows_the_exact_command_and_defaults_to_no() {
 
 #[test]
 fn a_drain_of_a_node_someone_holds_says_so_first_and_shows_no_command_it_will_not_run() {
-    let enabled = |app: &mut App| app.actions_enabled = true;
+    let enabled = |app: &mut App| app.allowed.actions = true;
     let sched = || {
         sched_arrives(
             vec![
@@ -83,7 +83,7 @@ fn a_drain_of_a_node_someone_holds_says_so_first_and_shows_no_command_it_will_no
 
 #[test]
 fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
-    let enabled = |app: &mut App| app.actions_enabled = true;
+    let enabled = |app: &mut App| app.allowed.actions = true;
     let mut steps: Vec<Step> = keys(" j ").into_iter().map(Step::Do).collect(); // mark gpu01, skip gpu02, mark gpu03
     steps.push(Step::Do(key(KeyCode::Char('D'))));
     steps.extend(keys("psu").into_iter().map(Step::Do));
@@ -150,8 +150,8 @@ fn yes_runs_the_plan_on_the_marked_nodes_and_shows_each_result() {
 #[test]
 fn read_only_turns_actions_off_and_reports_the_attempt() {
     let ro = |app: &mut App| {
-        app.actions_enabled = true;
-        app.read_only = true;
+        app.allowed.actions = true;
+        app.allowed.read_only = true;
     };
     let (buf, asked) = drive_fleet(4, 60, (80, 24), vec![Step::Do(key(KeyCode::Char('R')))], ro);
     assert!(text(&buf).contains("read-only mode: resume is off"));
@@ -167,7 +167,7 @@ fn read_only_turns_actions_off_and_reports_the_attempt() {
 
 #[test]
 fn a_click_while_a_dialog_is_open_changes_nothing_it_acts_on() {
-    let setup = |app: &mut App| app.actions_enabled = true;
+    let setup = |app: &mut App| app.allowed.actions = true;
     let steps = vec![
         Step::Do(key(KeyCode::Char('R'))), // resume gpu01: the dialog lists it
         Step::Do(click(10, 7)),            // a click on gpu05 behind the dialog
@@ -194,7 +194,7 @@ fn capital_k_in_node_detail_cancels_the_gpus_job_after_showing_the_exact_scancel
         s.push(Step::Do(key(KeyCode::Char('K'))));
         s
     };
-    let setup = |app: &mut App| app.actions_enabled = true;
+    let setup = |app: &mut App| app.allowed.actions = true;
     let (buf, asked) = drive_fleet(16, 60, (120, 40), open(), setup);
     let screen = text(&buf);
     assert!(
@@ -211,8 +211,8 @@ fn capital_k_in_node_detail_cancels_the_gpus_job_after_showing_the_exact_scancel
     assert_eq!(plan.commands, [["scancel", "4848"]]);
     // Read-only: refused and logged, nothing asked.
     let ro = |app: &mut App| {
-        app.actions_enabled = true;
-        app.read_only = true;
+        app.allowed.actions = true;
+        app.allowed.read_only = true;
     };
     let (buf, asked) = drive_fleet(16, 60, (120, 40), open(), ro);
     assert!(matches!(asked.as_slice(), [Request::Refused(..)]), "{asked:?}");
@@ -222,7 +222,7 @@ fn capital_k_in_node_detail_cancels_the_gpus_job_after_showing_the_exact_scancel
 #[test]
 fn x_in_node_detail_signals_the_gpus_processes_through_the_agent_after_asking() {
     let open = || detail_of("gpu11");
-    let setup = |app: &mut App| app.bench_enabled = true;
+    let setup = |app: &mut App| app.allowed.bench = true;
     let mut steps = open();
     steps.push(Step::Do(key(KeyCode::Char('X'))));
     let (buf, asked) = drive_fleet(16, 60, (140, 40), steps, setup);
@@ -253,8 +253,8 @@ fn x_in_node_detail_signals_the_gpus_processes_through_the_agent_after_asking() 
     );
     // Read-only: refused and logged.
     let ro = |app: &mut App| {
-        app.bench_enabled = true;
-        app.read_only = true;
+        app.allowed.bench = true;
+        app.allowed.read_only = true;
     };
     let mut steps = open();
     steps.push(Step::Do(key(KeyCode::Char('x'))));
@@ -340,8 +340,8 @@ fn capital_d_on_an_alert_drains_its_node_with_the_catalog_reason_and_names_its_j
     assert_eq!(plan.reason.as_deref(), Some("fleetop: psu"));
     // Read-only: refused and logged, as a drain anywhere; no scheduler: said.
     let ro = |app: &mut App| {
-        app.actions_enabled = true;
-        app.read_only = true;
+        app.allowed.actions = true;
+        app.allowed.read_only = true;
     };
     let (buf, asked) = drive_fleet(16, 600, (80, 24), on_alerts(), ro);
     let [Request::Refused(plan, why)] = asked.as_slice() else {
@@ -579,8 +579,8 @@ fn capital_t_returns_a_node_to_service_with_a_burn_in_where_none_passed_since_th
     );
     // Read-only: refused and logged; no scheduler: said.
     let ro = |app: &mut App| {
-        app.actions_enabled = true;
-        app.read_only = true;
+        app.allowed.actions = true;
+        app.allowed.read_only = true;
     };
     let (buf, asked) = drive_fleet(4, 30, (100, 30), with(step_keys("jT")), ro);
     let [Request::Refused(plan, why)] = asked.as_slice() else {

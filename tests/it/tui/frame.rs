@@ -204,7 +204,7 @@ fn at_80_columns_the_header_keeps_every_critical_flag_and_puts_the_worst_first()
 
 #[test]
 fn the_header_has_a_clock_and_read_only_says_so() {
-    let setup = |app: &mut App| app.read_only = true;
+    let setup = |app: &mut App| app.allowed.read_only = true;
     let (buf, _) = drive_fleet(4, 30, (80, 24), vec![], setup);
     let header = text(&buf).lines().next().unwrap_or_default().to_string();
     assert!(header.contains("00:00:00Z") && header.contains("READ-ONLY"), "{header}");

@@ -231,8 +231,8 @@ fn colon_drain_opens_the_drain_dialog_with_the_reason_and_runs_nothing() {
     let mut ro = command_steps("drain xid");
     ro.push(Step::Do(key(KeyCode::Enter)));
     let (buf, asked) = drive_fleet(16, 60, (80, 24), ro, |app| {
-        app.actions_enabled = true;
-        app.read_only = true;
+        app.allowed.actions = true;
+        app.allowed.read_only = true;
     });
     assert!(footer(&buf).contains("read-only mode: drain is off"), "{}", text(&buf));
     assert!(matches!(asked.as_slice(), [Request::Refused(..)]), "{asked:?}");

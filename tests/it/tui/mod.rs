@@ -386,7 +386,7 @@ fn step_keys(s: &str) -> Vec<Step> {
 }
 
 fn enabled(app: &mut App) {
-    app.actions_enabled = true;
+    app.allowed.actions = true;
 }
 
 fn report(action: NodeAction, node: &str, reason: &str, message: &str) -> ActionReport {

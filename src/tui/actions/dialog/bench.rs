@@ -57,7 +57,7 @@ pub(super) fn key(app: &mut App, nodes: Vec<usize>, suite: Suite, guard: Option<
 /// A key in the dialog that stops the running burn-in.
 pub(super) fn cancel_key(app: &mut App, nodes: Vec<String>, k: KeyEvent) -> Option<Dialog> {
     if yes(&k) {
-        app.outgoing = Some(Request::CancelBench);
+        app.out.request = Some(Request::CancelBench);
         app.message = Some(format!(
             "cancelling the burn-in on {}",
             view::count(nodes.len(), "node")
@@ -70,7 +70,7 @@ pub(super) fn cancel_key(app: &mut App, nodes: Vec<String>, k: KeyEvent) -> Opti
 
 /// Sends a confirmed burn-in and shows its screen.
 fn run_bench(app: &mut App, nodes: Vec<usize>, suite: Suite) {
-    app.outgoing = Some(Request::Bench { nodes, suite });
+    app.out.request = Some(Request::Bench { nodes, suite });
     app.screen = Screen::Bench;
     app.bench.cursor = 0;
 }

@@ -14,7 +14,7 @@ use super::{Typed, cancelled, guard_key, yes};
 pub(super) fn key(app: &mut App, plan: Plan, chosen: String, guard: Option<Guard>, k: KeyEvent) -> Option<Dialog> {
     let Some(g) = guard else {
         if yes(&k) {
-            app.outgoing = Some(Request::Run(plan.clone()));
+            app.out.request = Some(Request::Run(plan.clone()));
             return Some(Dialog::Running(plan));
         }
         cancelled(app, plan.action.verb());
@@ -27,7 +27,7 @@ pub(super) fn key(app: &mut App, plan: Plan, chosen: String, guard: Option<Guard
             guard: Some(g),
         }),
         Typed::Confirmed => {
-            app.outgoing = Some(Request::Run(plan.clone()));
+            app.out.request = Some(Request::Run(plan.clone()));
             Some(Dialog::Running(plan))
         }
         Typed::Cancelled => {

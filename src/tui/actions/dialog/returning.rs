@@ -35,7 +35,7 @@ pub(super) fn key(
     }
     let send = |app: &mut App, prepared: Box<Prepared>| {
         let plan = prepared.plan.clone();
-        app.outgoing = Some(Request::Return(prepared));
+        app.out.request = Some(Request::Return(prepared));
         Some(Dialog::Running(plan))
     };
     match guard {

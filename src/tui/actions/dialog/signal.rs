@@ -11,7 +11,7 @@ use super::yes;
 
 pub(super) fn key(app: &mut App, node: usize, plan: Plan, k: KeyEvent) -> Option<Dialog> {
     if yes(&k) {
-        app.outgoing = Some(Request::Signal {
+        app.out.request = Some(Request::Signal {
             node,
             plan: plan.clone(),
         });

@@ -81,7 +81,7 @@ fn quiet_alert(app: &mut App, for_ms: Option<i64>) {
         app.alerts.silences.push(s.clone());
         s
     };
-    app.outgoing = Some(Request::Silences {
+    app.out.request = Some(Request::Silences {
         all: app.alerts.silences.clone(),
         made,
     });

@@ -91,5 +91,5 @@ fn copy_hostlist(app: &mut App) {
     }
     let list = crate::ingest::hostlist::compress(&names);
     app.message = Some(format!("copied {list}"));
-    app.clipboard = Some(list);
+    app.out.clipboard = Some(list);
 }

@@ -101,7 +101,7 @@ pub(super) fn render(app: &App, room: Room, buf: &mut Buffer) {
     }
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
-        format!(" logged to {}   any key closes", app.audit_path.display()),
+        format!(" logged to {}   any key closes", app.files.audit.display()),
         t.muted,
     )));
     let title = format!(

@@ -38,7 +38,7 @@ pub(super) fn render(
         )));
         lines.extend(command_lines(&prepared.plan, inner));
     }
-    if !prepared.bench_targets().is_empty() && !app.bench_enabled {
+    if !prepared.bench_targets().is_empty() && !app.allowed.bench {
         let no_token = " No agents' token (bench_token_file): no burn-in runs; those nodes stay drained.";
         lines.extend(
             wrap(no_token, inner, " ")
