@@ -308,3 +308,76 @@ async fn a_drain_sent_to_a_gcs_that_never_answers_ends_at_its_deadline() {
     // the request) spoke first.
     assert!(e.contains("within 1 s") || e.contains("Timeout expired"), "{e}");
 }
+
+/// `node return --ray`: Ray has no undrain, so nothing is returned (exit
+/// non-zero, one line saying so and the `ray start` that brings a node
+/// back); what fleetop can do it does: the burn-in on the node's own agent,
+/// found through `[agents]`, with its verdict. Read-only refuses it; both
+/// are in the audit log as Ray's.
+#[test]
+fn a_return_on_ray_runs_the_burn_in_says_what_only_ray_start_can_do_and_is_logged() {
+    use fleetop::model::action::{AuditLine, NodeAction, Scheduler, Stage};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("bench.token");
+    crate::write_secret(&token, "s3cret\n");
+    let agent = start_agent(&["--insecure", "--bench-token-file", token.to_str().expect("utf-8")]);
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, format!("[agents]\nray-w1 = \"127.0.0.1:{}\"\n", agent.port())).expect("config");
+    let audit = dir.path().join("audit.jsonl");
+    let gcs = closed();
+    let ret = |extra: &[&str]| {
+        fleetop()
+            .env("FLEETOP_AUDIT_LOG", &audit)
+            .arg("--config")
+            .arg(&cfg)
+            .args(extra)
+            .args(["--ray", &format!("http://{}", closed()), "--ray-gcs", &gcs])
+            .args(["node", "return", "ray-w1", "--yes", "--insecure", "--token-file"])
+            .arg(&token)
+            .timeout(Duration::from_secs(240))
+            .output()
+            .expect("runs")
+    };
+    let lines = || -> Vec<AuditLine> {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("an audit line"))
+            .collect()
+    };
+    let out = ret(&["--read-only"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("read-only mode: return refused"), "{err}");
+    let refused = lines();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].scheduler, Scheduler::Ray);
+    assert_eq!(refused[0].report.stage, Stage::Refused);
+
+    let out = ret(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "nothing was returned: {text}");
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("1 node(s) not returned: Ray has no undrain")
+            && last.contains(&format!("ray start --address={gcs}")),
+        "{err}"
+    );
+    assert!(err.contains("burn-in [") || text.contains("burn-in quick"), "{err}");
+    assert!(
+        text.contains("burn-in quick passed on its own agent") || text.contains("burn-in quick failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Ray could not be read") && text.contains("ray start --address="),
+        "{text}"
+    );
+    let done: Vec<AuditLine> = lines()
+        .into_iter()
+        .filter(|l| l.report.action == NodeAction::Return && l.report.stage == Stage::Done)
+        .collect();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].scheduler, Scheduler::Ray);
+    assert!(!done[0].report.results[0].ok, "nothing was returned");
+}
