@@ -246,6 +246,53 @@ mod console {
         );
     }
 
+    /// Ray's side on the timeline (node detail, pane 5): a node Ray drains,
+    /// one whose raylet left (dead), and one that came back, each once.
+    #[test]
+    fn the_timeline_shows_ray_draining_losing_and_taking_back_a_node() {
+        let read = |nodes: Vec<RayNode>| {
+            Step::Arrive(Update::Ray(Arc::new(RaySnapshot {
+                nodes,
+                ..RaySnapshot::default()
+            })))
+        };
+        let screen_of = |down: usize, reads: Vec<Step>| {
+            let mut steps = reads;
+            steps.extend((0..down).map(|_| Step::Do(key(KeyCode::Char('j')))));
+            steps.push(Step::Do(key(KeyCode::Enter)));
+            steps.push(Step::Do(key(KeyCode::Char('5'))));
+            let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), steps, with_ray);
+            text(&buf)
+        };
+        let reads = || {
+            vec![
+                arrive(),
+                // gpu02's raylet is gone (dead); gpu03 drained and left Ray's list.
+                read(vec![
+                    ray_node(1, "gpu01", RayNodeStatus::Running),
+                    ray_node(2, "gpu02", RayNodeStatus::Dead),
+                ]),
+                read(vec![
+                    ray_node(1, "gpu01", RayNodeStatus::Idle),
+                    ray_node(2, "gpu02", RayNodeStatus::Dead),
+                    ray_node(9, "gpu02", RayNodeStatus::Idle),
+                ]),
+            ]
+        };
+        let gpu02 = screen_of(1, reads());
+        assert!(
+            gpu02.contains("Ray: dead: its raylet has left Ray's cluster"),
+            "{gpu02}"
+        );
+        assert!(gpu02.contains("Ray: idle: back in Ray's cluster"), "{gpu02}");
+        let gpu03 = screen_of(2, reads());
+        assert!(gpu03.contains("Ray: draining: drained in Ray"), "{gpu03}");
+        assert!(gpu03.contains("Ray: absent: Ray no longer lists it"), "{gpu03}");
+        // Busy to idle is no event.
+        let gpu01 = screen_of(0, reads());
+        assert!(!gpu01.contains("Ray:"), "{gpu01}");
+    }
+
     #[test]
     fn the_drain_dialog_sends_rays_drain_for_the_nodes_ray_id_and_offers_no_resume() {
         let steps = |yes: bool| {
