@@ -233,3 +233,25 @@ fn static_targets(source: &Source, cfg: &Config) -> anyhow::Result<Vec<Target>> 
         port,
     }])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_agent_is_found_in_agents_then_slurm_agents_then_the_pattern() {
+        let cfg = crate::config::parse(
+            "[agents]\nray-w1 = \"10.0.0.8:6000\"\n[slurm]\nagent_address = \"{name}.ib:7000\"\n[slurm.agents]\ngpu02 = \"10.0.0.2\"\n",
+            std::path::Path::new("c.toml"),
+        )
+        .expect("parses");
+        let at = |n: &str| {
+            let t = node_agent(&cfg, n, 50051).expect("an agent");
+            assert_eq!(t.name, n);
+            t.address()
+        };
+        assert_eq!(at("ray-w1"), "10.0.0.8:6000");
+        assert_eq!(at("gpu02"), "10.0.0.2:50051");
+        assert_eq!(at("k8s-n1"), "k8s-n1.ib:7000");
+    }
+}
