@@ -38,6 +38,10 @@ pub struct Config {
     /// name the console connects to (e.g. addresses by IP).
     pub tls_domain: Option<String>,
     pub thresholds: Thresholds,
+    /// `[agents]`: a node's agent address ("host:port"), by node name, for
+    /// every scheduler (Slurm, Kubernetes, Ray); a node absent here is
+    /// found as before (`[slurm.agents]`, else `[slurm] agent_address`).
+    pub agents: BTreeMap<String, String>,
     pub slurm: SlurmConfig,
     /// How often the console may redraw (`--refresh`): lower for a slow
     /// SSH link. 50 ms to 10 s.
@@ -398,6 +402,13 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             message: format!("{}{key}: {why}", section.map(|s| format!("{s}.")).unwrap_or_default()),
         });
     }
+    if let Some((section, name, why)) = cfg.bad_agent() {
+        return Err(ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: line_of_key(text, Some(section), name),
+            message: format!("{section}.{name}: {why}"),
+        });
+    }
     let mut cfg = cfg;
     cfg.path = Some(path.to_path_buf());
     let keys: Vec<String> = cfg.racks.hosts.keys().cloned().collect();
@@ -444,6 +455,80 @@ impl Config {
         }
         zero(self.slurm.timeout).map(|why| (Some("slurm"), "timeout", why))
     }
+}
+
+impl Config {
+    /// The first agent address that is not one "host:port" (or "host"),
+    /// or a node that `[agents]` and `[slurm.agents]` give two addresses.
+    fn bad_agent(&self) -> Option<(&'static str, &str, String)> {
+        for (section, map) in [("agents", &self.agents), ("slurm.agents", &self.slurm.agents)] {
+            for (name, addr) in map {
+                if let Err(why) = agent_address(addr) {
+                    return Some((section, name, format!("'{addr}' is not an agent's address: {why}")));
+                }
+            }
+        }
+        for (name, addr) in &self.agents {
+            if let Some(other) = self.slurm.agents.get(name).filter(|o| *o != addr) {
+                return Some((
+                    "agents",
+                    name,
+                    format!("'{addr}', but [slurm.agents] gives {name} '{other}': name each node in one of them"),
+                ));
+            }
+        }
+        None
+    }
+
+    /// The agent address the config gives node `name`: `[agents]`, else
+    /// `[slurm.agents]`, else `None` (the caller's own way to find it).
+    pub fn agent_of(&self, name: &str) -> Option<&str> {
+        self.agents
+            .get(name)
+            .or_else(|| self.slurm.agents.get(name))
+            .map(String::as_str)
+    }
+
+    /// Every node the config gives an agent address.
+    pub fn agent_names(&self) -> std::collections::BTreeSet<&str> {
+        self.agents
+            .keys()
+            .chain(self.slurm.agents.keys())
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// One agent's address: "host", "host:port" or "[v6]:port", nothing else
+/// (a hostlist is for `hosts`, not for one node's agent).
+fn agent_address(addr: &str) -> Result<(), String> {
+    let (host, port) = match addr.strip_prefix('[') {
+        Some(rest) => {
+            let (v6, after) = rest.split_once(']').ok_or("an IPv6 address needs its ']'")?;
+            if v6.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!("'{v6}' is not an IPv6 address"));
+            }
+            match after {
+                "" => return Ok(()),
+                p => (v6, Some(p.strip_prefix(':').ok_or("':port' must follow ']'")?)),
+            }
+        }
+        None => match addr.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (addr, None),
+        },
+    };
+    let bad_char = |c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' || c == ':');
+    if host.is_empty() || host.chars().any(bad_char) {
+        return Err("want host:port, e.g. \"10.1.0.7:50051\"".into());
+    }
+    if let Some(p) = port {
+        match p.parse::<u16>() {
+            Ok(n) if n > 0 => {}
+            _ => return Err(format!("port '{p}' must be 1 to 65535")),
+        }
+    }
+    Ok(())
 }
 
 /// The line where `key` is set in `[section]` (or before any section), for
@@ -604,6 +689,52 @@ mod tests {
             ("[racks]\npattern = \"(a)(b)\"\n", 2, "exactly one group"),
             ("[racks.hosts]\nr01 = \"\"\n", 1, "rack 'r01'"),
             ("[racks]\nhost = {}\n", 2, "unknown field `host`"),
+        ];
+        for (text, line, needle) in bad {
+            let e = parse(text, Path::new("/etc/f.toml")).expect_err(text).to_string();
+            assert!(e.starts_with(&format!("/etc/f.toml:{line}: ")), "{text:?}: {e}");
+            assert!(e.contains(needle), "{text:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "one line: {e}");
+        }
+    }
+
+    #[test]
+    fn agents_map_every_schedulers_nodes_and_slurm_agents_keeps_working() {
+        let c = parse(
+            "[agents]\nray-w1 = \"10.1.0.8:6000\"\nk8s-n1 = \"[::1]:50051\"\ngpu01 = \"10.1.0.7\"\n[slurm.agents]\ngpu01 = \"10.1.0.7\"\ngpu02 = \"10.1.0.9:50051\"\n",
+            Path::new("c.toml"),
+        )
+        .expect("parses");
+        assert_eq!(c.agent_of("ray-w1"), Some("10.1.0.8:6000"));
+        assert_eq!(c.agent_of("k8s-n1"), Some("[::1]:50051"));
+        // The same address in both is no conflict; [slurm.agents] alone still serves.
+        assert_eq!(c.agent_of("gpu01"), Some("10.1.0.7"));
+        assert_eq!(c.agent_of("gpu02"), Some("10.1.0.9:50051"));
+        assert_eq!(c.agent_of("gpu03"), None, "found as before: [slurm] agent_address");
+        assert_eq!(c.agent_names().len(), 4);
+    }
+
+    #[test]
+    fn a_bad_agent_address_or_two_addresses_for_one_node_is_one_line_with_file_line_and_value() {
+        let bad = [
+            (
+                "[agents]\ngpu01 = \"10.1.0.7:99999\"\n",
+                2,
+                "agents.gpu01: '10.1.0.7:99999'",
+            ),
+            (
+                "\n[agents]\n\ngpu01 = \"gpu[01-02]\"\n",
+                4,
+                "agents.gpu01: 'gpu[01-02]'",
+            ),
+            ("[agents]\ngpu01 = \"\"\n", 2, "agents.gpu01"),
+            ("[agents]\ngpu01 = \"[::1:50051\"\n", 2, "']'"),
+            ("[slurm.agents]\ngpu01 = \"a b:1\"\n", 2, "slurm.agents.gpu01: 'a b:1'"),
+            (
+                "[slurm.agents]\ngpu01 = \"a:1\"\n[agents]\ngpu01 = \"b:1\"\n",
+                4,
+                "agents.gpu01: 'b:1', but [slurm.agents] gives gpu01 'a:1'",
+            ),
         ];
         for (text, line, needle) in bad {
             let e = parse(text, Path::new("/etc/f.toml")).expect_err(text).to_string();

@@ -502,7 +502,8 @@ pub enum NodeVerb {
     /// Return to service: resume each drained node that passed a burn-in
     /// since its drain began (running one where none has) and has no
     /// active fault that keeps it out; the rest stay drained, their Slurm
-    /// reason untouched.
+    /// reason untouched. With --ray: the burn-in only (Ray has no undrain;
+    /// it says to start the raylet again).
     Return,
     /// The node's timeline: flags, drains, resumes, burn-ins, who and when.
     History,

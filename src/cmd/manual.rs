@@ -65,7 +65,7 @@ const SECTIONS: &[Section] = &[
         &[
             (
                 "~/.config/fleetop/config.toml",
-                "Settings: hosts, sources, thresholds, theme (fleetop --help names each key's flag).",
+                "Settings: hosts, sources, [agents] (each node's agent by node name, for Slurm, Kubernetes and Ray), thresholds, theme (fleetop --help names each key's flag; docs/config.md every key).",
             ),
             (
                 "~/.local/state/fleetop/audit.jsonl",

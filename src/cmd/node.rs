@@ -43,6 +43,9 @@ pub fn run(
     let reach = Reach::new(&nodes, &resolve::source(&source_args, cfg), cfg);
     let action = match args.action.action() {
         None => return history(&nodes, &args, &reach, rt),
+        Some(NodeAction::Return) if ray.asked() => {
+            return rt.block_on(run_ray_return(nodes, &args, &ray, reach, cfg, read_only));
+        }
         Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, reach, cfg, read_only)),
         Some(NodeAction::Cordon) => anyhow::bail!("cordon is a Kubernetes action: add --kubernetes"),
         Some(a) => a,
@@ -400,6 +403,123 @@ async fn run_return(
         );
     }
     Ok(())
+}
+
+/// `fleetop node return --ray NODES`: Ray has no undrain (a drained
+/// raylet has left the cluster), so nothing is returned. What fleetop can
+/// do it does: the same gates and burn-in on each node's own agent, its
+/// verdict reported, with what Ray shows of the node and the `ray start`
+/// that brings it back. Refused in read-only mode; logged as every action
+/// is; the exit status is non-zero (nothing was returned), in one line.
+async fn run_ray_return(
+    nodes: Vec<String>,
+    args: &NodeCmd,
+    choice: &RayChoice,
+    reach: Reach,
+    cfg: &Config,
+    read_only: bool,
+) -> anyhow::Result<()> {
+    let mut plan = action::plan(NodeAction::Return, nodes.clone(), args.reason.clone()).map_err(anyhow::Error::msg)?;
+    plan.scheduler = crate::model::action::Scheduler::Ray;
+    plan.force = args.force;
+    let ray = targets::ray(choice, cfg)?.ok_or_else(|| anyhow::anyhow!("--ray: no Ray dashboard given"))?;
+    if read_only {
+        audit::log(&audit::refused(&plan, "read-only mode"))?;
+        anyhow::bail!("read-only mode: return refused (nothing was run)");
+    }
+    let seen = ray.read().await.map_err(|e| e.to_string());
+    let agents = reach.agents?;
+    let token = match (&args.token_file, &cfg.bench_token_file) {
+        (Some(p), _) => Some(fleetop_proto::util::read_token_file(p)?),
+        (None, Some(p)) => {
+            Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("bench_token_file: {e}"))?)
+        }
+        (None, None) => None,
+    };
+    let gates = gates(&nodes, &agents, cfg, args.expect_gpus).await;
+    let mut results: Vec<action::NodeResult> = Vec::new();
+    let mut bench = Vec::new();
+    let said = |n: &str| crate::ops::ray::return_words(seen.as_ref().map_err(String::as_str), n, &ray.gcs);
+    let result = |node: &str, message: String| action::NodeResult {
+        node: node.to_string(),
+        ok: false,
+        message,
+        state_before: None,
+        state_after: None,
+    };
+    for n in &nodes {
+        let g = gates.get(n);
+        let target = agents.targets.iter().find(|t| &t.name == n);
+        let why = match (g, target, &token) {
+            (None, _, _) | (_, None, _) => Some("no burn-in: its agent could not be read".to_string()),
+            (Some(g), _, _) if g.faults.is_some() && !args.force => Some(format!(
+                "no burn-in: {} still active (--force to run it anyway)",
+                g.faults.as_deref().unwrap_or_default()
+            )),
+            (_, _, None) => {
+                Some("no burn-in: it needs the agents' bench token (bench_token_file, --token-file)".into())
+            }
+            (Some(_), Some(t), Some(_)) => {
+                bench.push(t.clone());
+                None
+            }
+        };
+        if let Some(why) = why {
+            results.push(result(n, format!("not returned: {why}; {}", said(n))));
+        }
+    }
+    eprintln!("return {} node(s) on Ray: {}", nodes.len(), args.nodes);
+    eprintln!("  {}", crate::ops::ray::NO_RESUME);
+    eprintln!(
+        "  what fleetop can do: the burn-in ({}) on the agents of: {}",
+        args.suite.name(),
+        {
+            let names: Vec<String> = bench.iter().map(|t| t.name.clone()).collect();
+            if names.is_empty() {
+                "none".into()
+            } else {
+                hostlist::compress(&names)
+            }
+        }
+    );
+    if !args.yes && !bench.is_empty() {
+        super::confirm(&plan, "Run the burn-in on these nodes' agents?")?;
+    }
+    audit::started(&plan)?;
+    if let Some(token) = token.as_deref().filter(|_| !bench.is_empty()) {
+        let suite = args.suite.name();
+        audit::started(&crate::ops::bench::plan(suite, &bench))?;
+        let progress = |_: usize, u: &crate::model::bench::BenchUpdate| {
+            if let crate::model::bench::BenchUpdate::Progress { step, done, total } = u {
+                eprintln!(
+                    "burn-in [{done}/{total}] {}",
+                    fleetop_proto::input::printable(step, 200)
+                );
+            }
+        };
+        let report = crate::ops::bench::run_suites(&bench, suite, token, &agents.access, args.timeout, &progress).await;
+        if let Err(e) = crate::ops::bench::audit_report(&report, &bench) {
+            eprintln!("fleetop: the burn-in ran, but the audit log could not be written: {e}");
+        }
+        for n in &report.nodes {
+            let expect = gates.get(&n.name).and_then(|g| g.expect_gpus).or(args.expect_gpus);
+            let verdict = match return_to_service::verdict(n, expect) {
+                Ok(()) => format!("burn-in {suite} passed on its own agent"),
+                Err(why) => format!("burn-in {suite} failed: {why}"),
+            };
+            results.push(result(&n.name, format!("not returned: {verdict}; {}", said(&n.name))));
+        }
+    }
+    results.sort_by(|a, b| a.node.cmp(&b.node));
+    let report = audit::report(&plan, crate::model::action::Stage::Done, None, results);
+    let logged = audit::append(&report);
+    print_report(&report, args.format)?;
+    logged.map_err(|e| anyhow::anyhow!("the audit log could not be written: {e}"))?;
+    anyhow::bail!(
+        "{} node(s) not returned: Ray has no undrain; start each node's raylet again (ray start --address={})",
+        nodes.len(),
+        ray.gcs
+    )
 }
 
 /// How long `gates` waits for the nodes' agents.

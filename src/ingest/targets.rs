@@ -1,6 +1,7 @@
 //! Which nodes a SOURCE names, resolved in one place for every command: a
 //! hostlist, a hostfile, the nodes Slurm knows, the demo's agents, the
-//! config's hosts, or the local node.
+//! config's hosts, the GPU nodes Kubernetes knows (where nothing else
+//! names them), or the local node.
 
 use crate::config::Config;
 use crate::ingest::hostlist;
@@ -117,6 +118,8 @@ pub async fn resolve(source: &Source, cfg: &Config) -> anyhow::Result<Resolved> 
         // agents' document.
         let (s, c, port) = (slurm(cfg), cfg.clone(), source.port);
         tokio::task::spawn_blocking(move || slurm_targets(&s, &c, port)).await??
+    } else if let Some(k) = source.kube.as_ref().filter(|_| nothing_names_nodes(source, cfg)) {
+        kube_targets(k, cfg, source.port).await?
     } else {
         static_targets(source, cfg)?
     };
@@ -137,44 +140,63 @@ pub fn slurm_targets(slurm: &Slurm, cfg: &Config, port: u16) -> anyhow::Result<V
         // A controller that cannot be read still leaves the nodes the
         // config names: their agents are read, and the document says why
         // Slurm's fields are missing.
-        Err(e) if !cfg.slurm.agents.is_empty() => {
+        Err(e) if !cfg.agent_names().is_empty() => {
+            let names = cfg.agent_names();
             tracing::warn!(
-                "--slurm: {e}; reading the {} nodes of [slurm.agents]",
-                cfg.slurm.agents.len()
+                "--slurm: {e}; reading the {} nodes of [agents] and [slurm.agents]",
+                names.len()
             );
-            return cfg
-                .slurm
-                .agents
-                .keys()
-                .map(|name| slurm_agent(cfg, name, port))
-                .collect();
+            return names.into_iter().map(|name| node_agent(cfg, name, port)).collect();
         }
-        Err(e) => anyhow::bail!("--slurm: {e} (no node list without Slurm: give --hosts, or [slurm.agents])"),
+        Err(e) => anyhow::bail!("--slurm: {e} (no node list without Slurm: give --hosts, or [agents])"),
     };
     if snap.nodes.is_empty() {
         anyhow::bail!("--slurm: Slurm lists no nodes");
     }
-    snap.nodes.keys().map(|name| slurm_agent(cfg, name, port)).collect()
+    snap.nodes.keys().map(|name| node_agent(cfg, name, port)).collect()
 }
 
-/// The agent of Slurm node `name`, at the address the config gives it
-/// (`[slurm.agents]`, else `[slurm] agent_address`).
-pub fn slurm_agent(cfg: &Config, name: &str, port: u16) -> anyhow::Result<Target> {
-    let addr = match cfg.slurm.agents.get(name) {
-        Some(a) => a.clone(),
-        None => cfg.slurm.agent_address.replace("{name}", name),
+/// Whether neither the command line nor the config names the nodes (so a
+/// scheduler read beside them may).
+fn nothing_names_nodes(source: &Source, cfg: &Config) -> bool {
+    source.hosts.is_none() && cfg.hosts.is_none() && cfg.hostfile.is_none()
+}
+
+/// The GPU nodes Kubernetes knows, where nothing else names the nodes, at
+/// the agent address the config gives them (`node_agent`).
+async fn kube_targets(k: &crate::ingest::kube::KubeOptions, cfg: &Config, port: u16) -> anyhow::Result<Vec<Target>> {
+    let kube = crate::ingest::kube::connect(k)
+        .await
+        .map_err(|e| anyhow::anyhow!("--kubernetes: {e}"))?;
+    let snap = kube
+        .gpu_nodes()
+        .await
+        .map_err(|e| anyhow::anyhow!("--kubernetes: {e}"))?;
+    if snap.nodes.is_empty() {
+        anyhow::bail!("--kubernetes: the API server lists no GPU nodes (give --hosts to name the nodes)");
+    }
+    snap.nodes.iter().map(|n| node_agent(cfg, &n.name, port)).collect()
+}
+
+/// The agent of node `name`, whichever scheduler names it (Slurm,
+/// Kubernetes, Ray), at the address the config gives it: `[agents]`, else
+/// `[slurm.agents]`, else `[slurm] agent_address` (config.md).
+pub fn node_agent(cfg: &Config, name: &str, port: u16) -> anyhow::Result<Target> {
+    let (addr, from) = match cfg.agent_of(name) {
+        Some(a) => (a.to_string(), "[agents]"),
+        None => (cfg.slurm.agent_address.replace("{name}", name), "[slurm] agent_address"),
     };
     let mut t = hostlist::parse_targets(&addr, port)
-        .map_err(|e| anyhow::anyhow!("[slurm] agent_address gives a bad address for {name}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{from} gives a bad address for {name}: {e}"))?;
     let mut t = t
         .pop()
-        .ok_or_else(|| anyhow::anyhow!("[slurm] agent_address gives no address for {name}"))?;
+        .ok_or_else(|| anyhow::anyhow!("{from} gives no address for {name}"))?;
     t.name = name.to_string();
     Ok(t)
 }
 
 /// The agents of these node names: the hosts the SOURCE names (by name),
-/// else the Slurm mapping of the config.
+/// else the addresses the config maps them to (`node_agent`).
 pub fn agents_of(names: &[String], source: &Source, cfg: &Config) -> anyhow::Result<Vec<Target>> {
     if source.hosts.is_some() {
         // A node given by its address goes by the host name its agent
@@ -187,7 +209,7 @@ pub fn agents_of(names: &[String], source: &Source, cfg: &Config) -> anyhow::Res
             .collect());
     }
     let port = source.port;
-    names.iter().map(|n| slurm_agent(cfg, n, port)).collect()
+    names.iter().map(|n| node_agent(cfg, n, port)).collect()
 }
 
 /// The targets a hostlist or hostfile names (flags first, then the config),
@@ -210,4 +232,26 @@ fn static_targets(source: &Source, cfg: &Config) -> anyhow::Result<Vec<Target>> 
         host: "127.0.0.1".into(),
         port,
     }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_agent_is_found_in_agents_then_slurm_agents_then_the_pattern() {
+        let cfg = crate::config::parse(
+            "[agents]\nray-w1 = \"10.0.0.8:6000\"\n[slurm]\nagent_address = \"{name}.ib:7000\"\n[slurm.agents]\ngpu02 = \"10.0.0.2\"\n",
+            std::path::Path::new("c.toml"),
+        )
+        .expect("parses");
+        let at = |n: &str| {
+            let t = node_agent(&cfg, n, 50051).expect("an agent");
+            assert_eq!(t.name, n);
+            t.address()
+        };
+        assert_eq!(at("ray-w1"), "10.0.0.8:6000");
+        assert_eq!(at("gpu02"), "10.0.0.2:50051");
+        assert_eq!(at("k8s-n1"), "k8s-n1.ib:7000");
+    }
 }

@@ -149,6 +149,31 @@ impl RaySnapshot {
     }
 }
 
+/// What the timeline says of a Ray node's change between two reads of
+/// Ray (`None`: Ray does not list it; `first`: no read before this one),
+/// as (state, detail): drained, gone, back, joined. A node merely busy or
+/// idle says nothing.
+pub fn timeline_change(
+    before: Option<RayNodeStatus>,
+    now: Option<RayNodeStatus>,
+    first: bool,
+) -> Option<(&'static str, &'static str)> {
+    match (before, now) {
+        (b, Some(RayNodeStatus::Draining)) if b != Some(RayNodeStatus::Draining) => Some((
+            "draining",
+            "drained in Ray: no new work is placed on it, and it leaves the cluster",
+        )),
+        (b, Some(RayNodeStatus::Dead)) if b != Some(RayNodeStatus::Dead) => Some((
+            "dead",
+            "its raylet has left Ray's cluster (ray start on the node brings it back)",
+        )),
+        (Some(b), Some(n)) if b.out_of_service() && !n.out_of_service() => Some((n.word(), "back in Ray's cluster")),
+        (Some(b), None) if b != RayNodeStatus::Dead => Some(("absent", "Ray no longer lists it")),
+        (None, Some(n)) if !first && !n.out_of_service() => Some((n.word(), "joined Ray's cluster")),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,6 +70,13 @@ pub enum What {
         /// The failing checks, where it failed.
         detail: String,
     },
+    /// What a scheduler read beside the fleet says of the node changed
+    /// (`scheduler`: "Ray"; `state` in its words: dead, draining, idle...).
+    SchedulerState {
+        scheduler: String,
+        state: String,
+        detail: String,
+    },
 }
 
 impl Event {
@@ -124,6 +131,11 @@ impl Event {
                     self.by
                 ),
             },
+            What::SchedulerState {
+                scheduler,
+                state,
+                detail,
+            } => format!("{scheduler}: {state}: {detail}"),
         }
     }
 

@@ -219,6 +219,37 @@ pub async fn run_logged(ray: &Ray, plan: Plan) -> ActionReport {
     audit::run_logged(&plan, || execute(ray, &plan)).await
 }
 
+/// What `node return --ray` says of a node on Ray's side: what Ray shows
+/// of it now (`seen`: Ray's view, or why it could not be read), and what
+/// only a person on the node can do. fleetop never takes a node back in
+/// Ray: a drained raylet has left the cluster, and only `ray start` on the
+/// node brings it back (as a new Ray node).
+pub fn return_words(seen: Result<&crate::model::ray::RaySnapshot, &str>, node: &str, gcs: &str) -> String {
+    let restart = format!("restart its raylet on the node: ray start --address={gcs}");
+    match seen {
+        Err(e) => format!("Ray could not be read ({e}); fleetop cannot put a node back in Ray: {restart}"),
+        Ok(snap) => match snap.node_for(&[node]) {
+            Some(r) if !r.status.out_of_service() => {
+                format!(
+                    "Ray lists it {} (id {}): it is in Ray's cluster already",
+                    r.status.word(),
+                    short(&r.id)
+                )
+            }
+            Some(r) => format!(
+                "Ray lists it {} (id {}): a drained raylet leaves the cluster and fleetop cannot undrain it; {restart}",
+                r.status.word(),
+                short(&r.id)
+            ),
+            None => format!("Ray does not list it (its raylet has left the cluster); {restart}"),
+        },
+    }
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,5 +297,38 @@ mod tests {
             drain_plan("head:6379", vec![("gpu09".into(), None)], Some("x".into()), &now, 0).expect_err("unknown");
         assert!(err.contains("no node named gpu09"), "{err}");
         assert!(drain_plan("head:6379", vec![("gpu01".into(), Some(&node))], None, &now, 0).is_err());
+    }
+
+    #[test]
+    fn a_return_says_what_ray_shows_and_that_only_ray_start_brings_a_node_back() {
+        let node = |status| RayNode {
+            id: "cd".repeat(28),
+            name: "gpu01".into(),
+            ip: "10.0.0.1".into(),
+            head: false,
+            status,
+            gpus_total: Some(8.0),
+            gpus_used: None,
+            activity: Vec::new(),
+        };
+        let snap = |n: Vec<RayNode>| crate::model::ray::RaySnapshot {
+            nodes: n,
+            work: Vec::new(),
+            jobs: Vec::new(),
+        };
+        let dead = snap(vec![node(RayNodeStatus::Dead)]);
+        let w = return_words(Ok(&dead), "gpu01", "head:6379");
+        assert!(w.starts_with("Ray lists it dead (id cdcdcdcdcdcd)"), "{w}");
+        assert!(
+            w.contains("fleetop cannot undrain") && w.ends_with("ray start --address=head:6379"),
+            "{w}"
+        );
+        let back = snap(vec![node(RayNodeStatus::Dead), node(RayNodeStatus::Idle)]);
+        let w = return_words(Ok(&back), "gpu01", "head:6379");
+        assert!(w.contains("in Ray's cluster already"), "{w}");
+        let w = return_words(Ok(&snap(Vec::new())), "gpu01", "head:6379");
+        assert!(w.starts_with("Ray does not list it"), "{w}");
+        let w = return_words(Err("refused"), "gpu01", "head:6379");
+        assert!(w.starts_with("Ray could not be read (refused)"), "{w}");
     }
 }

@@ -228,6 +228,15 @@ fn gpu_count_check(n: &BenchNode, expect: Option<u32>) -> Option<BenchResult> {
     })
 }
 
+/// A node's burn-in verdict as a return judges it: `Err(why)` where a
+/// check failed, the suite did not finish, or a GPU is missing.
+pub fn verdict(n: &BenchNode, expect: Option<u32>) -> Result<(), String> {
+    if n.ok && missing_gpus(n, expect).is_none() {
+        return Ok(());
+    }
+    Err(failing(n, expect))
+}
+
 /// The failing checks of a node's burn-in, for its result: the cause once
 /// (an error, or a missing GPU), else each failed check.
 fn failing(n: &BenchNode, expect: Option<u32>) -> String {

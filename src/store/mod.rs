@@ -292,7 +292,7 @@ impl Store {
     /// Puts events (from the state directory, the audit log, an action just
     /// done) on the timelines of the nodes they name; events of nodes this
     /// console does not watch are dropped.
-    fn add_events(&mut self, events: Vec<timeline::Event>) {
+    pub(super) fn add_events(&mut self, events: Vec<timeline::Event>) {
         if events.is_empty() {
             return;
         }

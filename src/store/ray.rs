@@ -47,6 +47,9 @@ impl RayState {
 
 impl Store {
     pub(super) fn apply_ray(&mut self, snap: Arc<RaySnapshot>, now_ms: i64) {
+        // What Ray said of each node before this read, for the timeline.
+        let first = self.ray.as_ref().is_none_or(|r| r.health.read_ms.is_none());
+        let before: Vec<_> = (0..self.nodes.len()).map(|i| self.ray_status(i)).collect();
         let ray = self.ray.get_or_insert_with(RayState::default);
         ray.snap = snap;
         ray.health = SchedHealth {
@@ -55,6 +58,28 @@ impl Store {
             error_ms: None,
         };
         self.match_ray();
+        let mut events = Vec::new();
+        for (i, before) in before.into_iter().enumerate() {
+            let now = self.ray_status(i);
+            if let Some((state, detail)) = crate::model::ray::timeline_change(before, now, first) {
+                events.push(crate::model::timeline::Event {
+                    time_ms: now_ms,
+                    node: self.nodes[i].target.name.clone(),
+                    what: crate::model::timeline::What::SchedulerState {
+                        scheduler: "Ray".into(),
+                        state: state.into(),
+                        detail: detail.into(),
+                    },
+                    by: "ray".into(),
+                });
+            }
+        }
+        self.add_events(events);
+    }
+
+    /// What Ray says of node `i` now; `None` where Ray does not list it.
+    fn ray_status(&self, i: usize) -> Option<crate::model::ray::RayNodeStatus> {
+        self.ray.as_ref().and_then(|r| r.node(i)).map(|n| n.status)
     }
 
     /// Which Ray node each node is, again: after a Ray read, and after node

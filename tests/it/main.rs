@@ -2,6 +2,7 @@
 //! processes), the real binaries, JSON read back into the typed export.
 
 mod agent_stream;
+mod agents_map;
 mod amd_agents;
 mod amd_exporter;
 mod amd_fleet;

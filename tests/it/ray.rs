@@ -246,6 +246,53 @@ mod console {
         );
     }
 
+    /// Ray's side on the timeline (node detail, pane 5): a node Ray drains,
+    /// one whose raylet left (dead), and one that came back, each once.
+    #[test]
+    fn the_timeline_shows_ray_draining_losing_and_taking_back_a_node() {
+        let read = |nodes: Vec<RayNode>| {
+            Step::Arrive(Update::Ray(Arc::new(RaySnapshot {
+                nodes,
+                ..RaySnapshot::default()
+            })))
+        };
+        let screen_of = |down: usize, reads: Vec<Step>| {
+            let mut steps = reads;
+            steps.extend((0..down).map(|_| Step::Do(key(KeyCode::Char('j')))));
+            steps.push(Step::Do(key(KeyCode::Enter)));
+            steps.push(Step::Do(key(KeyCode::Char('5'))));
+            let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 30), steps, with_ray);
+            text(&buf)
+        };
+        let reads = || {
+            vec![
+                arrive(),
+                // gpu02's raylet is gone (dead); gpu03 drained and left Ray's list.
+                read(vec![
+                    ray_node(1, "gpu01", RayNodeStatus::Running),
+                    ray_node(2, "gpu02", RayNodeStatus::Dead),
+                ]),
+                read(vec![
+                    ray_node(1, "gpu01", RayNodeStatus::Idle),
+                    ray_node(2, "gpu02", RayNodeStatus::Dead),
+                    ray_node(9, "gpu02", RayNodeStatus::Idle),
+                ]),
+            ]
+        };
+        let gpu02 = screen_of(1, reads());
+        assert!(
+            gpu02.contains("Ray: dead: its raylet has left Ray's cluster"),
+            "{gpu02}"
+        );
+        assert!(gpu02.contains("Ray: idle: back in Ray's cluster"), "{gpu02}");
+        let gpu03 = screen_of(2, reads());
+        assert!(gpu03.contains("Ray: draining: drained in Ray"), "{gpu03}");
+        assert!(gpu03.contains("Ray: absent: Ray no longer lists it"), "{gpu03}");
+        // Busy to idle is no event.
+        let gpu01 = screen_of(0, reads());
+        assert!(!gpu01.contains("Ray:"), "{gpu01}");
+    }
+
     #[test]
     fn the_drain_dialog_sends_rays_drain_for_the_nodes_ray_id_and_offers_no_resume() {
         let steps = |yes: bool| {
@@ -307,4 +354,77 @@ async fn a_drain_sent_to_a_gcs_that_never_answers_ends_at_its_deadline() {
     // Ended by its deadline, whichever bound (the call's, or tonic's for
     // the request) spoke first.
     assert!(e.contains("within 1 s") || e.contains("Timeout expired"), "{e}");
+}
+
+/// `node return --ray`: Ray has no undrain, so nothing is returned (exit
+/// non-zero, one line saying so and the `ray start` that brings a node
+/// back); what fleetop can do it does: the burn-in on the node's own agent,
+/// found through `[agents]`, with its verdict. Read-only refuses it; both
+/// are in the audit log as Ray's.
+#[test]
+fn a_return_on_ray_runs_the_burn_in_says_what_only_ray_start_can_do_and_is_logged() {
+    use fleetop::model::action::{AuditLine, NodeAction, Scheduler, Stage};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("bench.token");
+    crate::write_secret(&token, "s3cret\n");
+    let agent = start_agent(&["--insecure", "--bench-token-file", token.to_str().expect("utf-8")]);
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, format!("[agents]\nray-w1 = \"127.0.0.1:{}\"\n", agent.port())).expect("config");
+    let audit = dir.path().join("audit.jsonl");
+    let gcs = closed();
+    let ret = |extra: &[&str]| {
+        fleetop()
+            .env("FLEETOP_AUDIT_LOG", &audit)
+            .arg("--config")
+            .arg(&cfg)
+            .args(extra)
+            .args(["--ray", &format!("http://{}", closed()), "--ray-gcs", &gcs])
+            .args(["node", "return", "ray-w1", "--yes", "--insecure", "--token-file"])
+            .arg(&token)
+            .timeout(Duration::from_secs(240))
+            .output()
+            .expect("runs")
+    };
+    let lines = || -> Vec<AuditLine> {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("an audit line"))
+            .collect()
+    };
+    let out = ret(&["--read-only"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("read-only mode: return refused"), "{err}");
+    let refused = lines();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].scheduler, Scheduler::Ray);
+    assert_eq!(refused[0].report.stage, Stage::Refused);
+
+    let out = ret(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "nothing was returned: {text}");
+    let last = err.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("1 node(s) not returned: Ray has no undrain")
+            && last.contains(&format!("ray start --address={gcs}")),
+        "{err}"
+    );
+    assert!(err.contains("burn-in [") || text.contains("burn-in quick"), "{err}");
+    assert!(
+        text.contains("burn-in quick passed on its own agent") || text.contains("burn-in quick failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Ray could not be read") && text.contains("ray start --address="),
+        "{text}"
+    );
+    let done: Vec<AuditLine> = lines()
+        .into_iter()
+        .filter(|l| l.report.action == NodeAction::Return && l.report.stage == Stage::Done)
+        .collect();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].scheduler, Scheduler::Ray);
+    assert!(!done[0].report.results[0].ok, "nothing was returned");
 }

@@ -130,5 +130,6 @@ fn what_style(t: &Theme, w: &What) -> Style {
         What::Fault { .. } => t.warn,
         What::BurnIn { passed: false, .. } => t.crit,
         What::BurnIn { .. } => t.base,
+        What::SchedulerState { .. } => t.warn,
     }
 }
