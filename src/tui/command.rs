@@ -99,7 +99,10 @@ pub fn command_key(app: &mut App, k: KeyEvent) {
 
 /// The sort keys `:sort` takes: each sort's name's first word.
 fn sort_keys() -> Vec<(&'static str, Sort)> {
-    Sort::ALL.iter().map(|&s| (s.name().split(' ').next().unwrap_or(""), s)).collect()
+    Sort::ALL
+        .iter()
+        .map(|&s| (s.name().split(' ').next().unwrap_or(""), s))
+        .collect()
 }
 
 /// `text` completed by Tab: a command's name, or a node's (`:node`) or a

@@ -252,5 +252,8 @@ fn a_draining_watch_is_refused_by_the_read_only_flag_as_by_the_config() {
         .expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("watch --remediate drain: refused in read-only mode"), "{err}");
+    assert!(
+        err.contains("watch --remediate drain: refused in read-only mode"),
+        "{err}"
+    );
 }

@@ -9,8 +9,8 @@ use fleetop::model::update::Update;
 use ratatui::buffer::Buffer;
 
 use super::{
-    NOW, Step, detail_of, drive_as_opened, drive_steps, fleet_updates, key, mono, report, sched_arrives, sched_node, step_keys, text,
-    theme,
+    NOW, Step, detail_of, drive_as_opened, drive_steps, fleet_updates, key, mono, report, sched_arrives, sched_node,
+    step_keys, text, theme,
 };
 
 /// The heatmap's node rows: those that start with a node's name.
@@ -44,7 +44,10 @@ fn the_heatmap_opens_worst_first_and_name_order_is_one_s_away() {
         .next()
         .and_then(|l| l.split(" crit").next()?.split_whitespace().last()?.parse().ok())
         .expect("the header counts crit nodes");
-    let crit_rows = rows.iter().filter(|r| r.split_whitespace().nth(1) == Some("crit")).count();
+    let crit_rows = rows
+        .iter()
+        .filter(|r| r.split_whitespace().nth(1) == Some("crit"))
+        .count();
     assert_eq!(crit_rows, crit_in_header, "{screen}");
     assert!(screen.contains("sort flags"), "{screen}");
     let screen = text(&heatmap(32, (80, 24), step_keys("s")));
@@ -78,7 +81,10 @@ fn cells(row: &str) -> Vec<String> {
         return Vec::new();
     };
     // name, status (and its age: "unrch 9m")
-    let start = if words.get(2).is_some_and(|w| w.ends_with('m') || w.ends_with('s') || w.ends_with('h')) {
+    let start = if words
+        .get(2)
+        .is_some_and(|w| w.ends_with('m') || w.ends_with('s') || w.ends_with('h'))
+    {
         3
     } else {
         2
@@ -143,7 +149,13 @@ fn node_details_gpu_flags_are_whole_at_80_and_at_200_columns() {
         .find(|c| c.scenario == Scenario::EccUncorrectable)
         .expect("the ECC node");
     for size in [(80, 24), (200, 50)] {
-        let (buf, _) = drive_steps(theme(), fleet_updates(32, 8, 60), size, detail_of(&cfg.hostname), |_| {});
+        let (buf, _) = drive_steps(
+            theme(),
+            fleet_updates(32, 8, 60),
+            size,
+            detail_of(&cfg.hostname),
+            |_| {},
+        );
         let screen = text(&buf);
         let head = screen.lines().find(|l| l.starts_with("GPU ")).expect("the GPU table");
         let at = head.find("flags").expect("a flags column");
@@ -177,9 +189,15 @@ fn someone_elses_drain_shows_their_reason_on_the_row() {
         vec![],
     )];
     let screen = text(&heatmap(4, (120, 24), steps));
-    let row = node_rows(&screen).into_iter().find(|r| r.contains("gpu02")).expect("gpu02");
+    let row = node_rows(&screen)
+        .into_iter()
+        .find(|r| r.contains("gpu02"))
+        .expect("gpu02");
     assert!(row.contains("bob") && row.contains("“fan swap TKT-7”"), "{screen}");
-    let row = node_rows(&screen).into_iter().find(|r| r.contains("gpu03")).expect("gpu03");
+    let row = node_rows(&screen)
+        .into_iter()
+        .find(|r| r.contains("gpu03"))
+        .expect("gpu03");
     assert!(!row.contains('“'), "{screen}");
 }
 
@@ -187,8 +205,17 @@ fn someone_elses_drain_shows_their_reason_on_the_row() {
 fn do_now_is_wrapped_not_cut_at_80_columns() {
     use fleetop_agent::sim::Scenario;
     let plan = fleetop::ingest::demo::plan(16, 8, 7, NOW - 600_000);
-    let cfg = plan.iter().find(|c| c.scenario == Scenario::Xid79).expect("the XID 79 node");
-    let (buf, _) = drive_steps(theme(), fleet_updates(16, 8, 60), (80, 24), detail_of(&cfg.hostname), |_| {});
+    let cfg = plan
+        .iter()
+        .find(|c| c.scenario == Scenario::Xid79)
+        .expect("the XID 79 node");
+    let (buf, _) = drive_steps(
+        theme(),
+        fleet_updates(16, 8, 60),
+        (80, 24),
+        detail_of(&cfg.hostname),
+        |_| {},
+    );
     let screen = text(&buf);
     let said: String = screen
         .lines()
@@ -222,7 +249,10 @@ fn an_amd_node_speaks_amd_and_names_each_xgmi_peer() {
     let screen = text(&buf);
     assert!(screen.contains("GFX MHz") && !screen.contains("SM MHz"), "{screen}");
     assert!(screen.contains("2 XGMI") && !screen.contains("NVLink"), "{screen}");
-    let head = screen.lines().find(|l| l.starts_with("link state")).expect("the links pane");
+    let head = screen
+        .lines()
+        .find(|l| l.starts_with("link state"))
+        .expect("the links pane");
     assert!(head.contains("peer"), "{screen}");
     // Each link names its peer's bus ("28:00"), not "-".
     let at = head.find("peer").unwrap_or(0);
@@ -252,7 +282,10 @@ fn an_amd_node_speaks_amd_and_names_each_xgmi_peer() {
 fn a_lost_gpus_links_show_no_rates() {
     use fleetop_agent::sim::Scenario;
     let plan = fleetop::ingest::demo::plan(16, 8, 7, NOW - 600_000);
-    let cfg = plan.iter().find(|c| c.scenario == Scenario::Xid79).expect("the XID 79 node");
+    let cfg = plan
+        .iter()
+        .find(|c| c.scenario == Scenario::Xid79)
+        .expect("the XID 79 node");
     let lost = fleetop_agent::sim::target_gpu(cfg.seed, 8);
     let mut steps = detail_of(&cfg.hostname);
     steps.extend((0..lost).map(|_| Step::Do(key(KeyCode::Char('j')))));
@@ -303,5 +336,8 @@ fn a_return_shows_each_nodes_burn_in_as_it_runs_and_its_result_whole() {
     steps.push(Step::Arrive(Update::ActionDone(std::sync::Arc::new(report))));
     let (buf, _) = drive_steps(theme(), fleet_updates(4, 8, 30), (80, 24), steps, setup);
     let screen = text(&buf);
-    assert!(screen.contains("FAIL") && screen.contains("looks at its links"), "{screen}");
+    assert!(
+        screen.contains("FAIL") && screen.contains("looks at its links"),
+        "{screen}"
+    );
 }

@@ -740,7 +740,10 @@ fn a_gpu_with_a_warn_or_crit_flag_is_marked_in_its_heatmap_cell_with_and_without
         };
         // gpu15: xid and gpu_lost (crit) on a GPU: "ERR" leaves no room for
         // the mark beside the cell's gap, so the cell is the crit block.
-        assert!(cells("gpu15").contains("ERR") && !cells("gpu15").contains("!ERR"), "{screen}");
+        assert!(
+            cells("gpu15").contains("ERR") && !cells("gpu15").contains("!ERR"),
+            "{screen}"
+        );
         let (row, y) = heat_row(&buf, "gpu15");
         let x = row[..row.find("ERR").expect("the lost GPU's cell")].chars().count() as u16;
         let block = t.crit_block();

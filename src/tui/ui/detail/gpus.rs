@@ -64,7 +64,11 @@ pub(super) fn render_gpu_table(app: &App, n: &NodeState, area: Rect, buf: &mut B
         crate::model::sample::Vendor::Nvidia => "SM MHz",
     };
     // The flags take what the other columns leave at 200 columns.
-    let flags_w: u16 = if narrow { 16 } else { 18u16.max(area.width.saturating_sub(120).min(40)) };
+    let flags_w: u16 = if narrow {
+        16
+    } else {
+        18u16.max(area.width.saturating_sub(120).min(40))
+    };
     let all: [(&str, u16, u8); 11] = [
         ("GPU", 4, 10),
         ("util", 5, 9),

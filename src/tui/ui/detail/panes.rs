@@ -236,7 +236,10 @@ fn render_nvlink(app: &App, n: &NodeState, area: Rect, buf: &mut Buffer) {
 /// A PCI bus id without the usual domain 0 and function 0 ("0000:05:00.0"
 /// is "05:00"), escaped: it came from the node.
 fn short_bus_id(id: &str) -> String {
-    let id = id.strip_prefix("0000:").or_else(|| id.strip_prefix("00000000:")).unwrap_or(id);
+    let id = id
+        .strip_prefix("0000:")
+        .or_else(|| id.strip_prefix("00000000:"))
+        .unwrap_or(id);
     let id = id.strip_suffix(".0").unwrap_or(id);
     fleetop_proto::input::printable(id, 16)
 }

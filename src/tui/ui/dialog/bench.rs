@@ -36,7 +36,9 @@ pub(super) fn render(app: &App, nodes: &[usize], suite: Suite, guard: Option<&Gu
         .map(|info| info.vendor())
         .collect();
     lines.extend(wrap(&checks(&vendors), inner, " ").into_iter().map(Line::from));
-    lines.push(Line::from(" The GPUs are busy for a few minutes: jobs on them will slow down."));
+    lines.push(Line::from(
+        " The GPUs are busy for a few minutes: jobs on them will slow down.",
+    ));
     lines.push(Line::from(""));
     match guard {
         Some(g) => lines.extend(guard_lines(t, g, Some(("Tab", "quick/full")), inner)),
