@@ -2,7 +2,11 @@
 //! with who and when just before they are logged) are what is sent: each
 //! node is read first, so that a cordon someone else made is never
 //! overwritten nor its annotations touched, and read back after (the
-//! PATCH's answer) for the report. A drain cordons, then evicts the node's
+//! PATCH's answer) for the report. A cordon quarantines: fleetop's taint
+//! (a JSON patch that appends), its condition (a strategic merge patch of
+//! `nodes/status`) and an Event follow the cordon; uncordon removes the
+//! taint and condition (`unquarantine`) and nothing of anyone else's.
+//! A drain cordons, then evicts the node's
 //! pods through the Eviction subresource, which honours PodDisruptionBudgets:
 //! an eviction refused is reported with the API server's own words and
 //! makes the node's result a failure.
