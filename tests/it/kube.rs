@@ -175,7 +175,11 @@ fn someone_elses_cordon_is_left_alone_unless_forced() {
 #[test]
 fn a_disruption_budget_refusing_one_eviction_is_reported_and_the_rest_evicted() {
     let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
-    api.state.lock().expect("lock").pdb.insert("ml/train-1".into());
+    api.state
+        .lock()
+        .expect("lock")
+        .pdb
+        .insert("ml/train-1".into(), "train-pdb");
     let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79"]);
     assert!(!r.ok, "{}", r.stdout);
     assert!(

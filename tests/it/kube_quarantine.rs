@@ -33,13 +33,17 @@ fn condition(n: &Node, kind: &str) -> Option<k8s_openapi::api::core::v1::NodeCon
 #[test]
 fn a_budget_refusal_names_the_pod_and_budget_and_nothing_is_deleted() {
     let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
-    api.state.lock().expect("lock").pdb.insert("ml/train-0".into());
+    api.state
+        .lock()
+        .expect("lock")
+        .pdb
+        .insert("ml/train-0".into(), "train-0-budget");
     let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79", "--gpu-pods-only"]);
     assert!(!r.ok, "{}", r.stdout);
     let line = r.stdout.lines().find(|l| l.starts_with("gpu01")).expect("gpu01's line");
     assert!(
         line.contains("NOT evicted: ml/train-0: 429 TooManyRequests")
-            && line.contains("The disruption budget train-pdb needs 2 healthy pods"),
+            && line.contains("The disruption budget train-0-budget needs 2 healthy pods"),
         "{line}"
     );
     assert!(api.pods_on("gpu01").contains(&"ml/train-0".to_string()));

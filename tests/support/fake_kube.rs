@@ -10,7 +10,7 @@
 //! server can run on these machines: this is what the Kubernetes path is
 //! tested against (docs/kubernetes.md says so).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -36,8 +36,9 @@ pub struct Req {
 pub struct State {
     pub nodes: BTreeMap<String, Value>,
     pub pods: Vec<Value>,
-    /// Pods ("ns/name") a PodDisruptionBudget protects: their eviction is a 429.
-    pub pdb: BTreeSet<String>,
+    /// Pods ("ns/name") a PodDisruptionBudget protects, and the budget's
+    /// name: their eviction is a 429 naming it among its causes.
+    pub pdb: BTreeMap<String, &'static str>,
     /// Bearer tokens and what each may do: "admin" everything, "viewer"
     /// only get and list, "cordoner" what fleetop needed before its
     /// quarantine (no `nodes/status`, no `events`): a 403 for the rest, as
@@ -375,14 +376,15 @@ impl State {
                 else {
                     return not_found("pods", name);
                 };
-                if self.pdb.contains(&id) {
+                if let Some(budget) = self.pdb.get(&id) {
+                    let cause = format!("The disruption budget {budget} needs 2 healthy pods and has 2 currently");
                     return (
                         429,
                         status(
                             429,
                             "TooManyRequests",
                             "Cannot evict pod as it would violate the pod's disruption budget.",
-                            json!({"causes": [{"reason": "DisruptionBudget", "message": "The disruption budget train-pdb needs 2 healthy pods and has 2 currently"}]}),
+                            json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]}),
                         ),
                     );
                 }
