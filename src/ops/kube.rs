@@ -81,11 +81,24 @@ fn stamped(plan: &Plan, node: &str) -> (String, String) {
 }
 
 /// What fleetop puts on a node after its cordon, in order: its taint, its
-/// condition, an Event. The first call refused ends it, in words.
+/// condition, an Event; what the node has already is not sent again (a
+/// quarantine a refusal cut short is completed by the next cordon or
+/// drain). The reason, holder and time are the cordon's annotations. The
+/// first call refused ends it, in words.
 async fn quarantine(kube: &Kube, plan: &Plan, node: &str, cordoned: &Node) -> Result<KubeNode, String> {
-    let reason = plan.reason.as_deref().unwrap_or_default();
-    let (by, at) = stamped(plan, node);
     let now = decode_node(cordoned);
+    let (plan_by, plan_at) = stamped(plan, node);
+    let noted = now.fleetop.clone();
+    let reason = noted
+        .as_ref()
+        .map(|a| a.reason.clone())
+        .unwrap_or_else(|| plan.reason.clone().unwrap_or_default());
+    let by = noted.as_ref().and_then(|a| a.by.clone()).unwrap_or(plan_by);
+    let at = noted.as_ref().and_then(|a| a.at.clone()).unwrap_or(plan_at);
+    let reason = reason.as_str();
+    if now.fleetop_taint().is_some() && now.has_fleetop_condition() {
+        return Ok(now);
+    }
     let tainted = if now.fleetop_taint().is_some() {
         now
     } else {
@@ -99,12 +112,16 @@ async fn quarantine(kube: &Kube, plan: &Plan, node: &str, cordoned: &Node) -> Re
             .map_err(|e| format!("not tainted: {e}"))?;
         decode_node(&n)
     };
-    let n = status_patch(kube, node, &km::condition_body(reason, &by, &at))
-        .await
-        .map_err(|e| format!("tainted {}, no condition set: {e}", km::TAINT_KEY))?;
-    let after = KubeNode {
-        conditions: decode_node(&n).conditions,
-        ..tainted
+    let after = if tainted.has_fleetop_condition() {
+        tainted
+    } else {
+        let n = status_patch(kube, node, &km::condition_body(reason, &by, &at))
+            .await
+            .map_err(|e| format!("tainted {}, no condition set: {e}", km::TAINT_KEY))?;
+        KubeNode {
+            conditions: decode_node(&n).conditions,
+            ..tainted
+        }
     };
     let event: Event =
         serde_json::from_value(km::event_body(node, reason, &by, &at)).map_err(|e| format!("the Event: {e}"))?;
@@ -136,6 +153,20 @@ pub async fn unquarantine(kube: &Kube, node: &KubeNode) -> Result<(), String> {
             .map_err(|e| format!("{} not removed: {e}", km::CONDITION_TYPE))?;
     }
     Ok(())
+}
+
+/// Completes the quarantine of a node fleetop cordoned already, where its
+/// taint or condition is missing; `None`: nothing was missing.
+async fn complete(kube: &Kube, plan: &Plan, before: &KubeNode) -> Result<Option<KubeNode>, String> {
+    if before.fleetop_taint().is_some() && before.has_fleetop_condition() {
+        return Ok(None);
+    }
+    let api: Api<Node> = Api::all(kube.client.clone());
+    let n = kube
+        .bounded(api.get(&before.name))
+        .await
+        .map_err(|e| kube.explain(&e, "get", "nodes"))?;
+    quarantine(kube, plan, &before.name, &n).await.map(Some)
 }
 
 /// Cordons (the planned merge patch) and quarantines `node`.
@@ -224,6 +255,20 @@ async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
             Ok(after) => result(node, true, format!("now {}", quarantined(&after)), b, Some(&after)),
             Err(e) => result(node, false, e, b, None),
         },
+        (NodeAction::Cordon, Hold::Fleetop { .. }) => match complete(kube, plan, &before).await {
+            Ok(None) => result(node, true, format!("already {}; left as it is", before.held_by()), b, b),
+            Ok(Some(a)) => {
+                let msg = format!(
+                    "already {}; quarantine completed: tainted {}:{}, {} set",
+                    before.held_by(),
+                    km::TAINT_KEY,
+                    km::TAINT_EFFECT,
+                    km::CONDITION_TYPE
+                );
+                result(node, true, msg, b, Some(&a))
+            }
+            Err(e) => result(node, false, format!("already {}; {e}", before.held_by()), b, b),
+        },
         (NodeAction::Cordon, _) => result(node, true, format!("already {}; left as it is", before.held_by()), b, b),
         (NodeAction::Drain, hold) => {
             let (cordon_words, after) = match hold {
@@ -231,7 +276,23 @@ async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
                     Ok(a) => (format!("now {}", quarantined(&a)), a),
                     Err(e) => return result(node, false, format!("{e}; nothing evicted"), b, None),
                 },
-                Hold::Fleetop { .. } => (format!("already {}", before.held_by()), before.clone()),
+                Hold::Fleetop { .. } => match complete(kube, plan, &before).await {
+                    Ok(None) => (format!("already {}", before.held_by()), before.clone()),
+                    Ok(Some(a)) => (
+                        format!(
+                            "already {}; quarantine completed: tainted {}:{}, {} set",
+                            before.held_by(),
+                            km::TAINT_KEY,
+                            km::TAINT_EFFECT,
+                            km::CONDITION_TYPE
+                        ),
+                        a,
+                    ),
+                    Err(e) => {
+                        let msg = format!("already {}; {e}; nothing evicted", before.held_by());
+                        return result(node, false, msg, b, b);
+                    }
+                },
                 Hold::Other if !plan.force => {
                     return result(
                         node,

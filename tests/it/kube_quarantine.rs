@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use serde_json::{Value, json};
 
 use crate::kube::{annotations, node, setup};
-use crate::support::fake_kube::{ADMIN_TOKEN, CORDONER_TOKEN, TAINTER_TOKEN};
+use crate::support::fake_kube::{ADMIN_TOKEN, CORDONER_TOKEN, TAINTER_TOKEN, kubeconfig};
 
 fn typed(n: Value) -> Node {
     serde_json::from_value(n).expect("a v1 Node")
@@ -123,6 +123,21 @@ fn rbac_without_the_quarantines_verbs_is_named_and_nothing_is_evicted() {
         "{line}"
     );
     assert_eq!(api.pods_on("gpu01").len(), 5);
+    // The rights granted, the next drain completes what was cut short.
+    let kc = kubeconfig(_dir.path(), &api.url(), ADMIN_TOKEN);
+    let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79", "--gpu-pods-only"]);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("quarantine completed: tainted fleetop/quarantine:NoSchedule, FleetopQuarantine set")
+            && r.stdout.contains("2 pod(s) evicted"),
+        "{}",
+        r.stdout
+    );
+    let n = typed(api.node("gpu01"));
+    assert_eq!(taints(&n), ["fleetop/quarantine=:NoSchedule"], "not tainted twice");
+    assert!(condition(&n, "FleetopQuarantine").is_some());
+    assert_eq!(api.state.lock().expect("lock").events.len(), 1);
     // Without `create` on events.
     let (api, _dir, kc, log) = setup(TAINTER_TOKEN);
     let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79"]);
