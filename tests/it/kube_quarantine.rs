@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::kube::{annotations, node, setup};
 use crate::support::fake_kube::{ADMIN_TOKEN, CORDONER_TOKEN, TAINTER_TOKEN, kubeconfig};
+use crate::support::fake_kube_patch::{json_patch, strategic_merge};
 
 fn typed(n: Value) -> Node {
     serde_json::from_value(n).expect("a v1 Node")
@@ -268,4 +269,42 @@ fn a_drain_quarantines_the_node_then_evicts_and_uncordon_leaves_nothing_of_fleet
             .keys()
             .all(|k| !k.starts_with("fleetop/"))
     );
+}
+
+// The fake's patches, as the API server applies them.
+
+#[test]
+fn conditions_merge_by_type_and_delete_by_directive_while_taints_are_replaced() {
+    let mut n = json!({
+        "spec": {"taints": [{"key": "theirs", "effect": "NoSchedule"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    });
+    let set = json!({"status": {"conditions": [{"type": "FleetopQuarantine", "status": "True"}]}});
+    strategic_merge(&mut n, &set).expect("applies");
+    assert_eq!(n["status"]["conditions"].as_array().map(Vec::len), Some(2));
+    let del = json!({"status": {"conditions": [{"type": "FleetopQuarantine", "$patch": "delete"}]}});
+    strategic_merge(&mut n, &del).expect("applies");
+    assert_eq!(n["status"]["conditions"], json!([{"type": "Ready", "status": "True"}]));
+    // A strategic merge patch of spec.taints replaces the list: why
+    // fleetop appends its taint with a JSON patch instead.
+    let t = json!({"spec": {"taints": [{"key": "fleetop/quarantine", "effect": "NoSchedule"}]}});
+    strategic_merge(&mut n, &t).expect("applies");
+    assert_eq!(n["spec"]["taints"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_json_patch_whose_test_fails_changes_nothing() {
+    let mut n = json!({"metadata": {"resourceVersion": "7", "annotations": {"a/b": "x"}}, "spec": {}});
+    let before = n.clone();
+    let stale = json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "6"},
+        {"op": "add", "path": "/spec/taints", "value": []}
+    ]);
+    assert!(json_patch(&mut n, &stale).is_err());
+    assert_eq!(n, before);
+    let ok = json!([{"op": "remove", "path": "/metadata/annotations/a~1b"}]);
+    json_patch(&mut n, &ok).expect("applies");
+    assert_eq!(n["metadata"]["annotations"], json!({}));
+    let missing = json!([{"op": "remove", "path": "/spec/taints/0"}]);
+    assert!(json_patch(&mut n, &missing).is_err());
 }
