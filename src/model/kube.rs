@@ -108,6 +108,18 @@ pub struct KubeNode {
 }
 
 impl KubeNode {
+    /// Where fleetop's taint is among the node's taints.
+    pub fn fleetop_taint(&self) -> Option<usize> {
+        self.taints.iter().position(|t| t.key == TAINT_KEY)
+    }
+
+    /// The node carries fleetop's condition.
+    pub fn has_fleetop_condition(&self) -> bool {
+        self.conditions.iter().any(|c| c.kind == CONDITION_TYPE)
+    }
+}
+
+impl KubeNode {
     /// Who keeps the node from taking new pods: nobody (schedulable),
     /// fleetop (cordoned with its annotation, a `fleetop:` reason), or
     /// someone else (a cordon without it: kubectl, an autoscaler, a person).
@@ -217,6 +229,33 @@ pub fn pods_path(node: &str) -> String {
     format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
 }
 
+/// `/api/v1/nodes/NAME/status`: the status subresource (conditions).
+pub fn status_path(node: &str) -> String {
+    format!("/api/v1/nodes/{node}/status")
+}
+
+/// `/api/v1/namespaces/default/events`: where a node's Events go (a Node
+/// has no namespace; the kubelet posts its node's Events there too).
+pub fn events_path() -> String {
+    format!("/api/v1/namespaces/{EVENT_NAMESPACE}/events")
+}
+
+/// fleetop's taint on a node it quarantined: `fleetop/quarantine:NoSchedule`.
+/// Only a taint with this key is fleetop's; others' are never touched.
+pub const TAINT_KEY: &str = "fleetop/quarantine";
+pub const TAINT_EFFECT: &str = "NoSchedule";
+/// fleetop's Node condition (`status.conditions`, type `FleetopQuarantine`).
+pub const CONDITION_TYPE: &str = "FleetopQuarantine";
+pub const CONDITION_REASON: &str = "QuarantinedByFleetop";
+/// The Event's reason, and the namespace of a node's Events.
+pub const EVENT_REASON: &str = "FleetopQuarantine";
+pub const EVENT_NAMESPACE: &str = "default";
+
+/// The content types of the three kinds of PATCH fleetop sends.
+pub const MERGE_PATCH: &str = "application/merge-patch+json";
+pub const JSON_PATCH: &str = "application/json-patch+json";
+pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+
 /// The merge patch (`application/merge-patch+json`) that cordons a node
 /// with fleetop's annotations.
 pub fn cordon_body(reason: &str, by: &str, at: &str) -> serde_json::Value {
@@ -235,6 +274,77 @@ pub fn uncordon_body() -> serde_json::Value {
     })
 }
 
+fn taint_value() -> serde_json::Value {
+    serde_json::json!({"key": TAINT_KEY, "effect": TAINT_EFFECT})
+}
+
+/// The JSON patch (`application/json-patch+json`) that appends fleetop's
+/// taint to a node's taints: others' stay as they are (a merge patch of
+/// `spec.taints` would replace the whole list).
+pub fn taint_append_body() -> serde_json::Value {
+    serde_json::json!([{"op": "add", "path": "/spec/taints/-", "value": taint_value()}])
+}
+
+/// The JSON patch for a node that has no taints yet: the list with
+/// fleetop's alone, only if the node is still the one read
+/// (`resourceVersion`), so that a taint added meanwhile is not lost.
+pub fn taint_first_body(resource_version: &str) -> serde_json::Value {
+    serde_json::json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+        {"op": "add", "path": "/spec/taints", "value": [taint_value()]},
+    ])
+}
+
+/// The JSON patch that removes fleetop's taint at `index`, only if the
+/// taint there is still fleetop's.
+pub fn untaint_body(index: &str) -> serde_json::Value {
+    serde_json::json!([
+        {"op": "test", "path": format!("/spec/taints/{index}/key"), "value": TAINT_KEY},
+        {"op": "remove", "path": format!("/spec/taints/{index}")},
+    ])
+}
+
+/// The strategic merge patch of `nodes/status` that sets fleetop's
+/// condition (conditions merge by `type`: the others stay).
+pub fn condition_body(reason: &str, by: &str, at: &str) -> serde_json::Value {
+    serde_json::json!({"status": {"conditions": [{
+        "type": CONDITION_TYPE,
+        "status": "True",
+        "reason": CONDITION_REASON,
+        "message": format!("{reason} (by {by})"),
+        "lastHeartbeatTime": at,
+        "lastTransitionTime": at,
+    }]}})
+}
+
+/// The strategic merge patch of `nodes/status` that deletes fleetop's
+/// condition, and only it.
+pub fn uncondition_body() -> serde_json::Value {
+    serde_json::json!({"status": {"conditions": [{"type": CONDITION_TYPE, "$patch": "delete"}]}})
+}
+
+/// The core/v1 Event fleetop posts on a node it quarantined. A node's
+/// Events name it with its name as uid, as the kubelet's do and as
+/// `kubectl describe node` looks them up.
+pub fn event_body(node: &str, reason: &str, by: &str, at: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": format!("{node}.fleetop-"), "namespace": EVENT_NAMESPACE},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
+        "type": "Warning",
+        "reason": EVENT_REASON,
+        "action": "Quarantine",
+        "message": format!("cordoned and tainted {TAINT_KEY}:{TAINT_EFFECT} by {by}: {reason}"),
+        "source": {"component": "fleetop"},
+        "reportingComponent": "fleetop",
+        "reportingInstance": by,
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "count": 1,
+    })
+}
+
 /// The body of a policy/v1 Eviction of `namespace/pod`.
 pub fn eviction_body(namespace: &str, pod: &str) -> serde_json::Value {
     serde_json::json!({
@@ -250,32 +360,83 @@ pub fn eviction_body(namespace: &str, pod: &str) -> serde_json::Value {
 pub const UNSTAMPED_BY: &str = "(this user)";
 pub const UNSTAMPED_AT: &str = "(the time it is sent)";
 
+/// The quarantine's calls after the cordon: the taint, the condition, the
+/// Event (each with its content type or note as the fourth word).
+pub fn quarantine_calls(node: &str, reason: &str, by: &str, at: &str) -> Vec<Vec<String>> {
+    vec![
+        vec![
+            "PATCH".into(),
+            node_path(node),
+            taint_append_body().to_string(),
+            format!("{JSON_PATCH}; a node without taints: test resourceVersion, add /spec/taints [the taint]"),
+        ],
+        vec![
+            "PATCH".into(),
+            status_path(node),
+            condition_body(reason, by, at).to_string(),
+            STRATEGIC_MERGE_PATCH.into(),
+        ],
+        vec![
+            "POST".into(),
+            events_path(),
+            event_body(node, reason, by, at).to_string(),
+        ],
+    ]
+}
+
+/// The calls that remove what fleetop put on a node, after the uncordon
+/// (`uncordon_body`): its taint where the node has it, its condition.
+pub fn unquarantine_calls(node: &str) -> Vec<Vec<String>> {
+    vec![
+        vec![
+            "PATCH".into(),
+            node_path(node),
+            untaint_body("{index}").to_string(),
+            format!("{JSON_PATCH}; where the node has {TAINT_KEY}, at its index"),
+        ],
+        vec![
+            "PATCH".into(),
+            status_path(node),
+            uncondition_body().to_string(),
+            format!("{STRATEGIC_MERGE_PATCH}; where the node has {CONDITION_TYPE}"),
+        ],
+    ]
+}
+
 /// The calls for one node, in words: method, path, and body where there is
 /// one. A drain's evictions depend on the pods on the node when it runs:
 /// the plan names the listing and the rule; the report names each pod.
 pub fn calls(plan: &Plan, node: &str, by: &str, at: &str) -> Vec<Vec<String>> {
     let patch = |body: serde_json::Value| vec!["PATCH".to_string(), node_path(node), body.to_string()];
-    let cordon = || patch(cordon_body(plan.reason.as_deref().unwrap_or_default(), by, at));
+    let reason = plan.reason.as_deref().unwrap_or_default();
+    let quarantine = || {
+        let mut c = vec![patch(cordon_body(reason, by, at))];
+        c.extend(quarantine_calls(node, reason, by, at));
+        c
+    };
     match plan.action {
-        NodeAction::Cordon => vec![cordon()],
+        NodeAction::Cordon => quarantine(),
         NodeAction::Drain => {
             let which = if plan.gpu_pods_only {
                 "each pod that holds a GPU (nvidia.com/gpu or nvidia.com/mig-*), not DaemonSet-owned, not a mirror pod"
             } else {
                 "each pod not DaemonSet-owned and not a mirror pod"
             };
-            vec![
-                cordon(),
-                vec!["GET".into(), pods_path(node)],
-                vec![
-                    "POST".into(),
-                    eviction_path("{namespace}", "{pod}"),
-                    eviction_body("{namespace}", "{pod}").to_string(),
-                    format!("for {which}"),
-                ],
-            ]
+            let mut c = quarantine();
+            c.push(vec!["GET".into(), pods_path(node)]);
+            c.push(vec![
+                "POST".into(),
+                eviction_path("{namespace}", "{pod}"),
+                eviction_body("{namespace}", "{pod}").to_string(),
+                format!("for {which}; a refusal (429, a PodDisruptionBudget) is reported, never forced"),
+            ]);
+            c
         }
-        NodeAction::Resume | NodeAction::Undrain => vec![patch(uncordon_body())],
+        NodeAction::Resume | NodeAction::Undrain => {
+            let mut c = vec![patch(uncordon_body())];
+            c.extend(unquarantine_calls(node));
+            c
+        }
         _ => Vec::new(),
     }
 }
@@ -381,14 +542,23 @@ mod tests {
         assert_eq!(p.reason.as_deref(), Some("fleetop: xid 79"));
         assert_eq!(p.commands[0][0..2], ["PATCH", "/api/v1/nodes/gpu01"]);
         assert!(p.commands[0][2].contains(r#""fleetop/reason":"fleetop: xid 79""#));
+        // The quarantine: the taint (a JSON patch), the condition (the
+        // status subresource), the Event; then the pods and evictions.
+        assert_eq!(p.commands[1][0..2], ["PATCH", "/api/v1/nodes/gpu01"]);
+        assert!(p.commands[1][2].contains(r#""/spec/taints/-""#), "{:?}", p.commands[1]);
+        assert_eq!(p.commands[2][0..2], ["PATCH", "/api/v1/nodes/gpu01/status"]);
+        assert!(p.commands[2][2].contains(r#""type":"FleetopQuarantine""#));
+        assert_eq!(p.commands[3][0..2], ["POST", "/api/v1/namespaces/default/events"]);
         assert_eq!(
-            p.commands[1],
+            p.commands[4],
             ["GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dgpu01"]
         );
-        assert!(p.commands[2][3].contains("holds a GPU"), "{:?}", p.commands[2]);
+        assert!(p.commands[5][3].contains("holds a GPU"), "{:?}", p.commands[5]);
         let r = plan(NodeAction::Resume, vec!["gpu01".into()], None, true).expect("plan");
         assert!(!r.gpu_pods_only);
         assert!(r.commands[0][2].contains(r#""fleetop/reason":null"#));
+        assert!(r.commands[1][2].contains(r#""op":"remove""#), "{:?}", r.commands[1]);
+        assert!(r.commands[2][2].contains(r#""$patch":"delete""#), "{:?}", r.commands[2]);
     }
 
     #[test]

@@ -2,14 +2,18 @@
 //! with who and when just before they are logged) are what is sent: each
 //! node is read first, so that a cordon someone else made is never
 //! overwritten nor its annotations touched, and read back after (the
-//! PATCH's answer) for the report. A drain cordons, then evicts the node's
+//! PATCH's answer) for the report. A cordon quarantines: fleetop's taint
+//! (a JSON patch that appends), its condition (a strategic merge patch of
+//! `nodes/status`) and an Event follow the cordon; uncordon removes the
+//! taint and condition (`unquarantine`) and nothing of anyone else's.
+//! A drain cordons, then evicts the node's
 //! pods through the Eviction subresource, which honours PodDisruptionBudgets:
 //! an eviction refused is reported with the API server's own words and
 //! makes the node's result a failure.
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 
 use crate::ingest::kube::{Kube, KubeError, decode_node};
 use crate::model::action::{ActionReport, NodeAction, NodeResult, Plan, Stage};
@@ -37,14 +41,147 @@ fn result(node: &str, ok: bool, message: String, before: Option<&KubeNode>, afte
 }
 
 /// Sends the planned merge patch for `node`; the node as it is after.
-async fn patch(kube: &Kube, plan: &Plan, node: &str) -> Result<KubeNode, String> {
+async fn patch(kube: &Kube, plan: &Plan, node: &str) -> Result<Node, String> {
     let path = km::node_path(node);
     let body = planned_body(plan, "PATCH", &path).ok_or_else(|| format!("the plan has no PATCH {path}"))?;
     let api: Api<Node> = Api::all(kube.client.clone());
     kube.bounded(api.patch(node, &PatchParams::default(), &Patch::Merge(&body)))
         .await
-        .map(|n| decode_node(&n))
         .map_err(|e| kube.explain(&e, "patch", "nodes"))
+}
+
+/// Sends a JSON patch (RFC 6902) of `node`; kube's own `Patch::Json` needs
+/// a crate more, and this is one request.
+async fn json_patch(kube: &Kube, node: &str, body: &serde_json::Value) -> Result<Node, String> {
+    let req = http::Request::patch(km::node_path(node))
+        .header(http::header::CONTENT_TYPE, km::JSON_PATCH)
+        .header(http::header::ACCEPT, "application/json")
+        .body(body.to_string().into_bytes())
+        .map_err(|e| format!("PATCH {}: {e}", km::node_path(node)))?;
+    kube.bounded(kube.client.request::<Node>(req))
+        .await
+        .map_err(|e| kube.explain(&e, "patch", "nodes"))
+}
+
+/// A strategic merge patch of `nodes/NAME/status` (the condition).
+async fn status_patch(kube: &Kube, node: &str, body: &serde_json::Value) -> Result<Node, String> {
+    let api: Api<Node> = Api::all(kube.client.clone());
+    kube.bounded(api.patch_status(node, &PatchParams::default(), &Patch::Strategic(body)))
+        .await
+        .map_err(|e| kube.explain(&e, "patch", "nodes/status"))
+}
+
+/// Who and when, as the plan's cordon stamped them (the condition and
+/// Event say the same).
+fn stamped(plan: &Plan, node: &str) -> (String, String) {
+    let body = planned_body(plan, "PATCH", &km::node_path(node)).unwrap_or_default();
+    let a = &body["metadata"]["annotations"];
+    let get = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+    (get(km::BY_ANNOTATION), get(km::AT_ANNOTATION))
+}
+
+/// What fleetop puts on a node after its cordon, in order: its taint, its
+/// condition, an Event; what the node has already is not sent again (a
+/// quarantine a refusal cut short is completed by the next cordon or
+/// drain). The reason, holder and time are the cordon's annotations. The
+/// first call refused ends it, in words.
+async fn quarantine(kube: &Kube, plan: &Plan, node: &str, cordoned: &Node) -> Result<KubeNode, String> {
+    let now = decode_node(cordoned);
+    let (plan_by, plan_at) = stamped(plan, node);
+    let noted = now.fleetop.clone();
+    let reason = noted
+        .as_ref()
+        .map(|a| a.reason.clone())
+        .unwrap_or_else(|| plan.reason.clone().unwrap_or_default());
+    let by = noted.as_ref().and_then(|a| a.by.clone()).unwrap_or(plan_by);
+    let at = noted.as_ref().and_then(|a| a.at.clone()).unwrap_or(plan_at);
+    let reason = reason.as_str();
+    if now.fleetop_taint().is_some() && now.has_fleetop_condition() {
+        return Ok(now);
+    }
+    let tainted = if now.fleetop_taint().is_some() {
+        now
+    } else {
+        let body = if now.taints.is_empty() {
+            km::taint_first_body(cordoned.metadata.resource_version.as_deref().unwrap_or_default())
+        } else {
+            km::taint_append_body()
+        };
+        let n = json_patch(kube, node, &body)
+            .await
+            .map_err(|e| format!("not tainted: {e}"))?;
+        decode_node(&n)
+    };
+    let after = if tainted.has_fleetop_condition() {
+        tainted
+    } else {
+        let n = status_patch(kube, node, &km::condition_body(reason, &by, &at))
+            .await
+            .map_err(|e| format!("tainted {}, no condition set: {e}", km::TAINT_KEY))?;
+        KubeNode {
+            conditions: decode_node(&n).conditions,
+            ..tainted
+        }
+    };
+    let event: Event =
+        serde_json::from_value(km::event_body(node, reason, &by, &at)).map_err(|e| format!("the Event: {e}"))?;
+    let api: Api<Event> = Api::namespaced(kube.client.clone(), km::EVENT_NAMESPACE);
+    kube.bounded(api.create(&PostParams::default(), &event))
+        .await
+        .map_err(|e| {
+            format!(
+                "tainted and {} set, no Event posted: {}",
+                km::CONDITION_TYPE,
+                kube.explain(&e, "create", "events")
+            )
+        })?;
+    Ok(after)
+}
+
+/// Removes what fleetop put on `node` besides its cordon and annotations:
+/// its taint (only if the taint at that index is still fleetop's) and its
+/// condition. Others' taints and conditions stay.
+pub async fn unquarantine(kube: &Kube, node: &KubeNode) -> Result<(), String> {
+    if let Some(i) = node.fleetop_taint() {
+        json_patch(kube, &node.name, &km::untaint_body(&i.to_string()))
+            .await
+            .map_err(|e| format!("{} not removed: {e}", km::TAINT_KEY))?;
+    }
+    if node.has_fleetop_condition() {
+        status_patch(kube, &node.name, &km::uncondition_body())
+            .await
+            .map_err(|e| format!("{} not removed: {e}", km::CONDITION_TYPE))?;
+    }
+    Ok(())
+}
+
+/// Completes the quarantine of a node fleetop cordoned already, where its
+/// taint or condition is missing; `None`: nothing was missing.
+async fn complete(kube: &Kube, plan: &Plan, before: &KubeNode) -> Result<Option<KubeNode>, String> {
+    if before.fleetop_taint().is_some() && before.has_fleetop_condition() {
+        return Ok(None);
+    }
+    let api: Api<Node> = Api::all(kube.client.clone());
+    let n = kube
+        .bounded(api.get(&before.name))
+        .await
+        .map_err(|e| kube.explain(&e, "get", "nodes"))?;
+    quarantine(kube, plan, &before.name, &n).await.map(Some)
+}
+
+/// Cordons (the planned merge patch) and quarantines `node`.
+async fn cordon(kube: &Kube, plan: &Plan, node: &str) -> Result<KubeNode, String> {
+    let n = patch(kube, plan, node).await?;
+    let cordoned = decode_node(&n);
+    if !matches!(cordoned.hold(), Hold::Fleetop { .. }) {
+        return Err(format!(
+            "the API server accepted it, but the node is {}",
+            cordoned.held_by()
+        ));
+    }
+    quarantine(kube, plan, node, &n)
+        .await
+        .map_err(|e| format!("cordoned; {e}"))
 }
 
 /// How the evictions on one node went.
@@ -114,35 +251,48 @@ async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
     };
     let b = Some(&before);
     match (plan.action, before.hold()) {
-        (NodeAction::Cordon, Hold::InService) => match patch(kube, plan, node).await {
-            Ok(after) => {
-                let ok = matches!(after.hold(), Hold::Fleetop { .. });
-                let msg = if ok {
-                    format!("now {}", after.held_by())
-                } else {
-                    format!("the API server accepted it, but the node is {}", after.held_by())
-                };
-                result(node, ok, msg, b, Some(&after))
-            }
+        (NodeAction::Cordon, Hold::InService) => match cordon(kube, plan, node).await {
+            Ok(after) => result(node, true, format!("now {}", quarantined(&after)), b, Some(&after)),
             Err(e) => result(node, false, e, b, None),
+        },
+        (NodeAction::Cordon, Hold::Fleetop { .. }) => match complete(kube, plan, &before).await {
+            Ok(None) => result(node, true, format!("already {}; left as it is", before.held_by()), b, b),
+            Ok(Some(a)) => {
+                let msg = format!(
+                    "already {}; quarantine completed: tainted {}:{}, {} set",
+                    before.held_by(),
+                    km::TAINT_KEY,
+                    km::TAINT_EFFECT,
+                    km::CONDITION_TYPE
+                );
+                result(node, true, msg, b, Some(&a))
+            }
+            Err(e) => result(node, false, format!("already {}; {e}", before.held_by()), b, b),
         },
         (NodeAction::Cordon, _) => result(node, true, format!("already {}; left as it is", before.held_by()), b, b),
         (NodeAction::Drain, hold) => {
             let (cordon_words, after) = match hold {
-                Hold::InService => match patch(kube, plan, node).await {
-                    Ok(a) if a.unschedulable => (format!("now {}", a.held_by()), a),
-                    Ok(a) => {
-                        return result(
-                            node,
-                            false,
-                            "the cordon did not hold: the node is schedulable".into(),
-                            b,
-                            Some(&a),
-                        );
-                    }
-                    Err(e) => return result(node, false, format!("not cordoned, nothing evicted: {e}"), b, None),
+                Hold::InService => match cordon(kube, plan, node).await {
+                    Ok(a) => (format!("now {}", quarantined(&a)), a),
+                    Err(e) => return result(node, false, format!("{e}; nothing evicted"), b, None),
                 },
-                Hold::Fleetop { .. } => (format!("already {}", before.held_by()), before.clone()),
+                Hold::Fleetop { .. } => match complete(kube, plan, &before).await {
+                    Ok(None) => (format!("already {}", before.held_by()), before.clone()),
+                    Ok(Some(a)) => (
+                        format!(
+                            "already {}; quarantine completed: tainted {}:{}, {} set",
+                            before.held_by(),
+                            km::TAINT_KEY,
+                            km::TAINT_EFFECT,
+                            km::CONDITION_TYPE
+                        ),
+                        a,
+                    ),
+                    Err(e) => {
+                        let msg = format!("already {}; {e}; nothing evicted", before.held_by());
+                        return result(node, false, msg, b, b);
+                    }
+                },
                 Hold::Other if !plan.force => {
                     return result(
                         node,
@@ -192,14 +342,16 @@ async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
             b,
         ),
         (NodeAction::Resume, _) => match patch(kube, plan, node).await {
-            Ok(after) => {
-                let ok = !after.unschedulable;
-                let msg = if ok {
-                    "now schedulable".to_string()
-                } else {
-                    format!("the API server accepted it, but the node is {}", after.held_by())
-                };
-                result(node, ok, msg, b, Some(&after))
+            Ok(n) => {
+                let after = decode_node(&n);
+                if after.unschedulable {
+                    let msg = format!("the API server accepted it, but the node is {}", after.held_by());
+                    return result(node, false, msg, b, Some(&after));
+                }
+                match unquarantine(kube, &before).await {
+                    Ok(()) => result(node, true, "now schedulable".into(), b, Some(&after)),
+                    Err(e) => result(node, false, format!("now schedulable, but {e}"), b, Some(&after)),
+                }
             }
             Err(e) => result(node, false, e, b, None),
         },
@@ -211,6 +363,11 @@ async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
             b,
         ),
     }
+}
+
+/// "cordoned by fleetop (...): REASON, tainted fleetop/quarantine:NoSchedule".
+fn quarantined(n: &KubeNode) -> String {
+    format!("{}, tainted {}:{}", n.held_by(), km::TAINT_KEY, km::TAINT_EFFECT)
 }
 
 /// Runs a confirmed, stamped plan node by node. An API server that cannot

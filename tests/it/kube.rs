@@ -10,14 +10,14 @@ use serde_json::Value;
 
 use crate::support::fake_kube::{ADMIN_TOKEN, FakeApi, VIEWER_TOKEN, kubeconfig};
 
-struct Run {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// `fleetop node ARGS --kubernetes --kubeconfig KC --yes` with its own audit log.
-fn node(kc: &Path, log: &Path, args: &[&str]) -> Run {
+pub(crate) fn node(kc: &Path, log: &Path, args: &[&str]) -> Run {
     let out = crate::fleetop()
         .arg("node")
         .args(args)
@@ -34,7 +34,7 @@ fn node(kc: &Path, log: &Path, args: &[&str]) -> Run {
     }
 }
 
-fn audit(log: &Path) -> Vec<AuditLine> {
+pub(crate) fn audit(log: &Path) -> Vec<AuditLine> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -42,7 +42,7 @@ fn audit(log: &Path) -> Vec<AuditLine> {
         .collect()
 }
 
-fn setup(token: &str) -> (FakeApi, tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn setup(token: &str) -> (FakeApi, tempfile::TempDir, PathBuf, PathBuf) {
     let api = FakeApi::fleet();
     let dir = tempfile::tempdir().expect("tempdir");
     let kc = kubeconfig(dir.path(), &api.url(), token);
@@ -50,7 +50,7 @@ fn setup(token: &str) -> (FakeApi, tempfile::TempDir, PathBuf, PathBuf) {
     (api, dir, kc, log)
 }
 
-fn annotations(n: &Value) -> &serde_json::Map<String, Value> {
+pub(crate) fn annotations(n: &Value) -> &serde_json::Map<String, Value> {
     n["metadata"]["annotations"].as_object().expect("annotations")
 }
 
@@ -175,7 +175,11 @@ fn someone_elses_cordon_is_left_alone_unless_forced() {
 #[test]
 fn a_disruption_budget_refusing_one_eviction_is_reported_and_the_rest_evicted() {
     let (api, _dir, kc, log) = setup(ADMIN_TOKEN);
-    api.state.lock().expect("lock").pdb.insert("ml/train-1".into());
+    api.state
+        .lock()
+        .expect("lock")
+        .pdb
+        .insert("ml/train-1".into(), "train-pdb");
     let r = node(&kc, &log, &["drain", "gpu01", "--reason", "xid 79"]);
     assert!(!r.ok, "{}", r.stdout);
     assert!(
@@ -202,15 +206,17 @@ fn a_disruption_budget_refusing_one_eviction_is_reported_and_the_rest_evicted() 
     let posted: Vec<String> = api
         .writes()
         .iter()
-        .filter(|w| w.method == "POST")
+        .filter(|w| w.method == "POST" && w.target.contains("/eviction"))
         .map(|w| w.target.clone())
         .collect();
     assert_eq!(posted.len(), 3, "{posted:?}");
+    // Never forced: no pod was deleted.
+    assert!(api.writes().iter().all(|w| w.method != "DELETE"), "{:?}", api.writes());
     assert!(posted.iter().all(|p| !p.contains("kube-system")), "{posted:?}");
     let ev = api
         .writes()
         .into_iter()
-        .find(|w| w.method == "POST")
+        .find(|w| w.method == "POST" && w.target.contains("/eviction"))
         .expect("an eviction");
     assert_eq!(ev.body.as_ref().expect("body")["kind"], "Eviction");
     assert_eq!(ev.body.as_ref().expect("body")["apiVersion"], "policy/v1");
@@ -499,9 +505,12 @@ mod console {
             v.push(Step::Do(key(KeyCode::Enter)));
             v
         };
-        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 30), steps(), with_kube);
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (100, 60), steps(), with_kube);
         let screen = text(&buf);
         assert!(screen.contains("PATCH /api/v1/nodes/"), "{screen}");
+        // The confirm names each call of the quarantine.
+        assert!(screen.contains("PATCH /api/v1/nodes/gpu02/status"), "{screen}");
+        assert!(screen.contains("POST /api/v1/namespaces/default/events"), "{screen}");
         assert!(screen.contains("evicts the pods"), "{screen}");
         assert!(asked.is_empty(), "nothing before the y");
         let mut yes = steps();

@@ -1,18 +1,26 @@
 //! An in-process fake Kubernetes API server: plain HTTP/1.1 on loopback,
-//! serving only the calls fleetop makes (list and get nodes, merge-patch a
-//! node, list pods by `spec.nodeName`, create a policy/v1 Eviction), with
-//! bodies shaped as Kubernetes' OpenAPI defines v1 Node, NodeList, PodList
-//! and meta/v1 Status, and a record of every request it got. No real API
+//! serving only the calls fleetop makes (list and get nodes; a node's
+//! merge, JSON (RFC 6902) and strategic merge patches, `nodes/status`
+//! apart, as the API server keeps them; list pods by `spec.nodeName`;
+//! create a policy/v1 Eviction, refused with a 429 naming the budget as
+//! the API server's eviction registry words it; create a core/v1 Event),
+//! with bodies shaped as Kubernetes' OpenAPI defines v1 Node, NodeList,
+//! PodList, Event and meta/v1 Status (each request and answer read into
+//! k8s-openapi's types), and a record of every request it got. No real API
 //! server can run on these machines: this is what the Kubernetes path is
 //! tested against (docs/kubernetes.md says so).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::policy::v1::Eviction;
 use serde_json::{Value, json};
+
+use super::fake_kube_patch::{json_patch, strategic_merge};
 
 /// One request as the fake got it.
 #[derive(Debug, Clone)]
@@ -28,11 +36,19 @@ pub struct Req {
 pub struct State {
     pub nodes: BTreeMap<String, Value>,
     pub pods: Vec<Value>,
-    /// Pods ("ns/name") a PodDisruptionBudget protects: their eviction is a 429.
-    pub pdb: BTreeSet<String>,
+    /// Pods ("ns/name") a PodDisruptionBudget protects, and the budget's
+    /// name: their eviction is a 429 naming it among its causes.
+    pub pdb: BTreeMap<String, &'static str>,
     /// Bearer tokens and what each may do: "admin" everything, "viewer"
-    /// only get and list (a 403 for the rest, as RBAC answers).
+    /// only get and list, "cordoner" what fleetop needed before its
+    /// quarantine (no `nodes/status`, no `events`): a 403 for the rest, as
+    /// RBAC answers.
     pub tokens: BTreeMap<String, &'static str>,
+    /// The Events created (core/v1), as stored.
+    pub events: Vec<Value>,
+    /// A request whose path holds this is read and never answered: an API
+    /// server that stops answering mid-way.
+    pub stall: Option<&'static str>,
     pub requests: Vec<Req>,
 }
 
@@ -43,6 +59,8 @@ pub struct FakeApi {
 
 pub const ADMIN_TOKEN: &str = "fleetop-test-admin";
 pub const VIEWER_TOKEN: &str = "fleetop-test-viewer";
+pub const CORDONER_TOKEN: &str = "fleetop-test-cordoner";
+pub const TAINTER_TOKEN: &str = "fleetop-test-tainter";
 
 /// A v1 Node: `gpus` of nvidia.com/gpu (None: a CPU node), `cordon`
 /// (unschedulable) with these annotations.
@@ -138,8 +156,12 @@ fn not_found(kind: &str, name: &str) -> (u16, Value) {
     )
 }
 
+fn invalid(message: &str) -> (u16, Value) {
+    (422, status(422, "Invalid", message, Value::Null))
+}
+
 /// RFC 7386 JSON merge patch.
-fn merge(target: &mut Value, patch: &Value) {
+pub fn merge(target: &mut Value, patch: &Value) {
     match patch {
         Value::Object(p) => {
             if !target.is_object() {
@@ -178,6 +200,82 @@ fn decode_query(q: &str) -> String {
 }
 
 impl State {
+    /// A PATCH of a node (`status`: of its status subresource): the three
+    /// patch types the API server takes; the main resource keeps its status
+    /// and the subresource changes only status, as the API server does. The
+    /// result must read as a v1 Node, or it is a 422 and nothing changes.
+    fn patch_node(&mut self, name: &str, req: &Req, status_only: bool) -> (u16, Value) {
+        let Some(before) = self.nodes.get(name).cloned() else {
+            return not_found("nodes", name);
+        };
+        let patch = req.body.clone().unwrap_or(Value::Null);
+        let mut n = before.clone();
+        let applied = match req.content_type.as_deref() {
+            Some("application/merge-patch+json") => {
+                merge(&mut n, &patch);
+                Ok(())
+            }
+            Some("application/json-patch+json") => json_patch(&mut n, &patch),
+            Some("application/strategic-merge-patch+json") => strategic_merge(&mut n, &patch),
+            _ => {
+                return (
+                    415,
+                    status(
+                        415,
+                        "UnsupportedMediaType",
+                        "the body of the request was in an unknown format",
+                        Value::Null,
+                    ),
+                );
+            }
+        };
+        if let Err(e) = applied {
+            return invalid(&e);
+        }
+        if status_only {
+            let st = n["status"].clone();
+            n = before.clone();
+            n["status"] = st;
+        } else {
+            n["status"] = before["status"].clone();
+        }
+        if let Err(e) = serde_json::from_value::<Node>(n.clone()) {
+            return invalid(&format!("Node \"{name}\" is invalid: {e}"));
+        }
+        let rv: u64 = before["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        n["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+        self.nodes.insert(name.to_string(), n.clone());
+        (200, n)
+    }
+
+    /// A core/v1 Event: read as one, in its namespace, about an object;
+    /// `generateName` named as the API server does.
+    fn create_event(&mut self, ns: &str, req: &Req) -> (u16, Value) {
+        let mut e = req.body.clone().unwrap_or(Value::Null);
+        if let Err(err) = serde_json::from_value::<Event>(e.clone()) {
+            return invalid(&format!("not a core/v1 Event: {err}"));
+        }
+        if e["metadata"]["namespace"].as_str().is_some_and(|n| n != ns) {
+            return invalid("the namespace of the provided object does not match the namespace sent on the request");
+        }
+        if e["involvedObject"]["kind"].as_str().is_none() || e["reason"].as_str().is_none() {
+            return invalid("Event is invalid: involvedObject.kind and reason are required");
+        }
+        if e["metadata"]["name"].as_str().is_none() {
+            let Some(prefix) = e["metadata"]["generateName"].as_str() else {
+                return invalid("Event is invalid: metadata.name: Required value");
+            };
+            e["metadata"]["name"] = json!(format!("{prefix}{:05x}", self.events.len() + 1));
+        }
+        e["metadata"]["namespace"] = json!(ns);
+        e["metadata"]["uid"] = json!(format!("uid-event-{}", self.events.len() + 1));
+        self.events.push(e.clone());
+        (201, e)
+    }
+
     fn route(&mut self, req: &Req, token: Option<&str>) -> (u16, Value) {
         let role = token.and_then(|t| self.tokens.get(t)).copied();
         let Some(role) = role else {
@@ -221,27 +319,26 @@ impl State {
                 None => not_found("nodes", name),
             },
             ("PATCH", ["api", "v1", "nodes", name]) => {
-                if role != "admin" {
+                if role == "viewer" {
                     return forbid("patch", "nodes", name);
                 }
-                if req.content_type.as_deref() != Some("application/merge-patch+json") {
-                    return (
-                        415,
-                        status(
-                            415,
-                            "UnsupportedMediaType",
-                            "the body of the request was in an unknown format",
-                            Value::Null,
-                        ),
+                self.patch_node(name, req, false)
+            }
+            ("PATCH", ["api", "v1", "nodes", name, "status"]) => {
+                if role != "admin" && role != "tainter" {
+                    return forbid("patch", "nodes/status", name);
+                }
+                self.patch_node(name, req, true)
+            }
+            ("POST", ["api", "v1", "namespaces", ns, "events"]) => {
+                if role != "admin" {
+                    let user = format!("system:serviceaccount:ops:{role}");
+                    let msg = format!(
+                        "events is forbidden: User \"{user}\" cannot create resource \"events\" in API group \"\" in the namespace \"{ns}\""
                     );
+                    return (403, status(403, "Forbidden", &msg, json!({"kind": "events"})));
                 }
-                let Some(n) = self.nodes.get_mut(*name) else {
-                    return not_found("nodes", name);
-                };
-                if let Some(p) = &req.body {
-                    merge(n, p);
-                }
-                (200, n.clone())
+                self.create_event(ns, req)
             }
             ("GET", ["api", "v1", "pods"]) => {
                 let q = decode_query(query);
@@ -261,10 +358,17 @@ impl State {
                 )
             }
             ("POST", ["api", "v1", "namespaces", ns, "pods", name, "eviction"]) => {
-                if role != "admin" {
+                if role == "viewer" {
                     return forbid("create", "pods/eviction", name);
                 }
                 let id = format!("{ns}/{name}");
+                let body = req.body.clone().unwrap_or_default();
+                if let Err(e) = serde_json::from_value::<Eviction>(body.clone()) {
+                    return invalid(&format!("not a policy/v1 Eviction: {e}"));
+                }
+                if body["metadata"]["name"] != *name {
+                    return invalid("the Eviction's name is not the pod's");
+                }
                 let Some(i) = self
                     .pods
                     .iter()
@@ -272,14 +376,15 @@ impl State {
                 else {
                     return not_found("pods", name);
                 };
-                if self.pdb.contains(&id) {
+                if let Some(budget) = self.pdb.get(&id) {
+                    let cause = format!("The disruption budget {budget} needs 2 healthy pods and has 2 currently");
                     return (
                         429,
                         status(
                             429,
                             "TooManyRequests",
                             "Cannot evict pod as it would violate the pod's disruption budget.",
-                            json!({"causes": [{"reason": "DisruptionBudget", "message": "The disruption budget train-pdb needs 2 healthy pods and has 2 currently"}]}),
+                            json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]}),
                         ),
                     );
                 }
@@ -320,6 +425,8 @@ impl FakeApi {
         let mut st = State::default();
         st.tokens.insert(ADMIN_TOKEN.into(), "admin");
         st.tokens.insert(VIEWER_TOKEN.into(), "viewer");
+        st.tokens.insert(CORDONER_TOKEN.into(), "cordoner");
+        st.tokens.insert(TAINTER_TOKEN.into(), "tainter");
         for n in [
             node(
                 "gpu01",
@@ -439,6 +546,11 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) {
     let (code, value) = {
         let mut st = state.lock().expect("lock");
         st.requests.push(req.clone());
+        if st.stall.is_some_and(|s| req.target.contains(s)) {
+            drop(st);
+            std::thread::sleep(Duration::from_secs(90));
+            return;
+        }
         st.route(&req, token.as_deref())
     };
     let text = serde_json::to_vec(&value).expect("json");
@@ -449,6 +561,7 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) {
         403 => "Forbidden",
         404 => "Not Found",
         415 => "Unsupported Media Type",
+        422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         _ => "Error",
     };

@@ -115,7 +115,8 @@ fn reason_lines(t: &Theme, text: &str, width: usize) -> Vec<Line<'static>> {
 fn job_lines(app: &App, nodes: &[String], width: usize) -> Vec<Line<'static>> {
     let t = &app.theme;
     if crate::tui::actions::to_kube(app) {
-        let what = " Kubernetes: the drain cordons, then evicts the pods (not DaemonSet or mirror pods); \
+        let what = " Kubernetes: the drain cordons, taints fleetop/quarantine:NoSchedule, sets the condition \
+                    FleetopQuarantine, posts an Event, then evicts the pods (not DaemonSet or mirror pods); \
                     a PodDisruptionBudget may refuse some: the result names them.";
         return wrap(what, width, " ")
             .into_iter()
