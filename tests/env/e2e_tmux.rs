@@ -156,7 +156,8 @@ pub fn navigate_open_filter_quit_and_the_terminal_is_restored() {
         "the console uses the alternate screen"
     );
 
-    t.keys(&["j", "j", "Enter"]);
+    // Name order (the console opens worst first), then the third row.
+    t.keys(&["s", "j", "j", "Enter"]);
     let s = t.wait_for("1 history", Duration::from_secs(5));
     assert!(s.contains("gpu03"), "the third node is open: {s}");
 
