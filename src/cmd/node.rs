@@ -300,6 +300,18 @@ async fn fault_journals(nodes: &[String], agents: &Agents) -> Vec<crate::model::
     out
 }
 
+/// The agents' bench token for a return's burn-in: `--token-file`, else
+/// the config's `bench_token_file`, else none (the burn-in is then not run).
+fn bench_token(args: &NodeCmd, cfg: &Config) -> anyhow::Result<Option<String>> {
+    Ok(match (&args.token_file, &cfg.bench_token_file) {
+        (Some(p), _) => Some(fleetop_proto::util::read_token_file(p)?),
+        (None, Some(p)) => {
+            Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("bench_token_file: {e}"))?)
+        }
+        (None, None) => None,
+    })
+}
+
 /// `fleetop node return NODES`: see `ops::return_to_service`.
 async fn run_return(
     nodes: Vec<String>,
@@ -316,13 +328,7 @@ async fn run_return(
     // The agents at the addresses the source or the config gives (Slurm
     // was read just above: not again).
     let agents = reach.agents?;
-    let token = match (&args.token_file, &cfg.bench_token_file) {
-        (Some(p), _) => Some(fleetop_proto::util::read_token_file(p)?),
-        (None, Some(p)) => {
-            Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("bench_token_file: {e}"))?)
-        }
-        (None, None) => None,
-    };
+    let token = bench_token(args, cfg)?;
     let gates = gates(&nodes, &agents, cfg, args.expect_gpus).await;
     let gate = |n: &str| {
         let mut g = gates.get(n).cloned().unwrap_or(return_to_service::Gate {
@@ -429,13 +435,7 @@ async fn run_ray_return(
     }
     let seen = ray.read().await.map_err(|e| e.to_string());
     let agents = reach.agents?;
-    let token = match (&args.token_file, &cfg.bench_token_file) {
-        (Some(p), _) => Some(fleetop_proto::util::read_token_file(p)?),
-        (None, Some(p)) => {
-            Some(fleetop_proto::util::read_token_file(p).map_err(|e| anyhow::anyhow!("bench_token_file: {e}"))?)
-        }
-        (None, None) => None,
-    };
+    let token = bench_token(args, cfg)?;
     let gates = gates(&nodes, &agents, cfg, args.expect_gpus).await;
     let mut results: Vec<action::NodeResult> = Vec::new();
     let mut bench = Vec::new();
