@@ -44,30 +44,6 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         height: inner.height - 1,
         ..inner
     };
-    // Rows out of sight above and below, on the top edge: a list that
-    // starts mid-way must never read as the whole fleet.
-    let (above, below) = if app.wall_active() {
-        let (cols, _) = wall_geometry(
-            Rect {
-                height: body.height + 2,
-                ..body
-            },
-            vis.len(),
-        );
-        let rows = usize::from(body.height.saturating_sub(1));
-        let cursor_row = app.cursor_pos_in(&vis) / cols.max(1);
-        let (first, above, _) = scroll(vis.len().div_ceil(cols.max(1)), cursor_row, rows);
-        (above * cols, vis.len().saturating_sub((first + rows) * cols))
-    } else {
-        let (_, above, below) = scroll(vis.len(), app.cursor_pos_in(&vis), usize::from(body.height));
-        (above, below)
-    };
-    if let Some(text) = hidden_rows(above, below) {
-        let w = text.chars().count() as u16;
-        if area.width > w + 2 {
-            buf.set_string(area.right() - w - 1, area.y, &text, app.theme.title);
-        }
-    }
     if vis.is_empty() {
         let msg = if app.store.nodes.is_empty() {
             "no nodes"
@@ -75,10 +51,21 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             "no node matches the filter (Esc clears it)"
         };
         line_at(Line::from(Span::styled(msg, app.theme.muted)), body, 0, buf);
+    }
+    let hidden = if vis.is_empty() {
+        (0, 0)
     } else if app.wall_active() {
-        render_wall(app, &vis, body, buf);
+        render_wall(app, &vis, body, buf)
     } else {
-        render_rows(app, &vis, body, buf);
+        render_rows(app, &vis, body, buf)
+    };
+    // Rows out of sight above and below, on the top edge: a list that
+    // starts mid-way must never read as the whole fleet.
+    if let Some(text) = hidden_rows(hidden) {
+        let w = text.chars().count() as u16;
+        if area.width > w + 2 {
+            buf.set_string(area.right() - w - 1, area.y, &text, app.theme.title);
+        }
     }
     render_legend(&app.theme, app.metric, legend, buf);
 }
@@ -125,7 +112,7 @@ fn scroll(len: usize, cursor: usize, rows: usize) -> (usize, usize, usize) {
 }
 
 /// " ↑ 3 above  ↓ 12 below ": what the top edge says of the rows out of sight.
-fn hidden_rows(above: usize, below: usize) -> Option<String> {
+fn hidden_rows((above, below): (usize, usize)) -> Option<String> {
     let parts: Vec<String> = [(above, "↑", "above"), (below, "↓", "below")]
         .into_iter()
         .filter(|(n, _, _)| *n > 0)
@@ -226,7 +213,8 @@ fn flag_summary(t: &Theme, n: &NodeState, room: usize) -> Vec<Span<'static>> {
     words(FlagKind::short)
 }
 
-fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
+/// Draws the rows that fit; returns how many are out of sight above and below.
+fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) -> (usize, usize) {
     let t = &app.theme;
     let nodes = &app.store.nodes;
     let max_gpus = vis
@@ -299,7 +287,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     let rows = area.height as usize;
     // Keep the cursor on screen: scroll so it is on the last row at most.
     let cursor = app.cursor_pos_in(vis);
-    let (first, _, _) = scroll(vis.len(), cursor, rows);
+    let (first, above, below) = scroll(vis.len(), cursor, rows);
     for (row, (pos, &i)) in vis.iter().enumerate().skip(first).take(rows).enumerate() {
         let n = &nodes[i];
         let mut spans = Vec::with_capacity(max_gpus + 8);
@@ -403,6 +391,7 @@ fn render_rows(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         }
         line_at(Line::from(spans), area, row as u16, buf);
     }
+    (above, below)
 }
 
 /// Why a person or another tool holds the node out of service, in their
@@ -475,7 +464,9 @@ fn fit(s: &str, w: usize) -> String {
     format!("{v:>w$}")
 }
 
-fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
+/// Draws the cells that fit; returns how many nodes are out of sight above
+/// and below.
+fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) -> (usize, usize) {
     let t = &app.theme;
     let nodes = &app.store.nodes;
     // The outer body (with border and legend) decides the geometry.
@@ -489,7 +480,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
     let status_row = area.height.saturating_sub(1);
     let rows = status_row as usize;
     let cursor = app.cursor_pos_in(vis);
-    let (first_row, _, _) = scroll(vis.len().div_ceil(cols.max(1)), cursor / cols, rows);
+    let (first_row, above, _) = scroll(vis.len().div_ceil(cols.max(1)), cursor / cols, rows);
     for (pos, &i) in vis.iter().enumerate().skip(first_row * cols).take(rows * cols) {
         let n = &nodes[i];
         let (r, c) = (pos / cols - first_row, pos % cols);
@@ -553,6 +544,7 @@ fn render_wall(app: &App, vis: &[usize], area: Rect, buf: &mut Buffer) {
         spans.push(key);
         line_at(Line::from(spans), area, status_row, buf);
     }
+    (above * cols, vis.len().saturating_sub((first_row + rows) * cols))
 }
 
 #[cfg(test)]
