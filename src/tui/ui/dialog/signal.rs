@@ -6,7 +6,7 @@ use ratatui::text::Line;
 use super::{Room, answers, command_lines};
 use crate::model::action::Plan;
 use crate::tui::app::App;
-use crate::tui::ui::popup;
+use crate::tui::ui::{cut, popup};
 
 pub(super) fn render(app: &App, plan: &Plan, node: usize, room: Room, buf: &mut Buffer) {
     let t = &app.theme;
@@ -50,11 +50,7 @@ fn process_lines(app: &App, node: usize, plan: &Plan, width: usize) -> Vec<Line<
             .unwrap_or_default();
         let owner = p.and_then(|p| p.owner.as_deref()).unwrap_or("?");
         let command = p.and_then(|p| p.command.as_deref()).unwrap_or("");
-        let mut line = format!("   pid {pid} · {owner}{job} · {command}");
-        if line.chars().count() > width {
-            line = line.chars().take(width.saturating_sub(1)).collect::<String>() + "…";
-        }
-        Line::from(line)
+        Line::from(cut(&format!("   pid {pid} · {owner}{job} · {command}"), width))
     })
     .collect()
 }
