@@ -24,7 +24,7 @@ fn node_detail_at_80x24_and_wide() {
 }
 
 #[test]
-fn a_gpu_that_fell_off_the_bus_shows_its_nvlinks_as_unknown_never_up() {
+fn a_gpu_that_fell_off_the_bus_shows_its_nvlinks_as_unknown_never_up_and_without_rates() {
     use fleetop_agent::sim::Scenario;
     let plan = demo::plan(16, 8, 7, NOW - 600_000);
     let cfg = plan
@@ -48,6 +48,9 @@ fn a_gpu_that_fell_off_the_bus_shows_its_nvlinks_as_unknown_never_up() {
     };
     assert_eq!(link_rows("up"), 0, "{screen}");
     assert!(link_rows("?") >= 1, "{screen}");
+    // Its last rates are history, not now.
+    let pane: Vec<&str> = screen.lines().skip_while(|l| !l.starts_with("link state")).collect();
+    assert!(!pane.iter().any(|l| l.contains("B/s")), "{screen}");
 }
 
 #[test]
