@@ -232,6 +232,18 @@ impl Kube {
             .map_err(|e| KubeError::Api(self.explain(&e, "list", "pods")))?;
         Ok(list.items.iter().map(decode_pod).collect())
     }
+
+    /// The pods on `node` that hold a GPU and have not finished, by
+    /// "namespace/name": a burn-in would take their GPUs.
+    pub async fn gpu_pods_on(&self, node: &str) -> Result<Vec<String>, KubeError> {
+        Ok(self
+            .pods_on(node)
+            .await?
+            .iter()
+            .filter(|p| p.holds_gpu && !matches!(p.phase.as_deref(), Some("Succeeded" | "Failed")))
+            .map(|p| format!("pod {}", p.id()))
+            .collect())
+    }
 }
 
 fn is_gpu_node(n: &Node) -> bool {

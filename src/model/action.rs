@@ -59,6 +59,15 @@ impl Scheduler {
         }
     }
 
+    /// "Slurm", "Ray", "Kubernetes": its name in a sentence.
+    pub fn title(self) -> &'static str {
+        match self {
+            Scheduler::Slurm => "Slurm",
+            Scheduler::Ray => "Ray",
+            Scheduler::Kubernetes => "Kubernetes",
+        }
+    }
+
     fn is_slurm(&self) -> bool {
         *self == Scheduler::Slurm
     }

@@ -166,6 +166,29 @@ impl KubeNode {
     }
 }
 
+impl crate::model::sched::Held for KubeNode {
+    fn scheduler(&self) -> &'static str {
+        "Kubernetes"
+    }
+    fn hold(&self) -> Hold<'_> {
+        KubeNode::hold(self)
+    }
+    fn held_by(&self) -> String {
+        KubeNode::held_by(self)
+    }
+    fn state(&self) -> String {
+        self.label().to_string()
+    }
+    /// fleetop's reason annotation; someone else's cordon has none.
+    fn reason(&self) -> Option<&str> {
+        self.fleetop.as_ref().map(|a| a.reason.as_str())
+    }
+    /// fleetop's `cordoned-at` annotation.
+    fn since(&self) -> Option<&str> {
+        self.fleetop.as_ref().and_then(|a| a.at.as_deref())
+    }
+}
+
 /// Everything read from the API server at one time: the GPU nodes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubeSnapshot {
@@ -250,6 +273,8 @@ pub const CONDITION_REASON: &str = "QuarantinedByFleetop";
 /// The Event's reason, and the namespace of a node's Events.
 pub const EVENT_REASON: &str = "FleetopQuarantine";
 pub const EVENT_NAMESPACE: &str = "default";
+/// The reason of the Event on a node fleetop put back in service.
+pub const RELEASE_REASON: &str = "FleetopRelease";
 
 /// The content types of the three kinds of PATCH fleetop sends.
 pub const MERGE_PATCH: &str = "application/merge-patch+json";
@@ -327,15 +352,36 @@ pub fn uncondition_body() -> serde_json::Value {
 /// Events name it with its name as uid, as the kubelet's do and as
 /// `kubectl describe node` looks them up.
 pub fn event_body(node: &str, reason: &str, by: &str, at: &str) -> serde_json::Value {
+    let message = format!("cordoned and tainted {TAINT_KEY}:{TAINT_EFFECT} by {by}: {reason}");
+    node_event(node, ("Warning", EVENT_REASON, "Quarantine"), &message, by, at)
+}
+
+/// The Normal Event fleetop posts on a node it put back in service.
+pub fn release_event_body(node: &str, why: &str, by: &str, at: &str) -> serde_json::Value {
+    let message = match why.trim() {
+        "" => format!("uncordoned by {by}; {TAINT_KEY} and {CONDITION_TYPE} removed"),
+        why => format!("uncordoned by {by}; {TAINT_KEY} and {CONDITION_TYPE} removed: {why}"),
+    };
+    node_event(node, ("Normal", RELEASE_REASON, "Release"), &message, by, at)
+}
+
+/// An Event on `node`: its type, reason and action, and its message.
+fn node_event(
+    node: &str,
+    (kind, reason, action): (&str, &str, &str),
+    message: &str,
+    by: &str,
+    at: &str,
+) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": format!("{node}.fleetop-"), "namespace": EVENT_NAMESPACE},
         "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
-        "type": "Warning",
-        "reason": EVENT_REASON,
-        "action": "Quarantine",
-        "message": format!("cordoned and tainted {TAINT_KEY}:{TAINT_EFFECT} by {by}: {reason}"),
+        "type": kind,
+        "reason": reason,
+        "action": action,
+        "message": message,
         "source": {"component": "fleetop"},
         "reportingComponent": "fleetop",
         "reportingInstance": by,
@@ -403,6 +449,21 @@ pub fn unquarantine_calls(node: &str) -> Vec<Vec<String>> {
     ]
 }
 
+/// The calls that put a node fleetop cordoned back in service: the
+/// uncordon (which drops fleetop's annotations), the removal of its taint
+/// and condition, and an Event saying who and why (`why`: the resume's
+/// reason, where one was given).
+pub fn release_calls(node: &str, why: &str, by: &str, at: &str) -> Vec<Vec<String>> {
+    let mut c = vec![vec!["PATCH".to_string(), node_path(node), uncordon_body().to_string()]];
+    c.extend(unquarantine_calls(node));
+    c.push(vec![
+        "POST".into(),
+        events_path(),
+        release_event_body(node, why, by, at).to_string(),
+    ]);
+    c
+}
+
 /// The calls for one node, in words: method, path, and body where there is
 /// one. A drain's evictions depend on the pods on the node when it runs:
 /// the plan names the listing and the rule; the report names each pod.
@@ -432,11 +493,7 @@ pub fn calls(plan: &Plan, node: &str, by: &str, at: &str) -> Vec<Vec<String>> {
             ]);
             c
         }
-        NodeAction::Resume | NodeAction::Undrain => {
-            let mut c = vec![patch(uncordon_body())];
-            c.extend(unquarantine_calls(node));
-            c
-        }
+        NodeAction::Resume | NodeAction::Undrain | NodeAction::Return => release_calls(node, reason, by, at),
         _ => Vec::new(),
     }
 }

@@ -66,6 +66,8 @@ pub struct Overrides {
 pub struct Prepared {
     pub suite: Suite,
     pub force: bool,
+    /// `--beside-jobs`: the burn-in runs beside the node's jobs or pods.
+    pub beside_jobs: bool,
     pub nodes: Vec<NodePlan>,
     /// The plan for the confirmation and the audit log: a burn-in on the
     /// nodes that need one, then `scontrol update ... State=RESUME` for the

@@ -74,6 +74,45 @@ impl SchedNode {
     }
 }
 
+/// One node as a scheduler holds it, Slurm's or Kubernetes': what a
+/// return to service and the remediation policy ask of it, the same on
+/// both.
+pub trait Held {
+    /// "Slurm", "Kubernetes": the scheduler that holds this view.
+    fn scheduler(&self) -> &'static str;
+    /// Who keeps the node out of service.
+    fn hold(&self) -> Hold<'_>;
+    /// Who holds it and why, in the scheduler's words.
+    fn held_by(&self) -> String;
+    /// Its state in a word or two ("drained", "cordoned").
+    fn state(&self) -> String;
+    /// The reason it is held for, as the scheduler keeps it.
+    fn reason(&self) -> Option<&str>;
+    /// When that reason was set (RFC 3339), where the scheduler says.
+    fn since(&self) -> Option<&str>;
+}
+
+impl Held for SchedNode {
+    fn scheduler(&self) -> &'static str {
+        "Slurm"
+    }
+    fn hold(&self) -> Hold<'_> {
+        SchedNode::hold(self)
+    }
+    fn held_by(&self) -> String {
+        SchedNode::held_by(self)
+    }
+    fn state(&self) -> String {
+        self.label()
+    }
+    fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+    fn since(&self) -> Option<&str> {
+        self.reason_time.as_deref()
+    }
+}
+
 /// Who keeps a node out of service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold<'a> {

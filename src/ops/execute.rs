@@ -163,6 +163,12 @@ impl Executor {
     /// the drain/resume queue.
     fn start_return(&self, prepared: Box<Prepared>, tx: &mpsc::Sender<Update>) {
         let (slurm, access, token) = (self.slurm.clone(), self.access.clone(), self.bench_token.clone());
+        // A return goes back through the scheduler its plan names: `None`
+        // where that is Kubernetes and it is not read here.
+        let kube = match prepared.plan.scheduler {
+            Scheduler::Kubernetes => self.kube.as_ref().map(|(k, _)| Some(k.clone())),
+            _ => Some(None),
+        };
         let (poke, tx) = (self.poke.clone(), tx.clone());
         // The burn-in's progress goes to the store as `B`'s does, so a
         // failed return raises `burnin_failed` and the bench screen shows it.
@@ -174,9 +180,17 @@ impl Executor {
         tokio::spawn(async move {
             let plan = prepared.plan.clone();
             let (queue, forward) = bench::forwarder(tx.clone());
-            let report = match audit::started(&plan) {
-                Err(e) => audit::refused(&plan, &e.to_string()),
-                Ok(()) => {
+            let started = match kube {
+                None => Err("Kubernetes is not read (start with --kubernetes)".to_string()),
+                Some(k) => audit::started(&plan).map(|()| k).map_err(|e| e.to_string()),
+            };
+            let report = match started {
+                Err(e) => {
+                    let r = audit::refused(&plan, &e);
+                    log(&r);
+                    r
+                }
+                Ok(kube) => {
                     let seen = |i: usize, u: &BenchUpdate| {
                         if let Some(&Some(node)) = nodes.get(i) {
                             let event = u.clone();
@@ -184,7 +198,11 @@ impl Executor {
                         }
                     };
                     let timeout = Duration::from_secs(1800);
-                    let r = return_to_service::run(&prepared, &slurm, token.as_deref(), &access, timeout, &seen).await;
+                    let back = match &kube {
+                        Some(k) => return_to_service::Back::Kube(k),
+                        None => return_to_service::Back::Slurm(&slurm),
+                    };
+                    let r = return_to_service::run(&prepared, back, token.as_deref(), &access, timeout, &seen).await;
                     log(&r);
                     r
                 }

@@ -71,6 +71,25 @@ async fn status_patch(kube: &Kube, node: &str, body: &serde_json::Value) -> Resu
         .map_err(|e| kube.explain(&e, "patch", "nodes/status"))
 }
 
+/// Posts the Event the plan holds for `node` (its release); none planned
+/// is none sent.
+async fn post_planned_event(kube: &Kube, plan: &Plan, node: &str) -> Result<(), String> {
+    let path = km::events_path();
+    let body = plan.commands.iter().find_map(|c| {
+        let body: serde_json::Value = serde_json::from_str(c.get(2)?).ok()?;
+        (c[0] == "POST" && c[1] == path && body["involvedObject"]["name"] == node).then_some(body)
+    });
+    let Some(body) = body else {
+        return Ok(());
+    };
+    let event: Event = serde_json::from_value(body).map_err(|e| format!("the Event: {e}"))?;
+    let api: Api<Event> = Api::namespaced(kube.client.clone(), km::EVENT_NAMESPACE);
+    kube.bounded(api.create(&PostParams::default(), &event))
+        .await
+        .map(|_| ())
+        .map_err(|e| kube.explain(&e, "create", "events"))
+}
+
 /// Who and when, as the plan's cordon stamped them (the condition and
 /// Event say the same).
 fn stamped(plan: &Plan, node: &str) -> (String, String) {
@@ -327,10 +346,10 @@ async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
                 ),
             }
         }
-        (NodeAction::Resume, Hold::InService) => {
+        (NodeAction::Resume | NodeAction::Return, Hold::InService) => {
             result(node, true, "already schedulable; nothing to uncordon".into(), b, b)
         }
-        (NodeAction::Resume, Hold::Other) if !plan.force => result(
+        (NodeAction::Resume | NodeAction::Return, Hold::Other) if !plan.force => result(
             node,
             false,
             format!(
@@ -341,16 +360,31 @@ async fn execute_node(kube: &Kube, plan: &Plan, node: &str) -> NodeResult {
             b,
             b,
         ),
-        (NodeAction::Resume, _) => match patch(kube, plan, node).await {
+        (NodeAction::Resume | NodeAction::Return, _) => match patch(kube, plan, node).await {
             Ok(n) => {
                 let after = decode_node(&n);
                 if after.unschedulable {
                     let msg = format!("the API server accepted it, but the node is {}", after.held_by());
                     return result(node, false, msg, b, Some(&after));
                 }
-                match unquarantine(kube, &before).await {
-                    Ok(()) => result(node, true, "now schedulable".into(), b, Some(&after)),
-                    Err(e) => result(node, false, format!("now schedulable, but {e}"), b, Some(&after)),
+                if let Err(e) = unquarantine(kube, &before).await {
+                    return result(node, false, format!("now schedulable, but {e}"), b, Some(&after));
+                }
+                match post_planned_event(kube, plan, node).await {
+                    Ok(()) => result(
+                        node,
+                        true,
+                        "now schedulable; fleetop's taint, condition and annotations removed".into(),
+                        b,
+                        Some(&after),
+                    ),
+                    Err(e) => result(
+                        node,
+                        false,
+                        format!("now schedulable, fleetop's taint and condition removed, but no Event posted: {e}"),
+                        b,
+                        Some(&after),
+                    ),
                 }
             }
             Err(e) => result(node, false, e, b, None),

@@ -16,10 +16,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::ingest::agent::Access;
+use crate::ingest::kube::Kube;
 use crate::ingest::slurm::Slurm;
-use crate::model::action::{self, ActionReport, NodeAction, NodeResult, Plan, Stage};
+use crate::model::action::{self, ActionReport, NodeAction, NodeResult, Plan, Scheduler, Stage};
 use crate::model::bench::{BenchNode, BenchResult, BenchUpdate, BurnIn, Suite, Verdict};
-use crate::model::sched::{Hold, SchedNode};
+use crate::model::kube as km;
+use crate::model::sched::{Held, Hold};
 use crate::model::target::Target;
 use crate::model::time::rfc3339;
 use crate::ops::{audit, bench, slurm, timeline};
@@ -28,23 +30,32 @@ pub use crate::model::returning::{Gate, NodePlan, Overrides, Prepared, Step};
 
 /// The plan of a return: a burn-in on the nodes that need one, then a
 /// resume of every node that may pass; what it overrides, per node.
-fn plan_of(nodes: &[NodePlan], suite: Suite, force: bool, faults: &BTreeMap<String, String>) -> Plan {
+fn plan_of(nodes: &[NodePlan], on: Scheduler, suite: Suite, force: bool, faults: &BTreeMap<String, String>) -> Plan {
     let benched = crate::model::returning::bench_targets(nodes);
     let mut commands = Vec::new();
     if !benched.is_empty() {
         commands.extend(bench::plan(suite.name(), &benched).commands);
     }
+    let reason = format!("return to service after a passing burn-in ({})", suite.name());
     for n in nodes {
-        if !matches!(n.step, Step::Done { .. }) {
-            commands.push(action::command(NodeAction::Resume, &n.node, None));
+        if matches!(n.step, Step::Done { .. }) {
+            continue;
+        }
+        match on {
+            // Who and when are filled in as the release is sent.
+            Scheduler::Kubernetes => {
+                commands.extend(km::release_calls(&n.node, &reason, km::UNSTAMPED_BY, km::UNSTAMPED_AT))
+            }
+            _ => commands.push(action::command(NodeAction::Resume, &n.node, None)),
         }
     }
     let mut p = Plan::new(
         NodeAction::Return,
         nodes.iter().map(|n| n.node.clone()).collect(),
-        Some(format!("return to service after a passing burn-in ({})", suite.name())),
+        Some(reason),
         commands,
     );
+    p.scheduler = on;
     p.force = force;
     p.faults = faults.clone();
     p.overrides = nodes
@@ -97,9 +108,11 @@ fn passed_since(gate: &Gate, since_ms: i64, suite: Suite) -> Result<String, Stri
 /// burn-in journal and identity): `targets` are the agents of the nodes (by
 /// name). `how` says which refusals the person lifted; each one lifted is
 /// named in the plan.
-pub fn prepare<'a>(
+#[allow(clippy::too_many_arguments)]
+pub fn prepare<'a, S: Held + 'a>(
     names: &[String],
-    sched: impl Fn(&str) -> Option<&'a SchedNode>,
+    on: Scheduler,
+    sched: impl Fn(&str) -> Option<&'a S>,
     gate: impl Fn(&str) -> Gate,
     targets: &[Target],
     suite: Suite,
@@ -120,14 +133,15 @@ pub fn prepare<'a>(
                 overrides,
             };
             let Some(s) = sched(name) else {
-                return node_plan(done(false, "Slurm does not list this node".into()), None, overrides);
+                let why = format!("{} does not list this node", on.title());
+                return node_plan(done(false, why), None, overrides);
             };
             if let Some(f) = &g.faults {
                 faults.insert(name.clone(), f.clone());
             }
-            let reason = s.reason.clone();
+            let reason = s.reason().map(str::to_string);
             if s.hold() == Hold::InService {
-                let step = done(true, format!("already in service ({})", s.label()));
+                let step = done(true, format!("already in service ({})", s.state()));
                 return node_plan(step, reason, overrides);
             }
             if let Some(f) = &g.faults {
@@ -146,9 +160,9 @@ pub fn prepare<'a>(
             }
             // Without a known start, no earlier burn-in can be shown to be
             // after it: one runs now.
-            let since = s.reason_time.as_deref().and_then(timeline::parse_time);
-            let drained = match &s.reason_time {
-                Some(t) => format!("drained since {t}"),
+            let since = s.since().and_then(timeline::parse_time);
+            let drained = match s.since() {
+                Some(t) => format!("{} since {t}", s.state()),
                 None => "the drain's start is unknown".into(),
             };
             let passed = match since {
@@ -182,10 +196,11 @@ pub fn prepare<'a>(
             node_plan(step, reason, overrides)
         })
         .collect::<Vec<_>>();
-    let plan = plan_of(&nodes, suite, how.force, &faults);
+    let plan = plan_of(&nodes, on, suite, how.force, &faults);
     Prepared {
         suite,
         force: how.force,
+        beside_jobs: how.beside_jobs,
         nodes,
         plan,
     }
@@ -251,16 +266,26 @@ fn failing(n: &BenchNode, expect: Option<u32>) -> String {
         .unwrap_or_else(|| "incomplete: no GPU check ran".into())
 }
 
+/// Where a return puts its nodes back in service.
+#[derive(Clone, Copy)]
+pub enum Back<'a> {
+    /// `scontrol update State=RESUME`, as `node resume` does.
+    Slurm(&'a Slurm),
+    /// The uncordon and the removal of what fleetop put on the node, with
+    /// an Event (`ops::kube`).
+    Kube(&'a Kube),
+}
+
 /// Runs a confirmed return. The plan was logged as started by the caller;
 /// this logs the burn-in and returns the return's report (for the caller to
 /// log and show). `seen` is told the burn-in's progress.
 pub async fn run(
     prepared: &Prepared,
-    slurm: &Slurm,
+    back: Back<'_>,
     token: Option<&str>,
     access: &Access,
     timeout: Duration,
-    seen: &(dyn Fn(usize, &BenchUpdate) + Sync),
+    told: &(dyn Fn(usize, &BenchUpdate) + Sync),
 ) -> ActionReport {
     let plan = prepared.plan.clone();
     let mut results: Vec<NodeResult> = Vec::new();
@@ -281,7 +306,35 @@ pub async fn run(
             Step::Bench { .. } => {}
         }
     }
-    let targets = prepared.bench_targets();
+    let mut targets = prepared.bench_targets();
+    // Where each target is among the prepared ones: `seen` is told by that.
+    let mut at: Vec<usize> = (0..targets.len()).collect();
+    // Kubernetes: the GPU pods on each node, asked as the burn-in is about
+    // to start (the console decided without reading them).
+    if let Back::Kube(kube) = back
+        && !prepared.beside_jobs
+    {
+        let mut free = Vec::new();
+        at.clear();
+        for (i, t) in targets.into_iter().enumerate() {
+            match kube.gpu_pods_on(&t.name).await {
+                Ok(pods) if pods.is_empty() => {
+                    free.push(t);
+                    at.push(i);
+                }
+                Ok(pods) => keep_drained.push((
+                    t.name.clone(),
+                    format!(
+                        "{} still running: the burn-in waits for them (--beside-jobs to run it beside them)",
+                        pods.join(", ")
+                    ),
+                )),
+                Err(e) => keep_drained.push((t.name.clone(), format!("burn-in not run: its pods cannot be read: {e}"))),
+            }
+        }
+        targets = free;
+    }
+    let seen = |i: usize, u: &BenchUpdate| told(at[i], u);
     if !targets.is_empty() {
         match token {
             None => {
@@ -300,7 +353,7 @@ pub async fn run(
                         for i in 0..targets.len() {
                             seen(i, &BenchUpdate::Started { suite: suite.into() });
                         }
-                        Some(bench::run_suites(&targets, suite, token, access, timeout, seen).await)
+                        Some(bench::run_suites(&targets, suite, token, access, timeout, &seen).await)
                     }
                     Err(e) => {
                         for t in &targets {
@@ -372,8 +425,17 @@ pub async fn run(
         // nodes too unless forced (`ops::slurm::leave_alone`).
         p.faults = plan.faults.clone();
         p.overrides = plan.overrides.clone();
-        let (s, p2) = (slurm.clone(), p.clone());
-        let done = tokio::task::spawn_blocking(move || slurm::execute(&s, &p2)).await;
+        let done = match back {
+            Back::Slurm(slurm) => {
+                let (s, p2) = (slurm.clone(), p.clone());
+                tokio::task::spawn_blocking(move || slurm::execute(&s, &p2)).await
+            }
+            Back::Kube(kube) => {
+                p.scheduler = Scheduler::Kubernetes;
+                crate::ops::kube::stamp(&mut p);
+                Ok(crate::ops::kube::execute(kube, &p).await)
+            }
+        };
         match done {
             Ok(r) => results.extend(r.results),
             Err(e) => results.extend(resume.iter().map(|n| NodeResult {
@@ -392,7 +454,14 @@ pub async fn run(
         results.push(NodeResult {
             node,
             ok: false,
-            message: format!("left drained: {why}"),
+            message: format!(
+                "left {}: {why}",
+                if matches!(back, Back::Kube(_)) {
+                    "cordoned"
+                } else {
+                    "drained"
+                }
+            ),
             state_before: None,
             state_after: None,
         });
@@ -417,7 +486,7 @@ pub fn still_drained(report: &ActionReport) -> BTreeSet<String> {
 mod tests {
     use super::*;
     use crate::model::bench::Identity;
-    use crate::model::sched::Snapshot;
+    use crate::model::sched::{SchedNode, Snapshot};
 
     const MACHINE: &str = "0123456789abcdef0123456789abcdef";
 
@@ -510,6 +579,7 @@ mod tests {
         let sched = |n: &str| snap.nodes.get(n);
         let p = prepare(
             &names,
+            Scheduler::Slurm,
             sched,
             gate,
             &[t("a"), t("b"), t("c")],
@@ -538,11 +608,27 @@ mod tests {
         );
         assert!(plan.overrides.is_empty(), "nothing forced: {:?}", plan.overrides);
         // A full suite is asked for: the quick one that passed does not do.
-        let full = prepare(&names[..1], sched, gate, &[t("a")], Suite::Full, Overrides::default());
+        let full = prepare(
+            &names[..1],
+            Scheduler::Slurm,
+            sched,
+            gate,
+            &[t("a")],
+            Suite::Full,
+            Overrides::default(),
+        );
         assert!(matches!(full.nodes[0].step, Step::Bench { .. }));
         // Forced: someone else's drain is returned like ours, and the plan
         // says what it overrode.
-        let forced = prepare(&names[2..3], sched, gate, &[t("c")], Suite::Quick, FORCE);
+        let forced = prepare(
+            &names[2..3],
+            Scheduler::Slurm,
+            sched,
+            gate,
+            &[t("c")],
+            Suite::Quick,
+            FORCE,
+        );
         assert!(matches!(forced.nodes[0].step, Step::Bench { .. }));
         assert_eq!(
             forced.plan.overrides["c"],
@@ -567,6 +653,7 @@ mod tests {
         demo.node.machine_id = Some("sim-gpu26".into());
         let p = prepare(
             &names,
+            Scheduler::Slurm,
             sched,
             |_| agent_says("gpu26", vec![demo.clone()]),
             &[t("gpu26")],
@@ -583,6 +670,7 @@ mod tests {
         swapped.node.gpu_uuids = vec!["GPU-a".into(), "GPU-old".into()];
         let p = prepare(
             &names,
+            Scheduler::Slurm,
             sched,
             |_| agent_says("gpu26", vec![swapped.clone()]),
             &[t("gpu26")],
@@ -601,6 +689,7 @@ mod tests {
         };
         let p = prepare(
             &names,
+            Scheduler::Slurm,
             sched,
             |_| unread.clone(),
             &[t("gpu26")],
@@ -627,7 +716,15 @@ mod tests {
         };
         let sched = |n: &str| snap.nodes.get(n);
         // A burn-in passed since the drain, and still: the fault is up.
-        let p = prepare(&names, sched, gate, &[t("a")], Suite::Quick, Overrides::default());
+        let p = prepare(
+            &names,
+            Scheduler::Slurm,
+            sched,
+            gate,
+            &[t("a")],
+            Suite::Quick,
+            Overrides::default(),
+        );
         assert!(
             matches!(&p.nodes[0].step, Step::Done { ok: false, message } if message.contains("gpu_missing on node (3 of 4") && message.contains("--force")),
             "{:?}",
@@ -640,7 +737,7 @@ mod tests {
         );
         // Forced: it goes on, its burn-in held to 4 GPUs, and the plan names
         // the fault it lifts.
-        let f = prepare(&names, sched, gate, &[t("a")], Suite::Quick, FORCE);
+        let f = prepare(&names, Scheduler::Slurm, sched, gate, &[t("a")], Suite::Quick, FORCE);
         assert!(matches!(f.nodes[0].step, Step::Resume { .. }), "{:?}", f.nodes[0]);
         assert_eq!(f.nodes[0].expect_gpus, Some(4));
         assert!(f.plan.force && f.plan.faults.contains_key("a"));
@@ -663,7 +760,7 @@ mod tests {
         };
         let sched = |n: &str| snap.nodes.get(n);
         for how in [Overrides::default(), FORCE] {
-            let p = prepare(&names, sched, gate, &[t("a")], Suite::Quick, how);
+            let p = prepare(&names, Scheduler::Slurm, sched, gate, &[t("a")], Suite::Quick, how);
             assert!(
                 matches!(&p.nodes[0].step, Step::Done { ok: false, message } if message.contains("job 4411 (alice, train) still running") && message.contains("--beside-jobs")),
                 "{how:?}: {:?}",
@@ -679,7 +776,7 @@ mod tests {
             force: false,
             beside_jobs: true,
         };
-        let f = prepare(&names, sched, gate, &[t("a")], Suite::Quick, beside);
+        let f = prepare(&names, Scheduler::Slurm, sched, gate, &[t("a")], Suite::Quick, beside);
         assert!(matches!(f.nodes[0].step, Step::Bench { .. }), "{:?}", f.nodes[0]);
         assert_eq!(
             f.plan.overrides["a"],

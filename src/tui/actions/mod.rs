@@ -305,7 +305,7 @@ fn guard_for(app: &App, names: &[String]) -> Option<Guard> {
 }
 
 /// A return to service of `names`, decided from what the console holds:
-/// Slurm's view of each node, and what their agents say (a burn-in their
+/// Slurm's (or Kubernetes') view of each node, and what their agents say (a burn-in their
 /// own agent recorded since the drain began lets a node go back without
 /// another).
 fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Prepared {
@@ -315,14 +315,7 @@ fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Pre
         .filter_map(|name| store.nodes.iter().find(|n| &n.target.name == name))
         .collect();
     let targets: Vec<crate::model::target::Target> = nodes.iter().map(|n| n.target.clone()).collect();
-    let sched = |name: &str| {
-        store
-            .nodes
-            .iter()
-            .find(|n| n.target.name == name)
-            .and_then(|n| n.scheduler.as_ref())
-            .map(|v| &v.node)
-    };
+    let index = |name: &str| store.nodes.iter().position(|n| n.target.name == name);
     let th = &store.thresholds;
     let gate = |name: &str| {
         store
@@ -338,7 +331,18 @@ fn prepare_return(app: &App, names: &[String], suite: Suite, force: bool) -> Pre
         force,
         beside_jobs: false,
     };
-    crate::ops::return_to_service::prepare(names, sched, gate, &targets, suite, how)
+    use crate::ops::return_to_service::prepare;
+    if to_kube(app) {
+        let kube = |name: &str| index(name).and_then(|i| store.kube.of(i));
+        prepare(names, action::Scheduler::Kubernetes, kube, gate, &targets, suite, how)
+    } else {
+        let slurm = |name: &str| {
+            index(name)
+                .and_then(|i| store.nodes[i].scheduler.as_ref())
+                .map(|v| &v.node)
+        };
+        prepare(names, action::Scheduler::Slurm, slurm, gate, &targets, suite, how)
+    }
 }
 
 /// `T` on the heatmap and node detail: return the marked nodes (or the one

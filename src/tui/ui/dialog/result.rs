@@ -30,10 +30,7 @@ pub(super) fn running(app: &App, plan: &Plan, room: Room, buf: &mut Buffer) {
         a => vec![Line::from(format!(
             " {} {n}… then reading the result back from {}",
             a.verb(),
-            match plan.scheduler {
-                crate::model::action::Scheduler::Kubernetes => "Kubernetes",
-                _ => "Slurm",
-            }
+            plan.scheduler.title()
         ))],
     };
     popup(t, "running", lines, width, area, buf);

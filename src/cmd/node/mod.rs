@@ -11,12 +11,15 @@ use crate::cli::{ActionFormat, JobAction, JobCmd, NodeCmd, SourceArgs, resolve};
 use crate::config::Config;
 use crate::ingest::agent::Access;
 use crate::ingest::slurm::Slurm;
-use crate::ingest::source::{RayChoice, Source};
+use crate::ingest::source::Source;
 use crate::ingest::{hostlist, targets};
 use crate::model::action::{self, ActionReport, NodeAction};
 use crate::model::target::Target;
 use crate::model::time::{now_ms, rfc3339};
 use crate::ops::{audit, return_to_service, slurm, timeline};
+
+mod kube;
+mod ray;
 
 pub fn run(
     args: NodeCmd,
@@ -31,7 +34,15 @@ pub fn run(
     if let Some(kube) = resolve::kube(&args.kube)
         && args.action.action().is_some()
     {
-        return run_kube(nodes, &args, &kube, read_only, rt);
+        return kube::run(
+            nodes,
+            &args,
+            &kube,
+            &resolve::source(&source_args, cfg),
+            cfg,
+            read_only,
+            rt,
+        );
     }
     // --ray after `node drain`, or before `node` as for the console.
     let ray_args = if args.ray.ray.is_some() {
@@ -44,14 +55,14 @@ pub fn run(
     let action = match args.action.action() {
         None => return history(&nodes, &args, &reach, rt),
         Some(NodeAction::Return) if ray.asked() => {
-            return rt.block_on(run_ray_return(nodes, &args, &ray, reach, cfg, read_only));
+            return rt.block_on(ray::run_return(nodes, &args, &ray, reach, cfg, read_only));
         }
         Some(NodeAction::Return) => return rt.block_on(run_return(nodes, &args, reach, cfg, read_only)),
         Some(NodeAction::Cordon) => anyhow::bail!("cordon is a Kubernetes action: add --kubernetes"),
         Some(a) => a,
     };
     if ray.asked() {
-        return run_ray(action, nodes, &args, &ray, cfg, read_only, rt);
+        return ray::run(action, nodes, &args, &ray, cfg, read_only, rt);
     }
     let mut plan = action::plan(action, nodes, args.reason.clone()).map_err(|e| anyhow::anyhow!(e))?;
     plan.force = args.force;
@@ -103,74 +114,6 @@ impl Reach {
             agents,
         }
     }
-}
-
-/// `fleetop node cordon|drain|resume NODES --kubernetes`: the same path as
-/// Slurm's (read-only refusal, the calls shown, confirmation, the audit
-/// log, the exit status), the calls going to the API server
-/// (`ops::kube`). Read-only refuses before any client is made.
-fn run_kube(
-    nodes: Vec<String>,
-    args: &NodeCmd,
-    kube: &crate::ingest::kube::KubeOptions,
-    read_only: bool,
-    rt: &tokio::runtime::Runtime,
-) -> anyhow::Result<()> {
-    let action = match args.action.action() {
-        Some(NodeAction::Return) => {
-            anyhow::bail!("return runs a burn-in and resumes in Slurm; with --kubernetes: resume (uncordon)")
-        }
-        Some(a) => a,
-        None => anyhow::bail!("{:?} has no Kubernetes action", args.action),
-    };
-    let mut plan = crate::model::kube::plan(action, nodes, args.reason.clone(), args.gpu_pods_only)
-        .map_err(|e| anyhow::anyhow!(e))?;
-    plan.force = args.force;
-    let kube = if read_only {
-        None
-    } else {
-        Some(rt.block_on(crate::ingest::kube::connect(kube))?)
-    };
-    // Who and when are known here: the calls shown are those sent.
-    crate::ops::kube::stamp(&mut plan);
-    run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| match &kube {
-        Some(k) => rt.block_on(crate::ops::kube::execute(k, p)),
-        None => audit::refused(p, "read-only mode"),
-    })
-}
-
-/// `fleetop --ray URL node drain NODES`: Ray is read first, so that the
-/// plan names each node's Ray id (a node Ray does not know is refused
-/// before anything is asked); then the path every action takes.
-fn run_ray(
-    action: NodeAction,
-    nodes: Vec<String>,
-    args: &NodeCmd,
-    ray: &RayChoice,
-    cfg: &Config,
-    read_only: bool,
-    rt: &tokio::runtime::Runtime,
-) -> anyhow::Result<()> {
-    if action != NodeAction::Drain {
-        anyhow::bail!("{} --ray: {}", action.verb(), crate::ops::ray::NO_RESUME);
-    }
-    let Some(ray) = targets::ray(ray, cfg)? else {
-        anyhow::bail!("--ray: no Ray cluster given");
-    };
-    let snap = rt.block_on(ray.read())?;
-    let how = crate::ops::ray::RayDrain {
-        deadline: args.deadline,
-        if_idle: args.if_idle,
-    };
-    let matched = nodes
-        .iter()
-        .map(|n| (n.clone(), snap.node_for(&[n.as_str()])))
-        .collect();
-    let plan = crate::ops::ray::drain_plan(&ray.gcs, matched, args.reason.clone(), &how, now_ms())
-        .map_err(|e| anyhow::anyhow!(e))?;
-    run_plan(plan, &args.nodes, args.yes, args.format, read_only, |p| {
-        rt.block_on(crate::ops::ray::execute(&ray, p))
-    })
 }
 
 /// The plan on stderr: what will run, exactly.
@@ -346,6 +289,7 @@ async fn run_return(
     };
     let prepared = return_to_service::prepare(
         &nodes,
+        action::Scheduler::Slurm,
         |n| snap.nodes.get(n),
         gate,
         &agents.targets,
@@ -355,6 +299,21 @@ async fn run_return(
             beside_jobs: args.beside_jobs,
         },
     );
+    let back = return_to_service::Back::Slurm(&slurm);
+    confirm_return(prepared, back, args, &agents, token, read_only).await
+}
+
+/// A prepared return, from here the same on every scheduler: refused in
+/// read-only mode, shown, confirmed, logged, run, its report printed and
+/// logged; an error naming the nodes that stay out of service.
+async fn confirm_return(
+    prepared: return_to_service::Prepared,
+    back: return_to_service::Back<'_>,
+    args: &NodeCmd,
+    agents: &Agents,
+    token: Option<String>,
+    read_only: bool,
+) -> anyhow::Result<()> {
     let plan = prepared.plan.clone();
     if read_only {
         audit::log(&audit::refused(&plan, "read-only mode"))?;
@@ -362,7 +321,7 @@ async fn run_return(
     }
     {
         let mut err = std::io::stderr().lock();
-        writeln!(err, "return {} node(s): {}", nodes.len(), args.nodes)?;
+        writeln!(err, "return {} node(s): {}", prepared.nodes.len(), args.nodes)?;
         for line in prepared.describe() {
             writeln!(err, "  {}", fleetop_proto::input::printable(&line, 2000))?;
         }
@@ -378,21 +337,13 @@ async fn run_return(
         super::confirm(&plan, "Run the burn-in where needed and resume the nodes that pass?")?;
     }
     audit::started(&plan)?;
-    let progress = |_: usize, u: &crate::model::bench::BenchUpdate| {
-        if let crate::model::bench::BenchUpdate::Progress { step, done, total } = u {
-            eprintln!(
-                "burn-in [{done}/{total}] {}",
-                fleetop_proto::input::printable(step, 200)
-            );
-        }
-    };
     let report = return_to_service::run(
         &prepared,
-        &slurm,
+        back,
         token.as_deref(),
         &agents.access,
         args.timeout,
-        &progress,
+        &burn_in_progress,
     )
     .await;
     let logged = audit::append(&report);
@@ -411,115 +362,14 @@ async fn run_return(
     Ok(())
 }
 
-/// `fleetop node return --ray NODES`: Ray has no undrain (a drained
-/// raylet has left the cluster), so nothing is returned. What fleetop can
-/// do it does: the same gates and burn-in on each node's own agent, its
-/// verdict reported, with what Ray shows of the node and the `ray start`
-/// that brings it back. Refused in read-only mode; logged as every action
-/// is; the exit status is non-zero (nothing was returned), in one line.
-async fn run_ray_return(
-    nodes: Vec<String>,
-    args: &NodeCmd,
-    choice: &RayChoice,
-    reach: Reach,
-    cfg: &Config,
-    read_only: bool,
-) -> anyhow::Result<()> {
-    let mut plan = action::plan(NodeAction::Return, nodes.clone(), args.reason.clone()).map_err(anyhow::Error::msg)?;
-    plan.scheduler = crate::model::action::Scheduler::Ray;
-    plan.force = args.force;
-    let ray = targets::ray(choice, cfg)?.ok_or_else(|| anyhow::anyhow!("--ray: no Ray dashboard given"))?;
-    if read_only {
-        audit::log(&audit::refused(&plan, "read-only mode"))?;
-        anyhow::bail!("read-only mode: return refused (nothing was run)");
+/// A burn-in's progress, on stderr.
+fn burn_in_progress(_: usize, u: &crate::model::bench::BenchUpdate) {
+    if let crate::model::bench::BenchUpdate::Progress { step, done, total } = u {
+        eprintln!(
+            "burn-in [{done}/{total}] {}",
+            fleetop_proto::input::printable(step, 200)
+        );
     }
-    let seen = ray.read().await.map_err(|e| e.to_string());
-    let agents = reach.agents?;
-    let token = bench_token(args, cfg)?;
-    let gates = gates(&nodes, &agents, cfg, args.expect_gpus).await;
-    let mut results: Vec<action::NodeResult> = Vec::new();
-    let mut bench = Vec::new();
-    let said = |n: &str| crate::ops::ray::return_words(seen.as_ref().map_err(String::as_str), n, &ray.gcs);
-    let result = |node: &str, message: String| action::NodeResult {
-        node: node.to_string(),
-        ok: false,
-        message,
-        state_before: None,
-        state_after: None,
-    };
-    for n in &nodes {
-        let g = gates.get(n);
-        let target = agents.targets.iter().find(|t| &t.name == n);
-        let why = match (g, target, &token) {
-            (None, _, _) | (_, None, _) => Some("no burn-in: its agent could not be read".to_string()),
-            (Some(g), _, _) if g.faults.is_some() && !args.force => Some(format!(
-                "no burn-in: {} still active (--force to run it anyway)",
-                g.faults.as_deref().unwrap_or_default()
-            )),
-            (_, _, None) => {
-                Some("no burn-in: it needs the agents' bench token (bench_token_file, --token-file)".into())
-            }
-            (Some(_), Some(t), Some(_)) => {
-                bench.push(t.clone());
-                None
-            }
-        };
-        if let Some(why) = why {
-            results.push(result(n, format!("not returned: {why}; {}", said(n))));
-        }
-    }
-    eprintln!("return {} node(s) on Ray: {}", nodes.len(), args.nodes);
-    eprintln!("  {}", crate::ops::ray::NO_RESUME);
-    eprintln!(
-        "  what fleetop can do: the burn-in ({}) on the agents of: {}",
-        args.suite.name(),
-        {
-            let names: Vec<String> = bench.iter().map(|t| t.name.clone()).collect();
-            if names.is_empty() {
-                "none".into()
-            } else {
-                hostlist::compress(&names)
-            }
-        }
-    );
-    if !args.yes && !bench.is_empty() {
-        super::confirm(&plan, "Run the burn-in on these nodes' agents?")?;
-    }
-    audit::started(&plan)?;
-    if let Some(token) = token.as_deref().filter(|_| !bench.is_empty()) {
-        let suite = args.suite.name();
-        audit::started(&crate::ops::bench::plan(suite, &bench))?;
-        let progress = |_: usize, u: &crate::model::bench::BenchUpdate| {
-            if let crate::model::bench::BenchUpdate::Progress { step, done, total } = u {
-                eprintln!(
-                    "burn-in [{done}/{total}] {}",
-                    fleetop_proto::input::printable(step, 200)
-                );
-            }
-        };
-        let report = crate::ops::bench::run_suites(&bench, suite, token, &agents.access, args.timeout, &progress).await;
-        if let Err(e) = crate::ops::bench::audit_report(&report, &bench) {
-            eprintln!("fleetop: the burn-in ran, but the audit log could not be written: {e}");
-        }
-        for n in &report.nodes {
-            let expect = gates.get(&n.name).and_then(|g| g.expect_gpus).or(args.expect_gpus);
-            let verdict = match return_to_service::verdict(n, expect) {
-                Ok(()) => format!("burn-in {suite} passed on its own agent"),
-                Err(why) => format!("burn-in {suite} failed: {why}"),
-            };
-            results.push(result(&n.name, format!("not returned: {verdict}; {}", said(&n.name))));
-        }
-    }
-    results.sort_by(|a, b| a.node.cmp(&b.node));
-    let report = audit::report(&plan, crate::model::action::Stage::Done, None, results);
-    let logged = audit::append(&report);
-    print_report(&report, args.format)?;
-    logged.map_err(|e| anyhow::anyhow!("the audit log could not be written: {e}"))?;
-    anyhow::bail!(
-        "{} node(s) not returned: Ray has no undrain; start each node's raylet again (ray start --address={})",
-        nodes.len(),
-        ray.gcs
-    )
 }
 
 /// How long `gates` waits for the nodes' agents.
