@@ -528,6 +528,54 @@ mod console {
     }
 
     #[test]
+    fn capital_t_returns_a_kubernetes_node_with_a_burn_in_then_the_uncordon_and_its_event() {
+        let steps = |then: &str| {
+            let mut v = vec![arrive(), Step::Do(key(KeyCode::Char('T')))];
+            v.extend(keys(then).into_iter().map(Step::Do));
+            v
+        };
+        let ours = |app: &mut App| {
+            with_kube(app);
+            app.marked.insert(0);
+        };
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 40), steps(""), ours);
+        let screen = text(&buf);
+        assert!(asked.is_empty(), "{asked:?}");
+        assert!(
+            screen.contains("gpu01: burn-in (quick) first")
+                && screen.contains("(cordoned since")
+                && screen.contains("those nodes stay cordoned")
+                && screen.contains("PATCH /api/v1/nodes/gpu01/status")
+                && screen.contains("POST /api/v1/namespaces/default/events"),
+            "{screen}"
+        );
+        let (_, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 40), steps("y"), ours);
+        let [Request::Return(p)] = asked.as_slice() else {
+            panic!("{asked:?}")
+        };
+        assert_eq!(p.plan.scheduler, Scheduler::Kubernetes);
+        let calls: Vec<String> = p.plan.commands.iter().map(|c| c[..2].join(" ")).collect();
+        assert_eq!(
+            calls[1..],
+            [
+                "PATCH /api/v1/nodes/gpu01",
+                "PATCH /api/v1/nodes/gpu01",
+                "PATCH /api/v1/nodes/gpu01/status",
+                "POST /api/v1/namespaces/default/events"
+            ],
+            "a burn-in, then the uncordon, the taint and condition removed, an Event: {calls:?}"
+        );
+        // Someone else's cordon: y alone returns nothing.
+        let theirs = |app: &mut App| {
+            with_kube(app);
+            app.marked.insert(2);
+        };
+        let (buf, asked) = drive_steps(theme(), fleet_updates(4, 8, 60), (120, 40), steps("y"), theirs);
+        assert!(asked.is_empty(), "{asked:?}");
+        assert!(text(&buf).contains("cordoned, not by fleetop"), "{}", text(&buf));
+    }
+
+    #[test]
     fn resuming_someone_elses_cordon_needs_its_name_typed() {
         // gpu03 is someone else's: y alone does not send it.
         let find_gpu03 = |app: &mut App| {

@@ -19,6 +19,7 @@ mod export_summary;
 mod fuzz_regressions;
 mod kube;
 mod kube_quarantine;
+mod kube_return;
 mod layers;
 mod limits;
 mod metrics;

@@ -357,8 +357,8 @@ pub(crate) fn start_return(app: &mut App) {
         refuse_read_only(app, plan, "return to service");
         return;
     }
-    if !app.allowed.actions {
-        app.message = Some("no scheduler: start with --slurm to return nodes to service".into());
+    if !app.allowed.actions && !to_kube(app) {
+        app.message = Some("no scheduler: start with --slurm or --kubernetes to return nodes to service".into());
         return;
     }
     let guard = guard_for(app, &names);

@@ -39,9 +39,13 @@ pub(super) fn render(
         lines.extend(command_lines(&prepared.plan, inner));
     }
     if !prepared.bench_targets().is_empty() && !app.allowed.bench {
-        let no_token = " No agents' token (bench_token_file): no burn-in runs; those nodes stay drained.";
+        let out = match prepared.plan.scheduler {
+            crate::model::action::Scheduler::Kubernetes => "cordoned",
+            _ => "drained",
+        };
+        let no_token = format!(" No agents' token (bench_token_file): no burn-in runs; those nodes stay {out}.");
         lines.extend(
-            wrap(no_token, inner, " ")
+            wrap(&no_token, inner, " ")
                 .into_iter()
                 .map(|l| Line::from(Span::styled(l, t.warn))),
         );
