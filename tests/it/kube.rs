@@ -682,12 +682,67 @@ fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() 
         .expect("the action is done");
         assert!(report.ok(), "{report:?}");
         assert_eq!(report.scheduler, Scheduler::Kubernetes);
+        let a = annotations(&api.node("gpu01")).clone();
+        assert_eq!(a["fleetop/reason"], "fleetop: xid 79");
+        assert_ne!(a["fleetop/cordoned-by"], "(this user)", "stamped before it was sent");
+        assert_eq!(audit(&log).len(), 2);
+
+        // A return the console decided (its agent holds a pass since the
+        // cordon) goes to the API server too: uncordon, and an Event.
+        use fleetop::model::bench::{BurnIn, Identity, Suite};
+        use fleetop::ops::return_to_service::{Gate, Overrides, prepare};
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(api.node("gpu01")).expect("a v1 Node");
+        let held = fleetop::ingest::kube::decode_node(&node);
+        let me = Identity {
+            hostname: "gpu01".into(),
+            machine_id: Some("m1".into()),
+            boot_id: None,
+            gpu_uuids: vec!["GPU-a".into()],
+        };
+        let pass = BurnIn {
+            started_ms: fleetop::model::time::now_ms(),
+            ended_ms: fleetop::model::time::now_ms() + 1_000,
+            suite: Some(Suite::Quick),
+            passed: true,
+            requested_by: "alice@console2".into(),
+            node: me.clone(),
+            checks: Vec::new(),
+            error: None,
+        };
+        let gate = |_: &str| Gate {
+            burn_ins: vec![pass.clone()],
+            identity: Some(me.clone()),
+            ..Gate::default()
+        };
+        let names = vec!["gpu01".to_string()];
+        let back = prepare(
+            &names,
+            Scheduler::Kubernetes,
+            |_| Some(&held),
+            gate,
+            &[],
+            Suite::Quick,
+            Overrides::default(),
+        );
+        ask.send(fleetop::model::request::Request::Return(Box::new(back)))
+            .await
+            .expect("sent");
+        let report = tokio::time::timeout(within, async {
+            loop {
+                if let Some(Update::ActionDone(r)) = s.updates.recv().await {
+                    break r;
+                }
+            }
+        })
+        .await
+        .expect("the return is done");
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.scheduler, Scheduler::Kubernetes);
     });
-    assert_eq!(api.node("gpu01")["spec"]["unschedulable"], true);
-    let a = annotations(&api.node("gpu01")).clone();
-    assert_eq!(a["fleetop/reason"], "fleetop: xid 79");
-    assert_ne!(a["fleetop/cordoned-by"], "(this user)", "stamped before it was sent");
-    assert_eq!(audit(&log).len(), 2);
+    let n = api.node("gpu01");
+    assert_eq!(crate::kube_return::fleetops(&n), Vec::<String>::new(), "{n:#}");
+    let events = api.state.lock().expect("lock").events.clone();
+    assert!(events.iter().any(|e| e["reason"] == "FleetopRelease"), "{events:#?}");
     drop(dir);
 }
 
