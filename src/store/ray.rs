@@ -74,6 +74,11 @@ impl Store {
                 });
             }
         }
+        // A live console and `watch` keep them on disk, as flag changes:
+        // `node history` and the next console show Ray's side too.
+        if let Some(unsaved) = self.unsaved.as_mut() {
+            unsaved.extend(events.iter().cloned());
+        }
         self.add_events(events);
     }
 

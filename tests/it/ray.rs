@@ -291,6 +291,24 @@ mod console {
         // Busy to idle is no event.
         let gpu01 = screen_of(0, reads());
         assert!(!gpu01.contains("Ray:"), "{gpu01}");
+
+        // A live console keeps them for timeline.jsonl, once each.
+        let (targets, _) = fleet_updates(4, 8, 60);
+        let mut store = fleetop::store::Store::new(targets, Default::default());
+        store.ray = Some(RayState::new("head:6379".into()));
+        store.keep_timeline();
+        for r in reads() {
+            let Step::Arrive(u) = r else { unreachable!() };
+            store.apply(u, 1_000);
+        }
+        let kept: Vec<String> = store
+            .take_unsaved()
+            .iter()
+            .filter(|e| matches!(e.what, fleetop::model::timeline::What::SchedulerState { .. }))
+            .map(|e| format!("{} {}", e.node, e.line()))
+            .collect();
+        assert_eq!(kept.len(), 4, "{kept:#?}");
+        assert!(kept.iter().any(|l| l.starts_with("gpu02 Ray: dead")), "{kept:#?}");
     }
 
     #[test]
