@@ -47,6 +47,8 @@ fn start_swarm(dir: &Path, scenario: &str, count: usize, i: usize) -> (Child, Pa
         .arg(&hosts)
         .arg("--bench-token-file")
         .arg(dir.join("token"))
+        .arg("--bench-expectations")
+        .arg(crate::support::lenient_expectations(dir))
         .stderr(Stdio::null())
         .spawn()
         .expect("agents start");

@@ -38,13 +38,7 @@ fn setup(scenarios: &[(&str, &str)]) -> Env {
     let mut cfg = format!("bench_token_file = \"{}\"\n[agents]\n", token.display());
     let mut agents = Vec::new();
     for (node, scenario) in scenarios {
-        let a = crate::start_agent(&[
-            "--insecure",
-            "--bench-token-file",
-            token.to_str().expect("utf-8"),
-            "--sim-scenario",
-            scenario,
-        ]);
+        let a = crate::support::start_bench_agent(&token, scenario);
         cfg.push_str(&format!("{node} = \"127.0.0.1:{}\"\n", a.port()));
         agents.push(a);
     }

@@ -385,7 +385,7 @@ fn a_return_on_ray_runs_the_burn_in_says_what_only_ray_start_can_do_and_is_logge
     let dir = tempfile::tempdir().expect("tempdir");
     let token = dir.path().join("bench.token");
     crate::write_secret(&token, "s3cret\n");
-    let agent = start_agent(&["--insecure", "--bench-token-file", token.to_str().expect("utf-8")]);
+    let agent = crate::support::start_bench_agent(&token, "training");
     let cfg = dir.path().join("config.toml");
     std::fs::write(&cfg, format!("[agents]\nray-w1 = \"127.0.0.1:{}\"\n", agent.port())).expect("config");
     let audit = dir.path().join("audit.jsonl");
@@ -430,10 +430,7 @@ fn a_return_on_ray_runs_the_burn_in_says_what_only_ray_start_can_do_and_is_logge
         "{err}"
     );
     assert!(err.contains("burn-in [") || text.contains("burn-in quick"), "{err}");
-    assert!(
-        text.contains("burn-in quick passed on its own agent") || text.contains("burn-in quick failed"),
-        "{text}"
-    );
+    assert!(text.contains("burn-in quick passed on its own agent"), "{text}");
     assert!(
         text.contains("Ray could not be read") && text.contains("ray start --address="),
         "{text}"

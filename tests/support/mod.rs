@@ -115,6 +115,31 @@ pub fn start_agent_on(listen: &str, extra: &[&str]) -> Agent {
     Agent::spawn(&mut cmd, "warn")
 }
 
+/// Burn-in expectations for tests, in `dir`: the host memory copy (the one
+/// check a simulated node really measures) held to a floor any machine
+/// meets, so that a verdict never depends on how busy this machine is.
+pub fn lenient_expectations(dir: &std::path::Path) -> std::path::PathBuf {
+    let p = dir.join("expect.toml");
+    std::fs::write(&p, "[host]\nhost_memcpy = { min = 0.01, source = \"test\" }\n").expect("expectations");
+    p
+}
+
+/// A simulated agent that runs burn-ins for the token in `token`, on
+/// `scenario`, with `lenient_expectations`.
+pub fn start_bench_agent(token: &std::path::Path, scenario: &str) -> Agent {
+    let dir = token.parent().expect("the token's directory");
+    let expect = lenient_expectations(dir);
+    start_agent(&[
+        "--insecure",
+        "--bench-token-file",
+        token.to_str().expect("utf-8"),
+        "--bench-expectations",
+        expect.to_str().expect("utf-8"),
+        "--sim-scenario",
+        scenario,
+    ])
+}
+
 /// Writes a secret (a token, a key) readable by its owner only, as the
 /// agent and the console require.
 pub fn write_secret(path: &std::path::Path, text: &str) {
