@@ -123,11 +123,12 @@ pub enum Seen {
 }
 
 impl Seen {
-    pub fn words(self, scheduler: &str) -> String {
+    /// `evidence`: what the scheduler shows ("Slurm's reason").
+    pub fn words(self, evidence: &str) -> String {
         match self {
-            Seen::Scheduler => format!("{scheduler}'s reason"),
+            Seen::Scheduler => evidence.to_string(),
             Seen::AuditLog => "the audit log".into(),
-            Seen::Both => format!("{scheduler}'s reason and the audit log"),
+            Seen::Both => format!("{evidence} and the audit log"),
         }
     }
 }

@@ -6,6 +6,8 @@
 //! Warning Events (`FleetopQuarantine`, at their first timestamp), which
 //! outlive a return.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 
@@ -13,6 +15,7 @@ use crate::ingest::kube::Kube;
 use crate::model::action::{NodeAction, Plan};
 use crate::model::kube::{self as km, KubeNode};
 use crate::model::remediation::{marked_drain, marked_message};
+use crate::model::sched::Hold;
 
 /// The plan of one policy quarantine: the drain of `model::kube::plan`
 /// with the policy's reason as it is (already marked, not given the
@@ -67,12 +70,19 @@ fn marked_event(e: &Event, now_ms: i64) -> Option<(String, i64)> {
 }
 
 /// Everything the cluster shows of the policy's quarantines: the
-/// annotations of the nodes read now, and the Events.
-pub async fn marked_in_cluster(kube: &Kube, now_ms: i64) -> Result<Vec<(String, i64)>, String> {
+/// annotations of the nodes read now, and the Events; and the GPU nodes
+/// held out of service now (by anyone).
+pub async fn marked_in_cluster(kube: &Kube, now_ms: i64) -> Result<(Vec<(String, i64)>, BTreeSet<String>), String> {
     let nodes = kube.gpu_nodes().await.map_err(|e| e.to_string())?;
     let mut out = marked_nodes(&nodes.nodes, now_ms);
     out.extend(marked_events(kube, now_ms).await?);
-    Ok(out)
+    let held = nodes
+        .nodes
+        .iter()
+        .filter(|n| n.hold() != Hold::InService)
+        .map(|n| n.name.clone())
+        .collect();
+    Ok((out, held))
 }
 
 #[cfg(test)]
