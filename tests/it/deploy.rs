@@ -98,7 +98,7 @@ fn all_yaml(d: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-const COMPONENTS: [&str; 3] = ["servicemonitor", "cert-manager", "kernel-log"];
+const COMPONENTS: [&str; 4] = ["servicemonitor", "cert-manager", "kernel-log", "console-rbac"];
 
 #[test]
 fn every_manifest_is_rendered_and_each_is_the_kubernetes_apis_own_object() {

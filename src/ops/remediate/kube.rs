@@ -35,7 +35,7 @@ pub fn marked_nodes<'a>(nodes: impl IntoIterator<Item = &'a KubeNode>, now_ms: i
         .into_iter()
         .filter_map(|n| {
             let a = n.fleetop.as_ref()?;
-            marked_drain(&n.name, Some(&a.reason), a.at.as_deref(), now_ms)
+            marked_drain(&n.name, Some(&a.reason), a.at.as_deref(), now_ms).map(|(n, at)| (n, to_second(at)))
         })
         .collect()
 }
@@ -66,7 +66,13 @@ fn marked_event(e: &Event, now_ms: i64) -> Option<(String, i64)> {
     let at = at
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .map_or(now_ms, |t| t.timestamp_millis());
-    Some((fleetop_proto::input::printable(&node, 253), at))
+    Some((fleetop_proto::input::printable(&node, 253), to_second(at)))
+}
+
+/// A time to its whole second: an Event's timestamps are to the second,
+/// the annotation's to the millisecond; one quarantine reads as one.
+fn to_second(ms: i64) -> i64 {
+    ms - ms.rem_euclid(1000)
 }
 
 /// Everything the cluster shows of the policy's quarantines: the
@@ -110,6 +116,20 @@ mod tests {
         assert_eq!(
             marked_event(&ev(km::EVENT_REASON, "fleetop-policy: xid"), 0),
             Some(("gpu01".to_string(), 1_767_225_600_000))
+        );
+        let n = KubeNode {
+            name: "gpu01".into(),
+            fleetop: Some(crate::model::kube::Annotation {
+                reason: "fleetop-policy: xid".into(),
+                by: None,
+                at: Some("2026-01-01T00:00:00.250Z".into()),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            marked_nodes([&n], 0),
+            [("gpu01".to_string(), 1_767_225_600_000)],
+            "the annotation and the Event of one quarantine are one mark"
         );
         assert_eq!(marked_event(&ev(km::EVENT_REASON, "fleetop: fan"), 0), None);
         assert_eq!(marked_event(&ev("Other", "fleetop-policy: xid"), 0), None);
