@@ -44,9 +44,6 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
             "watch: nowhere to send alerts: give --alertmanager URL or --webhook URL (or [notify] in the config), or --remediate"
         );
     }
-    if !pager {
-        tracing::warn!("watch: no --alertmanager or --webhook: alerts are not sent; the policy's decisions are logged");
-    }
     let on_kube = args.source.kube.kubernetes;
     if let Some(c) = &policy_cfg {
         if on_kube && args.source.slurm {
@@ -62,6 +59,9 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
         if c.mode == RemediateMode::Drain && read_only {
             anyhow::bail!("watch --remediate drain: refused in read-only mode");
         }
+    }
+    if !pager {
+        tracing::warn!("watch: no --alertmanager or --webhook: alerts are not sent; the policy's decisions are logged");
     }
     let state_path = remediate::path();
     // A policy that cannot read what it did must not act: refused at start.
