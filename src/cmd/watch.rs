@@ -12,9 +12,9 @@ use crate::cli::{RemediateCmd, RemediateVerb, WatchArgs};
 use crate::config::{Config, RemediateMode};
 use crate::ingest::targets;
 use crate::model::action::NodeAction;
+use crate::model::action::Scheduler;
 use crate::model::time::{now_ms, rfc3339};
 use crate::ops::notify::Notifier;
-use crate::model::action::Scheduler;
 use crate::ops::remediate::{self, Decision, KubeLeaseKeeper, LeaseKeeper, LeaseNow, Policy, State};
 use crate::ops::slurm;
 use crate::session::Session;
@@ -67,7 +67,11 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
     // A policy that cannot read what it did must not act: refused at start.
     let mut policy = match policy_cfg {
         Some(c) => {
-            let on = if on_kube { Scheduler::Kubernetes } else { Scheduler::Slurm };
+            let on = if on_kube {
+                Scheduler::Kubernetes
+            } else {
+                Scheduler::Slurm
+            };
             let mut p = Policy::on(c, on);
             // The window counts what the audit log says was drained, not
             // only what a state file (deleted, emptied) remembers.
@@ -303,7 +307,12 @@ async fn remediate_step(
 /// marked reasons and the audit log as the running policy counts it, so
 /// `status` and the policy agree, and `reset` lifts the stop only: the
 /// drains in the window still count.
-pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+pub fn remediate(
+    args: RemediateCmd,
+    cfg: &Config,
+    read_only: bool,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<()> {
     let path = remediate::path();
     let mut state = remediate::load(&path)?;
     let rc = cfg.remediate.clone().unwrap_or_default();
@@ -321,9 +330,7 @@ pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool, rt: &tokio::
         None => ("Slurm", "Slurm's reasons"),
     };
     let read = match &kube {
-        Some(k) => rt
-            .block_on(remediate::kube::marked_in_cluster(k, now))
-            .map(|(m, _)| m),
+        Some(k) => rt.block_on(remediate::kube::marked_in_cluster(k, now)).map(|(m, _)| m),
         None => slurm
             .query()
             .map(|snap| remediate::marked_drains(snap.nodes.iter().map(|(n, v)| (n.as_str(), v)), now))

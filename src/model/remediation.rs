@@ -380,8 +380,12 @@ mod tests {
         assert_eq!(Holder::parse("kube-controller-manager"), None);
         assert_eq!(Holder::parse(""), None);
         assert!(marked_message("cordoned and tainted x by root: fleetop-policy: xid"));
-        assert!(!marked_message("cordoned and tainted x by root: fleetop: a: fleetop-policy: b"));
-        assert!(!marked_message("cordoned and tainted x by root: fleetop: fleetop-policy: fan"));
+        assert!(!marked_message(
+            "cordoned and tainted x by root: fleetop: a: fleetop-policy: b"
+        ));
+        assert!(!marked_message(
+            "cordoned and tainted x by root: fleetop: fleetop-policy: fan"
+        ));
         assert!(!marked_message("fleetop-policy: with nothing before"));
     }
 

@@ -112,8 +112,22 @@ fn setup(xid: usize, healthy: usize, extra: &str) -> Env {
             name.clone(),
             node(&name, &format!("10.0.0.{}", i + 1), Some(2), false, json!({})),
         );
-        st.pods.push(pod("ml", &format!("train-{name}"), &name, Some("StatefulSet"), 2, false));
-        st.pods.push(pod("web", &format!("cache-{name}"), &name, Some("ReplicaSet"), 0, false));
+        st.pods.push(pod(
+            "ml",
+            &format!("train-{name}"),
+            &name,
+            Some("StatefulSet"),
+            2,
+            false,
+        ));
+        st.pods.push(pod(
+            "web",
+            &format!("cache-{name}"),
+            &name,
+            Some("ReplicaSet"),
+            0,
+            false,
+        ));
     }
     std::fs::write(dir.path().join("config.toml"), cfg).expect("config");
     Env {
@@ -149,7 +163,15 @@ impl Env {
             .env_remove("FLEETOP_LOG")
             .arg("--config")
             .arg(self.path("config.toml"))
-            .args(["watch", "--kubernetes", "--kube-refresh", "1s", "--remediate", mode, "--kubeconfig"])
+            .args([
+                "watch",
+                "--kubernetes",
+                "--kube-refresh",
+                "1s",
+                "--remediate",
+                mode,
+                "--kubeconfig",
+            ])
             .arg(self.kubeconfig(token))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log"))
@@ -270,7 +292,11 @@ fn the_fakes_leases_answer_conflicts_as_the_api_server_does() {
     let put = lease_body(Some("b@h pid 2"), Some(&rv), "2026-01-01T00:00:01.000000Z");
     let (code, won) = st.route(&req("PUT", &one, Some(put.clone())), t);
     assert_eq!(code, 200);
-    assert_ne!(won["metadata"]["resourceVersion"], json!(rv), "a new version on every write");
+    assert_ne!(
+        won["metadata"]["resourceVersion"],
+        json!(rv),
+        "a new version on every write"
+    );
     let (code, lost) = st.route(&req("PUT", &one, Some(put)), t);
     assert_eq!((code, lost["reason"].as_str()), (409, Some("Conflict")));
     let stored = st.route(&req("GET", &one, None), t).1;
@@ -288,7 +314,10 @@ fn the_fakes_leases_answer_conflicts_as_the_api_server_does() {
             .is_some_and(|m| m.contains("cannot delete resource \"leases\" in API group \"coordination.k8s.io\"")),
         "{no}"
     );
-    let (code, _) = st.route(&req("GET", "/api/v1/namespaces/kube-system/secrets", None), Some("rbac"));
+    let (code, _) = st.route(
+        &req("GET", "/api/v1/namespaces/kube-system/secrets", None),
+        Some("rbac"),
+    );
     assert_eq!(code, 403, "nothing more than the rules");
 }
 
@@ -316,7 +345,10 @@ fn the_policy_acts_on_one_scheduler_and_read_only_refuses_drain_at_start() {
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     let out = run(&["--read-only", "watch", "--kubernetes", "--remediate", "drain"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("refused in read-only mode"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("refused in read-only mode"),
+        "{err}"
+    );
     assert!(api.writes().is_empty(), "{:?}", api.writes());
 }
 
@@ -422,8 +454,7 @@ fn the_policy_quarantines_xid_nodes_leaves_others_and_trips_at_its_limit() {
     let text = log_of(&log);
     assert_eq!(env.marked(), ["gpu01", "gpu03"], "{text}");
     assert!(
-        text.contains("2 node(s) quarantined by the policy in the last 1h")
-            && text.contains("gpu04 would be the next"),
+        text.contains("2 node(s) quarantined by the policy in the last 1h") && text.contains("gpu04 would be the next"),
         "{text}"
     );
     // gpu01: quarantined, its refused eviction reported, nothing deleted.
@@ -463,7 +494,10 @@ fn the_policy_quarantines_xid_nodes_leaves_others_and_trips_at_its_limit() {
         .collect();
     assert_eq!(marked, ["gpu01", "gpu03"]);
     // Someone else's cordon: left alone, not counted.
-    assert!(text.contains("gpu02: ") && text.contains("someone else's hold is left alone"), "{text}");
+    assert!(
+        text.contains("gpu02: ") && text.contains("someone else's hold is left alone"),
+        "{text}"
+    );
     assert!(env.node_writes().iter().all(|w| !w.target.contains("gpu02")));
     // The audit log: the policy's quarantines, before and after each ran.
     let audit: Vec<fleetop::model::action::AuditLine> = std::fs::read_to_string(env.path("a/audit.jsonl"))
@@ -540,7 +574,10 @@ fn two_watches_share_one_lease_and_a_killed_holder_is_taken_over_within_the_limi
         status.contains("(Kubernetes' annotations and Events and the audit log): 2"),
         "{status}"
     );
-    assert!(status.contains(&format!(" pid {} (Lease default/fleetop-remediate", other.id())), "{status}");
+    assert!(
+        status.contains(&format!(" pid {} (Lease default/fleetop-remediate", other.id())),
+        "{status}"
+    );
     other.stop();
     let mut now: Vec<String> = env.marked();
     now.push(back.clone());

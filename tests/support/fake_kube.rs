@@ -380,7 +380,18 @@ impl State {
                     json!({"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "8000"}, "items": items}),
                 )
             }
-            (m, ["apis", "coordination.k8s.io", "v1", "namespaces", ns, "leases", rest @ ..]) if rest.len() <= 1 => {
+            (
+                m,
+                [
+                    "apis",
+                    "coordination.k8s.io",
+                    "v1",
+                    "namespaces",
+                    ns,
+                    "leases",
+                    rest @ ..,
+                ],
+            ) if rest.len() <= 1 => {
                 if role != "admin" && m != "GET" {
                     return forbid("update", "leases", rest.first().copied().unwrap_or(""));
                 }

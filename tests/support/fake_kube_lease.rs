@@ -164,14 +164,21 @@ impl Leases {
         let not_found = |n: &str| {
             (
                 404,
-                status(404, "NotFound", &format!("leases.coordination.k8s.io \"{n}\" not found")),
+                status(
+                    404,
+                    "NotFound",
+                    &format!("leases.coordination.k8s.io \"{n}\" not found"),
+                ),
             )
         };
         let valid = |b: Option<&Value>| -> Result<Value, (u16, Value)> {
             let b = b.cloned().unwrap_or(Value::Null);
-            serde_json::from_value::<Lease>(b.clone())
-                .map(|_| b)
-                .map_err(|e| (422, status(422, "Invalid", &format!("not a coordination.k8s.io/v1 Lease: {e}"))))
+            serde_json::from_value::<Lease>(b.clone()).map(|_| b).map_err(|e| {
+                (
+                    422,
+                    status(422, "Invalid", &format!("not a coordination.k8s.io/v1 Lease: {e}")),
+                )
+            })
         };
         match (method, name) {
             ("GET", Some(n)) => match self.stored.get(&format!("{ns}/{n}")) {
@@ -232,7 +239,10 @@ impl Leases {
                     return not_found(n);
                 };
                 let want = body.map(|b| b["preconditions"]["resourceVersion"].clone());
-                if want.as_ref().is_some_and(|w| !w.is_null() && *w != stored["metadata"]["resourceVersion"]) {
+                if want
+                    .as_ref()
+                    .is_some_and(|w| !w.is_null() && *w != stored["metadata"]["resourceVersion"])
+                {
                     return conflict(n);
                 }
                 self.stored.remove(&key);

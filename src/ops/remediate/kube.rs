@@ -21,7 +21,12 @@ use crate::model::sched::Hold;
 /// with the policy's reason as it is (already marked, not given the
 /// `fleetop:` prefix), audited as the policy's.
 pub fn quarantine_plan(node: &str, reason: &str, gpu_pods_only: bool) -> Result<Plan, String> {
-    let mut plan = km::plan(NodeAction::Drain, vec![node.to_string()], Some(reason.to_string()), gpu_pods_only)?;
+    let mut plan = km::plan(
+        NodeAction::Drain,
+        vec![node.to_string()],
+        Some(reason.to_string()),
+        gpu_pods_only,
+    )?;
     plan.reason = Some(reason.to_string());
     plan.policy = Some("remediate".into());
     // The calls again, with the policy's reason in each body.
@@ -103,7 +108,11 @@ mod tests {
         assert_eq!(p.policy.as_deref(), Some("remediate"));
         assert!(p.gpu_pods_only);
         assert!(p.commands[0][2].contains(r#""fleetop/reason":"fleetop-policy: xid on gpu1"#));
-        assert!(p.commands[3][2].contains(": fleetop-policy: xid"), "{:?}", p.commands[3]);
+        assert!(
+            p.commands[3][2].contains(": fleetop-policy: xid"),
+            "{:?}",
+            p.commands[3]
+        );
     }
 
     #[test]

@@ -150,7 +150,11 @@ impl KubeLeaseKeeper {
     fn unknown(&mut self, why: String) -> LeaseNow {
         self.version = None;
         let w = why.clone();
-        self.say(format!("unknown {why}"), || format!("{w}; nothing is quarantined"), true);
+        self.say(
+            format!("unknown {why}"),
+            || format!("{w}; nothing is quarantined"),
+            true,
+        );
         LeaseNow::Unknown(why)
     }
 
@@ -251,7 +255,10 @@ impl KubeLeaseKeeper {
                     if r.until_ms - now_ms >= self.ttl_ms * 2 / 3 {
                         return self.mine(r.version, r.until_ms);
                     }
-                    match self.write(kube, Some(&r.version), acquired.unwrap_or(now_ms), now_ms).await {
+                    match self
+                        .write(kube, Some(&r.version), acquired.unwrap_or(now_ms), now_ms)
+                        .await
+                    {
                         Ok(Some(w)) => return self.mine(w.version, w.until_ms),
                         Ok(None) => continue,
                         Err(e) => {

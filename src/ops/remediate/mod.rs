@@ -341,7 +341,10 @@ impl Policy {
             }
             let Some(s) = held(store, self.on, i) else {
                 self.once(format!("nosched {name}"), || {
-                    format!("{name}: {} but {title} does not list the node; left alone", f.kind.name())
+                    format!(
+                        "{name}: {} but {title} does not list the node; left alone",
+                        f.kind.name()
+                    )
                 });
                 continue;
             };
