@@ -217,11 +217,20 @@ fn the_consoles_rbac_is_the_apis_own_and_the_agent_needs_none() {
     }
     assert_eq!(
         kinds,
-        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding"
+        ]
     );
     let text = serde_json::to_string(&objs.iter().map(|(_, d)| d).collect::<Vec<_>>()).expect("json");
     assert!(!text.contains("\"*\"") && !text.contains("secrets"), "{text}");
-    for (_, b) in objs.iter().filter(|(_, d)| d["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))) {
+    for (_, b) in objs
+        .iter()
+        .filter(|(_, d)| d["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+    {
         assert_eq!(b["subjects"][0]["name"], "fleetop-console");
         assert_eq!(b["subjects"][0]["namespace"], "fleetop");
     }
@@ -229,7 +238,11 @@ fn the_consoles_rbac_is_the_apis_own_and_the_agent_needs_none() {
     for objs in [render(&dir(), &mut read), render(&dir().join("amd"), &mut read)] {
         for ds in daemonsets(&objs) {
             let spec = ds.spec.and_then(|s| s.template.spec).expect("pod spec");
-            assert_eq!(spec.automount_service_account_token, Some(false), "the agent needs no API rights");
+            assert_eq!(
+                spec.automount_service_account_token,
+                Some(false),
+                "the agent needs no API rights"
+            );
         }
     }
 }

@@ -399,27 +399,39 @@ fn a_lease_taken_from_under_the_watch_is_not_acted_on() {
 fn the_shipped_rbac_is_enough_and_without_update_leases_the_watch_names_it() {
     let env = setup(1, 1, "max_nodes = 1\n");
     let rules = rules_of(&shipped_rules());
-    let without: Vec<_> = rules
-        .iter()
-        .cloned()
-        .map(|mut r| {
-            r.verbs.retain(|v| !(r.resources == ["leases"] && v == "update"));
-            r
-        })
-        .collect();
+    let drop_verb = |resource: &str, verb: &str| -> Vec<_> {
+        rules
+            .iter()
+            .cloned()
+            .map(|mut r| {
+                if r.resources == [resource] {
+                    r.verbs.retain(|v| v != verb);
+                }
+                r
+            })
+            .collect()
+    };
     {
         let mut st = env.api.state.lock().expect("lock");
-        st.rules.insert("rbac".into(), rules);
-        st.rules.insert("no-update".into(), without);
+        st.rules.insert("no-update".into(), drop_verb("leases", "update"));
+        st.rules.insert("no-events".into(), drop_verb("events", "list"));
+        st.rules.insert("rbac".into(), rules.clone());
         // A Lease given back by an earlier watch: taking it is an update.
         let body = lease_body(None, None, "2026-01-01T00:00:00.000000Z");
         st.leases.route("POST", "default", None, Some(&body));
     }
+    // Without `update` on leases, the Lease cannot be taken; without
+    // `list` on events, the window cannot be counted: each says so, and
+    // nothing is quarantined.
     let (mut w, log) = env.watch("a", "drain", "no-update");
+    let (mut w2, log2) = env.watch("a2", "drain", "no-events");
     wait_log(&log, "403 Forbidden: RBAC must allow 'update' on 'leases'", 60);
+    wait_log(&log2, "403 Forbidden: RBAC must allow 'list' on 'events'", 60);
     env.past_grace(Duration::from_secs(3));
     w.stop();
+    w2.stop();
     assert!(env.node_writes().is_empty(), "{:?}", env.node_writes());
+    assert!(!log_of(&log2).contains("quarantined gpu01"), "{}", log_of(&log2));
 
     // The shipped rules: the Lease, the quarantine, the count.
     let (mut w, log) = env.watch("b", "drain", "rbac");
