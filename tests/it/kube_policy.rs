@@ -477,6 +477,7 @@ fn the_policy_quarantines_xid_nodes_leaves_others_and_trips_at_its_limit() {
         "{text}"
     );
     assert!(env.api.pods_on("gpu01").contains(&"ml/train-gpu01".to_string()));
+    assert!(env.api.requests().iter().all(|r| r.method != "DELETE"), "nothing deleted");
     // gpu03: its GPU pod evicted, the rest left running.
     assert_eq!(env.api.pods_on("gpu03"), ["web/cache-gpu03"]);
     for n in ["gpu01", "gpu03"] {
