@@ -147,6 +147,19 @@ pub struct RemediateConfig {
     pub max_percent: f64,
     #[serde(deserialize_with = "crate::detect::de_duration")]
     pub window: Duration,
+    /// Kubernetes: a quarantine evicts only the pods that hold a GPU
+    /// (true, the default: the fault is the GPU's; the node's other pods
+    /// keep running, and the cordon keeps new ones off), or every pod a
+    /// `kubectl drain` would evict (false).
+    pub gpu_pods_only: bool,
+    /// Kubernetes: the namespace of the policy's Lease (`fleetop-remediate`).
+    pub lease_namespace: String,
+    /// Kubernetes: the Lease's `leaseDurationSeconds` (default 60 s, at
+    /// least 4 s). A watch renews it once less than two thirds are left and
+    /// acts only while more than a quarter is left; a watch that stopped is
+    /// taken over this long after its last renewal. Tests shorten it.
+    #[serde(deserialize_with = "crate::detect::de_duration")]
+    pub lease_duration: Duration,
 }
 
 impl Default for RemediateConfig {
@@ -157,6 +170,9 @@ impl Default for RemediateConfig {
             max_nodes: None,
             max_percent: 10.0,
             window: Duration::from_secs(3600),
+            gpu_pods_only: true,
+            lease_namespace: crate::model::kube::EVENT_NAMESPACE.to_string(),
+            lease_duration: Duration::from_secs(60),
         }
     }
 }
@@ -451,6 +467,16 @@ impl Config {
             }
             if let Some(why) = zero(r.window) {
                 return Some((Some("remediate"), "window", why));
+            }
+            if r.lease_duration < std::time::Duration::from_secs(4) {
+                return Some((Some("remediate"), "lease_duration", "must be at least 4s".into()));
+            }
+            if !crate::model::kube::valid_name(&r.lease_namespace) {
+                return Some((
+                    Some("remediate"),
+                    "lease_namespace",
+                    "must be a Kubernetes namespace name (lower-case letters, digits, '-')".into(),
+                ));
             }
         }
         zero(self.slurm.timeout).map(|why| (Some("slurm"), "timeout", why))

@@ -155,7 +155,7 @@ fn dispatch(
         }
         Some(Command::Remediate(args)) => {
             logging::to_stderr(cli.log_format);
-            cmd::watch::remediate(args, &cfg, read_only)
+            cmd::watch::remediate(args, &cfg, read_only, rt)
         }
         Some(Command::Watch(args)) => {
             logging::to_stderr_at("info", cli.log_format);

@@ -361,7 +361,8 @@ pub struct WatchArgs {
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
     /// The remediation policy (`[remediate]` in the config; this wins):
-    /// dry-run says what it would drain, drain drains (needs --slurm).
+    /// dry-run says what it would drain, drain drains (needs --slurm, or
+    /// --kubernetes to quarantine: cordon, taint, evict).
     #[arg(long, value_enum, value_name = "MODE")]
     pub remediate: Option<crate::model::remediation::Mode>,
 }
@@ -373,6 +374,10 @@ pub struct RemediateCmd {
     /// reset: do not ask for confirmation.
     #[arg(long)]
     pub yes: bool,
+    /// status: count the policy's quarantines Kubernetes shows (with
+    /// --kubernetes), and name the holder of its Lease.
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,6 +7,7 @@ pub mod manual;
 pub mod node;
 pub mod record;
 pub mod watch;
+mod watch_kube;
 
 use std::io::Write;
 

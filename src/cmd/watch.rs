@@ -12,11 +12,14 @@ use crate::cli::{RemediateCmd, RemediateVerb, WatchArgs};
 use crate::config::{Config, RemediateMode};
 use crate::ingest::targets;
 use crate::model::action::NodeAction;
+use crate::model::action::Scheduler;
 use crate::model::time::{now_ms, rfc3339};
 use crate::ops::notify::Notifier;
-use crate::ops::remediate::{self, Decision, LeaseKeeper, LeaseNow, Policy, State};
+use crate::ops::remediate::{self, Decision, KubeLeaseKeeper, LeaseKeeper, LeaseNow, Policy, State};
 use crate::ops::slurm;
 use crate::session::Session;
+
+use super::watch_kube;
 
 /// `read_only`: the flag or the config's `read_only`, either of which
 /// refuses a draining policy.
@@ -41,22 +44,35 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
             "watch: nowhere to send alerts: give --alertmanager URL or --webhook URL (or [notify] in the config), or --remediate"
         );
     }
-    if !pager {
-        tracing::warn!("watch: no --alertmanager or --webhook: alerts are not sent; the policy's decisions are logged");
-    }
+    let on_kube = args.source.kube.kubernetes;
     if let Some(c) = &policy_cfg {
-        if !args.source.slurm {
-            anyhow::bail!("watch --remediate: the policy drains nodes in Slurm: add --slurm");
+        if on_kube && args.source.slurm {
+            anyhow::bail!(
+                "watch --remediate: the policy acts on one scheduler: give --slurm or --kubernetes, not both"
+            );
+        }
+        if !on_kube && !args.source.slurm {
+            anyhow::bail!(
+                "watch --remediate: the policy drains nodes in Slurm (--slurm) or quarantines them in Kubernetes (--kubernetes): add one"
+            );
         }
         if c.mode == RemediateMode::Drain && read_only {
             anyhow::bail!("watch --remediate drain: refused in read-only mode");
         }
     }
+    if !pager {
+        tracing::warn!("watch: no --alertmanager or --webhook: alerts are not sent; the policy's decisions are logged");
+    }
     let state_path = remediate::path();
     // A policy that cannot read what it did must not act: refused at start.
     let mut policy = match policy_cfg {
         Some(c) => {
-            let mut p = Policy::new(c);
+            let on = if on_kube {
+                Scheduler::Kubernetes
+            } else {
+                Scheduler::Slurm
+            };
+            let mut p = Policy::on(c, on);
             // The window counts what the audit log says was drained, not
             // only what a state file (deleted, emptied) remembers.
             let since = now_ms() - p.cfg.window.as_millis() as i64;
@@ -86,11 +102,26 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
         );
     }
     let slurm_reader = targets::slurm(&cfg);
+    // The policy on Kubernetes acts through a client of its own.
+    let kube = match (&policy, crate::cli::resolve::kube(&args.source.kube)) {
+        (Some(_), Some(opts)) if on_kube => Some(crate::ingest::kube::connect(&opts).await?),
+        _ => None,
+    };
+    let mut kube_said = watch_kube::Said::default();
+    if let (Some((p, _)), Some(k)) = (policy.as_mut(), &kube) {
+        watch_kube::see_cluster(p, k, &mut kube_said, now_ms()).await;
+    }
     // Only the watch holding the lease drains; a dry-run needs none.
-    let mut lease = policy
-        .as_ref()
-        .filter(|(p, _)| p.cfg.mode == RemediateMode::Drain)
-        .map(|_| LeaseKeeper::new());
+    let drains = policy.as_ref().is_some_and(|(p, _)| p.cfg.mode == RemediateMode::Drain);
+    let mut lease = (drains && kube.is_none()).then(LeaseKeeper::new);
+    let mut kube_lease = match (&policy, &kube) {
+        (Some((p, _)), Some(_)) if drains => Some(KubeLeaseKeeper::new(
+            LeaseKeeper::new().me,
+            &p.cfg.lease_namespace,
+            p.cfg.lease_duration,
+        )),
+        _ => None,
+    };
     let mut own_alerts: Option<BTreeSet<String>> = None;
     // What an earlier run did fires again, quietly: it was announced then.
     if let Some((_, state)) = &policy {
@@ -112,8 +143,14 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
                 let now = now_ms();
                 session.store.tick(now);
                 notifier.observe(&session.store, now);
-                if let Some((p, state)) = policy.as_mut() {
-                    remediate_step(p, state, lease.as_mut(), &session.store, &slurm_reader, &mut notifier, &mut own_alerts, now).await;
+                match (policy.as_mut(), &kube) {
+                    (Some((p, state)), Some(k)) => {
+                        watch_kube::kube_step(p, state, kube_lease.as_mut(), &session.store, k, &mut kube_said, &mut notifier, &mut own_alerts, now).await;
+                    }
+                    (Some((p, state)), None) => {
+                        remediate_step(p, state, lease.as_mut(), &session.store, &slurm_reader, &mut notifier, &mut own_alerts, now).await;
+                    }
+                    _ => {}
                 }
                 crate::ops::timeline::save_in_background(session.store.take_unsaved());
             }
@@ -131,6 +168,9 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
     if let Some(mut k) = lease {
         let s = slurm_reader.clone();
         let _ = tokio::task::spawn_blocking(move || k.release(&s)).await;
+    }
+    if let (Some(mut k), Some(client)) = (kube_lease, &kube) {
+        k.release(client).await;
     }
     // Alerts are not resolved on the way out: the conditions may well go on.
     let _ = tokio::time::timeout(Duration::from_secs(5), notifier.flush()).await;
@@ -267,7 +307,12 @@ async fn remediate_step(
 /// marked reasons and the audit log as the running policy counts it, so
 /// `status` and the policy agree, and `reset` lifts the stop only: the
 /// drains in the window still count.
-pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::Result<()> {
+pub fn remediate(
+    args: RemediateCmd,
+    cfg: &Config,
+    read_only: bool,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<()> {
     let path = remediate::path();
     let mut state = remediate::load(&path)?;
     let rc = cfg.remediate.clone().unwrap_or_default();
@@ -276,9 +321,23 @@ pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::R
     let since = now - rc.window.as_millis() as i64;
     let slurm = targets::slurm(cfg);
     let audited = remediate::audited_drains(since);
-    let (marked, unread) = match slurm.query() {
-        Ok(snap) => {
-            let mut m = remediate::marked_drains(snap.nodes.iter().map(|(n, v)| (n.as_str(), v)), now);
+    let kube = match crate::cli::resolve::kube(&args.kube) {
+        Some(opts) => Some(rt.block_on(crate::ingest::kube::connect(&opts))?),
+        None => None,
+    };
+    let (sched, evidence) = match kube {
+        Some(_) => ("Kubernetes", "Kubernetes' annotations and Events"),
+        None => ("Slurm", "Slurm's reasons"),
+    };
+    let read = match &kube {
+        Some(k) => rt.block_on(remediate::kube::marked_in_cluster(k, now)).map(|(m, _)| m),
+        None => slurm
+            .query()
+            .map(|snap| remediate::marked_drains(snap.nodes.iter().map(|(n, v)| (n.as_str(), v)), now))
+            .map_err(|e| e.to_string()),
+    };
+    let (marked, unread) = match read {
+        Ok(mut m) => {
             m.retain(|(_, at)| *at > since);
             (m, None)
         }
@@ -300,29 +359,42 @@ pub fn remediate(args: RemediateCmd, cfg: &Config, read_only: bool) -> anyhow::R
                 None => println!("breaker: armed"),
             }
             println!(
-                "drains in the last {window} (Slurm's reasons and the audit log): {counted}, of a limit of {limit} ({})",
+                "drains in the last {window} ({evidence} and the audit log): {counted}, of a limit of {limit} ({})",
                 rc.limit_words()
             );
             if let Some(e) = &unread {
-                println!("  Slurm not read ({e}): only the audit log's drains are listed");
+                println!("  {sched} not read ({e}): only the audit log's drains are listed");
             }
             for d in &drains {
                 println!(
                     "  {}  drained at {}  (from {})",
                     fleetop_proto::input::printable(&d.node, 64),
                     rfc3339(d.at_ms),
-                    d.seen.words("Slurm")
+                    d.seen.words(match kube {
+                        Some(_) => "Kubernetes' annotation or Event",
+                        None => "Slurm's reason",
+                    })
                 );
             }
             if counted > drains.len() {
                 println!("  and {} more in {}", counted - drains.len(), path.display());
             }
-            match remediate::list_leases(&slurm) {
-                Ok(leases) => match crate::model::remediation::lease_holder(&leases, now, |_| false) {
-                    Some(l) => println!("lease: held by {}", remediate::lease_words(l)),
-                    None => println!("lease: free (no watch drains now)"),
+            match &kube {
+                Some(k) => {
+                    let ns = &rc.lease_namespace;
+                    match rt.block_on(remediate::kube_lease_status(k, ns, now)) {
+                        Ok(Some(l)) => println!("lease: held by {}", remediate::kube_lease_words(&l, ns)),
+                        Ok(None) => println!("lease: free (no watch quarantines now)"),
+                        Err(e) => println!("lease: not read ({e})"),
+                    }
+                }
+                None => match remediate::list_leases(&slurm) {
+                    Ok(leases) => match crate::model::remediation::lease_holder(&leases, now, |_| false) {
+                        Some(l) => println!("lease: held by {}", remediate::lease_words(l)),
+                        None => println!("lease: free (no watch drains now)"),
+                    },
+                    Err(e) => println!("lease: not read ({e})"),
                 },
-                Err(e) => println!("lease: not read ({e})"),
             }
             if !state.holding.is_empty() {
                 println!("incidents open (not drained twice):");

@@ -1,8 +1,9 @@
 //! Kubernetes (`--kubernetes`): the client from a kubeconfig or the pod's
 //! service account, and the reads: the GPU nodes (one list of nodes) and a
 //! node's pods (a list with the field selector `spec.nodeName`), decoded
-//! into `model::kube` here and nowhere else. Only documented core/v1 and
-//! policy/v1 calls are used (docs/kubernetes.md lists them), so a real
+//! into `model::kube` here and nowhere else. Only documented core/v1,
+//! policy/v1 and coordination.k8s.io/v1 (the policy's Lease) calls are
+//! used (docs/kubernetes.md lists them), so a real
 //! cluster needs nothing the tests' fake API server does not serve.
 
 use std::path::Path;

@@ -236,6 +236,18 @@ impl KubePod {
     }
 }
 
+/// A DNS label, as Kubernetes names a namespace: 1 to 63 lower-case
+/// letters, digits and '-', a letter or digit at each end.
+pub fn valid_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
 /// `/api/v1/nodes/NAME`.
 pub fn node_path(node: &str) -> String {
     format!("/api/v1/nodes/{node}")

@@ -123,11 +123,12 @@ pub enum Seen {
 }
 
 impl Seen {
-    pub fn words(self, scheduler: &str) -> String {
+    /// `evidence`: what the scheduler shows ("Slurm's reason").
+    pub fn words(self, evidence: &str) -> String {
         match self {
-            Seen::Scheduler => format!("{scheduler}'s reason"),
+            Seen::Scheduler => evidence.to_string(),
             Seen::AuditLog => "the audit log".into(),
-            Seen::Both => format!("{scheduler}'s reason and the audit log"),
+            Seen::Both => format!("{evidence} and the audit log"),
         }
     }
 }
@@ -201,6 +202,28 @@ impl Holder {
     pub fn words(&self) -> String {
         format!("{}@{} pid {}", self.user, self.host, self.pid)
     }
+
+    /// Reads `words` back (a Kubernetes Lease's `holderIdentity`); `None`
+    /// for any other text.
+    pub fn parse(words: &str) -> Option<Holder> {
+        let (who, pid) = words.trim().rsplit_once(" pid ")?;
+        let (user, host) = who.rsplit_once('@')?;
+        Some(Holder {
+            user: user.to_string(),
+            host: host.to_string(),
+            pid: pid.trim().parse().ok()?,
+        })
+    }
+}
+
+/// A policy quarantine an Event shows: its message (`model::kube::event_body`:
+/// "... by WHO: REASON") carries the policy's reason, starting with the
+/// mark; a person's reason ("fleetop: fleetop-policy: ...") never counts.
+pub fn marked_message(message: &str) -> bool {
+    message
+        .split_once(" by ")
+        .and_then(|(_, rest)| rest.split_once(": "))
+        .is_some_and(|(_, reason)| reason.starts_with(POLICY_MARK))
 }
 
 /// A lease as the cluster shows it: its id there (in Slurm, the job id:
@@ -344,6 +367,26 @@ mod tests {
             [Seen::AuditLog, Seen::Both]
         );
         assert!(window_drains(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn a_holder_reads_back_and_an_events_mark_is_the_policys_only() {
+        let h = Holder {
+            user: "alice".into(),
+            host: "head1".into(),
+            pid: 42,
+        };
+        assert_eq!(Holder::parse(&h.words()), Some(h));
+        assert_eq!(Holder::parse("kube-controller-manager"), None);
+        assert_eq!(Holder::parse(""), None);
+        assert!(marked_message("cordoned and tainted x by root: fleetop-policy: xid"));
+        assert!(!marked_message(
+            "cordoned and tainted x by root: fleetop: a: fleetop-policy: b"
+        ));
+        assert!(!marked_message(
+            "cordoned and tainted x by root: fleetop: fleetop-policy: fan"
+        ));
+        assert!(!marked_message("fleetop-policy: with nothing before"));
     }
 
     #[test]

@@ -98,7 +98,7 @@ fn all_yaml(d: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-const COMPONENTS: [&str; 3] = ["servicemonitor", "cert-manager", "kernel-log"];
+const COMPONENTS: [&str; 4] = ["servicemonitor", "cert-manager", "kernel-log", "console-rbac"];
 
 #[test]
 fn every_manifest_is_rendered_and_each_is_the_kubernetes_apis_own_object() {
@@ -190,6 +190,61 @@ fn tls_is_on_and_nothing_crosses_the_network_in_clear() {
     let cm = render(&dir().join("components/cert-manager"), &mut read);
     let (_, cert) = of_kind(&cm, "Certificate")[0];
     assert_eq!(cert["spec"]["secretName"], "fleetop-agent-tls");
+}
+
+/// The console's RBAC (components/console-rbac): the API's own objects,
+/// each Role bound to the console's ServiceAccount, no wildcard, no
+/// Secret; the agent mounts no token, so it has no API rights at all.
+/// `kube_policy` holds the rules to the calls fleetop makes.
+#[test]
+fn the_consoles_rbac_is_the_apis_own_and_the_agent_needs_none() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let mut read = Vec::new();
+    let objs = render(&dir().join("components/console-rbac"), &mut read);
+    let mut kinds = Vec::new();
+    for (file, d) in &objs {
+        let kind = d["kind"].as_str().unwrap_or_default().to_string();
+        match kind.as_str() {
+            "ServiceAccount" => drop(typed::<ServiceAccount>(file, d)),
+            "ClusterRole" => drop(typed::<ClusterRole>(file, d)),
+            "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(file, d)),
+            "Role" => drop(typed::<Role>(file, d)),
+            "RoleBinding" => drop(typed::<RoleBinding>(file, d)),
+            other => panic!("{file}: {other:?} in the RBAC component"),
+        }
+        kinds.push(kind);
+    }
+    assert_eq!(
+        kinds,
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding"
+        ]
+    );
+    let text = serde_json::to_string(&objs.iter().map(|(_, d)| d).collect::<Vec<_>>()).expect("json");
+    assert!(!text.contains("\"*\"") && !text.contains("secrets"), "{text}");
+    for (_, b) in objs
+        .iter()
+        .filter(|(_, d)| d["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+    {
+        assert_eq!(b["subjects"][0]["name"], "fleetop-console");
+        assert_eq!(b["subjects"][0]["namespace"], "fleetop");
+    }
+    let mut read = Vec::new();
+    for objs in [render(&dir(), &mut read), render(&dir().join("amd"), &mut read)] {
+        for ds in daemonsets(&objs) {
+            let spec = ds.spec.and_then(|s| s.template.spec).expect("pod spec");
+            assert_eq!(
+                spec.automount_service_account_token,
+                Some(false),
+                "the agent needs no API rights"
+            );
+        }
+    }
 }
 
 #[test]

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::api::policy::v1::Eviction;
 use serde_json::{Value, json};
 
+use super::fake_kube_lease::{Leases, Rule, access, allowed, forbidden};
 use super::fake_kube_patch::{json_patch, strategic_merge};
 
 /// One request as the fake got it.
@@ -44,8 +45,14 @@ pub struct State {
     /// quarantine (no `nodes/status`, no `events`): a 403 for the rest, as
     /// RBAC answers.
     pub tokens: BTreeMap<String, &'static str>,
+    /// Bearer tokens held to RBAC rules (a ClusterRole's and a Role's, as
+    /// `fake_kube_lease::rules_of` reads them): a call no rule allows is
+    /// a 403 naming the verb and resource; the others are served.
+    pub rules: BTreeMap<String, Vec<Rule>>,
     /// The Events created (core/v1), as stored.
     pub events: Vec<Value>,
+    /// The coordination.k8s.io/v1 Leases.
+    pub leases: Leases,
     /// A request whose path holds this is read and never answered: an API
     /// server that stops answering mid-way.
     pub stall: Option<&'static str>,
@@ -276,12 +283,23 @@ impl State {
         (201, e)
     }
 
-    fn route(&mut self, req: &Req, token: Option<&str>) -> (u16, Value) {
-        let role = token.and_then(|t| self.tokens.get(t)).copied();
+    /// Answers one request as the API server would (`token`: the bearer).
+    pub fn route(&mut self, req: &Req, token: Option<&str>) -> (u16, Value) {
+        let (path, query) = req.target.split_once('?').unwrap_or((&req.target, ""));
+        let role = match token.and_then(|t| self.rules.get(t)) {
+            Some(rules) => {
+                if let Some(a) = access(&req.method, path)
+                    && !allowed(rules, &a)
+                {
+                    return forbidden(&a);
+                }
+                Some("admin")
+            }
+            None => token.and_then(|t| self.tokens.get(t)).copied(),
+        };
         let Some(role) = role else {
             return (401, status(401, "Unauthorized", "Unauthorized", Value::Null));
         };
-        let (path, query) = req.target.split_once('?').unwrap_or((&req.target, ""));
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         let forbid = |verb: &str, resource: &str, name: &str| {
             let user = "system:serviceaccount:ops:viewer";
@@ -339,6 +357,46 @@ impl State {
                     return (403, status(403, "Forbidden", &msg, json!({"kind": "events"})));
                 }
                 self.create_event(ns, req)
+            }
+            ("GET", ["api", "v1", "namespaces", ns, "events"]) => {
+                if role == "cordoner" || role == "tainter" {
+                    return forbid("list", "events", "");
+                }
+                // A field selector on the reason, as the API server takes it.
+                let q = decode_query(query);
+                let reason = q
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("fieldSelector=reason="))
+                    .map(str::to_string);
+                let items: Vec<Value> = self
+                    .events
+                    .iter()
+                    .filter(|e| e["metadata"]["namespace"] == *ns)
+                    .filter(|e| reason.as_deref().is_none_or(|r| e["reason"] == r))
+                    .cloned()
+                    .collect();
+                (
+                    200,
+                    json!({"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "8000"}, "items": items}),
+                )
+            }
+            (
+                m,
+                [
+                    "apis",
+                    "coordination.k8s.io",
+                    "v1",
+                    "namespaces",
+                    ns,
+                    "leases",
+                    rest @ ..,
+                ],
+            ) if rest.len() <= 1 => {
+                if role != "admin" && m != "GET" {
+                    return forbid("update", "leases", rest.first().copied().unwrap_or(""));
+                }
+                let (ns, name) = (ns.to_string(), rest.first().map(|n| n.to_string()));
+                self.leases.route(m, &ns, name.as_deref(), req.body.as_ref())
             }
             ("GET", ["api", "v1", "pods"]) => {
                 let q = decode_query(query);
@@ -561,6 +619,7 @@ fn serve(mut conn: TcpStream, state: &Mutex<State>) {
         403 => "Forbidden",
         404 => "Not Found",
         415 => "Unsupported Media Type",
+        409 => "Conflict",
         422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         _ => "Error",

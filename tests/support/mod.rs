@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fake_kube;
+pub mod fake_kube_lease;
 pub mod fake_kube_patch;
 pub mod ports;
 pub mod receiver;

@@ -55,7 +55,7 @@ impl Default for LeaseKeeper {
 }
 
 /// This machine's host name.
-fn host_name() -> String {
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

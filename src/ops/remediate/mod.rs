@@ -31,18 +31,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::config::{RemediateConfig, RemediateMode};
-use crate::model::action::{NodeAction, Plan};
+use crate::model::action::{NodeAction, Plan, Scheduler};
 use crate::model::flag::{Flag, FlagKind, Severity};
 pub use crate::model::remediation::{Drained, State, Tripped};
 use crate::model::remediation::{WindowDrain, window_drains};
-use crate::model::sched::{Hold, SchedNode};
+use crate::model::sched::{Held, Hold, SchedNode};
 use crate::model::time::rfc3339;
 use crate::ops::notify::Alert;
 use crate::ops::{audit, state_file};
 use crate::store::{Link, NodeState, Store};
 
+pub mod kube;
+mod kube_lease;
 mod lease;
-pub use lease::{LEASE_CHECK_MS, LEASE_JOB, LEASE_TTL_MS, LeaseKeeper, LeaseNow, lease_words, list_leases};
+pub use kube_lease::{KubeLeaseKeeper, LEASE_NAME, kube_lease_status, kube_lease_words};
+pub use lease::{LEASE_CHECK_MS, LEASE_JOB, LEASE_TTL_MS, LeaseKeeper, LeaseNow, host_name, lease_words, list_leases};
 
 /// `remediate.json` beside the audit log.
 pub fn path() -> PathBuf {
@@ -173,6 +176,9 @@ fn worst<'a>(n: &'a NodeState, now_ms: i64, grace: Option<(i64, &BTreeMap<String
 /// The policy's logic, without I/O: what to do now, given what it did.
 pub struct Policy {
     pub cfg: RemediateConfig,
+    /// The scheduler it acts on: each node's hold is read from its view
+    /// (Slurm's `n.scheduler`, Kubernetes' `store.kube.of(i)`).
+    pub on: Scheduler,
     /// Notes already logged (a node left alone, a dry-run's would-drain),
     /// so each is said once.
     said: BTreeSet<String>,
@@ -192,8 +198,14 @@ pub struct Policy {
 
 impl Policy {
     pub fn new(cfg: RemediateConfig) -> Policy {
+        Policy::on(cfg, Scheduler::Slurm)
+    }
+
+    /// A policy that acts on `on` (Slurm or Kubernetes).
+    pub fn on(cfg: RemediateConfig, on: Scheduler) -> Policy {
         Policy {
             cfg,
+            on,
             said: BTreeSet::new(),
             would: Vec::new(),
             audited: Vec::new(),
@@ -269,12 +281,13 @@ impl Policy {
         // qualifying flag, the next fault is a new incident; with its fault
         // still up (a return that let it through, a resume outside
         // fleetop), that is a new incident now.
-        let said = &mut self.said;
+        let (said, on) = (&mut self.said, self.on);
         state.holding.retain(|node, d| {
-            let Some(n) = store.nodes.iter().find(|n| &n.target.name == node) else {
+            let Some(i) = store.nodes.iter().position(|n| &n.target.name == node) else {
                 return true;
             };
-            let Some(s) = n.scheduler.as_ref().map(|v| &v.node) else {
+            let n = &store.nodes[i];
+            let Some(s) = held(store, on, i) else {
                 return true;
             };
             if s.hold() != Hold::InService {
@@ -282,7 +295,7 @@ impl Policy {
                 return true;
             }
             if !d.seen_out {
-                // Slurm has not shown the drain yet.
+                // The scheduler has not shown the drain yet.
                 return true;
             }
             if let Some(f) = worst(n, now_ms, None)
@@ -306,7 +319,8 @@ impl Policy {
         let limit = self.cfg.limit(store.nodes.len());
         let mut out = Vec::new();
         let mut made = if dry { self.would.len() } else { self.in_window(state) };
-        for n in &store.nodes {
+        let (title, did, verb) = (self.on.title(), self.did(), self.verb());
+        for (i, n) in store.nodes.iter().enumerate() {
             let name = &n.target.name;
             // A node whose history is still arriving shows the past.
             if matches!(n.link, Link::Connected { .. }) && !n.caught_up {
@@ -318,16 +332,19 @@ impl Policy {
             if let Some(d) = state.holding.get(name) {
                 let (at, reason) = (rfc3339(d.at_ms), d.reason.clone());
                 self.once(format!("holding {name} {}", d.at_ms), || {
-                    format!("{name}: drained by the policy at {at} ({reason}); the incident is open: not drained twice")
+                    format!("{name}: {did} by the policy at {at} ({reason}); the incident is open: not {did} twice")
                 });
                 continue;
             }
             if dry && self.would.iter().any(|d| &d.node == name) {
                 continue;
             }
-            let Some(s) = n.scheduler.as_ref().map(|v| &v.node) else {
+            let Some(s) = held(store, self.on, i) else {
                 self.once(format!("nosched {name}"), || {
-                    format!("{name}: {} but Slurm does not list the node; left alone", f.kind.name())
+                    format!(
+                        "{name}: {} but {title} does not list the node; left alone",
+                        f.kind.name()
+                    )
                 });
                 continue;
             };
@@ -347,7 +364,7 @@ impl Policy {
                     let held = s.held_by();
                     self.once(format!("other {name} {}", f.kind.name()), || {
                         format!(
-                            "{name}: {} but the node is {held}; someone else's drain is left alone",
+                            "{name}: {} but the node is {held} in {title}; someone else's hold is left alone",
                             f.kind.name()
                         )
                     });
@@ -356,7 +373,7 @@ impl Policy {
             }
             if made >= limit {
                 let why = format!(
-                    "{made} node(s) drained by the policy in the last {}, its limit for {} nodes ({}): {name} would be the next",
+                    "{made} node(s) {did} by the policy in the last {}, its limit for {} nodes ({}): {name} would be the next",
                     humantime::format_duration(self.cfg.window),
                     store.nodes.len(),
                     self.cfg.limit_words(),
@@ -379,7 +396,7 @@ impl Policy {
             if dry {
                 let kind = f.kind;
                 self.once(format!("would {name} {}", f.since_ms), || {
-                    format!("dry-run: would drain {name}: {reason}")
+                    format!("dry-run: would {verb} {name}: {reason}")
                 });
                 self.would.push(Drained {
                     node: name.clone(),
@@ -397,6 +414,32 @@ impl Policy {
             });
         }
         out
+    }
+}
+
+/// Node `i`'s hold as the scheduler `on` shows it.
+fn held(store: &Store, on: Scheduler, i: usize) -> Option<&dyn Held> {
+    match on {
+        Scheduler::Kubernetes => store.kube.of(i).map(|k| k as &dyn Held),
+        _ => store.nodes[i].scheduler.as_ref().map(|v| &v.node as &dyn Held),
+    }
+}
+
+impl Policy {
+    /// "drain" on Slurm, "quarantine" on Kubernetes.
+    pub fn verb(&self) -> &'static str {
+        match self.on {
+            Scheduler::Kubernetes => "quarantine",
+            _ => "drain",
+        }
+    }
+
+    /// "drained", "quarantined".
+    pub fn did(&self) -> &'static str {
+        match self.on {
+            Scheduler::Kubernetes => "quarantined",
+            _ => "drained",
+        }
     }
 }
 

@@ -355,3 +355,66 @@ fn leases_listed_by_squeue_are_read_with_slurms_user() {
     );
     assert_eq!(lease_holder(&l, now + 60_000, |_| false), None, "free");
 }
+
+#[test]
+fn on_kubernetes_each_nodes_hold_is_read_from_kubernetes_and_named_so() {
+    use crate::model::kube::{Annotation, KubeNode, KubeSnapshot};
+    let mut st = store(4);
+    let t0 = 1_000_000;
+    for i in 0..4 {
+        xid(&mut st, i, 79, t0);
+    }
+    // Slurm says n00 is drained by someone: the Kubernetes policy does not
+    // read Slurm. Kubernetes: n00 schedulable, n01 cordoned by someone
+    // else, n02 cordoned by fleetop, n03 not listed.
+    st.nodes[0].scheduler.as_mut().expect("sched").node = SchedNode {
+        state: "drained".into(),
+        reason: Some("maintenance".into()),
+        ..Default::default()
+    };
+    let k = |name: &str, cordoned: bool, reason: Option<&str>| KubeNode {
+        name: name.into(),
+        unschedulable: cordoned,
+        fleetop: reason.map(|r| Annotation {
+            reason: r.into(),
+            by: None,
+            at: None,
+        }),
+        ..Default::default()
+    };
+    let snap = KubeSnapshot {
+        nodes: vec![
+            k("n00", false, None),
+            k("n01", true, None),
+            k("n02", true, Some("fleetop: fan")),
+        ],
+    };
+    let nodes = st.nodes.clone();
+    st.kube.apply(&nodes, &snap, t0);
+    let mut p = Policy::on(
+        RemediateConfig {
+            max_percent: 100.0,
+            ..cfg(RemediateMode::Drain)
+        },
+        Scheduler::Kubernetes,
+    );
+    let mut state = State::default();
+    assert!(p.decide(&st, &mut state, t0).is_empty());
+    let d = p.decide(&st, &mut state, t0 + 60_000);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(matches!(&d[0], Decision::Drain { node, .. } if node == "n00"), "{d:?}");
+    assert!(p.said.iter().any(|s| s == "nosched n03"), "{:?}", p.said);
+    assert!(p.said.iter().any(|s| s.starts_with("other n01")), "{:?}", p.said);
+    assert!(p.said.iter().any(|s| s.starts_with("fleetop n02")), "{:?}", p.said);
+    assert_eq!((p.verb(), p.did()), ("quarantine", "quarantined"));
+    // The same fleet on Slurm: n00 is someone else's drain there.
+    let mut p = Policy::new(cfg(RemediateMode::Drain));
+    let mut state = State::default();
+    p.decide(&st, &mut state, t0);
+    let d = p.decide(&st, &mut state, t0 + 60_000);
+    assert!(
+        d.iter()
+            .all(|d| !matches!(d, Decision::Drain { node, .. } if node == "n00")),
+        "{d:?}"
+    );
+}
