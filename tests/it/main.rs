@@ -18,6 +18,7 @@ mod export_pods;
 mod export_summary;
 mod fuzz_regressions;
 mod kube;
+mod kube_loop;
 mod kube_policy;
 mod kube_quarantine;
 mod kube_return;
