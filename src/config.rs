@@ -171,7 +171,7 @@ impl Default for RemediateConfig {
             max_percent: 10.0,
             window: Duration::from_secs(3600),
             gpu_pods_only: true,
-            lease_namespace: crate::model::kube::EVENT_NAMESPACE.to_string(),
+            lease_namespace: crate::model::kube::LEASE_NAMESPACE.to_string(),
             lease_duration: Duration::from_secs(60),
         }
     }

@@ -211,17 +211,9 @@ async fn remediate_step(
     own_alerts: &mut Option<BTreeSet<String>>,
     now: i64,
 ) {
-    let path = remediate::path();
-    match remediate::load(&path) {
-        Ok(s) => *state = s,
-        Err(e) => {
-            tracing::error!("remediate: {e}; the policy does not act until it can read its state");
-            return;
-        }
-    }
-    let before = state.clone();
-    state.mode = Some(p.cfg.mode);
-    state.limit = Some(p.cfg.limit(store.nodes.len()));
+    let Some(before) = remediate::begin_look(p, state, store.nodes.len()) else {
+        return;
+    };
     p.see_scheduler(remediate::marked_in_store(store, now));
     let mut decisions = Vec::new();
     let mut acts = true;
@@ -286,21 +278,10 @@ async fn remediate_step(
                     None => tracing::error!("remediate: {node} not drained"),
                 }
             }
-            Decision::Trip { node, why } => {
-                tracing::error!(
-                    "remediate: BREAKER TRIPPED at {}: {why}; {node} and every later node left as they are until `fleetop remediate reset`",
-                    rfc3339(now)
-                );
-                state.tripped = Some(remediate::Tripped { at_ms: now, why });
-            }
+            Decision::Trip { node, why } => remediate::trip(state, &node, why, now),
         }
     }
-    if *state != before
-        && let Err(e) = remediate::save(&path, state)
-    {
-        tracing::error!("remediate: {e}");
-    }
-    remediate::sync_alerts(notifier, state, own_alerts, now);
+    remediate::end_look(state, &before, notifier, own_alerts, now);
 }
 
 /// `fleetop remediate status|reset`. The window is counted from Slurm's

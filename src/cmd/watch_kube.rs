@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 
 use crate::ingest::kube::Kube;
 use crate::model::sched::Hold;
-use crate::model::time::rfc3339;
 use crate::ops::notify::Notifier;
 use crate::ops::remediate::{self, Decision, KubeLeaseKeeper, LeaseNow, Policy, State};
 use crate::store::Store;
@@ -68,17 +67,9 @@ pub async fn kube_step(
     own_alerts: &mut Option<BTreeSet<String>>,
     now: i64,
 ) {
-    let path = remediate::path();
-    match remediate::load(&path) {
-        Ok(s) => *state = s,
-        Err(e) => {
-            tracing::error!("remediate: {e}; the policy does not act until it can read its state");
-            return;
-        }
-    }
-    let before = state.clone();
-    state.mode = Some(p.cfg.mode);
-    state.limit = Some(p.cfg.limit(store.nodes.len()));
+    let Some(before) = remediate::begin_look(p, state, store.nodes.len()) else {
+        return;
+    };
     p.see_scheduler(marked_in_store(store, now));
     let mut acts = true;
     if let Some(k) = lease.as_deref_mut() {
@@ -112,21 +103,10 @@ pub async fn kube_step(
                     p.count_drain(&node, now);
                 }
             }
-            Decision::Trip { node, why } => {
-                tracing::error!(
-                    "remediate: BREAKER TRIPPED at {}: {why}; {node} and every later node left as they are until `fleetop remediate reset`",
-                    rfc3339(now)
-                );
-                state.tripped = Some(remediate::Tripped { at_ms: now, why });
-            }
+            Decision::Trip { node, why } => remediate::trip(state, &node, why, now),
         }
     }
-    if *state != before
-        && let Err(e) = remediate::save(&path, state)
-    {
-        tracing::error!("remediate: {e}");
-    }
-    remediate::sync_alerts(notifier, state, own_alerts, now);
+    remediate::end_look(state, &before, notifier, own_alerts, now);
 }
 
 /// Quarantines `node` (logged before it runs and after, as the policy

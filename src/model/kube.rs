@@ -285,6 +285,10 @@ pub const CONDITION_REASON: &str = "QuarantinedByFleetop";
 /// The Event's reason, and the namespace of a node's Events.
 pub const EVENT_REASON: &str = "FleetopQuarantine";
 pub const EVENT_NAMESPACE: &str = "default";
+/// Where the remediation policy's Lease lives unless `[remediate]
+/// lease_namespace` says otherwise: the namespace deploy/kubernetes
+/// creates (a workload's objects never go in `default`).
+pub const LEASE_NAMESPACE: &str = "fleetop";
 /// The reason of the Event on a node fleetop put back in service.
 pub const RELEASE_REASON: &str = "FleetopRelease";
 

@@ -645,6 +645,19 @@ fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() 
             .expect("session");
         assert!(s.kubernetes && s.store.kube.known);
         let within = std::time::Duration::from_secs(20);
+        // The report of the next action the session finishes.
+        async fn done(s: &mut fleetop::session::Session) -> std::sync::Arc<fleetop::model::action::ActionReport> {
+            let next = async {
+                loop {
+                    if let Some(Update::ActionDone(r)) = s.updates.recv().await {
+                        break r;
+                    }
+                }
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(20), next)
+                .await
+                .expect("the action is done")
+        }
         let snap = tokio::time::timeout(within, async {
             loop {
                 if let Some(Update::Kube(k)) = s.updates.recv().await {
@@ -671,15 +684,7 @@ fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() 
         ask.send(fleetop::model::request::Request::Run(plan))
             .await
             .expect("sent");
-        let report = tokio::time::timeout(within, async {
-            loop {
-                if let Some(Update::ActionDone(r)) = s.updates.recv().await {
-                    break r;
-                }
-            }
-        })
-        .await
-        .expect("the action is done");
+        let report = done(&mut s).await;
         assert!(report.ok(), "{report:?}");
         assert_eq!(report.scheduler, Scheduler::Kubernetes);
         let a = annotations(&api.node("gpu01")).clone();
@@ -727,15 +732,7 @@ fn the_session_reads_the_nodes_and_routes_a_kubernetes_plan_to_the_api_server() 
         ask.send(fleetop::model::request::Request::Return(Box::new(back)))
             .await
             .expect("sent");
-        let report = tokio::time::timeout(within, async {
-            loop {
-                if let Some(Update::ActionDone(r)) = s.updates.recv().await {
-                    break r;
-                }
-            }
-        })
-        .await
-        .expect("the return is done");
+        let report = done(&mut s).await;
         assert!(report.ok(), "{report:?}");
         assert_eq!(report.scheduler, Scheduler::Kubernetes);
     });

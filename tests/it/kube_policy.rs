@@ -264,7 +264,7 @@ fn req(method: &str, target: &str, body: Option<Value>) -> Req {
 fn lease_body(holder: Option<&str>, rv: Option<&str>, renew: &str) -> Value {
     let mut l = json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "fleetop-remediate", "namespace": "default"},
+        "metadata": {"name": "fleetop-remediate", "namespace": "fleetop"},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60, "renewTime": renew, "acquireTime": renew},
     });
     if let Some(rv) = rv {
@@ -277,7 +277,7 @@ fn lease_body(holder: Option<&str>, rv: Option<&str>, renew: &str) -> Value {
 fn the_fakes_leases_answer_conflicts_as_the_api_server_does() {
     let mut st = State::default();
     st.tokens.insert(ADMIN_TOKEN.into(), "admin");
-    let path = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let path = "/apis/coordination.k8s.io/v1/namespaces/fleetop/leases";
     let one = format!("{path}/fleetop-remediate");
     let t = Some(ADMIN_TOKEN);
     assert_eq!(st.route(&req("GET", &one, None), t).0, 404);
@@ -376,14 +376,14 @@ fn a_lease_taken_from_under_the_watch_is_not_acted_on() {
     {
         let mut st = env.api.state.lock().expect("lock");
         let body = lease_body(Some("bob@elsewhere pid 7"), None, "2026-01-01T00:00:00.000000Z");
-        let (code, _) = st.leases.route("POST", "default", None, Some(&body));
+        let (code, _) = st.leases.route("POST", "fleetop", None, Some(&body));
         assert_eq!(code, 201);
         st.leases.race = Some("carol@other pid 9".into());
     }
     let (mut w, log) = env.watch("a", "drain", ADMIN_TOKEN);
     wait_log(
         &log,
-        "the policy acts in another watch: carol@other pid 9 (Lease default/fleetop-remediate",
+        "the policy acts in another watch: carol@other pid 9 (Lease fleetop/fleetop-remediate",
         60,
     );
     env.past_grace(Duration::from_secs(4));
@@ -418,7 +418,7 @@ fn the_shipped_rbac_is_enough_and_without_update_leases_the_watch_names_it() {
         st.rules.insert("rbac".into(), rules.clone());
         // A Lease given back by an earlier watch: taking it is an update.
         let body = lease_body(None, None, "2026-01-01T00:00:00.000000Z");
-        st.leases.route("POST", "default", None, Some(&body));
+        st.leases.route("POST", "fleetop", None, Some(&body));
     }
     // Without `update` on leases, the Lease cannot be taken; without
     // `list` on events, the window cannot be counted: each says so, and
@@ -560,7 +560,7 @@ fn two_watches_share_one_lease_and_a_killed_holder_is_taken_over_within_the_limi
     assert_eq!(text.matches(&said).count(), 1, "said once:\n{text}");
     assert!(
         text.lines()
-            .any(|l| l.contains(&said) && l.contains(&format!(" pid {} (Lease default/fleetop-remediate", holder.id()))),
+            .any(|l| l.contains(&said) && l.contains(&format!(" pid {} (Lease fleetop/fleetop-remediate", holder.id()))),
         "{text}"
     );
     assert!(!text.contains("remediate: quarantined "), "{text}");
@@ -592,7 +592,7 @@ fn two_watches_share_one_lease_and_a_killed_holder_is_taken_over_within_the_limi
         "{status}"
     );
     assert!(
-        status.contains(&format!(" pid {} (Lease default/fleetop-remediate", other.id())),
+        status.contains(&format!(" pid {} (Lease fleetop/fleetop-remediate", other.id())),
         "{status}"
     );
     other.stop();

@@ -8,7 +8,7 @@ use crate::ingest::source::Source;
 use crate::model::action::{self, NodeAction, Scheduler};
 use crate::ops::{audit, return_to_service};
 
-use super::{Reach, confirm_return, gates, run_plan};
+use super::{Reach, confirm_return, gates, overrides, run_plan};
 
 /// `node cordon|drain|resume`: the same path as Slurm's (read-only
 /// refusal, the calls shown, confirmation, the audit log, the exit
@@ -96,10 +96,7 @@ async fn run_return(
         gate,
         &agents.targets,
         args.suite,
-        return_to_service::Overrides {
-            force: args.force,
-            beside_jobs: args.beside_jobs,
-        },
+        overrides(args),
     );
     confirm_return(
         prepared,

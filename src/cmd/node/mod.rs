@@ -120,13 +120,7 @@ impl Reach {
 fn show_plan(plan: &action::Plan, what: &str) -> anyhow::Result<()> {
     let mut err = std::io::stderr().lock();
     writeln!(err, "{} {} node(s): {what}", plan.action.verb(), plan.nodes.len())?;
-    for c in &plan.commands {
-        writeln!(
-            err,
-            "  {}",
-            fleetop_proto::input::printable(&action::shell_words(c), 4000)
-        )?;
-    }
+    write_commands(&mut err, plan)?;
     for (node, fault) in &plan.faults {
         if !plan.force {
             writeln!(
@@ -143,6 +137,26 @@ fn show_plan(plan: &action::Plan, what: &str) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The plan's commands, one a line, escaped.
+fn write_commands(err: &mut impl Write, plan: &action::Plan) -> std::io::Result<()> {
+    for c in &plan.commands {
+        writeln!(
+            err,
+            "  {}",
+            fleetop_proto::input::printable(&action::shell_words(c), 4000)
+        )?;
+    }
+    Ok(())
+}
+
+/// What a return's flags lift: `--force`, `--beside-jobs`.
+fn overrides(args: &NodeCmd) -> return_to_service::Overrides {
+    return_to_service::Overrides {
+        force: args.force,
+        beside_jobs: args.beside_jobs,
+    }
 }
 
 /// What a forced resume or undrain overrides, node by node: a fault that
@@ -294,10 +308,7 @@ async fn run_return(
         gate,
         &agents.targets,
         args.suite,
-        return_to_service::Overrides {
-            force: args.force,
-            beside_jobs: args.beside_jobs,
-        },
+        overrides(args),
     );
     let back = return_to_service::Back::Slurm(&slurm);
     confirm_return(prepared, back, args, &agents, token, read_only).await
@@ -325,13 +336,7 @@ async fn confirm_return(
         for line in prepared.describe() {
             writeln!(err, "  {}", fleetop_proto::input::printable(&line, 2000))?;
         }
-        for c in &plan.commands {
-            writeln!(
-                err,
-                "  {}",
-                fleetop_proto::input::printable(&action::shell_words(c), 4000)
-            )?;
-        }
+        write_commands(&mut err, &plan)?;
     }
     if !args.yes {
         super::confirm(&plan, "Run the burn-in where needed and resume the nodes that pass?")?;

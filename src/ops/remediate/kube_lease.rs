@@ -1,6 +1,6 @@
 //! The lease on Kubernetes: which of several `watch --kubernetes
 //! --remediate drain` acts. A coordination.k8s.io/v1 Lease named
-//! `fleetop-remediate` (in `[remediate] lease_namespace`, `default`),
+//! `fleetop-remediate` (in `[remediate] lease_namespace`, `fleetop`),
 //! whose `holderIdentity` is "user@host pid N". Taken by a create (a 409
 //! AlreadyExists: someone has it, read it); one run out (`renewTime` +
 //! `leaseDurationSeconds` passed) or given back (no holder) is taken over

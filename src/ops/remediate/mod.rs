@@ -443,6 +443,50 @@ impl Policy {
     }
 }
 
+/// The start of one look of a watch's policy: its state read again (a
+/// person may have reset it), with this policy's mode and limit for a
+/// fleet of `fleet` nodes; what it was before, to save only a change.
+/// `None` (logged) when the state cannot be read: the policy does not act.
+pub fn begin_look(p: &Policy, state: &mut State, fleet: usize) -> Option<State> {
+    match load(&path()) {
+        Ok(s) => *state = s,
+        Err(e) => {
+            tracing::error!("remediate: {e}; the policy does not act until it can read its state");
+            return None;
+        }
+    }
+    let before = state.clone();
+    state.mode = Some(p.cfg.mode);
+    state.limit = Some(p.cfg.limit(fleet));
+    Some(before)
+}
+
+/// A trip of the breaker at `now`, logged and kept in the state.
+pub fn trip(state: &mut State, node: &str, why: String, now: i64) {
+    tracing::error!(
+        "remediate: BREAKER TRIPPED at {}: {why}; {node} and every later node left as they are until `fleetop remediate reset`",
+        rfc3339(now)
+    );
+    state.tripped = Some(Tripped { at_ms: now, why });
+}
+
+/// The end of one look: the state saved where it changed, the alerts it
+/// says should fire sent.
+pub fn end_look(
+    state: &State,
+    before: &State,
+    notifier: &mut crate::ops::notify::Notifier,
+    own_alerts: &mut Option<BTreeSet<String>>,
+    now: i64,
+) {
+    if state != before
+        && let Err(e) = save(&path(), state)
+    {
+        tracing::error!("remediate: {e}");
+    }
+    sync_alerts(notifier, state, own_alerts, now);
+}
+
 /// The alert for a node the policy drained, firing while its incident lasts.
 pub fn drain_alert(d: &Drained) -> Alert {
     let mut labels = BTreeMap::new();
