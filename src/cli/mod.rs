@@ -451,8 +451,9 @@ pub struct NodeCmd {
     /// a burn-in beside running jobs: that is --beside-jobs.
     #[arg(long)]
     pub force: bool,
-    /// Return: run the burn-in while Slurm still lists jobs on the node (it
-    /// takes their GPUs). Named before the confirmation and in the audit log.
+    /// Return: run the burn-in while Slurm still lists jobs on the node, or
+    /// pods that hold a GPU run there (it takes their GPUs). Named before
+    /// the confirmation and in the audit log.
     #[arg(long)]
     pub beside_jobs: bool,
     /// Do not ask for confirmation.
@@ -507,8 +508,10 @@ pub enum NodeVerb {
     /// Return to service: resume each drained node that passed a burn-in
     /// since its drain began (running one where none has) and has no
     /// active fault that keeps it out; the rest stay drained, their Slurm
-    /// reason untouched. With --ray: the burn-in only (Ray has no undrain;
-    /// it says to start the raylet again).
+    /// reason untouched. With --kubernetes: the same, then uncordon and
+    /// remove fleetop's taint, condition and annotations, with an Event.
+    /// With --ray: the burn-in only (Ray has no undrain; it says to start
+    /// the raylet again).
     Return,
     /// The node's timeline: flags, drains, resumes, burn-ins, who and when.
     History,
