@@ -10,7 +10,9 @@
 //! the return's plan before anything runs, the burn-in (as `fleetop bench`
 //! logs it), and the return's results node by node. A return that could not
 //! run a burn-in here (no token, an audit log that cannot be written) is a
-//! local error: no burn-in is recorded.
+//! local error: no burn-in is recorded. On Kubernetes (`Back::Kube`) the
+//! same gates hold, its GPU pods standing for Slurm's jobs, and a node that
+//! passes is uncordoned and left with nothing of fleetop's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -103,12 +105,11 @@ fn passed_since(gate: &Gate, since_ms: i64, suite: Suite) -> Result<String, Stri
     }
 }
 
-/// Decides, per node, from Slurm's state (`sched`: a node by name) and what
-/// its agent says of it (`gate`: its active faults, its GPU count, its
+/// Decides, per node, from the scheduler's view (`sched`: a node by name,
+/// as `on` holds it: Slurm's or Kubernetes') and what its agent says of it (`gate`: its active faults, its GPU count, its
 /// burn-in journal and identity): `targets` are the agents of the nodes (by
 /// name). `how` says which refusals the person lifted; each one lifted is
 /// named in the plan.
-#[allow(clippy::too_many_arguments)]
 pub fn prepare<'a, S: Held + 'a>(
     names: &[String],
     on: Scheduler,
