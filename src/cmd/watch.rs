@@ -107,7 +107,7 @@ pub async fn run(args: WatchArgs, mut cfg: Config, read_only: bool) -> anyhow::R
         (Some(_), Some(opts)) if on_kube => Some(crate::ingest::kube::connect(&opts).await?),
         _ => None,
     };
-    let mut kube_said = watch_kube::Said::default();
+    let mut kube_said = remediate::SaidOnce::default();
     if let (Some((p, _)), Some(k)) = (policy.as_mut(), &kube) {
         watch_kube::see_cluster(p, k, &mut kube_said, now_ms()).await;
     }

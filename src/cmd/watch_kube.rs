@@ -9,25 +9,8 @@ use std::collections::BTreeSet;
 use crate::ingest::kube::Kube;
 use crate::model::sched::Hold;
 use crate::ops::notify::Notifier;
-use crate::ops::remediate::{self, Decision, KubeLeaseKeeper, LeaseNow, Policy, State};
+use crate::ops::remediate::{self, Decision, KubeLeaseKeeper, LeaseNow, Loud, Policy, SaidOnce, State};
 use crate::store::Store;
-
-/// What the step logs once until it changes (a failing read).
-#[derive(Default)]
-pub struct Said(String);
-
-impl Said {
-    fn error(&mut self, what: String) {
-        if self.0 != what {
-            tracing::error!("remediate: {what}");
-            self.0 = what;
-        }
-    }
-
-    fn clear(&mut self) {
-        self.0.clear();
-    }
-}
 
 /// The policy's quarantines the store's Kubernetes view shows.
 fn marked_in_store(store: &Store, now: i64) -> Vec<(String, i64)> {
@@ -37,7 +20,7 @@ fn marked_in_store(store: &Store, now: i64) -> Vec<(String, i64)> {
 /// Reads what the cluster shows of the policy (annotations and Events)
 /// into the window, and the nodes it holds out of service now; `None`
 /// (said once) when it cannot be read.
-pub async fn see_cluster(p: &mut Policy, kube: &Kube, said: &mut Said, now: i64) -> Option<BTreeSet<String>> {
+pub async fn see_cluster(p: &mut Policy, kube: &Kube, said: &mut SaidOnce, now: i64) -> Option<BTreeSet<String>> {
     match remediate::kube::marked_in_cluster(kube, now).await {
         Ok((marks, held)) => {
             p.see_scheduler(marks);
@@ -45,9 +28,8 @@ pub async fn see_cluster(p: &mut Policy, kube: &Kube, said: &mut Said, now: i64)
             Some(held)
         }
         Err(e) => {
-            said.error(format!(
-                "Kubernetes cannot be read for the policy's quarantines: {e}; nothing is quarantined"
-            ));
+            let what = format!("Kubernetes cannot be read for the policy's quarantines: {e}; nothing is quarantined");
+            said.say(what.clone(), || what, Loud::Error);
             None
         }
     }
@@ -62,7 +44,7 @@ pub async fn kube_step(
     mut lease: Option<&mut KubeLeaseKeeper>,
     store: &Store,
     kube: &Kube,
-    said: &mut Said,
+    said: &mut SaidOnce,
     notifier: &mut Notifier,
     own_alerts: &mut Option<BTreeSet<String>>,
     now: i64,

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use fleetop::model::action::{AuditLine, NodeAction, Stage};
 
+use crate::support::{log_of, wait_log, wait_until};
+
 use crate::slurm_harness::SlurmCluster;
 use crate::support::receiver::Receiver;
 
@@ -489,11 +491,6 @@ pub fn a_node_missing_a_gpu_is_refused_then_fails_then_returns_once_repaired() {
     assert!(passed > failed, "the pass after the failures: {texts:#?}");
 }
 
-/// The policy's log, from the watch's stderr file.
-fn log_of(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
 fn watch(env: &Loop, webhook: u16, log: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_fleetop"))
         .env("XDG_CONFIG_HOME", "/nonexistent/fleetop-test")
@@ -710,20 +707,6 @@ fn watch_in(env: &Loop, state: &str, log: &Path) -> Running {
         .expect("watch starts")
 }
 
-/// Waits up to `secs` for `what` in the log at `path`.
-fn wait_log(path: &Path, what: &str, secs: u64) {
-    let start = Instant::now();
-    while !log_of(path).contains(what) {
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "no {what:?} in {}:\n{}",
-            path.display(),
-            log_of(path)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 pub fn two_watches_with_their_own_state_never_drain_past_the_limit_and_one_names_the_other() {
     // 8 nodes: gpu01-gpu04 lose a GPU (XID 79: crit, reboot_node),
     // gpu05-gpu08 are healthy. 25% of 8: 2 drains an hour.
@@ -744,16 +727,17 @@ pub fn two_watches_with_their_own_state_never_drain_past_the_limit_and_one_names
     let (log_a, log_b) = (env.path("watch-a.log"), env.path("watch-b.log"));
     let a = watch_in(&env, "a", &log_a);
     let b = watch_in(&env, "b", &log_b);
-    let start = Instant::now();
-    while !log_of(&log_a).contains("BREAKER TRIPPED") && !log_of(&log_b).contains("BREAKER TRIPPED") {
-        assert!(
-            start.elapsed() < Duration::from_secs(180),
-            "the breaker never tripped:\n--- a\n{}\n--- b\n{}",
-            log_of(&log_a),
-            log_of(&log_b)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_until(
+        180,
+        || log_of(&log_a).contains("BREAKER TRIPPED") || log_of(&log_b).contains("BREAKER TRIPPED"),
+        || {
+            format!(
+                "the breaker never tripped:\n--- a\n{}\n--- b\n{}",
+                log_of(&log_a),
+                log_of(&log_b)
+            )
+        },
+    );
     std::thread::sleep(Duration::from_secs(3));
     let drained = marked();
     assert_eq!(

@@ -8,13 +8,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
 use serde_json::{Value, json};
 
 use crate::kube_return::fleetops;
 use crate::support::fake_kube::{ADMIN_TOKEN, FakeApi, kubeconfig};
+use crate::support::{log_of, wait_until};
 
 fn config(dir: &Path, token: &Path, agents: &[(&str, u16)]) -> PathBuf {
     let mut cfg = format!(
@@ -39,18 +40,6 @@ fn events(api: &FakeApi, reason: &str) -> Vec<Event> {
         .map(|e| serde_json::from_value::<Event>(e).expect("a v1 Event"))
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
-}
-
-fn wait_for(what: &str, log: &Path, secs: u64, done: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "{what} within {secs}s; the watch said:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -109,10 +98,14 @@ fn an_xid_is_quarantined_by_the_policy_refused_while_the_gpu_is_lost_and_returne
         .spawn()
         .expect("watch starts");
     let watch = crate::support::Killed(watch);
-    wait_for("gpu01 quarantined by the policy", &log, 90, || {
-        fleetops(&api.node("gpu01")).contains(&"taint fleetop/quarantine".to_string())
-            && api.requests().iter().any(|r| r.target.contains("/eviction"))
-    });
+    wait_until(
+        90,
+        || {
+            fleetops(&api.node("gpu01")).contains(&"taint fleetop/quarantine".to_string())
+                && api.requests().iter().any(|r| r.target.contains("/eviction"))
+        },
+        || format!("gpu01 quarantined by the policy; the watch said:\n{}", log_of(&log)),
+    );
     // Give it time to do more than it should; then stop it.
     std::thread::sleep(Duration::from_secs(3));
     drop(watch);

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::support::fake_kube::{ADMIN_TOKEN, FakeApi, Req, State, kubeconfig, node, pod};
 use crate::support::fake_kube_lease::rules_of;
+use crate::support::{log_of, wait_log, wait_until};
 
 /// A swarm of simulated agents, killed when dropped.
 struct Swarm(Child);
@@ -226,23 +227,6 @@ impl Env {
         while fleetop::model::time::now_ms() < until {
             std::thread::sleep(Duration::from_millis(200));
         }
-    }
-}
-
-fn log_of(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
-}
-
-fn wait_log(p: &Path, what: &str, secs: u64) {
-    let start = Instant::now();
-    while !log_of(p).contains(what) {
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "no {what:?} in {}:\n{}",
-            p.display(),
-            log_of(p)
-        );
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
@@ -540,16 +524,11 @@ fn two_watches_share_one_lease_and_a_killed_holder_is_taken_over_within_the_limi
     let env = setup(4, 0, "max_nodes = 2\nmax_percent = 100\n");
     let (a, log_a) = env.watch("a", "drain", ADMIN_TOKEN);
     let (b, log_b) = env.watch("b", "drain", ADMIN_TOKEN);
-    let start = Instant::now();
-    while !log_of(&log_a).contains("BREAKER TRIPPED") && !log_of(&log_b).contains("BREAKER TRIPPED") {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "--- a\n{}\n--- b\n{}",
-            log_of(&log_a),
-            log_of(&log_b)
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    wait_until(
+        120,
+        || log_of(&log_a).contains("BREAKER TRIPPED") || log_of(&log_b).contains("BREAKER TRIPPED"),
+        || format!("--- a\n{}\n--- b\n{}", log_of(&log_a), log_of(&log_b)),
+    );
     std::thread::sleep(Duration::from_secs(2));
     let drained = env.marked();
     assert_eq!(drained.len(), 2, "the limit over both watches: {drained:?}");

@@ -166,3 +166,31 @@ pub fn write_tls(dir: &std::path::Path) {
 
 #[path = "dcgm.rs"]
 pub mod dcgm;
+
+/// A log file as it is now (empty before it exists).
+pub fn log_of(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Waits until `done`, failing after `secs` with `context()` (the logs
+/// that say why).
+pub fn wait_until(secs: u64, done: impl Fn() -> bool, context: impl Fn() -> String) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(secs),
+            "not within {secs}s:\n{}",
+            context()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+/// Waits up to `secs` for `what` in the log at `path`.
+pub fn wait_log(path: &std::path::Path, what: &str, secs: u64) {
+    wait_until(
+        secs,
+        || log_of(path).contains(what),
+        || format!("no {what:?} in {}:\n{}", path.display(), log_of(path)),
+    );
+}

@@ -18,7 +18,7 @@ use crate::ingest::kube::Kube;
 use crate::model::remediation::{Holder, Lease};
 use crate::model::time::rfc3339;
 
-use super::LeaseNow;
+use super::{LeaseNow, Loud, SaidOnce};
 
 /// The Lease's name.
 pub const LEASE_NAME: &str = "fleetop-remediate";
@@ -37,7 +37,7 @@ pub struct KubeLeaseKeeper {
     until_ms: i64,
     /// Console time of the last look.
     pub checked_ms: Option<i64>,
-    said: String,
+    said: SaidOnce,
 }
 
 /// What the Lease says: its holder (None: free), until when, its version.
@@ -95,7 +95,7 @@ impl KubeLeaseKeeper {
             version: None,
             until_ms: 0,
             checked_ms: None,
-            said: String::new(),
+            said: SaidOnce::default(),
         }
     }
 
@@ -136,24 +136,13 @@ impl KubeLeaseKeeper {
         Api::namespaced(kube.client.clone(), &self.namespace)
     }
 
-    fn say(&mut self, key: String, what: impl FnOnce() -> String, warn: bool) {
-        if self.said != key {
-            self.said = key;
-            if warn {
-                tracing::warn!("remediate: {}", what());
-            } else {
-                tracing::info!("remediate: {}", what());
-            }
-        }
-    }
-
     fn unknown(&mut self, why: String) -> LeaseNow {
         self.version = None;
         let w = why.clone();
-        self.say(
+        self.said.say(
             format!("unknown {why}"),
             || format!("{w}; nothing is quarantined"),
-            true,
+            Loud::Warn,
         );
         LeaseNow::Unknown(why)
     }
@@ -162,20 +151,20 @@ impl KubeLeaseKeeper {
         self.version = Some(version);
         self.until_ms = until_ms;
         let (me, ns) = (self.me.words(), self.namespace.clone());
-        self.say(
+        self.said.say(
             "mine".into(),
             || format!("this watch ({me}) holds the lease (Lease {ns}/{LEASE_NAME}): it acts"),
-            false,
+            Loud::Info,
         );
         LeaseNow::Mine
     }
 
     fn held(&mut self, holder: &str, until_ms: i64) -> LeaseNow {
         if self.version.take().is_some() {
-            self.say(
+            self.said.say(
                 format!("lost {holder}"),
                 || format!("the lease was taken by {holder}: this watch stops acting"),
-                true,
+                Loud::Warn,
             );
         }
         let l = Lease {
@@ -184,14 +173,14 @@ impl KubeLeaseKeeper {
             until_ms,
         };
         let words = kube_lease_words(&l, &self.namespace);
-        self.say(
+        self.said.say(
             format!("held {holder}"),
             || {
                 format!(
                     "the policy acts in another watch: {words}; this one quarantines nothing, and takes over if that one stops"
                 )
             },
-            true,
+            Loud::Warn,
         );
         LeaseNow::Held(l)
     }

@@ -7,6 +7,8 @@ use crate::model::remediation::{Holder, Lease, lease_holder, lease_text, parse_l
 use crate::model::time::rfc3339;
 use crate::ops::audit;
 
+use super::{Loud, SaidOnce};
+
 /// The lease's Slurm job name.
 pub const LEASE_JOB: &str = "fleetop-remediate-lease";
 /// How long a lease holds without renewal: a watch that stopped renewing
@@ -45,7 +47,7 @@ pub struct LeaseKeeper {
     /// Console time of the last look.
     pub checked_ms: Option<i64>,
     /// What was last said about the lease, so each change is said once.
-    said: String,
+    said: SaidOnce,
 }
 
 impl Default for LeaseKeeper {
@@ -122,7 +124,7 @@ impl LeaseKeeper {
             job: None,
             until_ms: 0,
             checked_ms: None,
-            said: String::new(),
+            said: SaidOnce::default(),
         }
     }
 
@@ -138,17 +140,6 @@ impl LeaseKeeper {
             && l.holder.host == self.me.host
             && l.holder.pid != self.me.pid
             && !Path::new(&format!("/proc/{}", l.holder.pid)).exists()
-    }
-
-    fn say(&mut self, key: String, what: impl FnOnce() -> String, warn: bool) {
-        if self.said != key {
-            self.said = key;
-            if warn {
-                tracing::warn!("remediate: {}", what());
-            } else {
-                tracing::info!("remediate: {}", what());
-            }
-        }
     }
 
     fn cancel(&self, slurm: &Slurm, id: u64) -> Result<String, SchedError> {
@@ -211,10 +202,10 @@ impl LeaseKeeper {
             && !leases.iter().any(|l| l.id == id)
         {
             self.job = None;
-            self.say(
+            self.said.say(
                 format!("lost {id}"),
                 || format!("the lease (Slurm job {id}) is gone (cancelled in Slurm): this watch stops acting"),
-                true,
+                Loud::Warn,
             );
         }
         let holder = lease_holder(&leases, now_ms, |l| self.dead(l)).cloned();
@@ -270,16 +261,16 @@ impl LeaseKeeper {
 
     fn mine(&mut self, id: u64) -> LeaseNow {
         let me = self.me.words();
-        self.say(
+        self.said.say(
             format!("mine {id}"),
             || format!("this watch ({me}) holds the lease (Slurm job {id} `{LEASE_JOB}`): it acts"),
-            false,
+            Loud::Info,
         );
         LeaseNow::Mine
     }
 
     fn held(&mut self, l: Lease) -> LeaseNow {
-        self.say(
+        self.said.say(
             format!("held {} {}", l.id, l.holder.words()),
             || {
                 format!(
@@ -287,14 +278,18 @@ impl LeaseKeeper {
                     lease_words(&l)
                 )
             },
-            true,
+            Loud::Warn,
         );
         LeaseNow::Held(l)
     }
 
     fn unknown(&mut self, why: String) -> LeaseNow {
         let w = why.clone();
-        self.say(format!("unknown {why}"), || format!("{w}; nothing is drained"), true);
+        self.said.say(
+            format!("unknown {why}"),
+            || format!("{w}; nothing is drained"),
+            Loud::Warn,
+        );
         LeaseNow::Unknown(why)
     }
 

@@ -47,6 +47,39 @@ mod lease;
 pub use kube_lease::{KubeLeaseKeeper, LEASE_NAME, kube_lease_status, kube_lease_words};
 pub use lease::{LEASE_CHECK_MS, LEASE_JOB, LEASE_TTL_MS, LeaseKeeper, LeaseNow, host_name, lease_words, list_leases};
 
+/// A line the policy logs once, until what it would say changes: who holds
+/// a lease, a read that keeps failing.
+#[derive(Debug, Clone, Default)]
+pub struct SaidOnce(String);
+
+/// How loud a `SaidOnce` line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loud {
+    Info,
+    Warn,
+    Error,
+}
+
+impl SaidOnce {
+    /// Logs `what` unless the last line said was `key`.
+    pub fn say(&mut self, key: String, what: impl FnOnce() -> String, loud: Loud) {
+        if self.0 == key {
+            return;
+        }
+        self.0 = key;
+        match loud {
+            Loud::Info => tracing::info!("remediate: {}", what()),
+            Loud::Warn => tracing::warn!("remediate: {}", what()),
+            Loud::Error => tracing::error!("remediate: {}", what()),
+        }
+    }
+
+    /// Forgets the last line: the next one is said whatever it is.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// `remediate.json` beside the audit log.
 pub fn path() -> PathBuf {
     audit::audit_path().with_file_name("remediate.json")
