@@ -11,7 +11,7 @@ use std::time::Duration;
 use fleetop::model::action::{AuditLine, NodeAction, Scheduler, Stage};
 use serde_json::{Value, json};
 
-use crate::kube::{annotations, audit};
+use crate::kube::{Run, annotations, audit};
 use crate::support::fake_kube::{ADMIN_TOKEN, FakeApi, kubeconfig, node as kube_node};
 
 /// A fake API server with gpu01 (two GPU pods, one under a budget that
@@ -44,12 +44,6 @@ fn setup(scenarios: &[(&str, &str)]) -> Env {
     }
     std::fs::write(dir.path().join("config.toml"), cfg).expect("config");
     Env { api, dir, kc, agents }
-}
-
-struct Run {
-    ok: bool,
-    stdout: String,
-    stderr: String,
 }
 
 impl Env {
